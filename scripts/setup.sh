@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what visus needs into .venv in this checkout. Idempotent and quiet when
+# everything is already there. Usage: scripts/setup.sh [EXTRAS]   (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-all}"
+py="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "visus: creating .venv with $($py --version)" >&2
+  "$py" -m venv .venv
+fi
+stamp=".venv/.visus-installed-$extras"
+# Reinstall only when pyproject.toml changed since the last install of these extras.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "visus: installing .[$extras] into .venv (first run takes a few minutes)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]"
+  touch "$stamp"
+fi

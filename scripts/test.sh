@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run the whole suite: lint, format check,
+# strict type check and pytest. Extra arguments go to pytest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh dev || exit 1
+bash scripts/setup-browser.sh || exit 1
+export PATH="$PWD/.venv/bin:$PATH"
+status=0
+echo "== ruff check";   ruff check src tests benchmarks || status=1
+echo "== ruff format";  ruff format --check src tests benchmarks || status=1
+echo "== mypy --strict"; mypy || status=1
+echo "== pytest"
+pytest "$@"
+rc=$?
+[ $rc -ne 0 ] && status=$rc
+exit $status

@@ -1,0 +1,153 @@
+"""One exception tree for visus.
+
+Every error visus raises on purpose is a ``VisusError``. Third-party errors are
+translated at one point per boundary (``raise ... from e``), so callers catch
+these classes and never a library's own.
+
+::
+
+    VisusError
+    ├── MediaError                  a source could not become a fitted image
+    │   ├── UndecodableError        bytes our decoders cannot open (corrupt, truncated)
+    │   ├── UnsupportedTypeError    a real file of a kind we do not turn into pixels
+    │   └── TooLargeError           past a bound in limits.py (pixels, bytes, pages)
+    ├── ReachError                  path outside the allowed roots (or render withheld)
+    ├── NotFoundError               missing file, session, blob or instance
+    ├── InvalidInputError           a malformed argument (bad base64, bad page number)
+    ├── StoreError                  the record's storage
+    │   ├── IntegrityError          a blob whose bytes do not match its digest
+    │   └── InvalidKeyError         a digest or session id that is not well formed
+    ├── WireError                   a view that cannot be lowered onto a wire
+    ├── ProviderError               a model provider failed or refused
+    │   ├── AuthError               missing or rejected credentials
+    │   ├── RateLimitError          429 after retries
+    │   ├── ContextLengthError      the request is over the model's context window
+    │   └── ImageRejectedError      the provider refused an image (size, format)
+    ├── NetError                    fetching a URL failed
+    │   └── BlockedURLError         the SSRF gate refused the target
+    ├── LimitError                  a protocol bound (tether frame, image count) was broken
+    └── ConfigError                 an invalid configuration file or value
+
+Example:
+    >>> from visus.errors import TooLargeError, MediaError
+    >>> issubclass(TooLargeError, MediaError)
+    True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "BlockedURLError",
+    "ConfigError",
+    "ContextLengthError",
+    "ImageRejectedError",
+    "IntegrityError",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "LimitError",
+    "MediaError",
+    "NetError",
+    "NotFoundError",
+    "ProviderError",
+    "RateLimitError",
+    "ReachError",
+    "StoreError",
+    "TooLargeError",
+    "UndecodableError",
+    "UnsupportedTypeError",
+    "VisusError",
+    "WireError",
+]
+
+
+class VisusError(Exception):
+    """Base of every error visus raises on purpose."""
+
+
+class MediaError(VisusError):
+    """A source could not become a fitted image."""
+
+
+class UndecodableError(MediaError):
+    """The bytes claim to be a kind we decode but cannot be opened (corrupt, truncated)."""
+
+
+class UnsupportedTypeError(MediaError):
+    """A real source of a kind visus does not turn into pixels."""
+
+
+class TooLargeError(MediaError):
+    """A source is past a bound in :mod:`visus.limits`."""
+
+
+class ReachError(VisusError):
+    """A path outside the allowed roots, or a capability the host withheld."""
+
+
+class NotFoundError(VisusError):
+    """A file, session, blob or instance that does not exist."""
+
+
+class InvalidInputError(VisusError):
+    """A malformed argument: bad base64, a page number out of range, two sources at once."""
+
+
+class StoreError(VisusError):
+    """The record's durable storage failed."""
+
+
+class IntegrityError(StoreError):
+    """A stored blob whose bytes do not hash to its key."""
+
+
+class InvalidKeyError(StoreError):
+    """A digest or session id that is not well formed (and might traverse paths)."""
+
+
+class WireError(VisusError):
+    """A model view that cannot be lowered onto the requested wire."""
+
+
+class ProviderError(VisusError):
+    """A model provider failed or refused the request.
+
+    ``status`` is the HTTP status when there was one; ``provider`` names the wire.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class AuthError(ProviderError):
+    """Credentials are missing or were rejected."""
+
+
+class RateLimitError(ProviderError):
+    """The provider kept answering 429 after our retries."""
+
+
+class ContextLengthError(ProviderError):
+    """The request does not fit the model's context window."""
+
+
+class ImageRejectedError(ProviderError):
+    """The provider refused an image in the request (too large, bad format)."""
+
+
+class NetError(VisusError):
+    """Fetching a URL failed (timeout, size cap, bad status)."""
+
+
+class BlockedURLError(NetError):
+    """The SSRF gate refused the URL (scheme, address, redirect)."""
+
+
+class LimitError(VisusError):
+    """A protocol bound from :mod:`visus.limits` was broken; the message names it."""
+
+
+class ConfigError(VisusError):
+    """An invalid configuration file or value; the message names the key."""

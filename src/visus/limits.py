@@ -1,0 +1,86 @@
+"""Every size, count and byte bound in visus, defined once.
+
+Modules import these names; no other module writes a bound as a literal. Per-model
+limits (edge, pixels, bytes per provider) are data in the model catalog
+(:mod:`visus.models`), not here: these are visus's own hard bounds.
+
+Example:
+    >>> from visus import limits
+    >>> limits.TETHER_MAX_IMAGES_PER_MESSAGE
+    4
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+KB: Final = 1024
+MB: Final = 1024 * 1024
+
+# --- media: what we agree to decode or render -----------------------------------
+#: Largest source file we read into memory for view/read (bytes).
+MAX_SOURCE_BYTES: Final = 64 * MB
+#: Pixel count (from the header, before decoding) past which a raster is a bomb.
+MAX_SOURCE_PIXELS: Final = 100_000_000
+#: Longest side of a raster we decode, whatever its pixel count.
+MAX_SOURCE_EDGE: Final = 30_000
+#: Largest SVG document we hand to the renderer (bytes).
+MAX_SVG_BYTES: Final = 4 * MB
+#: Largest raster an SVG may render to (pixels); bigger viewBoxes are scaled down.
+MAX_SVG_RENDER_PIXELS: Final = 16_000_000
+#: Pages we accept in a PDF before refusing it outright.
+MAX_PDF_PAGES: Final = 5_000
+#: Largest text file we render as a screenshot (bytes).
+MAX_TEXT_BYTES: Final = 8 * MB
+#: Lines per rendered text page when the caller gives no limit.
+TEXT_PAGE_LINES: Final = 120
+#: Most lines one rendered text page may hold.
+TEXT_MAX_PAGE_LINES: Final = 400
+#: Characters per rendered line before wrapping.
+TEXT_WRAP_COLUMNS: Final = 120
+
+# --- read tool ------------------------------------------------------------------
+#: Lines the read tool returns when the caller gives no limit.
+READ_DEFAULT_LINES: Final = 2000
+#: Characters after which a single read line is clipped.
+READ_MAX_LINE_CHARS: Final = 2000
+
+# --- tether protocol --------------------------------------------------------------
+TETHER_MAX_IMAGE_BYTES: Final = 10 * MB  # decoded, per image
+TETHER_MAX_FRAME_IMAGE_BYTES: Final = 20 * MB  # decoded, all images of one frame
+TETHER_MAX_IMAGES_PER_MESSAGE: Final = 4
+TETHER_MAX_WIRE_BYTES: Final = 28 * MB  # one frame as sent
+TETHER_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+RING_MAX_FRAMES: Final = 1000
+RING_MAX_BYTES: Final = 128 * MB
+
+# --- network ----------------------------------------------------------------------
+NET_MAX_REDIRECTS: Final = 5
+NET_MAX_BYTES: Final = 32 * MB
+NET_TIMEOUT_SECONDS: Final = 30.0
+NET_MAX_VIDEO_BYTES: Final = 100 * MB
+
+# --- vision_analyze ---------------------------------------------------------------
+ANALYZE_MAX_INPUT_BYTES: Final = 32 * MB
+ANALYZE_MAX_FILES: Final = 4
+ANALYZE_MAX_RESULT_CHARS: Final = 8000
+ANALYZE_MAX_PDF_PAGES: Final = 20
+
+# --- attachments ------------------------------------------------------------------
+ATTACHMENT_MAX_FILE_BYTES: Final = 25 * MB
+ATTACHMENT_MAX_SESSION_BYTES: Final = 200 * MB
+ATTACHMENT_MAX_FILES: Final = 200
+GREP_MAX_HITS: Final = 200
+GREP_MAX_PATTERN_CHARS: Final = 500
+
+# --- MCP and Telegram -------------------------------------------------------------
+MCP_MAX_RESULT_BYTES: Final = 1 * MB
+TELEGRAM_MAX_PHOTO_BYTES: Final = 10 * MB
+TELEGRAM_MAX_DOWNLOAD_BYTES: Final = 20 * MB
+TELEGRAM_MAX_PHOTO_SIDES_SUM: Final = 10_000
+TELEGRAM_MAX_PHOTO_RATIO: Final = 20
+TELEGRAM_MAX_CAPTION_CHARS: Final = 1024
+TELEGRAM_MAX_TEXT_CHARS: Final = 4096
+
+# --- agent ------------------------------------------------------------------------
+AGENT_MAX_STEPS: Final = 25

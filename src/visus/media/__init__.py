@@ -1,0 +1,1 @@
+"""Decode, render and fit any source into an image a model takes."""

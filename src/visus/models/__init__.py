@@ -1,0 +1,1 @@
+"""The model catalog and image-token formulas."""

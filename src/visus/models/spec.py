@@ -1,0 +1,120 @@
+"""What visus knows about a model: capabilities, image limits, token formula, prices.
+
+These are values; the catalog (data) lives in ``visus.models.catalog`` and the
+formulas in ``visus.models.tokens``.
+
+Example:
+    >>> spec = ModelSpec(name="m", provider="openai", vision=True)
+    >>> spec.profile().max_edge
+    2048
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from visus.media.types import DEFAULT_MEDIA_TYPES, Profile
+
+__all__ = [
+    "AnthropicPatches",
+    "FlatTokens",
+    "GeminiTiles",
+    "ModelSpec",
+    "OpenAIPatches",
+    "OpenAITiles",
+    "Provider",
+    "TokenFormula",
+]
+
+Provider: TypeAlias = Literal[
+    "anthropic", "openai", "openai-compatible", "gemini", "ollama", "bedrock", "reference"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AnthropicPatches:
+    """Shrink to ``native_edge`` and ``native_tokens``, then ceil(w/28)*ceil(h/28)."""
+
+    native_edge: int = 1568
+    native_tokens: int = 1568
+    patch: int = 28
+    kind: Literal["anthropic"] = "anthropic"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAITiles:
+    """Fit 2048 square, short side to 768, 512 px tiles: base + tiles * tile."""
+
+    base: int = 85
+    tile: int = 170
+    kind: Literal["openai-tiles"] = "openai-tiles"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIPatches:
+    """32 px patches capped at ``budget``, times ``multiplier``."""
+
+    budget: int = 1536
+    multiplier: float = 1.0
+    patch: int = 32
+    kind: Literal["openai-patches"] = "openai-patches"
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiTiles:
+    """Gemini 2.x: <=384 px both sides -> 258; else 768 px tiles at 258 each.
+
+    Gemini 3 (``media_resolution`` set): a flat count per image by resolution.
+    """
+
+    per_tile: int = 258
+    small_edge: int = 384
+    tile: int = 768
+    media_resolution: Literal["low", "medium", "high"] | None = None
+    kind: Literal["gemini"] = "gemini"
+
+
+@dataclass(frozen=True, slots=True)
+class FlatTokens:
+    """A fixed count per image (local models that do not publish a formula)."""
+
+    tokens: int = 576
+    kind: Literal["flat"] = "flat"
+
+
+TokenFormula: TypeAlias = AnthropicPatches | OpenAITiles | OpenAIPatches | GeminiTiles | FlatTokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One model's capabilities, limits and prices.
+
+    ``name`` is the catalog id without the provider prefix. Limits are per image
+    unless named otherwise; ``max_images`` is per request.
+    """
+
+    name: str
+    provider: Provider
+    vision: bool = False
+    pdf: bool = False
+    video: bool = False
+    images_in_tool_results: bool = False
+    max_edge: int = 2048
+    max_pixels: int = 2048 * 2048
+    max_image_bytes: int = 5 * 1024 * 1024
+    max_images: int = 20
+    media_types: frozenset[str] = field(default=DEFAULT_MEDIA_TYPES)
+    tokens: TokenFormula = field(default_factory=FlatTokens)
+    context_tokens: int = 128_000
+    input_price_per_mtok: float = 0.0
+    output_price_per_mtok: float = 0.0
+
+    def profile(self) -> Profile:
+        """The fitting profile images for this model must meet."""
+        return Profile(
+            max_edge=self.max_edge,
+            max_pixels=self.max_pixels,
+            max_bytes=self.max_image_bytes,
+            media_types=self.media_types,
+        )

@@ -1,0 +1,170 @@
+"""Neutral messages and parts: pure, frozen values.
+
+A conversation is a tuple of messages. Each message knows its ``turn``: a turn is
+one user message and every assistant step and tool result until the next user
+message (turns count from 1). Parts are values with a ``kind`` literal; identity
+and storage live elsewhere (an :class:`ImagePart` holds a *reference* to a blob,
+never bytes).
+
+Example:
+    >>> from visus.record.messages import UserMessage, TextPart
+    >>> m = UserMessage(parts=(TextPart("hello"),), turn=1)
+    >>> m.kind, m.text
+    ('user', 'hello')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AssistantMessage",
+    "AttachmentOrigin",
+    "ImagePart",
+    "Message",
+    "ModelRequest",
+    "Origin",
+    "Part",
+    "PerceptionOrigin",
+    "TextPart",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PerceptionOrigin:
+    """The image came from ``view`` (or ``view_attachment``) and can be re-viewed.
+
+    ``source`` is what the tool was called with (a path, URL or attachment name);
+    ``tool`` names the tool that re-creates it, so a descriptor can say how.
+    """
+
+    source: str
+    tool: str = "view"
+    page: int | None = None
+    kind: Literal["perception"] = "perception"
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentOrigin:
+    """A user pasted or uploaded the image: not re-viewable, never auto-elided."""
+
+    filename: str | None = None
+    kind: Literal["attachment"] = "attachment"
+
+
+Origin: TypeAlias = PerceptionOrigin | AttachmentOrigin
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """A reference to an image blob: ``digest`` is the lowercase hex sha256 of its bytes."""
+
+    digest: str
+    media_type: str
+    size: int
+    width: int
+    height: int
+    origin: Origin
+    kind: Literal["image"] = "image"
+
+
+Part: TypeAlias = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the assistant asked for. ``arguments`` is a decoded JSON object."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and cost of one model step (or a sum of steps)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    parts: tuple[Part, ...]
+    turn: int = 1
+    kind: Literal["user"] = "user"
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    parts: tuple[TextPart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    turn: int = 1
+    model: str = ""
+    usage: Usage | None = None
+    kind: Literal["assistant"] = "assistant"
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    tool_name: str
+    parts: tuple[Part, ...]
+    is_error: bool = False
+    turn: int = 1
+    kind: Literal["tool"] = "tool"
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a wire needs besides the model: system prompt, messages, tools."""
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 4096
