@@ -1,0 +1,1 @@
+"""visus benchmarks: each ``bench_<name>.py`` has ``main() -> None`` printing its figures."""
