@@ -84,3 +84,11 @@ TELEGRAM_MAX_TEXT_CHARS: Final = 4096
 
 # --- agent ------------------------------------------------------------------------
 AGENT_MAX_STEPS: Final = 25
+
+# --- providers --------------------------------------------------------------------
+#: Seconds one provider request may take (connect + read) before it counts as failed.
+PROVIDER_TIMEOUT_SECONDS: Final = 300.0
+#: Retries after the first attempt on 429, 5xx and connection errors.
+PROVIDER_MAX_RETRIES: Final = 3
+#: Longest single wait between retries, whatever Retry-After asks for (seconds).
+PROVIDER_MAX_BACKOFF_SECONDS: Final = 60.0
