@@ -53,6 +53,10 @@ TETHER_MAX_WIRE_BYTES: Final = 28 * MB  # one frame as sent
 TETHER_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 RING_MAX_FRAMES: Final = 1000
 RING_MAX_BYTES: Final = 128 * MB
+#: Longest a tether long poll (or MCP tether_read) may hold the request open (seconds).
+TETHER_POLL_MAX_WAIT_SECONDS: Final = 60.0
+#: Longest session id or msg_id a tether frame may carry (characters).
+TETHER_MAX_ID_CHARS: Final = 128
 
 # --- network ----------------------------------------------------------------------
 NET_MAX_REDIRECTS: Final = 5
