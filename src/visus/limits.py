@@ -96,3 +96,7 @@ PROVIDER_TIMEOUT_SECONDS: Final = 300.0
 PROVIDER_MAX_RETRIES: Final = 3
 #: Longest single wait between retries, whatever Retry-After asks for (seconds).
 PROVIDER_MAX_BACKOFF_SECONDS: Final = 60.0
+
+# --- record -----------------------------------------------------------------------
+#: Longest session id (characters); ids are also file names.
+SESSION_ID_MAX_CHARS: Final = 128
