@@ -1,0 +1,179 @@
+"""What the reference model perceives in one image: words, where they are, their ink.
+
+OCR is rapidocr-onnxruntime, whose wheel ships its ONNX models (nothing is ever
+downloaded). Each OCR line is split on spaces into words; a word's box is the
+line's box cut horizontally in proportion to character counts (spaces included),
+which is exact for monospaced text and close for proportional fonts.
+
+The ink colour of a word is measured inside its box: the background is the most
+common colour there (coarsely quantised, so anti-aliasing noise does not split
+it); ink pixels are those farther than a threshold from the background; of those,
+the half farthest from the background (stroke cores, not the blended edges) give
+the median colour. That is the text's colour, not the colour behind it. It is
+named from :data:`visus.reference.palette.PALETTE` by nearest CIELAB distance.
+
+Example:
+    >>> from visus.reference.grid import make_grid
+    >>> png, expected = make_grid(1, 1, seed=3)
+    >>> seen = perceive(png)
+    >>> seen.words[0].text == expected[0][0]
+    True
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from PIL import Image, ImageOps
+
+from visus.errors import UndecodableError
+from visus.reference.palette import nearest_colour, to_hex
+
+__all__ = ["SeenImage", "SeenWord", "decode_size", "perceive"]
+
+_INK_THRESHOLD = 60.0  # RGB distance from the background that counts as ink
+_MIN_SCORE = 0.5  # OCR confidence below which a line is noise
+
+
+@dataclass(frozen=True, slots=True)
+class SeenWord:
+    """One word: centre ``x``, ``y`` in 0..1 of the image; ``box`` in pixels (x0, y0, x1, y1)."""
+
+    text: str
+    x: float
+    y: float
+    box: tuple[int, int, int, int]
+    color: str
+    hex: str
+
+
+@dataclass(frozen=True, slots=True)
+class SeenImage:
+    width: int
+    height: int
+    words: tuple[SeenWord, ...]
+
+
+_engine: Any = None
+_engine_lock = threading.Lock()
+# onnxruntime sessions are thread-safe, but RapidOCR mutates per-call settings on
+# itself; one call at a time keeps results deterministic (CI has two cores anyway).
+_call_lock = threading.Lock()
+
+
+def _ocr_engine() -> Any:
+    global _engine
+    if _engine is None:
+        with _engine_lock:
+            if _engine is None:
+                try:
+                    from rapidocr_onnxruntime import RapidOCR
+                except ImportError as e:  # pragma: no cover - depends on the install
+                    raise ImportError(
+                        "the reference model needs OCR: pip install 'visus[reference]'"
+                    ) from e
+                _engine = RapidOCR()
+    return _engine
+
+
+def _open_rgb(data: bytes) -> Image.Image:
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.seek(0)
+            im = ImageOps.exif_transpose(opened)
+            if im.mode in {"RGBA", "LA", "P", "PA"}:
+                rgba = im.convert("RGBA")
+                white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+                return Image.alpha_composite(white, rgba).convert("RGB")
+            return im.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise UndecodableError(f"not a decodable image: {e}") from e
+
+
+def decode_size(data: bytes) -> tuple[int, int, str]:
+    """Width, height and lowercase format name (``png``, ``jpeg``...) from the header.
+
+    Raises :class:`~visus.errors.UndecodableError` for bytes that are not an image.
+    """
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.width, im.height, (im.format or "").lower()
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise UndecodableError(f"not a decodable image: {e}") from e
+
+
+def _ink(pixels: NDArray[np.uint8]) -> tuple[float, float, float]:
+    flat = pixels.reshape(-1, 3).astype(np.float64)
+    quant = (flat // 16).astype(np.int64)
+    keys = quant[:, 0] * 256 + quant[:, 1] * 16 + quant[:, 2]
+    values, counts = np.unique(keys, return_counts=True)
+    bg_key = values[int(np.argmax(counts))]
+    background = flat[keys == bg_key].mean(axis=0)
+    dist = np.sqrt(((flat - background) ** 2).sum(axis=1))
+    ink = flat[dist > _INK_THRESHOLD]
+    if len(ink) == 0:
+        r, g, b = background
+        return float(r), float(g), float(b)
+    ink_dist = dist[dist > _INK_THRESHOLD]
+    core = ink[ink_dist >= np.median(ink_dist)]
+    r, g, b = np.median(core, axis=0)
+    return float(r), float(g), float(b)
+
+
+def _split_line(
+    text: str, quad: list[list[float]], width: int, height: int
+) -> list[tuple[str, tuple[int, int, int, int]]]:
+    xs = [p[0] for p in quad]
+    ys = [p[1] for p in quad]
+    x0, x1 = max(0.0, min(xs)), min(float(width), max(xs))
+    y0, y1 = max(0.0, min(ys)), min(float(height), max(ys))
+    n = len(text)
+    out: list[tuple[str, tuple[int, int, int, int]]] = []
+    pos = 0
+    for word in text.split(" "):
+        if word:
+            a = x0 + (x1 - x0) * pos / n
+            b = x0 + (x1 - x0) * (pos + len(word)) / n
+            out.append((word, (round(a), round(y0), round(b), round(y1))))
+        pos += len(word) + 1
+    return out
+
+
+def perceive(data: bytes) -> SeenImage:
+    """OCR ``data`` (any format Pillow decodes) into words with centres and ink colours.
+
+    Words come in reading order (top to bottom, then left to right within a line).
+    """
+    rgb = _open_rgb(data)
+    arr = np.asarray(rgb, dtype=np.uint8)
+    height, width = arr.shape[0], arr.shape[1]
+    with _call_lock:
+        # RapidOCR expects OpenCV's BGR channel order for arrays.
+        result, _ = _ocr_engine()(np.ascontiguousarray(arr[:, :, ::-1]), use_cls=False)
+    lines: list[tuple[list[list[float]], str]] = []
+    for quad, text, score in result or []:
+        if float(score) >= _MIN_SCORE and str(text).strip():
+            lines.append(([[float(v) for v in p] for p in quad], str(text).strip()))
+    lines.sort(key=lambda ln: (round(min(p[1] for p in ln[0]) / 10), min(p[0] for p in ln[0])))
+    words: list[SeenWord] = []
+    for quad, text in lines:
+        for word, box in _split_line(text, quad, width, height):
+            x0, y0, x1, y1 = box
+            patch = arr[y0 : max(y1, y0 + 1), x0 : max(x1, x0 + 1)]
+            colour = _ink(patch)
+            words.append(
+                SeenWord(
+                    text=word,
+                    x=round((x0 + x1) / 2 / width, 4),
+                    y=round((y0 + y1) / 2 / height, 4),
+                    box=box,
+                    color=nearest_colour(colour),
+                    hex=to_hex(colour),
+                )
+            )
+    return SeenImage(width=width, height=height, words=tuple(words))
