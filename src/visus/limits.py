@@ -100,3 +100,9 @@ PROVIDER_MAX_BACKOFF_SECONDS: Final = 60.0
 # --- record -----------------------------------------------------------------------
 #: Longest session id (characters); ids are also file names.
 SESSION_ID_MAX_CHARS: Final = 128
+
+# --- wire -------------------------------------------------------------------------
+#: Anthropic: a request carrying more than this many images ...
+ANTHROPIC_MANY_IMAGES: Final = 20
+#: ... must keep every image at most this many pixels per side.
+ANTHROPIC_MANY_IMAGES_MAX_EDGE: Final = 2000
