@@ -106,3 +106,23 @@ SESSION_ID_MAX_CHARS: Final = 128
 ANTHROPIC_MANY_IMAGES: Final = 20
 #: ... must keep every image at most this many pixels per side.
 ANTHROPIC_MANY_IMAGES_MAX_EDGE: Final = 2000
+
+# --- reference server: the provider bounds it enforces like the real services ----
+#: Default context window of the reference model (tokens); `--context-tokens` overrides.
+REFERENCE_CONTEXT_TOKENS: Final = 128_000
+#: Largest request body the reference server reads (bytes).
+REFERENCE_MAX_BODY_BYTES: Final = 100 * MB
+#: Anthropic: base64 characters per image, longest side, images per request.
+REFERENCE_ANTHROPIC_MAX_IMAGE_B64: Final = 5 * MB
+REFERENCE_ANTHROPIC_MAX_EDGE: Final = 8000
+REFERENCE_ANTHROPIC_MAX_IMAGES: Final = 100
+#: OpenAI (Chat Completions and Responses): decoded bytes per image, images per request.
+REFERENCE_OPENAI_MAX_IMAGE_BYTES: Final = 20 * MB
+REFERENCE_OPENAI_MAX_IMAGES: Final = 500
+#: Gemini: inline data per request (bytes, decoded), images per request.
+REFERENCE_GEMINI_MAX_INLINE_BYTES: Final = 20 * MB
+REFERENCE_GEMINI_MAX_IMAGES: Final = 3600
+#: Bedrock Converse: decoded bytes per image (3.75 MB), longest side, images per request.
+REFERENCE_BEDROCK_MAX_IMAGE_BYTES: Final = 3_932_160
+REFERENCE_BEDROCK_MAX_EDGE: Final = 8000
+REFERENCE_BEDROCK_MAX_IMAGES: Final = 20
