@@ -48,6 +48,9 @@ class OpenAITiles:
 
     base: int = 85
     tile: int = 170
+    fit_square: int = 2048
+    short_side: int = 768
+    tile_size: int = 512
     kind: Literal["openai-tiles"] = "openai-tiles"
 
 
@@ -72,6 +75,9 @@ class GeminiTiles:
     small_edge: int = 384
     tile: int = 768
     media_resolution: Literal["low", "medium", "high"] | None = None
+    low_tokens: int = 280
+    medium_tokens: int = 560
+    high_tokens: int = 1120
     kind: Literal["gemini"] = "gemini"
 
 

@@ -1,0 +1,228 @@
+"""The catalog's data and model-reference resolution."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from visus.errors import InvalidInputError
+from visus.models import (
+    CATALOG,
+    REFERENCE,
+    AnthropicPatches,
+    GeminiTiles,
+    ModelSpec,
+    OpenAIPatches,
+    OpenAITiles,
+    get_model,
+    parse_model_ref,
+    register_model,
+    unregister_model,
+)
+
+REQUIRED = {
+    "anthropic": [
+        "claude-haiku-4-5",
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-6",
+        "claude-opus-4-5",
+        "claude-opus-4-6",
+    ],
+    "openai": [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4.1-mini",
+        "gpt-4.1-nano",
+        "gpt-5",
+        "gpt-5-mini",
+        "gpt-5-nano",
+        "o3",
+        "o4-mini",
+    ],
+    "gemini": ["gemini-2.5-pro", "gemini-2.5-flash", "gemini-3-pro", "gemini-3-flash"],
+    "ollama": ["llama3.2-vision", "llava", "qwen2.5vl"],
+    "reference": ["reference"],
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "name"), [(p, n) for p, names in REQUIRED.items() for n in names]
+)
+def test_required_models_present_and_consistent(provider: str, name: str) -> None:
+    spec = CATALOG[name]
+    assert spec.name == name
+    assert spec.provider == provider
+    assert spec.vision
+    assert spec.input_price_per_mtok >= 0
+    assert spec.output_price_per_mtok >= 0
+    profile = spec.profile()
+    assert profile.max_edge == spec.max_edge
+    assert profile.max_pixels <= spec.max_edge * spec.max_edge
+    assert profile.max_bytes == spec.max_image_bytes
+    assert profile.media_types <= {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
+def test_claude_native_limits() -> None:
+    for name in REQUIRED["anthropic"]:
+        spec = CATALOG[name]
+        assert spec.pdf
+        assert spec.images_in_tool_results
+        assert isinstance(spec.tokens, AnthropicPatches)
+        # Fitted to the native edge: bigger images are shrunk by the API anyway.
+        assert spec.max_edge == spec.tokens.native_edge
+        # 5 MB of base64 holds at most 3.75 MB of image.
+        assert spec.max_image_bytes * 4 / 3 <= 5 * 1024 * 1024
+    opus = CATALOG["claude-opus-4-6"].tokens
+    assert isinstance(opus, AnthropicPatches)
+    assert (opus.native_edge, opus.native_tokens) == (2576, 4784)
+    sonnet = CATALOG["claude-sonnet-4-6"].tokens
+    assert isinstance(sonnet, AnthropicPatches)
+    assert (sonnet.native_edge, sonnet.native_tokens) == (1568, 1568)
+
+
+def test_openai_formulas_and_limits() -> None:
+    for name in ["gpt-4o", "gpt-4.1", "gpt-5", "o3"]:
+        assert isinstance(CATALOG[name].tokens, OpenAITiles)
+    for name in ["gpt-4.1-mini", "gpt-4.1-nano", "gpt-5-mini", "gpt-5-nano", "o4-mini"]:
+        assert isinstance(CATALOG[name].tokens, OpenAIPatches)
+    assert all(CATALOG[n].max_edge == 2048 for n in REQUIRED["openai"])
+
+
+def test_gemini_flags() -> None:
+    for name in ["gemini-2.5-pro", "gemini-2.5-flash"]:
+        spec = CATALOG[name]
+        assert spec.video
+        assert not spec.images_in_tool_results
+        assert isinstance(spec.tokens, GeminiTiles)
+        assert spec.tokens.media_resolution is None
+    for name in ["gemini-3-pro", "gemini-3-flash"]:
+        spec = CATALOG[name]
+        assert spec.video
+        assert spec.images_in_tool_results
+        assert isinstance(spec.tokens, GeminiTiles)
+        assert spec.tokens.media_resolution == "high"
+    # Gemini takes no gif.
+    assert "image/gif" not in CATALOG["gemini-2.5-flash"].media_types
+
+
+def test_reference_model() -> None:
+    spec = get_model("reference")
+    assert spec is REFERENCE
+    assert spec.vision
+    assert not spec.pdf
+    assert spec.images_in_tool_results
+    assert spec.max_edge == 8000
+    assert spec.input_price_per_mtok == spec.output_price_per_mtok == 0
+    assert get_model("reference:openai-chat") is REFERENCE
+
+
+def test_catalog_is_read_only() -> None:
+    with pytest.raises(TypeError):
+        CATALOG["x"] = REFERENCE  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("openai:gpt-4.1", ("openai", "gpt-4.1")),
+        ("anthropic:claude-sonnet-4-6", ("anthropic", "claude-sonnet-4-6")),
+        ("gemini:gemini-2.5-flash", ("gemini", "gemini-2.5-flash")),
+        ("ollama:llama3.2-vision", ("ollama", "llama3.2-vision")),
+        ("ollama:llava:13b", ("ollama", "llava:13b")),
+        ("openai-compatible:Qwen/Qwen2.5-VL-7B", ("openai-compatible", "Qwen/Qwen2.5-VL-7B")),
+        ("reference", ("reference", "reference")),
+        ("gpt-4.1", ("openai", "gpt-4.1")),
+        ("claude-opus-4-6", ("anthropic", "claude-opus-4-6")),
+        ("llama3.2-vision:11b", ("ollama", "llama3.2-vision:11b")),
+        ("  gpt-5  ", ("openai", "gpt-5")),
+        ("mystery-model", ("openai-compatible", "mystery-model")),
+    ],
+)
+def test_parse_model_ref(ref: str, expected: tuple[str, str]) -> None:
+    assert parse_model_ref(ref) == expected
+
+
+@pytest.mark.parametrize("ref", ["", "   ", "openai:", "anthropic:  "])
+def test_parse_model_ref_rejects(ref: str) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_model_ref(ref)
+
+
+def test_get_model_prefixed_and_bare_agree() -> None:
+    assert get_model("openai:gpt-4.1") == get_model("gpt-4.1") == CATALOG["gpt-4.1"]
+    assert get_model("anthropic:claude-sonnet-4-6") is CATALOG["claude-sonnet-4-6"]
+
+
+def test_get_model_normalises_tags_and_snapshots() -> None:
+    tagged = get_model("ollama:llama3.2-vision:11b")
+    assert tagged.vision
+    assert tagged.name == "llama3.2-vision:11b"
+    assert tagged.provider == "ollama"
+    dated = get_model("claude-sonnet-4-5-20250929")
+    assert dated.vision
+    assert dated.tokens == CATALOG["claude-sonnet-4-5"].tokens
+    assert dated.name == "claude-sonnet-4-5-20250929"
+    assert get_model("gpt-4.1-2025-04-14").tokens == CATALOG["gpt-4.1"].tokens
+
+
+def test_get_model_bedrock_claude() -> None:
+    for ref in [
+        "bedrock:anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "bedrock:global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    ]:
+        spec = get_model(ref)
+        assert spec.provider == "bedrock"
+        assert spec.name == ref.split(":", 1)[1]
+        assert spec.vision
+        assert spec.tokens == CATALOG["claude-sonnet-4-5"].tokens
+        assert spec.max_image_bytes <= 3_750_000
+        assert spec.max_images <= 20
+    # An id only the pattern knows.
+    assert get_model("bedrock:eu.anthropic.claude-opus-4-6-v1").tokens == (
+        CATALOG["claude-opus-4-6"].tokens
+    )
+    assert parse_model_ref("us.anthropic.claude-haiku-4-5-20251001-v1:0")[0] == "bedrock"
+
+
+def test_unknown_models_cannot_see() -> None:
+    for ref in ["openai-compatible:some-local-model", "gpt-99", "ollama:tinyllama", "x"]:
+        spec = get_model(ref)
+        assert not spec.vision
+        assert spec.name == parse_model_ref(ref)[1]
+    assert get_model("anthropic:claude-future-9").provider == "anthropic"
+
+
+def test_openai_compatible_known_model_keeps_capabilities() -> None:
+    spec = get_model("openai-compatible:gpt-4.1")
+    assert spec.provider == "openai-compatible"
+    assert spec.vision
+    assert spec.tokens == CATALOG["gpt-4.1"].tokens
+
+
+@pytest.fixture
+def _cleanup() -> Iterator[None]:
+    yield
+    unregister_model("my-vlm")
+    unregister_model("gpt-4o")
+
+
+@pytest.mark.usefixtures("_cleanup")
+def test_register_model() -> None:
+    assert not get_model("openai-compatible:my-vlm").vision
+    register_model(ModelSpec(name="my-vlm", provider="openai-compatible", vision=True))
+    assert get_model("openai-compatible:my-vlm").vision
+    assert get_model("my-vlm").provider == "openai-compatible"
+    # Configuration overrides a built-in entry.
+    cheaper = dataclasses.replace(CATALOG["gpt-4o"], input_price_per_mtok=0.01)
+    register_model(cheaper)
+    assert get_model("openai:gpt-4o").input_price_per_mtok == 0.01
+    unregister_model("gpt-4o")
+    assert get_model("openai:gpt-4o") is CATALOG["gpt-4o"]
+
+
+def test_register_model_rejects_non_specs() -> None:
+    with pytest.raises(TypeError):
+        register_model("gpt-4o")  # type: ignore[arg-type]
