@@ -1,0 +1,133 @@
+"""Lowering: a model view -> one provider's request body (plain JSON).
+
+``lower`` is pure in what it returns (the same view gives the same JSON), keyed on
+the shape of parts (an :class:`~visus.record.messages.ImagePart` versus a
+:class:`~visus.record.messages.TextPart`), never on tool names. Images are read from
+the blob store and sent as base64, re-fitted first when they break the target
+model's limits (see :mod:`visus.wire._prepare` for the rules); a missing blob
+becomes a text note. Each wire lives in its own module, chosen from an explicit
+table; where each wire puts a tool's images is DESIGN.md's table.
+
+Example:
+    >>> from visus.wire import lower
+    >>> from visus.record.blobs import MemoryBlobStore
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> req = ModelRequest(messages=(UserMessage((TextPart("hello"),)),), max_tokens=100)
+    >>> body = lower(req, wire="anthropic", model="claude-sonnet-4-6", blobs=MemoryBlobStore())
+    >>> body["model"], body["messages"][0]["content"]
+    ('claude-sonnet-4-6', [{'type': 'text', 'text': 'hello'}])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias, get_args
+
+from visus.errors import WireError
+from visus.models.spec import ModelSpec
+from visus.record.messages import ModelRequest
+from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
+from visus.wire._prepare import WireRules, prepare
+from visus.wire._prepared import Prepared
+from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
+
+__all__ = [
+    "WIRES",
+    "BlobReader",
+    "BlobWriter",
+    "RefitCache",
+    "RefitEntry",
+    "Wire",
+    "WireSpec",
+    "lower",
+    "wire_for_provider",
+]
+
+Wire: TypeAlias = Literal[
+    "anthropic", "openai-chat", "openai-responses", "gemini", "ollama", "bedrock"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WireSpec:
+    """One wire: its image rules and the function that builds its body."""
+
+    name: Wire
+    rules: WireRules
+    build: Callable[[Prepared], dict[str, Any]]
+
+
+#: The explicit table from wire name to the module that lowers onto it.
+WIRES: Mapping[Wire, WireSpec] = MappingProxyType(
+    {
+        "anthropic": WireSpec("anthropic", anthropic.RULES, anthropic.build),
+        "openai-chat": WireSpec("openai-chat", openai_chat.RULES, openai_chat.build),
+        "openai-responses": WireSpec(
+            "openai-responses", openai_responses.RULES, openai_responses.build
+        ),
+        "gemini": WireSpec("gemini", gemini.RULES, gemini.build),
+        "ollama": WireSpec("ollama", ollama.RULES, ollama.build),
+        "bedrock": WireSpec("bedrock", bedrock.RULES, bedrock.build),
+    }
+)
+assert set(WIRES) == set(get_args(Wire))
+
+_DEFAULT_WIRE: Mapping[str, Wire] = MappingProxyType(
+    {
+        "anthropic": "anthropic",
+        "openai": "openai-chat",
+        "openai-compatible": "openai-chat",
+        "reference": "openai-chat",
+        "gemini": "gemini",
+        "ollama": "ollama",
+        "bedrock": "bedrock",
+    }
+)
+
+
+def wire_for_provider(provider: str) -> Wire:
+    """The wire a provider speaks by default (``openai`` -> ``openai-chat``)."""
+    try:
+        return _DEFAULT_WIRE[provider]
+    except KeyError:
+        raise WireError(f"no default wire for provider {provider!r}") from None
+
+
+def lower(
+    request: ModelRequest,
+    *,
+    wire: Wire,
+    model: ModelSpec | str,
+    blobs: BlobReader,
+    refit_cache: RefitCache | None = None,
+) -> dict[str, Any]:
+    """Lower ``request`` (a model view) onto ``wire`` for ``model``.
+
+    Returns the JSON body the provider's HTTP API takes. ``blobs`` supplies image
+    bytes; if it can also ``put``, re-fitted images are stored there and remembered
+    in ``refit_cache`` so the next lowering reuses them.
+
+    Example:
+        >>> from visus.record.blobs import MemoryBlobStore
+        >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+        >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),))
+        >>> lower(req, wire="openai-chat", model="gpt-4.1", blobs=MemoryBlobStore())
+        {'model': 'gpt-4.1', 'messages': [{'role': 'user', 'content': 'hi'}]}
+    """
+    try:
+        entry = WIRES[wire]
+    except KeyError:
+        known = ", ".join(WIRES)
+        raise WireError(f"unknown wire {wire!r}; known wires: {known}") from None
+    if isinstance(model, str):
+        from visus.models import get_model
+
+        spec = get_model(model)
+    elif isinstance(model, ModelSpec):
+        spec = model
+    else:
+        raise TypeError(f"model must be a ModelSpec or a model name, not {type(model).__name__}")
+    prepared = prepare(request, spec=spec, rules=entry.rules, blobs=blobs, refit_cache=refit_cache)
+    return entry.build(prepared)

@@ -1,0 +1,254 @@
+"""Resolve a request's images for one model on one wire (shared by every wire).
+
+Each :class:`ImagePart` becomes a :class:`WireImage` or a text note; nothing is
+dropped. In order:
+
+1. A model without vision gets a note per image instead of pixels.
+2. Request image cap (``spec.max_images``): we never fail a request for carrying too
+   many images. The oldest re-viewable perceptions beyond the cap become descriptors
+   (the model can view them again); only if the request still holds too many do the
+   oldest user attachments become notes. Newest images always stay.
+3. Limits: an image outside the model's profile (edge, pixels, bytes, media types the
+   wire and model both take) is re-fitted with :func:`visus.media.fit`; the derived
+   blob is stored and cached by (digest, profile). Wires that count an image's bytes
+   as base64 (Anthropic) get a byte cap of 3/4 of the model's. Anthropic's many-image
+   rule: over ``limits.ANTHROPIC_MANY_IMAGES`` images, every image is fitted to
+   ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` per side.
+4. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
+
+Only the blobs of images that are sent are read.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, replace
+from typing import assert_never
+
+from visus import limits
+from visus.errors import IntegrityError, MediaError, NotFoundError, StoreError
+from visus.media.types import Profile
+from visus.models.spec import ModelSpec
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    ModelRequest,
+    Part,
+    PerceptionOrigin,
+    TextPart,
+    ToolResult,
+    UserMessage,
+)
+from visus.wire._prepared import Prepared, WireImage, WireMessage, WirePart, WireTool, WireUser
+from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
+
+__all__ = ["WireRules", "missing_note", "prepare", "profile_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class WireRules:
+    """What a wire itself imposes on images, whatever the model."""
+
+    media_types: frozenset[str]
+    base64_byte_limit: bool = False
+    many_images_rule: bool = False
+
+
+def missing_note(digest: str, why: str = "is missing") -> str:
+    return f"[image unavailable: blob sha256:{digest} {why}]"
+
+
+def _cap_note(part: ImagePart, turn: int, spec: ModelSpec) -> str:
+    origin = part.origin
+    if isinstance(origin, PerceptionOrigin):
+        page = f", page={origin.page}" if origin.page is not None else ""
+        return (
+            f"[image elided: viewed {origin.source} in turn {turn}; over the "
+            f"{spec.max_images}-image limit of {spec.name}; "
+            f'call {origin.tool}("{origin.source}"{page}) to see it again]'
+        )
+    if isinstance(origin, AttachmentOrigin):
+        name = f'"{origin.filename}"' if origin.filename else "image"
+        return (
+            f"[image omitted: attachment {name} from turn {turn} is over the "
+            f"{spec.max_images}-image limit of {spec.name}]"
+        )
+    assert_never(origin)
+
+
+def _no_vision_note(part: ImagePart, spec: ModelSpec) -> str:
+    origin = part.origin
+    what = origin.source if isinstance(origin, PerceptionOrigin) else (origin.filename or "image")
+    size = f"{part.width}x{part.height}"
+    return f"[image not shown: {spec.name} does not take images ({what}, {size})]"
+
+
+def profile_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
+    """The profile every image in a request of ``image_count`` images must meet."""
+    base = spec.profile()
+    media_types = (spec.media_types & rules.media_types) or rules.media_types
+    max_bytes = base.max_bytes * 3 // 4 if rules.base64_byte_limit else base.max_bytes
+    max_edge = base.max_edge
+    if rules.many_images_rule and image_count > limits.ANTHROPIC_MANY_IMAGES:
+        max_edge = min(max_edge, limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE)
+    return Profile(
+        max_edge=max_edge,
+        max_pixels=min(base.max_pixels, max_edge * max_edge),
+        max_bytes=max_bytes,
+        media_types=frozenset(media_types),
+    )
+
+
+def _fits(media_type: str, width: int, height: int, size: int, profile: Profile) -> bool:
+    return (
+        media_type in profile.media_types
+        and max(width, height) <= profile.max_edge
+        and width * height <= profile.max_pixels
+        and size <= profile.max_bytes
+    )
+
+
+class _Resolver:
+    def __init__(
+        self, spec: ModelSpec, profile: Profile, blobs: BlobReader, cache: RefitCache
+    ) -> None:
+        self.spec = spec
+        self.profile = profile
+        self.blobs = blobs
+        self.cache = cache
+
+    def resolve(self, part: ImagePart) -> WirePart:
+        if _fits(part.media_type, part.width, part.height, part.size, self.profile):
+            try:
+                data = self.blobs.get(part.digest)
+            except NotFoundError:
+                return TextPart(missing_note(part.digest))
+            except IntegrityError:
+                return TextPart(missing_note(part.digest, "is corrupt"))
+            if len(data) <= self.profile.max_bytes:
+                return self._image(data, part, part.media_type, part.width, part.height)
+            return self._refit(part, data)
+        return self._refit(part, None)
+
+    def _image(
+        self, data: bytes, part: ImagePart, media_type: str, width: int, height: int
+    ) -> WireImage:
+        return WireImage(
+            data=base64.b64encode(data).decode("ascii"),
+            media_type=media_type,
+            width=width,
+            height=height,
+            digest=part.digest,
+            origin=part.origin,
+        )
+
+    def _refit(self, part: ImagePart, data: bytes | None) -> WirePart:
+        entry = self.cache.get(part.digest, self.profile)
+        if entry is not None:
+            try:
+                derived = self.blobs.get(entry.digest)
+            except (StoreError, NotFoundError):
+                self.cache.forget(part.digest, self.profile)
+            else:
+                image = self._image(derived, part, entry.media_type, entry.width, entry.height)
+                return replace(image, digest=entry.digest)
+        if data is None:
+            try:
+                data = self.blobs.get(part.digest)
+            except NotFoundError:
+                return TextPart(missing_note(part.digest))
+            except IntegrityError:
+                return TextPart(missing_note(part.digest, "is corrupt"))
+        from visus.media import fit  # media is heavy (Pillow); only refits need it
+
+        try:
+            fitted = fit(data, self.profile)
+        except MediaError as e:
+            return TextPart(
+                f"[image unavailable: blob sha256:{part.digest} cannot be fitted "
+                f"for {self.spec.name}: {e}]"
+            )
+        digest = fitted.digest
+        if isinstance(self.blobs, BlobWriter):
+            digest = self.blobs.put(fitted.data, fitted.media_type)
+        entry = RefitEntry(
+            digest=digest,
+            media_type=fitted.media_type,
+            width=fitted.width,
+            height=fitted.height,
+            size=len(fitted.data),
+        )
+        if isinstance(self.blobs, BlobWriter):
+            self.cache.put(part.digest, self.profile, entry)
+        image = self._image(fitted.data, part, entry.media_type, entry.width, entry.height)
+        return replace(image, digest=digest)
+
+
+def _capped(request: ModelRequest, spec: ModelSpec) -> set[tuple[int, int]]:
+    """Positions (message, part) of images over the request cap, oldest first."""
+    positions: list[tuple[int, int, ImagePart]] = []
+    for mi, message in enumerate(request.messages):
+        if isinstance(message, UserMessage | ToolResult):
+            positions.extend(
+                (mi, pi, p) for pi, p in enumerate(message.parts) if isinstance(p, ImagePart)
+            )
+    excess = len(positions) - max(spec.max_images, 0)
+    if excess <= 0:
+        return set()
+    perceptions = [(mi, pi) for mi, pi, p in positions if isinstance(p.origin, PerceptionOrigin)]
+    attachments = [(mi, pi) for mi, pi, p in positions if isinstance(p.origin, AttachmentOrigin)]
+    return set((perceptions + attachments)[:excess])
+
+
+def prepare(
+    request: ModelRequest,
+    *,
+    spec: ModelSpec,
+    rules: WireRules,
+    blobs: BlobReader,
+    refit_cache: RefitCache | None = None,
+) -> Prepared:
+    """Resolve every image of ``request`` for ``spec`` under ``rules``."""
+    capped = _capped(request, spec) if spec.vision else set()
+    live = sum(
+        1
+        for mi, m in enumerate(request.messages)
+        if not isinstance(m, AssistantMessage)
+        for pi, p in enumerate(m.parts)
+        if isinstance(p, ImagePart) and (mi, pi) not in capped
+    )
+    resolver = _Resolver(
+        spec, profile_for(spec, rules, live), blobs, refit_cache if refit_cache else RefitCache()
+    )
+
+    def part_for(mi: int, pi: int, part: Part, turn: int) -> WirePart:
+        if isinstance(part, TextPart):
+            return part
+        if isinstance(part, ImagePart):
+            if not spec.vision:
+                return TextPart(_no_vision_note(part, spec))
+            if (mi, pi) in capped:
+                return TextPart(_cap_note(part, turn, spec))
+            return resolver.resolve(part)
+        assert_never(part)
+
+    out: list[WireMessage] = []
+    for mi, message in enumerate(request.messages):
+        if isinstance(message, UserMessage):
+            parts = tuple(part_for(mi, pi, p, message.turn) for pi, p in enumerate(message.parts))
+            out.append(WireUser(parts))
+        elif isinstance(message, ToolResult):
+            parts = tuple(part_for(mi, pi, p, message.turn) for pi, p in enumerate(message.parts))
+            out.append(WireTool(message.call_id, message.tool_name, parts, message.is_error))
+        elif isinstance(message, AssistantMessage):
+            out.append(message)
+        else:
+            assert_never(message)
+    return Prepared(
+        messages=tuple(out),
+        system=request.system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        model=spec,
+    )

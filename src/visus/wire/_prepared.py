@@ -1,0 +1,148 @@
+"""The neutral, wire-independent form every wire module builds from.
+
+``prepare`` (in :mod:`visus.wire._prepare`) turns a :class:`ModelRequest` into a
+:class:`Prepared` request: every :class:`ImagePart` is resolved either to a
+:class:`WireImage` (base64 bytes inside the target model's limits) or to a
+:class:`TextPart` note (missing blob, over the image cap, no vision). Wire modules
+then only arrange these values into their provider's JSON; they never read blobs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from visus.models.spec import ModelSpec
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    Origin,
+    PerceptionOrigin,
+    TextPart,
+    ToolSpec,
+)
+
+__all__ = [
+    "Prepared",
+    "WireImage",
+    "WireMessage",
+    "WirePart",
+    "WireTool",
+    "WireUser",
+    "arguments_json",
+    "image_label",
+    "image_stub",
+    "merge_roles",
+    "plain",
+    "source_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WireImage:
+    """An image ready for a wire: ``data`` is standard base64 of the bytes to send."""
+
+    data: str
+    media_type: str
+    width: int
+    height: int
+    digest: str
+    origin: Origin
+    kind: Literal["wire-image"] = "wire-image"
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.data}"
+
+
+WirePart: TypeAlias = TextPart | WireImage
+
+
+@dataclass(frozen=True, slots=True)
+class WireUser:
+    parts: tuple[WirePart, ...]
+    kind: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class WireTool:
+    call_id: str
+    tool_name: str
+    parts: tuple[WirePart, ...]
+    is_error: bool = False
+    kind: Literal["tool"] = "tool"
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def images(self) -> tuple[WireImage, ...]:
+        return tuple(p for p in self.parts if isinstance(p, WireImage))
+
+
+WireMessage: TypeAlias = WireUser | AssistantMessage | WireTool
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request whose images are resolved for one model on one wire."""
+
+    messages: tuple[WireMessage, ...]
+    system: str | None
+    tools: tuple[ToolSpec, ...]
+    max_tokens: int
+    model: ModelSpec
+
+
+def source_text(origin: Origin) -> str:
+    """How an image is named to the model: the call that re-creates it, or the file."""
+    if isinstance(origin, PerceptionOrigin):
+        page = f", page {origin.page}" if origin.page is not None else ""
+        return f'{origin.tool}("{origin.source}"){page}'
+    if isinstance(origin, AttachmentOrigin):
+        return f'attachment "{origin.filename}"' if origin.filename else "attachment"
+    raise TypeError(f"unknown origin {origin!r}")
+
+
+def image_label(call_id: str, image: WireImage) -> str:
+    """The text that precedes a hoisted tool image: which call produced it, from what."""
+    return (
+        f"[image from tool call {call_id}: {source_text(image.origin)}, "
+        f"{image.width}x{image.height}]"
+    )
+
+
+def image_stub(image: WireImage) -> str:
+    """What stays in a tool message whose image the wire carries in a later user turn."""
+    return (
+        f"[image: {source_text(image.origin)}, {image.width}x{image.height}; "
+        "shown in the user message after these tool results]"
+    )
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    """Tool-call arguments as the JSON string the OpenAI wires take (stable, unescaped)."""
+    return json.dumps(dict(arguments), ensure_ascii=False, separators=(",", ":"))
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready copy: mappings to dicts, tuples and lists to lists, recursively."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def merge_roles(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+    """Merge consecutive turns of the same role (wires that require alternation)."""
+    merged: list[tuple[str, list[Any]]] = []
+    for role, items in turns:
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(items)
+        else:
+            merged.append((role, list(items)))
+    return merged

@@ -1,0 +1,136 @@
+"""Amazon Bedrock Converse (``POST /model/{modelId}/converse``) request bodies.
+
+Image bytes are base64 text in JSON, as the REST API takes them (boto3 takes raw
+bytes in the same place). Tool results are user-role ``toolResult`` blocks; their
+images ride inside ``toolResult.content`` where the model allows it
+(``spec.images_in_tool_results``), else they follow the run's tool results as
+labelled image blocks in the same user turn. Roles alternate, so consecutive
+user-role content merges into one turn.
+
+Example:
+    >>> from visus.wire import lower
+    >>> from visus.record.blobs import MemoryBlobStore
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.models.spec import ModelSpec
+    >>> spec = ModelSpec(name="anthropic.claude-x", provider="bedrock", vision=True)
+    >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)
+    >>> body = lower(req, wire="bedrock", model=spec, blobs=MemoryBlobStore())
+    >>> body["messages"], body["inferenceConfig"]
+    ([{'role': 'user', 'content': [{'text': 'hi'}]}], {'maxTokens': 64})
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from visus.record.messages import AssistantMessage, TextPart
+from visus.wire._prepare import WireRules
+from visus.wire._prepared import (
+    Prepared,
+    WireImage,
+    WirePart,
+    WireTool,
+    WireUser,
+    image_label,
+    image_stub,
+    merge_roles,
+    plain,
+)
+
+__all__ = ["RULES", "build"]
+
+_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+RULES = WireRules(media_types=frozenset(_FORMATS))
+
+_EMPTY = {"text": "(empty)"}
+
+
+def _image(image: WireImage) -> dict[str, Any]:
+    return {"image": {"format": _FORMATS[image.media_type], "source": {"bytes": image.data}}}
+
+
+def _block(part: WirePart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"text": part.text} if part.text else None
+    if isinstance(part, WireImage):
+        return _image(part)
+    assert_never(part)
+
+
+def _tool_result(message: WireTool, native: bool) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, WireImage) and not native:
+            content.append({"text": image_stub(part)})
+            continue
+        block = _block(part)
+        if block is not None:
+            content.append(block)
+    result: dict[str, Any] = {"toolUseId": message.call_id, "content": content or [dict(_EMPTY)]}
+    if message.is_error:
+        result["status"] = "error"
+    return {"toolResult": result}
+
+
+def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [{"text": p.text} for p in message.parts if p.text]
+    blocks.extend(
+        {"toolUse": {"toolUseId": c.id, "name": c.name, "input": plain(c.arguments)}}
+        for c in message.tool_calls
+    )
+    return blocks
+
+
+def build(prepared: Prepared) -> dict[str, Any]:
+    """The Converse body for ``prepared`` (the model id goes in the URL)."""
+    native = prepared.model.images_in_tool_results
+    turns: list[tuple[str, list[Any]]] = []
+    run: list[WireTool] = []
+
+    def close_run() -> None:
+        if not run:
+            return
+        blocks: list[dict[str, Any]] = [_tool_result(m, native) for m in run]
+        if not native:
+            for m in run:
+                for image in m.images:
+                    blocks.append({"text": image_label(m.call_id, image)})
+                    blocks.append(_image(image))
+        run.clear()
+        turns.append(("user", blocks))
+
+    for message in prepared.messages:
+        if isinstance(message, WireTool):
+            run.append(message)
+            continue
+        close_run()
+        if isinstance(message, WireUser):
+            turns.append(("user", [b for b in map(_block, message.parts) if b is not None]))
+        elif isinstance(message, AssistantMessage):
+            turns.append(("assistant", _assistant(message)))
+        else:
+            assert_never(message)
+    close_run()
+    body: dict[str, Any] = {
+        "messages": [
+            {"role": role, "content": blocks or [dict(_EMPTY)]}
+            for role, blocks in merge_roles(turns)
+        ]
+    }
+    if prepared.system:
+        body["system"] = [{"text": prepared.system}]
+    if prepared.tools:
+        body["toolConfig"] = {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": t.name,
+                        "description": t.description,
+                        "inputSchema": {"json": plain(t.parameters)},
+                    }
+                }
+                for t in prepared.tools
+            ]
+        }
+    body["inferenceConfig"] = {"maxTokens": prepared.max_tokens}
+    return body

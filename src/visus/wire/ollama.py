@@ -1,0 +1,137 @@
+"""Ollama ``POST /api/chat`` request bodies (non-streaming).
+
+Each message may carry ``images`` (raw base64, no data URL); we put them only on
+user messages, which every vision model reads. A user's own images are marked in
+its text where they stood (``[image 1: ...]``). Tool images are hoisted: the tool
+message keeps its text plus a stub, and after the run of tool messages one user
+message carries the images, its text labelling each with its call id and source.
+
+Example:
+    >>> from visus.wire import lower
+    >>> from visus.record.blobs import MemoryBlobStore
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.models.spec import ModelSpec
+    >>> spec = ModelSpec(name="llava", provider="ollama", vision=True)
+    >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),))
+    >>> lower(req, wire="ollama", model=spec, blobs=MemoryBlobStore())
+    {'model': 'llava', 'messages': [{'role': 'user', 'content': 'hi'}], 'stream': False}
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from visus.record.messages import AssistantMessage, TextPart
+from visus.wire._prepare import WireRules
+from visus.wire._prepared import (
+    Prepared,
+    WireImage,
+    WireTool,
+    WireUser,
+    image_label,
+    image_stub,
+    plain,
+    source_text,
+)
+
+__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
+
+#: What Ollama's image decoding reliably takes.
+RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}))
+
+ERROR_PREFIX = "[tool error] "
+HOIST_INTRO = "Images returned by the tool calls above:"
+
+
+def _user(message: WireUser) -> dict[str, Any]:
+    pieces: list[str] = []
+    images: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, WireImage):
+            images.append(part.data)
+            pieces.append(
+                f"[image {len(images)}: {source_text(part.origin)}, {part.width}x{part.height}]"
+            )
+        else:
+            assert_never(part)
+    out: dict[str, Any] = {"role": "user", "content": "\n".join(pieces)}
+    if images:
+        out["images"] = images
+    return out
+
+
+def _tool(message: WireTool) -> dict[str, Any]:
+    pieces: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, WireImage):
+            pieces.append(("\n" if pieces else "") + image_stub(part))
+        else:
+            assert_never(part)
+    text = "".join(pieces)
+    return {
+        "role": "tool",
+        "content": ERROR_PREFIX + text if message.is_error else text,
+        "tool_name": message.tool_name,
+    }
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.text}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"function": {"name": c.name, "arguments": plain(c.arguments)}}
+            for c in message.tool_calls
+        ]
+    return out
+
+
+def build(prepared: Prepared) -> dict[str, Any]:
+    """The ``/api/chat`` body for ``prepared``."""
+    messages: list[dict[str, Any]] = []
+    if prepared.system:
+        messages.append({"role": "system", "content": prepared.system})
+    run: list[WireTool] = []
+
+    def close_run() -> None:
+        labels = [HOIST_INTRO]
+        images: list[str] = []
+        for m in run:
+            for image in m.images:
+                images.append(image.data)
+                labels.append(f"image {len(images)}: {image_label(m.call_id, image)}")
+        run.clear()
+        if images:
+            messages.append({"role": "user", "content": "\n".join(labels), "images": images})
+
+    for message in prepared.messages:
+        if isinstance(message, WireTool):
+            run.append(message)
+            messages.append(_tool(message))
+            continue
+        close_run()
+        if isinstance(message, WireUser):
+            messages.append(_user(message))
+        elif isinstance(message, AssistantMessage):
+            messages.append(_assistant(message))
+        else:
+            assert_never(message)
+    close_run()
+    body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
+    if prepared.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": plain(t.parameters),
+                },
+            }
+            for t in prepared.tools
+        ]
+    body["stream"] = False
+    return body

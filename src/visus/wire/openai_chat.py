@@ -1,0 +1,144 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``) request bodies.
+
+Only ``user`` messages may carry images on this wire (and on every
+openai-compatible server). A tool message therefore keeps its text plus a stub
+naming each image, the tool messages of a run stay adjacent to the assistant message
+holding their ``tool_calls``, and right after the last tool message of the run ONE
+user message carries the images, each labelled with its call id and source.
+
+Example:
+    >>> from visus.wire import lower
+    >>> from visus.record.blobs import MemoryBlobStore
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.models.spec import ModelSpec
+    >>> spec = ModelSpec(name="gpt-x", provider="openai", vision=True)
+    >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), system="Be brief.")
+    >>> lower(req, wire="openai-chat", model=spec, blobs=MemoryBlobStore())["messages"]
+    [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi'}]
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from visus.record.messages import AssistantMessage, TextPart
+from visus.wire._prepare import WireRules
+from visus.wire._prepared import (
+    Prepared,
+    WireImage,
+    WirePart,
+    WireTool,
+    WireUser,
+    arguments_json,
+    image_label,
+    image_stub,
+    plain,
+)
+
+__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
+
+#: png, jpeg, webp and non-animated gif (OpenAI images-vision guide).
+RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}))
+
+#: Chat Completions has no error flag on tool messages; the text says it.
+ERROR_PREFIX = "[tool error] "
+#: First line of the user message that carries a run's tool images.
+HOIST_INTRO = "Images returned by the tool calls above:"
+
+
+def _content_part(part: WirePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, WireImage):
+        return {"type": "image_url", "image_url": {"url": part.data_url}}
+    assert_never(part)
+
+
+def _user(message: WireUser) -> dict[str, Any]:
+    parts = message.parts
+    if not parts:
+        return {"role": "user", "content": ""}
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return {"role": "user", "content": parts[0].text}
+    return {"role": "user", "content": [_content_part(p) for p in parts]}
+
+
+def _tool_text(message: WireTool) -> str:
+    pieces: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, WireImage):
+            pieces.append(("\n" if pieces else "") + image_stub(part))
+        else:
+            assert_never(part)
+    text = "".join(pieces)
+    return ERROR_PREFIX + text if message.is_error else text
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_json(c.arguments)},
+            }
+            for c in message.tool_calls
+        ]
+    return out
+
+
+def hoisted_images(run: list[WireTool]) -> list[tuple[str, WireImage]]:
+    """Each image of a run of tool messages with the call id that produced it."""
+    return [(m.call_id, image) for m in run for image in m.images]
+
+
+def build(prepared: Prepared) -> dict[str, Any]:
+    """The Chat Completions body for ``prepared``."""
+    messages: list[dict[str, Any]] = []
+    if prepared.system:
+        messages.append({"role": "system", "content": prepared.system})
+    run: list[WireTool] = []
+
+    def close_run() -> None:
+        images = hoisted_images(run)
+        run.clear()
+        if not images:
+            return
+        content: list[dict[str, Any]] = [{"type": "text", "text": HOIST_INTRO}]
+        for call_id, image in images:
+            content.append({"type": "text", "text": image_label(call_id, image)})
+            content.append(_content_part(image))
+        messages.append({"role": "user", "content": content})
+
+    for message in prepared.messages:
+        if isinstance(message, WireTool):
+            run.append(message)
+            messages.append(
+                {"role": "tool", "tool_call_id": message.call_id, "content": _tool_text(message)}
+            )
+            continue
+        close_run()
+        if isinstance(message, WireUser):
+            messages.append(_user(message))
+        elif isinstance(message, AssistantMessage):
+            messages.append(_assistant(message))
+        else:
+            assert_never(message)
+    close_run()
+    body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
+    if prepared.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": plain(t.parameters),
+                },
+            }
+            for t in prepared.tools
+        ]
+    return body
