@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from visus.record.blobs import BlobStore, FileBlobStore, MemoryBlobStore
+from visus.record.codec import message_from_dict, message_to_dict
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
@@ -18,20 +20,29 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
+from visus.record.sessions import LoadedSession, SessionInfo, SessionStore
 
 __all__ = [
     "AssistantMessage",
     "AttachmentOrigin",
+    "BlobStore",
+    "FileBlobStore",
     "ImagePart",
+    "LoadedSession",
+    "MemoryBlobStore",
     "Message",
     "ModelRequest",
     "Origin",
     "Part",
     "PerceptionOrigin",
+    "SessionInfo",
+    "SessionStore",
     "TextPart",
     "ToolCall",
     "ToolResult",
     "ToolSpec",
     "Usage",
     "UserMessage",
+    "message_from_dict",
+    "message_to_dict",
 ]

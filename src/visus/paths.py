@@ -1,0 +1,57 @@
+"""Where visus keeps its data: one folder holding the session logs and the blob store.
+
+The data folder is chosen once: an explicit argument (``--data DIR``), else the
+``VISUS_DATA`` environment variable, else the user's data dir from platformdirs.
+Nothing here creates folders; the stores do that when they first write.
+
+Layout::
+
+    <data>/sessions/<id>.jsonl
+    <data>/blobs/<ab>/<cd>/<digest>.<ext>
+
+Example:
+    >>> from pathlib import Path
+    >>> d = data_dir("/tmp/visus-example")
+    >>> sessions_dir(d), blobs_dir(d)
+    (PosixPath('/tmp/visus-example/sessions'), PosixPath('/tmp/visus-example/blobs'))
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "sessions_dir"]
+
+#: Environment variable naming the data folder when no explicit one is given.
+DATA_ENV = "VISUS_DATA"
+
+
+def data_dir(explicit: Path | str | None = None) -> Path:
+    """The data folder: ``explicit`` > ``$VISUS_DATA`` > the platform's user data dir.
+
+    An empty string counts as "not given", so an unset option or a blank variable
+    falls through to the next choice. ``~`` is expanded.
+
+    Example:
+        >>> data_dir("~/visus-data") == Path.home() / "visus-data"
+        True
+    """
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit).expanduser()
+    env = os.environ.get(DATA_ENV, "")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("visus", appauthor=False))
+
+
+def sessions_dir(data: Path | str) -> Path:
+    """The folder of session logs (``<data>/sessions``)."""
+    return Path(data) / "sessions"
+
+
+def blobs_dir(data: Path | str) -> Path:
+    """The content-addressed blob store's root (``<data>/blobs``)."""
+    return Path(data) / "blobs"

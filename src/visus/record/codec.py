@@ -1,0 +1,297 @@
+"""Messages to and from plain JSON values: the session log's record format.
+
+Every record carries ``"v": 1``. An image part is written as its reference
+(digest, media type, size, dimensions, origin), never its bytes, so a record's
+size does not depend on the image's. Decoding is strict: a record that does not
+describe a message raises :class:`~visus.errors.InvalidInputError` naming the
+field, so the session store can report the line and carry on.
+
+Example:
+    >>> from visus.record.messages import UserMessage, TextPart
+    >>> d = message_to_dict(UserMessage(parts=(TextPart("hi"),), turn=2))
+    >>> d
+    {'v': 1, 'kind': 'user', 'turn': 2, 'parts': [{'kind': 'text', 'text': 'hi'}]}
+    >>> message_from_dict(d) == UserMessage(parts=(TextPart("hi"),), turn=2)
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, assert_never
+
+from visus.errors import InvalidInputError, InvalidKeyError
+from visus.record.blobs import validate_digest
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    Origin,
+    Part,
+    PerceptionOrigin,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["RECORD_VERSION", "message_from_dict", "message_to_dict"]
+
+#: The record format version written into every line.
+RECORD_VERSION = 1
+
+# Fields written by hand below; any other (scalar) field a message or part grows
+# later is carried through generically, so adding a defaulted field never loses data.
+_HANDLED = {"kind", "parts", "tool_calls", "usage", "origin"}
+
+
+def _extra_fields(value: Any) -> dict[str, Any]:
+    return {
+        f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.name not in _HANDLED
+    }
+
+
+def _origin_to_dict(origin: Origin) -> dict[str, Any]:
+    if isinstance(origin, PerceptionOrigin):
+        return {
+            "kind": "perception",
+            "source": origin.source,
+            "tool": origin.tool,
+            "page": origin.page,
+        }
+    if isinstance(origin, AttachmentOrigin):
+        return {"kind": "attachment", "filename": origin.filename}
+    assert_never(origin)
+
+
+def _part_to_dict(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"kind": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {
+            "kind": "image",
+            "digest": part.digest,
+            "media_type": part.media_type,
+            "size": part.size,
+            "width": part.width,
+            "height": part.height,
+            "origin": _origin_to_dict(part.origin),
+        }
+    assert_never(part)
+
+
+def message_to_dict(m: Message) -> dict[str, Any]:
+    """A JSON-ready dict for ``m`` (``"v": 1``); image parts hold references only.
+
+    Example:
+        >>> from visus.record.messages import AssistantMessage, ToolCall
+        >>> call = ToolCall("c1", "view", {"path": "a.png"})
+        >>> message_to_dict(AssistantMessage(tool_calls=(call,)))["tool_calls"]
+        [{'id': 'c1', 'name': 'view', 'arguments': {'path': 'a.png'}}]
+    """
+    out: dict[str, Any] = {"v": RECORD_VERSION, "kind": m.kind}
+    extra = _extra_fields(m)
+    if isinstance(m, UserMessage):
+        out.update(extra)
+        out["parts"] = [_part_to_dict(p) for p in m.parts]
+    elif isinstance(m, AssistantMessage):
+        out.update(extra)
+        out["parts"] = [_part_to_dict(p) for p in m.parts]
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in m.tool_calls
+        ]
+        out["usage"] = (
+            None
+            if m.usage is None
+            else {
+                "input_tokens": m.usage.input_tokens,
+                "output_tokens": m.usage.output_tokens,
+                "cost_usd": m.usage.cost_usd,
+            }
+        )
+    elif isinstance(m, ToolResult):
+        out.update(extra)
+        out["parts"] = [_part_to_dict(p) for p in m.parts]
+    else:
+        assert_never(m)
+    return out
+
+
+# --- decoding -------------------------------------------------------------------
+
+
+def _bad(where: str, why: str) -> InvalidInputError:
+    return InvalidInputError(f"bad record: {where}: {why}")
+
+
+def _obj(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(where, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _str(d: Mapping[str, Any], key: str, where: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str):
+        raise _bad(f"{where}.{key}", "expected a string")
+    return value
+
+
+def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _bad(f"{where}.{key}", "expected a string or null")
+    return value
+
+
+def _int(d: Mapping[str, Any], key: str, where: str, *, minimum: int = 0) -> int:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _bad(f"{where}.{key}", f"expected an integer >= {minimum}")
+    return value
+
+
+def _list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = d.get(key, [])
+    if not isinstance(value, list):
+        raise _bad(f"{where}.{key}", "expected a list")
+    return value
+
+
+def _origin_from_dict(value: object, where: str) -> Origin:
+    d = _obj(value, where)
+    kind = d.get("kind")
+    if kind == "perception":
+        page = d.get("page")
+        if page is not None and (isinstance(page, bool) or not isinstance(page, int)):
+            raise _bad(f"{where}.page", "expected an integer or null")
+        return PerceptionOrigin(
+            source=_str(d, "source", where), tool=_str(d, "tool", where), page=page
+        )
+    if kind == "attachment":
+        return AttachmentOrigin(filename=_opt_str(d, "filename", where))
+    raise _bad(f"{where}.kind", f"unknown origin kind {kind!r}")
+
+
+def _part_from_dict(value: object, where: str) -> Part:
+    d = _obj(value, where)
+    kind = d.get("kind")
+    if kind == "text":
+        return TextPart(_str(d, "text", where))
+    if kind == "image":
+        digest = _str(d, "digest", where)
+        try:
+            validate_digest(digest)
+        except InvalidKeyError as e:
+            raise _bad(f"{where}.digest", str(e)) from e
+        return ImagePart(
+            digest=digest,
+            media_type=_str(d, "media_type", where),
+            size=_int(d, "size", where),
+            width=_int(d, "width", where),
+            height=_int(d, "height", where),
+            origin=_origin_from_dict(d.get("origin"), f"{where}.origin"),
+        )
+    raise _bad(f"{where}.kind", f"unknown part kind {kind!r}")
+
+
+def _parts(d: Mapping[str, Any]) -> tuple[Part, ...]:
+    return tuple(_part_from_dict(p, f"parts[{i}]") for i, p in enumerate(_list(d, "parts", "")))
+
+
+def _scalars(cls: type[Any], d: Mapping[str, Any]) -> dict[str, Any]:
+    # Scalar fields present in the record; absent ones take the class default.
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in _HANDLED or f.name not in d:
+            continue
+        value = d[f.name]
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise _bad(f.name, "expected a JSON scalar")
+        out[f.name] = value
+    return out
+
+
+def _check_scalars(m: Message) -> Message:
+    turn = m.turn
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+        raise _bad("turn", "expected an integer >= 0")
+    if isinstance(m, ToolResult):
+        if not isinstance(m.call_id, str) or not isinstance(m.tool_name, str):
+            raise _bad("call_id/tool_name", "expected strings")
+        if not isinstance(m.is_error, bool):
+            raise _bad("is_error", "expected a boolean")
+    if isinstance(m, AssistantMessage) and not isinstance(m.model, str):
+        raise _bad("model", "expected a string")
+    return m
+
+
+def _usage_from_dict(value: object) -> Usage | None:
+    if value is None:
+        return None
+    d = _obj(value, "usage")
+    cost = d.get("cost_usd", 0.0)
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        raise _bad("usage.cost_usd", "expected a number")
+    return Usage(
+        input_tokens=_int(d, "input_tokens", "usage"),
+        output_tokens=_int(d, "output_tokens", "usage"),
+        cost_usd=float(cost),
+    )
+
+
+def _tool_call_from_dict(value: object, where: str) -> ToolCall:
+    d = _obj(value, where)
+    arguments = d.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise _bad(f"{where}.arguments", "expected an object")
+    return ToolCall(id=_str(d, "id", where), name=_str(d, "name", where), arguments=arguments)
+
+
+def message_from_dict(d: Mapping[str, Any]) -> Message:
+    """The message a :func:`message_to_dict` record describes.
+
+    Raises :class:`~visus.errors.InvalidInputError` naming the field when the record
+    is malformed or of an unknown version.
+
+    Example:
+        >>> message_from_dict({"v": 1, "kind": "tool", "call_id": "c1", "tool_name": "read",
+        ...                    "parts": [{"kind": "text", "text": "ok"}]}).text
+        'ok'
+    """
+    d = _obj(d, "record")
+    version = d.get("v")
+    if version != RECORD_VERSION:
+        raise _bad(
+            "v", f"unsupported record version {version!r} (this visus reads {RECORD_VERSION})"
+        )
+    kind = d.get("kind")
+    try:
+        if kind == "user":
+            return _check_scalars(UserMessage(parts=_parts(d), **_scalars(UserMessage, d)))
+        if kind == "assistant":
+            parts = _parts(d)
+            if not all(isinstance(p, TextPart) for p in parts):
+                raise _bad("parts", "assistant messages hold text parts only")
+            calls = tuple(
+                _tool_call_from_dict(c, f"tool_calls[{i}]")
+                for i, c in enumerate(_list(d, "tool_calls", ""))
+            )
+            return _check_scalars(
+                AssistantMessage(
+                    parts=tuple(p for p in parts if isinstance(p, TextPart)),
+                    tool_calls=calls,
+                    usage=_usage_from_dict(d.get("usage")),
+                    **_scalars(AssistantMessage, d),
+                )
+            )
+        if kind == "tool":
+            for key in ("call_id", "tool_name"):
+                _str(d, key, "")
+            return _check_scalars(ToolResult(parts=_parts(d), **_scalars(ToolResult, d)))
+    except TypeError as e:  # a required field missing from the record
+        raise _bad(str(kind), str(e)) from e
+    raise _bad("kind", f"unknown message kind {kind!r}")

@@ -1,0 +1,343 @@
+"""The session log: one append-only JSONL file per session, never holding image bytes.
+
+The first line of a file is a header (``{"v": 1, "kind": "session", ...}`` with the
+session's meta); every later line is one message as :mod:`visus.record.codec`
+writes it. Each append is a single write of one whole line, flushed and fsynced.
+
+Loading never crashes on a damaged log: a torn last line (a crash mid-write) is
+skipped and reported, a corrupt line in the middle is reported and the rest still
+loads, and, when a blob store is given, an image whose blob is missing becomes a
+text note naming its digest. Every such event is one entry in ``problems``.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from visus.record.messages import UserMessage, TextPart
+    >>> store = SessionStore(Path(tempfile.mkdtemp()))
+    >>> sid = store.create("demo", meta={"model": "claude-sonnet-4-6"})
+    >>> store.append(sid, UserMessage(parts=(TextPart("hi"),), turn=1))
+    >>> s = store.load(sid)
+    >>> s.messages[0].text, s.meta["model"], s.problems
+    ('hi', 'claude-sonnet-4-6', ())
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from visus import limits
+from visus.errors import InvalidInputError, InvalidKeyError, NotFoundError, StoreError, VisusError
+from visus.record.blobs import BlobStore
+from visus.record.codec import RECORD_VERSION, message_from_dict, message_to_dict
+from visus.record.messages import ImagePart, Message, Part, TextPart
+
+__all__ = [
+    "LoadedSession",
+    "SessionInfo",
+    "SessionStore",
+    "missing_blob_note",
+    "validate_session_id",
+]
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SUFFIX = ".jsonl"
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it is safe as a file name, else raise InvalidKeyError.
+
+    Ids start with a letter or digit and hold only letters, digits, ``.``, ``_``
+    and ``-`` (so never ``/``, ``..`` at the start, or a hidden file), up to
+    ``limits.SESSION_ID_MAX_CHARS`` characters.
+
+    Example:
+        >>> validate_session_id("2026-11-22_chat.1")
+        '2026-11-22_chat.1'
+    """
+    if (
+        not isinstance(session_id, str)
+        or len(session_id) > limits.SESSION_ID_MAX_CHARS
+        or not _SESSION_ID.fullmatch(session_id)
+    ):
+        raise InvalidKeyError(
+            f"not a valid session id: {session_id!r} (letters, digits, '.', '_', '-'; "
+            f"starting with a letter or digit; at most {limits.SESSION_ID_MAX_CHARS} characters)"
+        )
+    return session_id
+
+
+def missing_blob_note(digest: str) -> str:
+    """The text an image whose blob is gone degrades to."""
+    return f"[image unavailable: blob sha256:{digest} is missing]"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    """A session as loaded: its messages, what went wrong reading it, and its meta."""
+
+    id: str
+    messages: tuple[Message, ...]
+    problems: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def turn_count(self) -> int:
+        """The highest turn in the session (0 when it holds no messages)."""
+        return max((m.turn for m in self.messages), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One line of a session listing. ``modified`` is a POSIX timestamp."""
+
+    id: str
+    messages: int
+    modified: float
+    size: int = 0
+    turns: int = 0
+
+
+def _new_id() -> str:
+    # Sortable by creation time, unique enough with 32 random bits behind it.
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def _encode_line(record: Mapping[str, Any]) -> bytes:
+    try:
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"cannot record this message as JSON: {e}") from e
+    return text.encode("utf-8") + b"\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class SessionStore:
+    """Session logs under ``root`` (the data folder's ``sessions``), one JSONL per id.
+
+    Example:
+        >>> import tempfile
+        >>> store = SessionStore(Path(tempfile.mkdtemp()))
+        >>> sid = store.create()
+        >>> store.exists(sid), [i.id for i in store.list()] == [sid]
+        (True, True)
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SessionStore({str(self.root)!r})"
+
+    def path(self, session_id: str) -> Path:
+        """The log file of ``session_id`` (which may not exist yet)."""
+        return self.root / (validate_session_id(session_id) + _SUFFIX)
+
+    def exists(self, session_id: str) -> bool:
+        return self.path(session_id).is_file()
+
+    def create(
+        self, session_id: str | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        """Start a new session log and return its id (a fresh one when none is given).
+
+        ``meta`` (JSON values) goes into the header line. Creating an id that already
+        exists raises :class:`~visus.errors.StoreError`; check :meth:`exists` first
+        to resume one.
+        """
+        sid = validate_session_id(session_id) if session_id is not None else _new_id()
+        header: dict[str, Any] = {
+            "v": RECORD_VERSION,
+            "kind": "session",
+            "id": sid,
+            "created": time.time(),
+            "meta": dict(meta or {}),
+        }
+        line = _encode_line(header)
+        target = self.path(sid)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError as e:
+            raise StoreError(f"session {sid!r} already exists in {self.root}") from e
+        except OSError as e:
+            raise StoreError(f"cannot create session {sid!r}: {e}") from e
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return sid
+
+    def append(self, session_id: str, message: Message) -> None:
+        """Append one message as one line, flushed and fsynced before returning.
+
+        If the file ends in a torn line (a crash mid-write), the new record starts
+        on a line of its own, so the torn bytes stay one corrupt line that a load
+        reports and skips.
+        """
+        line = _encode_line(message_to_dict(message))
+        target = self.path(session_id)
+        with self._lock:
+            try:
+                fd = os.open(target, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError as e:
+                raise NotFoundError(f"no session {session_id!r} in {self.root}") from e
+            except OSError as e:
+                raise StoreError(f"cannot open session {session_id!r}: {e}") from e
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError as e:
+                raise StoreError(f"cannot append to session {session_id!r}: {e}") from e
+            finally:
+                os.close(fd)
+
+    def load(self, session_id: str, *, blobs: BlobStore | None = None) -> LoadedSession:
+        """Read a session; damage is reported in ``problems``, never raised.
+
+        Only a session that does not exist (NotFoundError) or an invalid id
+        (InvalidKeyError) raise. With ``blobs``, each image part whose blob is
+        absent becomes :func:`missing_blob_note` text and a problem.
+        """
+        target = self.path(session_id)
+        try:
+            raw = target.read_bytes()
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no session {session_id!r} in {self.root}") from e
+        except OSError as e:
+            raise StoreError(f"cannot read session {session_id!r}: {e}") from e
+
+        problems: list[str] = []
+        messages: list[Message] = []
+        meta: Mapping[str, Any] = _EMPTY
+        lines = raw.split(b"\n")
+        torn = lines.pop()  # b"" when the file ends with a newline, as it should
+        last_number = len(lines) + 1
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            decoded = self._decode(line, number, problems, first=number == 1)
+            if isinstance(decoded, dict):
+                meta = MappingProxyType(decoded)
+            elif decoded is not None:
+                messages.append(decoded)
+        if torn.strip():
+            # A record is written with its newline in one write; bytes without one are
+            # a crash mid-write, unless they happen to hold a complete record.
+            scratch: list[str] = []
+            decoded = self._decode(torn, last_number, scratch, first=last_number == 1)
+            if scratch:
+                problems.append(
+                    f"line {last_number}: torn final line ({len(torn)} bytes, "
+                    "no newline; likely a crash mid-write) skipped"
+                )
+            elif isinstance(decoded, dict):
+                meta = MappingProxyType(decoded)
+            elif decoded is not None:
+                messages.append(decoded)
+
+        if blobs is not None:
+            messages = [self._check_blobs(m, blobs, problems) for m in messages]
+        return LoadedSession(
+            id=session_id, messages=tuple(messages), problems=tuple(problems), meta=meta
+        )
+
+    @staticmethod
+    def _decode(
+        line: bytes, number: int, problems: list[str], *, first: bool
+    ) -> Message | dict[str, Any] | None:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, absurd nesting
+            problems.append(f"line {number}: corrupt record skipped (not JSON: {e})")
+            return None
+        if isinstance(record, dict) and record.get("kind") == "session":
+            if not first:
+                problems.append(f"line {number}: stray session header skipped")
+                return None
+            meta = record.get("meta")
+            return dict(meta) if isinstance(meta, dict) else {}
+        try:
+            return message_from_dict(record)
+        except (InvalidInputError, TypeError, ValueError, RecursionError) as e:
+            problems.append(f"line {number}: corrupt record skipped ({e})")
+            return None
+
+    @staticmethod
+    def _check_blobs(message: Message, blobs: BlobStore, problems: list[str]) -> Message:
+        if not any(isinstance(p, ImagePart) for p in message.parts):
+            return message
+        parts: list[Part] = []
+        changed = False
+        for part in message.parts:
+            if isinstance(part, ImagePart):
+                try:
+                    present = blobs.has(part.digest)
+                except VisusError as e:
+                    present = False
+                    problems.append(f"blob sha256:{part.digest} cannot be checked: {e}")
+                if not present:
+                    problems.append(
+                        f"turn {message.turn}: blob sha256:{part.digest} is missing; "
+                        "the image is replaced by a note"
+                    )
+                    parts.append(TextPart(missing_blob_note(part.digest)))
+                    changed = True
+                    continue
+            parts.append(part)
+        if not changed:
+            return message
+        # Only user and tool messages hold image parts (assistant parts are text).
+        return replace(message, parts=tuple(parts))  # type: ignore[arg-type]
+
+    def turn_count(self, session_id: str) -> int:
+        """The highest turn recorded in ``session_id`` (0 for an empty session)."""
+        return self.load(session_id).turn_count
+
+    def list(self) -> list[SessionInfo]:
+        """Every session under ``root``, most recently modified first."""
+        if not self.root.is_dir():
+            return []
+        infos: list[SessionInfo] = []
+        for entry in self.root.iterdir():
+            if entry.suffix != _SUFFIX or not entry.is_file():
+                continue
+            sid = entry.name[: -len(_SUFFIX)]
+            try:
+                validate_session_id(sid)
+                stat = entry.stat()
+                loaded = self.load(sid)
+            except (VisusError, OSError):
+                continue
+            infos.append(
+                SessionInfo(
+                    id=sid,
+                    messages=len(loaded.messages),
+                    modified=stat.st_mtime,
+                    size=stat.st_size,
+                    turns=loaded.turn_count,
+                )
+            )
+        infos.sort(key=lambda i: (-i.modified, i.id))
+        return infos

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from visus.errors import InvalidInputError
+from visus.record.codec import message_from_dict, message_to_dict
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    PerceptionOrigin,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+
+D1 = "a" * 64
+D2 = "0123456789abcdef" * 4
+
+MESSAGES: list[Message] = [
+    UserMessage(parts=(TextPart('hello ✓ \n"quoted"'),), turn=1),
+    UserMessage(
+        parts=(
+            TextPart("what is this?"),
+            ImagePart(D1, "image/png", 12345, 640, 480, AttachmentOrigin("shot.png")),
+            ImagePart(D2, "image/jpeg", 99, 1, 1, AttachmentOrigin()),
+        ),
+        turn=7,
+    ),
+    AssistantMessage(),
+    AssistantMessage(
+        parts=(TextPart("Let me look."),),
+        tool_calls=(
+            ToolCall("call_1", "view", {"path": "a.png", "page": 2, "nested": {"x": [1, 2.5]}}),
+            ToolCall("call_2", "read"),
+        ),
+        turn=3,
+        model="claude-sonnet-4-6",
+        usage=Usage(input_tokens=1200, output_tokens=34, cost_usd=0.0041),
+    ),
+    ToolResult(
+        call_id="call_1",
+        tool_name="view",
+        parts=(
+            TextPart("Viewed a.png (640x480)"),
+            ImagePart(D1, "image/png", 12345, 640, 480, PerceptionOrigin("a.png")),
+            ImagePart(D2, "image/png", 5, 10, 20, PerceptionOrigin("r.pdf", tool="view", page=3)),
+            ImagePart(
+                D2, "image/png", 5, 10, 20, PerceptionOrigin("x.png", tool="view_attachment")
+            ),
+        ),
+        turn=3,
+    ),
+    ToolResult(call_id="c", tool_name="edit", parts=(TextPart("boom"),), is_error=True, turn=4),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.kind)
+def test_roundtrip_through_json(message: Message) -> None:
+    d = message_to_dict(message)
+    assert d["v"] == 1
+    assert d["kind"] == message.kind
+    text = json.dumps(d, allow_nan=False)
+    assert message_from_dict(json.loads(text)) == message
+
+
+def _all_keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _all_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _all_keys(v)}
+    return set()
+
+
+def test_every_dataclass_field_is_written() -> None:
+    # A field someone adds to a message or part must reach the record.
+    keys = set().union(*(_all_keys(message_to_dict(m)) for m in MESSAGES))
+    for cls in (UserMessage, AssistantMessage, ToolResult, TextPart, ImagePart, ToolCall, Usage):
+        for f in dataclasses.fields(cls):
+            assert f.name in keys, (cls.__name__, f.name)
+    for cls2 in (PerceptionOrigin, AttachmentOrigin):
+        for f in dataclasses.fields(cls2):
+            assert f.name in keys, (cls2.__name__, f.name)
+
+
+def test_no_image_bytes_in_record() -> None:
+    big = ImagePart(D1, "image/png", 10 * 1024 * 1024, 4000, 3000, PerceptionOrigin("big.png"))
+    small = ImagePart(D2, "image/png", 10 * 1024, 40, 30, PerceptionOrigin("big.png"))
+    a = json.dumps(message_to_dict(UserMessage(parts=(big,))), separators=(",", ":"))
+    b = json.dumps(message_to_dict(UserMessage(parts=(small,))), separators=(",", ":"))
+    assert abs(len(a) - len(b)) < 10
+    assert len(a) < 300
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({"kind": "user", "parts": []}, "v"),
+        ({"v": 2, "kind": "user", "parts": []}, "version"),
+        ({"v": 1, "kind": "robot", "parts": []}, "kind"),
+        ({"v": 1, "kind": "user", "parts": "nope"}, "parts"),
+        ({"v": 1, "kind": "user", "parts": [{"kind": "video"}]}, "kind"),
+        ({"v": 1, "kind": "user", "parts": [{"kind": "text"}]}, "text"),
+        ({"v": 1, "kind": "user", "turn": "1", "parts": []}, "turn"),
+        ({"v": 1, "kind": "user", "turn": True, "parts": []}, "turn"),
+        (
+            {
+                "v": 1,
+                "kind": "user",
+                "parts": [
+                    {
+                        "kind": "image",
+                        "digest": "../../etc/passwd",
+                        "media_type": "image/png",
+                        "size": 1,
+                        "width": 1,
+                        "height": 1,
+                        "origin": {"kind": "attachment", "filename": None},
+                    }
+                ],
+            },
+            "digest",
+        ),
+        (
+            {
+                "v": 1,
+                "kind": "user",
+                "parts": [
+                    {
+                        "kind": "image",
+                        "digest": D1,
+                        "media_type": "image/png",
+                        "size": -1,
+                        "width": 1,
+                        "height": 1,
+                        "origin": {"kind": "attachment"},
+                    }
+                ],
+            },
+            "size",
+        ),
+        ({"v": 1, "kind": "tool", "parts": []}, "call_id"),
+        ({"v": 1, "kind": "tool", "call_id": "c", "tool_name": "t", "is_error": "yes"}, "is_error"),
+        ({"v": 1, "kind": "assistant", "tool_calls": [{"id": "c"}]}, "name"),
+        ({"v": 1, "kind": "assistant", "usage": {"input_tokens": -5}}, "input_tokens"),
+        ({"v": 1, "kind": "assistant", "model": ["x"]}, "model"),
+        ([1, 2, 3], "object"),
+    ],
+)
+def test_malformed_records_raise_naming_the_field(record: Any, field: str) -> None:
+    with pytest.raises(InvalidInputError, match=field):
+        message_from_dict(record)
+
+
+def test_assistant_image_part_refused() -> None:
+    record = message_to_dict(MESSAGES[1])
+    record["kind"] = "assistant"
+    with pytest.raises(InvalidInputError, match="text parts only"):
+        message_from_dict(record)
