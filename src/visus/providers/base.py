@@ -1,0 +1,341 @@
+"""What every provider client shares: the protocol, its config, retries, errors, usage.
+
+A client sends one lowered request (``visus.wire.lower``) through its provider's
+official SDK and parses the reply back into an :class:`AssistantMessage`. The SDK's
+own retries are switched off; :func:`with_retries` retries 429, 5xx and connection
+failures for every provider the same way (bounded, exponential, honouring
+``Retry-After``), so behaviour and tests do not depend on each SDK's defaults.
+
+Example:
+    >>> cfg = ProviderConfig(api_key="k", max_retries=1, backoff_base=0.0)
+    >>> backoff_delay(cfg, attempt=2, retry_after=None)
+    0.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import json
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+from visus import limits
+from visus.errors import (
+    AuthError,
+    ContextLengthError,
+    ImageRejectedError,
+    ProviderError,
+    RateLimitError,
+)
+from visus.models.spec import ModelSpec
+from visus.record.messages import AssistantMessage, ModelRequest, TextPart, ToolCall, Usage
+from visus.wire import BlobReader, RefitCache, Wire, lower
+
+__all__ = [
+    "BlobReader",
+    "DeltaGate",
+    "MappedError",
+    "OnDelta",
+    "ProviderClient",
+    "ProviderConfig",
+    "RefitCache",
+    "Wire",
+    "assistant_message",
+    "backoff_delay",
+    "classify_http",
+    "decode_arguments",
+    "lower_request",
+    "new_call_id",
+    "parse_retry_after",
+    "request_turn",
+    "usage_for",
+    "with_retries",
+]
+
+#: Called with each text delta as it streams; may be sync or async.
+OnDelta: TypeAlias = Callable[[str], Awaitable[None] | None]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """How one client reaches its provider.
+
+    ``wire`` overrides the client's default wire where it speaks several (OpenAI:
+    ``openai-chat`` or ``openai-responses``). ``backoff_base`` is the first retry's
+    wait in seconds (doubling after), small in tests. ``region`` and the ``aws_*``
+    fields are for Bedrock; ``api_key`` is then the access key id.
+
+    Example:
+        >>> ProviderConfig(api_key="sk-x", base_url="http://127.0.0.1:8760/v1").max_retries
+        3
+    """
+
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout: float = limits.PROVIDER_TIMEOUT_SECONDS
+    max_retries: int = limits.PROVIDER_MAX_RETRIES
+    backoff_base: float = 0.5
+    wire: Wire | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    region: str | None = None
+    aws_secret_access_key: str | None = None
+    aws_session_token: str | None = None
+
+
+class ProviderClient(Protocol):
+    """One provider behind one wire.
+
+    Example:
+        >>> async def ask(client: ProviderClient, req, spec, blobs):  # doctest: +SKIP
+        ...     reply = await client.complete(req, model=spec, blobs=blobs, on_delta=print)
+        ...     return reply.text, reply.tool_calls, reply.usage
+    """
+
+    provider: str
+    wire: Wire
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        model: ModelSpec,
+        blobs: BlobReader,
+        on_delta: OnDelta | None = None,
+        refit_cache: RefitCache | None = None,
+    ) -> AssistantMessage: ...
+
+
+def lower_request(
+    request: ModelRequest,
+    *,
+    wire: Wire,
+    model: ModelSpec,
+    blobs: BlobReader,
+    refit_cache: RefitCache | None = None,
+) -> dict[str, Any]:
+    """Lower ``request`` onto ``wire`` (the one call into ``visus.wire``)."""
+    return lower(request, wire=wire, model=model, blobs=blobs, refit_cache=refit_cache)
+
+
+# --- usage and replies ----------------------------------------------------------
+
+
+def usage_for(model: ModelSpec, input_tokens: int, output_tokens: int) -> Usage:
+    """Tokens as the provider reported them, priced from the model's catalog entry.
+
+    Example:
+        >>> spec = ModelSpec(name="m", provider="openai", input_price_per_mtok=2.0,
+        ...                  output_price_per_mtok=8.0)
+        >>> usage_for(spec, 1_000_000, 500_000).cost_usd
+        6.0
+    """
+    cost = (
+        input_tokens * model.input_price_per_mtok + output_tokens * model.output_price_per_mtok
+    ) / 1_000_000
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+
+
+def decode_arguments(raw: object) -> dict[str, Any]:
+    """Tool-call arguments as a dict, whether the wire sent JSON text or an object.
+
+    Arguments that are not a JSON object are kept, undecoded, under ``_raw`` so the
+    tool layer can report the problem to the model instead of crashing the step.
+
+    Example:
+        >>> decode_arguments('{"path": "a.png"}'), decode_arguments("")
+        ({'path': 'a.png'}, {})
+    """
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return {"_raw": raw}
+        return dict(value) if isinstance(value, dict) else {"_raw": raw}
+    return {"_raw": str(raw)}
+
+
+def new_call_id() -> str:
+    """An id for a tool call the provider did not name (Gemini, Ollama)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def request_turn(request: ModelRequest) -> int:
+    """The turn a reply to ``request`` belongs to: that of its last message."""
+    return request.messages[-1].turn if request.messages else 1
+
+
+def assistant_message(
+    model: ModelSpec,
+    text: str,
+    tool_calls: list[ToolCall],
+    usage: Usage,
+    *,
+    turn: int = 1,
+) -> AssistantMessage:
+    """The reply as a record value."""
+    return AssistantMessage(
+        parts=(TextPart(text),) if text else (),
+        tool_calls=tuple(tool_calls),
+        turn=turn,
+        model=model.name,
+        usage=usage,
+    )
+
+
+class DeltaGate:
+    """Forwards text deltas and remembers whether any left, so a retry never repeats one."""
+
+    def __init__(self, on_delta: OnDelta | None) -> None:
+        self._on_delta = on_delta
+        self.emitted = False
+
+    async def __call__(self, text: str) -> None:
+        if not text or self._on_delta is None:
+            return
+        self.emitted = True
+        result = self._on_delta(text)
+        if inspect.isawaitable(result):
+            await result
+
+
+# --- errors and retries ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MappedError:
+    """A provider failure as visus sees it: the error to raise and whether to retry."""
+
+    error: ProviderError
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+_CONTEXT_PATTERNS = re.compile(
+    r"context[_ ]length|context window|maximum context|prompt is too long|too many tokens"
+    r"|input is too long|too many input tokens|exceeds the maximum number of tokens"
+    r"|input token count|reduce the length|maximum prompt length",
+    re.IGNORECASE,
+)
+_IMAGE_PATTERNS = re.compile(
+    r"image|media|too large|dimension|\bformat\b|base64|inline_?data", re.IGNORECASE
+)
+
+
+def classify_http(
+    status: int | None,
+    message: str,
+    *,
+    provider: str,
+    code: str | None = None,
+    retry_after: float | None = None,
+) -> MappedError:
+    """Map an HTTP failure to the visus error tree (shared by every client's mapper).
+
+    401/403 -> AuthError; 429 -> RateLimitError (retryable); 5xx and no status
+    (connection, timeout) -> ProviderError (retryable); context-length wording ->
+    ContextLengthError; 400/413/422 that talks about an image -> ImageRejectedError.
+
+    Example:
+        >>> classify_http(400, "Invalid image: too large", provider="openai").error
+        ImageRejectedError('openai: Invalid image: too large')
+    """
+    text = f"{provider}: {message}" if provider else message
+    hint = f"{code or ''} {message}"
+    if status in (401, 403):
+        return MappedError(AuthError(text, provider=provider, status=status))
+    if status == 429:
+        if _CONTEXT_PATTERNS.search(hint):
+            # OpenAI answers a too-large request on a low tier with 429 and this wording.
+            return MappedError(ContextLengthError(text, provider=provider, status=status))
+        return MappedError(
+            RateLimitError(text, provider=provider, status=status), True, retry_after
+        )
+    if status is None or status >= 500 or status in (408, 409):
+        return MappedError(ProviderError(text, provider=provider, status=status), True, retry_after)
+    if _CONTEXT_PATTERNS.search(hint):
+        return MappedError(ContextLengthError(text, provider=provider, status=status))
+    if status in (400, 413, 422) and _IMAGE_PATTERNS.search(hint):
+        return MappedError(ImageRejectedError(text, provider=provider, status=status))
+    return MappedError(ProviderError(text, provider=provider, status=status))
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date).
+
+    Example:
+        >>> parse_retry_after({"retry-after": "2"}), parse_retry_after({})
+        (2.0, None)
+    """
+    if not headers:
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(config: ProviderConfig, *, attempt: int, retry_after: float | None) -> float:
+    """Wait before retry number ``attempt`` (1-based): Retry-After if given, else doubling.
+
+    Bounded by ``limits.PROVIDER_MAX_BACKOFF_SECONDS`` either way.
+    """
+    delay = retry_after if retry_after is not None else config.backoff_base * 2 ** (attempt - 1)
+    return float(min(delay, limits.PROVIDER_MAX_BACKOFF_SECONDS))
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    config: ProviderConfig,
+    map_error: Callable[[Exception], MappedError | None],
+    gate: DeltaGate | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Run ``attempt`` with up to ``config.max_retries`` retries; raise visus errors only.
+
+    ``map_error`` turns an SDK exception into a :class:`MappedError` (None: not the
+    provider's, re-raised as is). Once ``gate`` has streamed text, a failure is not
+    retried: the caller has already shown those words.
+    """
+    tries = 0
+    while True:
+        try:
+            return await attempt()
+        except Exception as e:
+            if isinstance(e, ProviderError):
+                raise
+            mapped = map_error(e)
+            if mapped is None:
+                raise
+            streamed = gate is not None and gate.emitted
+            if not mapped.retryable or tries >= config.max_retries or streamed:
+                raise mapped.error from e
+            tries += 1
+            await sleep(backoff_delay(config, attempt=tries, retry_after=mapped.retry_after))

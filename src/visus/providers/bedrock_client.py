@@ -1,0 +1,291 @@
+"""Amazon Bedrock Converse. The only module that imports ``boto3``/``botocore``.
+
+``visus.wire`` lowers to the Converse REST body, where image (and document) bytes
+are base64 text; boto3 takes raw bytes and encodes them itself, so they are decoded
+back here. boto3 is synchronous: each call runs in a worker thread, and a stream is
+read one event per thread hop so ``on_delta`` always runs on the event loop.
+
+Example:
+    >>> BedrockClient(ProviderConfig(region="us-east-1", api_key="a",
+    ...                              aws_secret_access_key="b")).wire
+    'bedrock'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+from visus.errors import AuthError, InvalidInputError, ProviderError
+from visus.models.spec import ModelSpec
+from visus.providers.base import (
+    BlobReader,
+    DeltaGate,
+    MappedError,
+    OnDelta,
+    ProviderConfig,
+    RefitCache,
+    Wire,
+    assistant_message,
+    classify_http,
+    decode_arguments,
+    lower_request,
+    new_call_id,
+    parse_retry_after,
+    request_turn,
+    usage_for,
+    with_retries,
+)
+from visus.record.messages import AssistantMessage, ModelRequest, ToolCall
+
+try:
+    import boto3
+    import botocore.config
+    import botocore.exceptions
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the Bedrock client needs: pip install 'visus[providers]'") from e
+
+__all__ = ["BedrockClient", "map_bedrock_error", "to_boto_request"]
+
+# Error codes as Converse names them (HTTP responses and in-stream exception events).
+_CODE_STATUS = {
+    "throttlingexception": 429,
+    "toomanyrequestsexception": 429,
+    "servicequotaexceededexception": 429,
+    "validationexception": 400,
+    "accessdeniedexception": 403,
+    "unrecognizedclientexception": 403,
+    "expiredtokenexception": 403,
+    "invalidsignatureexception": 403,
+    "resourcenotfoundexception": 404,
+    "modeltimeoutexception": 408,
+    "modelnotreadyexception": 503,
+    "serviceunavailableexception": 503,
+    "internalserverexception": 500,
+    "modelstreamerrorexception": 500,
+}
+
+
+def map_bedrock_error(e: Exception, *, provider: str = "bedrock") -> MappedError | None:
+    """The one place boto3/botocore errors become visus errors."""
+    if isinstance(e, botocore.exceptions.ClientError):
+        error = e.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        message = str(error.get("Message", "") or e)
+        meta = e.response.get("ResponseMetadata", {})
+        status = meta.get("HTTPStatusCode") or _CODE_STATUS.get(code.lower())
+        headers = meta.get("HTTPHeaders")
+        return classify_http(
+            int(status) if status else 400,
+            f"{code}: {message}" if code else message,
+            provider=provider,
+            code=code,
+            retry_after=parse_retry_after(headers if isinstance(headers, Mapping) else None),
+        )
+    if isinstance(
+        e, botocore.exceptions.NoCredentialsError | botocore.exceptions.PartialCredentialsError
+    ):
+        return MappedError(
+            AuthError(
+                f"{provider}: no AWS credentials (set AWS_ACCESS_KEY_ID and "
+                f"AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): {e}",
+                provider=provider,
+            )
+        )
+    if isinstance(
+        e,
+        botocore.exceptions.EndpointConnectionError
+        | botocore.exceptions.ConnectionClosedError
+        | botocore.exceptions.ConnectTimeoutError
+        | botocore.exceptions.ReadTimeoutError,
+    ):
+        return classify_http(None, f"{type(e).__name__}: {e}", provider=provider)
+    if isinstance(e, botocore.exceptions.BotoCoreError):
+        return MappedError(ProviderError(f"{provider}: {e}", provider=provider))
+    return None
+
+
+def _decode_bytes(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_decode_bytes(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "source" and isinstance(value, dict) and isinstance(value.get("bytes"), str):
+            try:
+                raw = base64.b64decode(value["bytes"], validate=True)
+            except (binascii.Error, ValueError) as err:
+                raise InvalidInputError("bedrock: a media block's bytes are not base64") from err
+            out[key] = {**value, "bytes": raw}
+        else:
+            out[key] = _decode_bytes(value)
+    return out
+
+
+def to_boto_request(payload: Mapping[str, Any], *, model_id: str) -> dict[str, Any]:
+    """The lowered Converse REST body as ``client.converse(**kwargs)`` takes it.
+
+    Example:
+        >>> req = to_boto_request({"messages": [{"role": "user", "content": [
+        ...     {"image": {"format": "png", "source": {"bytes": "aGk="}}}]}]}, model_id="m")
+        >>> req["modelId"], req["messages"][0]["content"][0]["image"]["source"]["bytes"]
+        ('m', b'hi')
+    """
+    body = {k: _decode_bytes(v) for k, v in payload.items() if k not in ("modelId", "stream")}
+    return {"modelId": model_id, **body}
+
+
+class BedrockClient:
+    """A :class:`~visus.providers.base.ProviderClient` on boto3's ``bedrock-runtime``.
+
+    ``config.api_key`` is the access key id (with ``aws_secret_access_key`` and an
+    optional ``aws_session_token``); without them boto3's usual chain applies
+    (environment, profile, instance role). ``base_url`` is the endpoint URL.
+    """
+
+    def __init__(self, config: ProviderConfig, *, provider: str = "bedrock") -> None:
+        self.provider = provider
+        self.wire: Wire = "bedrock"
+        self.config = config
+        session = boto3.session.Session(
+            aws_access_key_id=config.api_key,
+            aws_secret_access_key=config.aws_secret_access_key,
+            aws_session_token=config.aws_session_token,
+            region_name=config.region,
+        )
+        self._client: Any = session.client(
+            "bedrock-runtime",
+            endpoint_url=config.base_url,
+            config=botocore.config.Config(
+                # One attempt: with_retries owns retrying, the same way for every provider.
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=min(config.timeout, 60.0),
+                read_timeout=config.timeout,
+            ),
+        )
+        if config.headers:
+            headers = dict(config.headers)
+
+            def add_headers(request: Any, **_: Any) -> None:
+                for k, v in headers.items():
+                    request.headers[k] = v
+
+            self._client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        model: ModelSpec,
+        blobs: BlobReader,
+        on_delta: OnDelta | None = None,
+        refit_cache: RefitCache | None = None,
+    ) -> AssistantMessage:
+        """Lower ``request`` onto Converse, send it, parse the reply."""
+        payload = lower_request(
+            request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache
+        )
+        inference = dict(payload.get("inferenceConfig") or {})
+        inference.setdefault("maxTokens", request.max_tokens)
+        payload["inferenceConfig"] = inference
+        return await self.send(payload, model=model, on_delta=on_delta, turn=request_turn(request))
+
+    async def send(
+        self,
+        payload: dict[str, Any],
+        *,
+        model: ModelSpec,
+        on_delta: OnDelta | None = None,
+        turn: int = 1,
+    ) -> AssistantMessage:
+        """Send an already lowered Converse body; stream text when ``on_delta`` is given."""
+        kwargs = to_boto_request(payload, model_id=model.name)
+        gate = DeltaGate(on_delta)
+
+        async def attempt() -> AssistantMessage:
+            if on_delta is None:
+                reply = await asyncio.to_thread(self._client.converse, **kwargs)
+                return self._parse(reply, model, turn)
+            return await self._stream(kwargs, model, gate, turn)
+
+        return await with_retries(
+            attempt,
+            config=self.config,
+            map_error=lambda e: map_bedrock_error(e, provider=self.provider),
+            gate=gate,
+        )
+
+    def _parse(self, reply: Mapping[str, Any], model: ModelSpec, turn: int) -> AssistantMessage:
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        for block in reply.get("output", {}).get("message", {}).get("content", ()):
+            if "text" in block:
+                text.append(block["text"])
+            elif "toolUse" in block:
+                use = block["toolUse"]
+                calls.append(
+                    ToolCall(
+                        id=use.get("toolUseId") or new_call_id(),
+                        name=use["name"],
+                        arguments=decode_arguments(use.get("input")),
+                    )
+                )
+        usage = reply.get("usage", {})
+        return assistant_message(
+            model,
+            "".join(text),
+            calls,
+            usage_for(model, int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))),
+            turn=turn,
+        )
+
+    async def _stream(
+        self, kwargs: dict[str, Any], model: ModelSpec, gate: DeltaGate, turn: int
+    ) -> AssistantMessage:
+        reply = await asyncio.to_thread(self._client.converse_stream, **kwargs)
+        events = iter(reply["stream"])
+        text: list[str] = []
+        slots: dict[int, dict[str, Any]] = {}
+        usage: Mapping[str, Any] = {}
+        while (event := await asyncio.to_thread(next, events, None)) is not None:
+            if "contentBlockStart" in event:
+                start = event["contentBlockStart"]
+                use = start.get("start", {}).get("toolUse")
+                if use:
+                    slots[start["contentBlockIndex"]] = {
+                        "id": use.get("toolUseId", ""),
+                        "name": use.get("name", ""),
+                        "args": [],
+                    }
+            elif "contentBlockDelta" in event:
+                delta = event["contentBlockDelta"]
+                body = delta.get("delta", {})
+                if body.get("text"):
+                    text.append(body["text"])
+                    await gate(body["text"])
+                elif "toolUse" in body:
+                    slot = slots.setdefault(
+                        delta["contentBlockIndex"], {"id": "", "name": "", "args": []}
+                    )
+                    slot["args"].append(body["toolUse"].get("input", ""))
+            elif "metadata" in event:
+                usage = event["metadata"].get("usage", {})
+        calls = [
+            ToolCall(
+                id=s["id"] or new_call_id(),
+                name=s["name"],
+                arguments=decode_arguments("".join(s["args"])),
+            )
+            for _, s in sorted(slots.items())
+        ]
+        return assistant_message(
+            model,
+            "".join(text),
+            calls,
+            usage_for(model, int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))),
+            turn=turn,
+        )
