@@ -44,6 +44,8 @@ TEXT_WRAP_COLUMNS: Final = 120
 READ_DEFAULT_LINES: Final = 2000
 #: Characters after which a single read line is clipped.
 READ_MAX_LINE_CHARS: Final = 2000
+#: Edge of the throwaway render read uses to tell an image or PDF from other binary.
+READ_PROBE_EDGE: Final = 64
 
 # --- tether protocol --------------------------------------------------------------
 TETHER_MAX_IMAGE_BYTES: Final = 10 * MB  # decoded, per image
