@@ -1,0 +1,498 @@
+"""Configuration: one ``visus.toml``, overridable by ``VISUS_*`` environment variables.
+
+The file is found from an explicit path (``--config``), else ``$VISUS_CONFIG``, else
+``visus.toml`` in the user's config dir (platformdirs); a missing default file just
+means defaults. Values are layered, lowest first:
+
+1. defaults (``default_model`` is ``reference`` when no provider key is set, else a
+   sensible model of the first provider with a key: anthropic, openai, gemini,
+   openrouter);
+2. the standard variables ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``,
+   ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``,
+   ``OPENROUTER_API_KEY``, ``TELEGRAM_BOT_TOKEN`` and ``VISUS_DATA`` (ambient
+   defaults: a key written in the file wins over one lying around in the shell);
+3. the file;
+4. ``VISUS_*`` variables, nested with ``__``: ``VISUS_SERVER__PORT=9000``,
+   ``VISUS_AUXILIARY__VISION__MODEL=gpt-4.1``.
+
+Everything is a frozen pydantic model; secrets are ``SecretStr`` (their repr never
+shows them) and :meth:`VisusConfig.masked` shows them as ``sk-…abcd``. An invalid file
+raises :class:`~visus.errors.ConfigError` naming the key and its line.
+
+Example:
+    >>> cfg = load_config(env={"OPENAI_API_KEY": "sk-test-0123456789abcd"})
+    >>> cfg.default_model, cfg.masked()["providers"]["openai"]["api_key"]
+    ('openai:gpt-4.1', 'sk-…abcd')
+    >>> load_config(env={}).default_model
+    'reference'
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from visus import paths
+from visus.errors import ConfigError
+from visus.models.spec import ModelSpec, Provider
+
+__all__ = [
+    "CONFIG_ENV",
+    "AuxiliarySettings",
+    "ModelSettings",
+    "ProviderSettings",
+    "ReachSettings",
+    "RetentionSettings",
+    "ServerSettings",
+    "TelegramSettings",
+    "VisionSettings",
+    "VisionTarget",
+    "VisusConfig",
+    "config_path",
+    "load_config",
+    "mask_secret",
+]
+
+#: Environment variable naming the configuration file.
+CONFIG_ENV = "VISUS_CONFIG"
+
+#: Standard variables honoured as ambient defaults: name -> path in the config.
+_STANDARD_ENV: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("OPENAI_API_KEY", ("providers", "openai", "api_key")),
+    ("OPENAI_BASE_URL", ("providers", "openai", "base_url")),
+    ("ANTHROPIC_API_KEY", ("providers", "anthropic", "api_key")),
+    ("GOOGLE_API_KEY", ("providers", "gemini", "api_key")),
+    ("GEMINI_API_KEY", ("providers", "gemini", "api_key")),  # wins over GOOGLE_API_KEY
+    ("OPENROUTER_API_KEY", ("providers", "openrouter", "api_key")),
+    ("TELEGRAM_BOT_TOKEN", ("telegram", "bot_token")),
+)
+_OPENROUTER_URL = "https://openrouter.ai/api/v1"
+#: First provider with a key picks the default model.
+_DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
+    ("anthropic", "anthropic:claude-sonnet-4-6"),
+    ("openai", "openai:gpt-4.1"),
+    ("gemini", "gemini:gemini-2.5-flash"),
+    ("openrouter", "openai-compatible:openai/gpt-4.1"),
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProviderSettings(_Frozen):
+    """``[providers.<name>]``: credentials and endpoint of one provider."""
+
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+
+    def key(self) -> str | None:
+        """The API key in clear, for the client that sends it."""
+        return self.api_key.get_secret_value() if self.api_key else None
+
+
+class VisionSettings(_Frozen):
+    """``[auxiliary.vision]``: the model vision_analyze uses; unset fields follow the main."""
+
+    model: str | None = None
+    provider: str | None = None
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+
+
+class AuxiliarySettings(_Frozen):
+    vision: VisionSettings = VisionSettings()
+
+
+class RetentionSettings(_Frozen):
+    """``[retention]``: how long pixels stay live (see :mod:`visus.retention`)."""
+
+    live_turns: int = Field(1, ge=1)
+    chunk: int = Field(1, ge=1)
+    image_token_budget: int | None = Field(None, ge=1)
+
+
+class ReachSettings(_Frozen):
+    """``[reach]``: roots the tools may see (empty: the working directory) and rendering."""
+
+    roots: tuple[Path, ...] = ()
+    render: bool = True
+
+
+class ServerSettings(_Frozen):
+    host: str = "127.0.0.1"
+    port: int = Field(8750, ge=1, le=65535)
+    token: SecretStr | None = None
+
+
+class TelegramSettings(_Frozen):
+    bot_token: SecretStr | None = None
+    allowed_chats: tuple[int, ...] = ()
+    allowed_users: tuple[int | str, ...] = ()
+    server_url: str | None = None
+    server_token: SecretStr | None = None
+
+
+class ModelSettings(_Frozen):
+    """``[[models]]``: a model the built-in catalog lacks (or a correction to it)."""
+
+    name: str = Field(min_length=1)
+    provider: Provider
+    vision: bool = False
+    pdf: bool = False
+    video: bool = False
+    images_in_tool_results: bool = False
+    max_edge: int = Field(2048, ge=1)
+    max_pixels: int = Field(2048 * 2048, ge=1)
+    max_image_bytes: int = Field(5 * 1024 * 1024, ge=1)
+    max_images: int = Field(20, ge=0)
+    context_tokens: int = Field(128_000, ge=1)
+    input_price_per_mtok: float = Field(0.0, ge=0)
+    output_price_per_mtok: float = Field(0.0, ge=0)
+
+    def to_spec(self) -> ModelSpec:
+        """The :class:`ModelSpec` to hand to ``visus.models.register_model``."""
+        return ModelSpec(**self.model_dump())
+
+
+@dataclass(frozen=True, slots=True)
+class VisionTarget:
+    """The resolved auxiliary vision model: every field filled from the main config."""
+
+    model: str
+    provider: str
+    api_key: str | None
+    base_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadState:
+    file_data: dict[str, Any]
+    env: Mapping[str, str]
+
+
+_state: contextvars.ContextVar[_LoadState] = contextvars.ContextVar("visus_config_load")
+
+
+class _EnvSource(EnvSettingsSource):
+    """``VISUS_*`` variables read from a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._mapping = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._mapping.items() if v != ""}
+
+
+class _StandardEnvSource(PydanticBaseSettingsSource):
+    """Provider keys and friends from their usual variables, below the file."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._env = env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for var, path in _STANDARD_ENV:
+            if self._env.get(var):
+                _set_path(out, path, self._env[var])
+        if "openrouter" in out.get("providers", {}):
+            out["providers"]["openrouter"].setdefault("base_url", _OPENROUTER_URL)
+        out["data_dir"] = str(paths.data_dir(self._env.get(paths.DATA_ENV) or None))
+        return out
+
+
+def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+
+
+class VisusConfig(BaseSettings):
+    """The resolved configuration. Build it with :func:`load_config`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VISUS_",
+        env_nested_delimiter="__",
+        env_ignore_empty=True,
+        frozen=True,
+        extra="forbid",
+    )
+
+    default_model: str = "reference"
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    auxiliary: AuxiliarySettings = AuxiliarySettings()
+    data_dir: Path = Field(default_factory=lambda: paths.data_dir())
+    retention: RetentionSettings = RetentionSettings()
+    reach: ReachSettings = ReachSettings()
+    server: ServerSettings = ServerSettings()
+    telegram: TelegramSettings = TelegramSettings()
+    models: tuple[ModelSettings, ...] = ()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        state = _state.get(None) or _LoadState({}, os.environ)
+        return (
+            init_settings,
+            _EnvSource(settings_cls, state.env),
+            InitSettingsSource(settings_cls, init_kwargs=state.file_data),
+            _StandardEnvSource(settings_cls, state.env),
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pick_default_model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("default_model"):
+            providers = data.get("providers") or {}
+            for name, model in _DEFAULT_MODELS:
+                entry = providers.get(name)
+                if isinstance(entry, Mapping) and entry.get("api_key"):
+                    return {**data, "default_model": model}
+        return data
+
+    def provider(self, name: str) -> ProviderSettings:
+        """Settings for a provider named as in a model reference (``openai``, ``gemini``).
+
+        ``openai-compatible`` falls back to ``[providers.openrouter]`` when no
+        ``[providers.openai-compatible]`` table exists.
+
+        Example:
+            >>> cfg = load_config(env={"OPENROUTER_API_KEY": "or-key-0123456789"})
+            >>> cfg.provider("openai-compatible").base_url
+            'https://openrouter.ai/api/v1'
+        """
+        if name in self.providers:
+            return self.providers[name]
+        if name == "openai-compatible" and "openrouter" in self.providers:
+            return self.providers["openrouter"]
+        return ProviderSettings()
+
+    def vision_target(self) -> VisionTarget:
+        """The auxiliary vision model with its provider, key and base URL resolved.
+
+        Unset ``auxiliary.vision`` fields default to the main model and its provider.
+        """
+        from visus.models.registry import parse_model_ref
+
+        aux = self.auxiliary.vision
+        model = aux.model or self.default_model
+        provider = aux.provider or parse_model_ref(model)[0]
+        main = self.provider(provider)
+        key = aux.api_key or main.api_key
+        return VisionTarget(
+            model=model,
+            provider=provider,
+            api_key=key.get_secret_value() if key else None,
+            base_url=aux.base_url or main.base_url,
+        )
+
+    def model_specs(self) -> list[ModelSpec]:
+        """The ``[[models]]`` entries as specs, for ``visus.models.register_model``."""
+        return [m.to_spec() for m in self.models]
+
+    def masked(self) -> dict[str, Any]:
+        """The configuration as plain JSON-able data with every secret masked.
+
+        Example:
+            >>> load_config(env={"VISUS_SERVER__TOKEN": "tok-abcdefghijkl"}).masked()["server"]
+            {'host': '127.0.0.1', 'port': 8750, 'token': 'tok…ijkl'}
+        """
+        result = _plain(self.model_dump())
+        assert isinstance(result, dict)
+        return result
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return mask_secret(value.get_secret_value())
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = sorted(value) if isinstance(value, frozenset | set) else value
+        return [_plain(v) for v in items]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def mask_secret(secret: str) -> str:
+    """Show a secret's kind and tail only: ``sk-…abcd``; short secrets are hidden whole.
+
+    Example:
+        >>> mask_secret("sk-proj-0123456789abcd"), mask_secret("short")
+        ('sk-…abcd', '****')
+    """
+    if len(secret) < 12:
+        return "****"
+    return f"{secret[:3]}…{secret[-4:]}"
+
+
+# --- finding and reading the file -------------------------------------------------
+
+
+def config_path(path: Path | str | None = None, *, env: Mapping[str, str] | None = None) -> Path:
+    """Where the configuration file is: ``path`` > ``$VISUS_CONFIG`` > user config dir.
+
+    Example:
+        >>> config_path(env={"VISUS_CONFIG": "/etc/visus.toml"})
+        PosixPath('/etc/visus.toml')
+    """
+    env = os.environ if env is None else env
+    if path is not None and str(path) != "":
+        return Path(path).expanduser()
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    return Path(platformdirs.user_config_dir("visus", appauthor=False)) / "visus.toml"
+
+
+def load_config(
+    path: Path | str | None = None, *, env: Mapping[str, str] | None = None
+) -> VisusConfig:
+    """Read and validate the configuration (see the module docstring for the layers).
+
+    ``env`` replaces ``os.environ`` (tests, embedding). A file named explicitly or by
+    ``$VISUS_CONFIG`` must exist; the default one may be missing.
+
+    Example:
+        >>> load_config(env={"VISUS_RETENTION__LIVE_TURNS": "2"}).retention.live_turns
+        2
+    """
+    env = dict(os.environ) if env is None else env
+    explicit = (path is not None and str(path) != "") or bool(env.get(CONFIG_ENV))
+    where = config_path(path, env=env)
+    text = ""
+    data: dict[str, Any] = {}
+    if where.is_file():
+        try:
+            text = where.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{where}: cannot read the configuration file: {e}") from e
+        data = _parse_toml(where, text)
+    elif explicit:
+        raise ConfigError(f"{where}: configuration file not found")
+    token = _state.set(_LoadState(data, env))
+    try:
+        return VisusConfig()
+    except ValidationError as e:
+        raise ConfigError(_describe(e, where, text, env)) from e
+    finally:
+        _state.reset(token)
+
+
+def _parse_toml(where: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        match = re.search(r"line (\d+)", str(e))
+        if not match:
+            raise ConfigError(f"{where}: invalid TOML: {e}") from e
+        line = int(match.group(1))
+        key = _key_on_line(text, line)
+        named = f" (key {key})" if key else ""
+        raise ConfigError(f"{where} line {line}: invalid TOML{named}: {e}") from e
+
+
+# --- mapping an error back to its line ----------------------------------------------
+
+_BARE_OR_QUOTED = r'(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|\'[^\']*\')'
+_DOTTED = rf"{_BARE_OR_QUOTED}(?:\s*\.\s*{_BARE_OR_QUOTED})*"
+_ARRAY_HEADER = re.compile(rf"^\s*\[\[\s*({_DOTTED})\s*\]\]")
+_TABLE_HEADER = re.compile(rf"^\s*\[\s*({_DOTTED})\s*\]")
+_ASSIGNMENT = re.compile(rf"^\s*({_DOTTED})\s*=")
+
+
+def _split_key(dotted: str) -> tuple[str, ...]:
+    parts = re.findall(_BARE_OR_QUOTED, dotted)
+    return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
+
+
+def _key_lines(text: str) -> Iterator[tuple[tuple[str | int, ...], int]]:
+    """Yield (key path, line number) for every table header and assignment."""
+    table: tuple[str | int, ...] = ()
+    counts: dict[tuple[str, ...], int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if m := _ARRAY_HEADER.match(line):
+            name = _split_key(m.group(1))
+            counts[name] = counts.get(name, -1) + 1
+            table = (*name, counts[name])
+            yield table, number
+        elif m := _TABLE_HEADER.match(line):
+            table = _split_key(m.group(1))
+            yield table, number
+        elif m := _ASSIGNMENT.match(line):
+            yield (*table, *_split_key(m.group(1))), number
+
+
+def _key_on_line(text: str, line: int) -> str | None:
+    found = [key for key, number in _key_lines(text) if number == line]
+    return ".".join(map(str, found[-1])) if found else None
+
+
+def _line_of(text: str, loc: tuple[str | int, ...]) -> tuple[str, int] | None:
+    lines = dict(_key_lines(text))
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            return ".".join(map(str, loc[:end])), lines[loc[:end]]
+    return None
+
+
+def _env_name(loc: tuple[str | int, ...], env: Mapping[str, str]) -> str | None:
+    for end in range(len(loc), 0, -1):
+        wanted = ("VISUS_" + "__".join(map(str, loc[:end]))).upper()
+        for name in env:
+            if name.upper() == wanted and env[name] != "":
+                return name
+    return None
+
+
+def _describe(error: ValidationError, where: Path, text: str, env: Mapping[str, str]) -> str:
+    problems: list[str] = []
+    for item in error.errors():
+        loc = tuple(p for p in item["loc"] if isinstance(p, str | int))
+        key = ".".join(map(str, loc)) or "(top level)"
+        what = _what(item)
+        if env_var := _env_name(loc, env):
+            problems.append(f"{env_var}: invalid value for {key}: {what}")
+        elif text and (found := _line_of(text, loc)):
+            problems.append(f"{where} line {found[1]}: invalid value for {key}: {what}")
+        else:
+            problems.append(f"invalid value for {key}: {what}")
+    return "invalid configuration:\n  " + "\n  ".join(problems)
+
+
+def _what(item: Mapping[str, Any]) -> str:
+    message = str(item.get("msg", "invalid"))
+    if item.get("type") == "extra_forbidden":
+        return "unknown key"
+    value = item.get("input")
+    if isinstance(value, str | int | float | bool):
+        return f"{message} (got {value!r})"
+    return message
