@@ -1,0 +1,349 @@
+"""Tether frames: values, the one JSON encoding, and the checked decoder.
+
+A frame is ``{v: 1, type, ts, session, seq, msg_id, payload}``. Payloads:
+
+- ``user.message``   ``{text, images?, user?}`` (text required, ``""`` for image-only)
+- ``assistant.delta`` ``{text}`` (never images)
+- ``assistant.done``  ``{text, images?}``
+- ``error``          ``{code, message}`` (the server's own notes: a failed turn, a
+  refused egress image)
+
+An image is ``{media_type, data}``: png, jpeg, gif or webp; standard base64,
+padding optional, no data-URI prefix. ``ref`` is reserved: the decoder ignores it
+and the encoder never writes it. A payload without images has no ``images`` key,
+so text-only frames keep their old bytes exactly.
+
+Example:
+    >>> f = Frame(payload=UserMessagePayload(text="hi"), session="s", msg_id="m", seq=1, ts="t")
+    >>> encode_frame(f)
+    b'{"v":1,"type":"user.message","ts":"t","session":"s","seq":1,"msg_id":"m","payload":{"text":"hi"}}'
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeAlias
+
+from visus import limits
+from visus.tether.limits import (
+    FrameError,
+    check_image,
+    check_image_count,
+    check_media_type,
+    check_total,
+)
+from visus.tether.runner import ImageIn
+
+__all__ = [
+    "FRAME_TYPES",
+    "AssistantDelta",
+    "AssistantDone",
+    "Decoded",
+    "ErrorPayload",
+    "Frame",
+    "FrameType",
+    "Image",
+    "Payload",
+    "UserMessagePayload",
+    "decode_base64",
+    "decode_frame",
+    "decode_frames",
+    "encode_frame",
+    "encode_payload",
+    "frame_to_dict",
+    "image_from_bytes",
+    "new_msg_id",
+    "now_ts",
+    "payload_to_dict",
+]
+
+FrameType: TypeAlias = Literal["user.message", "assistant.delta", "assistant.done", "error"]
+FRAME_TYPES: Final[frozenset[str]] = frozenset(
+    {"user.message", "assistant.delta", "assistant.done", "error"}
+)
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*")
+_B64_CHARS = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image as it rides in a frame: ``data`` is base64 text, kept as received."""
+
+    media_type: str
+    data: str
+
+    def __repr__(self) -> str:
+        return f"Image(media_type={self.media_type!r}, data=<{len(self.data)} b64 chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessagePayload:
+    text: str
+    images: tuple[Image, ...] = ()
+    user: Mapping[str, Any] | None = None
+    kind: Literal["user.message"] = "user.message"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantDelta:
+    text: str
+    kind: Literal["assistant.delta"] = "assistant.delta"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantDone:
+    text: str
+    images: tuple[Image, ...] = ()
+    kind: Literal["assistant.done"] = "assistant.done"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorPayload:
+    """A note from the server: ``code`` is short and stable, ``message`` says what to do."""
+
+    code: str
+    message: str
+    kind: Literal["error"] = "error"
+
+
+Payload: TypeAlias = UserMessagePayload | AssistantDelta | AssistantDone | ErrorPayload
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One tether frame. ``seq`` is given by the ring (0 until appended)."""
+
+    payload: Payload
+    session: str = "default"
+    msg_id: str = ""
+    seq: int = 0
+    ts: str = ""
+    v: int = 1
+
+    @property
+    def type(self) -> FrameType:
+        return self.payload.kind
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A checked frame plus its images decoded (in payload order)."""
+
+    frame: Frame
+    images: tuple[ImageIn, ...] = field(default=())
+
+
+def now_ts() -> str:
+    """UTC now as RFC 3339 with milliseconds: ``2026-11-22T06:48:19.123Z``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_msg_id() -> str:
+    return uuid.uuid4().hex
+
+
+def image_from_bytes(image: ImageIn) -> Image:
+    """Encode a decoded image for a frame (standard base64, padded)."""
+    return Image(image.media_type, base64.b64encode(image.data).decode("ascii"))
+
+
+# --- encoding -----------------------------------------------------------------------
+
+
+def _images(images: tuple[Image, ...]) -> list[dict[str, str]]:
+    return [{"media_type": im.media_type, "data": im.data} for im in images]
+
+
+def payload_to_dict(payload: Payload) -> dict[str, Any]:
+    """The JSON object of a payload; ``images`` appears only when there are some."""
+    out: dict[str, Any]
+    match payload:
+        case UserMessagePayload():
+            out = {"text": payload.text}
+            if payload.images:
+                out["images"] = _images(payload.images)
+            if payload.user is not None:
+                out["user"] = dict(payload.user)
+        case AssistantDone():
+            out = {"text": payload.text}
+            if payload.images:
+                out["images"] = _images(payload.images)
+        case AssistantDelta():
+            out = {"text": payload.text}
+        case ErrorPayload():
+            out = {"code": payload.code, "message": payload.message}
+    return out
+
+
+def frame_to_dict(frame: Frame) -> dict[str, Any]:
+    return {
+        "v": frame.v,
+        "type": frame.type,
+        "ts": frame.ts,
+        "session": frame.session,
+        "seq": frame.seq,
+        "msg_id": frame.msg_id,
+        "payload": payload_to_dict(frame.payload),
+    }
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode_payload(payload: Payload) -> bytes:
+    return _dumps(payload_to_dict(payload))
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """The one wire encoding of a frame: compact JSON, keys in protocol order."""
+    return _dumps(frame_to_dict(frame))
+
+
+# --- decoding -----------------------------------------------------------------------
+
+
+def decode_base64(data: object, field: str) -> bytes:
+    """Standard base64 (RFC 4648), padding optional, no data-URI prefix, no whitespace."""
+    if not isinstance(data, str):
+        raise FrameError(f"{field}: must be a base64 string", field=field)
+    if data[:5].lower() == "data:":
+        raise FrameError(
+            f"{field}: data-URI prefix not allowed; send bare base64 and put the type "
+            "in media_type",
+            field=field,
+        )
+    raw = data.encode("ascii", errors="replace")
+    if len(raw) % 4 == 1 or not _B64_CHARS.fullmatch(raw):
+        raise FrameError(f"{field}: not standard base64 (RFC 4648)", field=field)
+    # Exact decoded size from the length, so a huge string is refused undecoded.
+    check_image(len(raw.rstrip(b"=")) * 3 // 4, field.rsplit(".", 1)[0])
+    try:
+        return base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
+    except binascii.Error as e:
+        raise FrameError(f"{field}: not standard base64 (RFC 4648): {e}", field=field) from e
+
+
+def _obj(value: object, field: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FrameError(f"{field}: must be a JSON object", field=field)
+    return value
+
+
+def _str(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise FrameError(f"{field}: must be a string", field=field)
+    return value
+
+
+def _ident(value: object, field: str) -> str:
+    s = _str(value, field)
+    if len(s) > limits.TETHER_MAX_ID_CHARS or not _ID.fullmatch(s):
+        raise FrameError(
+            f"{field}: must be 1 to {limits.TETHER_MAX_ID_CHARS} characters of "
+            "letters, digits and . _ : @ - (starting with a letter or digit)",
+            field=field,
+        )
+    return s
+
+
+def _decode_images(value: object, field: str) -> tuple[tuple[Image, ...], tuple[ImageIn, ...]]:
+    if value is None:
+        return (), ()
+    if not isinstance(value, list):
+        raise FrameError(f"{field}: must be a list of images", field=field)
+    check_image_count(len(value), field)
+    images: list[Image] = []
+    decoded: list[ImageIn] = []
+    total = 0
+    for i, item in enumerate(value):
+        name = f"{field}[{i}]"
+        obj = _obj(item, name)
+        # `ref` is reserved for a later content-addressed form: ignored here, never emitted.
+        media_type = check_media_type(obj.get("media_type"), f"{name}.media_type")
+        if "data" not in obj:
+            raise FrameError(f"{name}.data: required", field=f"{name}.data")
+        raw = decode_base64(obj["data"], f"{name}.data")
+        check_image(len(raw), name)
+        total += len(raw)
+        images.append(Image(media_type, obj["data"]))
+        decoded.append(ImageIn(media_type, raw))
+    check_total(total, field)
+    return tuple(images), tuple(decoded)
+
+
+def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn, ...]]:
+    if kind == "error":
+        code = _str(obj.get("code"), "payload.code")
+        return ErrorPayload(code, _str(obj.get("message"), "payload.message")), ()
+    if "text" not in obj:
+        raise FrameError(
+            'payload.text: required (use "" for an image-only message)', field="payload.text"
+        )
+    text = _str(obj["text"], "payload.text")
+    if kind == "assistant.delta":
+        if "images" in obj:
+            raise FrameError(
+                "payload.images: assistant.delta never carries images", field="payload.images"
+            )
+        return AssistantDelta(text), ()
+    images, decoded = _decode_images(obj.get("images"), "payload.images")
+    if kind == "assistant.done":
+        return AssistantDone(text, images), decoded
+    user = obj.get("user")
+    if user is not None:
+        user = dict(_obj(user, "payload.user"))
+    return UserMessagePayload(text, images, user), decoded
+
+
+def decode_frame(
+    value: object, *, types: frozenset[str] = FRAME_TYPES, assign: bool = False
+) -> Decoded:
+    """Check a parsed JSON frame and return it with its images decoded.
+
+    Every error is a :class:`~visus.tether.limits.FrameError` or
+    :class:`~visus.tether.limits.TetherLimitError` naming the field. ``types``
+    restricts the accepted frame types (ingress takes only ``user.message``).
+    With ``assign`` a missing ``msg_id`` or ``ts`` is filled in and ``seq`` is
+    ignored (the ring gives it); otherwise ``seq`` must be a non-negative int.
+
+    Example:
+        >>> d = decode_frame({"type": "user.message", "payload": {"text": ""}}, assign=True)
+        >>> d.frame.type, d.frame.session
+        ('user.message', 'default')
+    """
+    obj = _obj(value, "frame")
+    v = obj.get("v", 1)
+    if v != 1 or isinstance(v, bool):
+        raise FrameError(f"v: unsupported protocol version {v!r} (expected 1)", field="v")
+    kind = _str(obj.get("type"), "type")
+    if kind not in types:
+        raise FrameError(f"type: {kind!r} is not one of {', '.join(sorted(types))}", field="type")
+    session = _ident(obj.get("session", "default"), "session")
+    msg_id = obj.get("msg_id")
+    ts = obj.get("ts")
+    if assign:
+        msg_id = new_msg_id() if msg_id is None else _ident(msg_id, "msg_id")
+        ts = now_ts() if ts is None else _str(ts, "ts")
+        seq = 0
+    else:
+        msg_id = _str(msg_id, "msg_id")
+        ts = _str(ts, "ts")
+        raw_seq = obj.get("seq")
+        if not isinstance(raw_seq, int) or isinstance(raw_seq, bool) or raw_seq < 0:
+            raise FrameError("seq: must be a non-negative integer", field="seq")
+        seq = raw_seq
+    payload, decoded = _payload(kind, _obj(obj.get("payload"), "payload"))
+    return Decoded(Frame(payload, session, msg_id, seq, ts), decoded)
+
+
+def decode_frames(values: Sequence[object]) -> list[Decoded]:
+    """Consumer-side check of every frame of a poll answer."""
+    return [decode_frame(v) for v in values]

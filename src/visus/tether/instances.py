@@ -1,0 +1,272 @@
+"""Instances: a config on disk, a runner, a ring, and the turns in flight.
+
+Each instance lives in ``data_dir/instances/<id>/``: ``instance.json`` holds its
+config (written via a temp file and a rename) and the rest of the folder belongs
+to the runner (sessions, blobs). A restarted server finds the configs again and
+rebuilds each runner with the same factory.
+
+Example:
+    >>> import asyncio, tempfile
+    >>> from pathlib import Path
+    >>> from visus.tether.runner import TurnOutput
+    >>> class Quiet:
+    ...     async def run_turn(self, **kw): return TurnOutput("ok")
+    >>> reg = Registry(Path(tempfile.mkdtemp()), lambda c: Quiet())
+    >>> inst = reg.create(model="reference")
+    >>> Registry(reg.data_dir, lambda c: Quiet()).get(inst.config.id).config.model
+    'reference'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from visus import limits
+from visus.errors import ConfigError, NotFoundError, VisusError
+from visus.tether.frames import (
+    AssistantDelta,
+    AssistantDone,
+    ErrorPayload,
+    Frame,
+    UserMessagePayload,
+    encode_frame,
+    image_from_bytes,
+    now_ts,
+)
+from visus.tether.limits import (
+    TetherLimitError,
+    check_image,
+    check_image_count,
+    check_media_type,
+    check_total,
+    check_wire,
+)
+from visus.tether.ring import Ring
+from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnRunner
+
+__all__ = ["Instance", "Registry", "fit_egress"]
+
+log = logging.getLogger(__name__)
+
+
+def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[VisusError, ...]]:
+    """Keep the egress images that fit the tether limits, in order; say why others went.
+
+    Images of another media type or over the per-image bound are dropped; past
+    the count bound the extra images are dropped; then images are dropped from
+    the end until the frame total fits.
+    """
+    kept: list[ImageIn] = []
+    errors: list[VisusError] = []
+    for i, image in enumerate(images):
+        name = f"payload.images[{i}]"
+        try:
+            check_media_type(image.media_type, f"{name}.media_type")
+            check_image(len(image.data), name)
+        except VisusError as e:
+            errors.append(e)
+            continue
+        kept.append(image)
+    try:
+        check_image_count(len(kept))
+    except TetherLimitError as e:
+        errors.append(e)
+        kept = kept[: limits.TETHER_MAX_IMAGES_PER_MESSAGE]
+    try:
+        check_total(sum(len(im.data) for im in kept))
+    except TetherLimitError as e:
+        errors.append(e)
+        while kept and sum(len(im.data) for im in kept) > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
+            kept.pop()
+    return tuple(kept), tuple(errors)
+
+
+class Instance:
+    """One agent instance: config, runner, ring, and per-session turn order."""
+
+    def __init__(self, config: InstanceConfig, runner: TurnRunner, ring: Ring | None = None):
+        self.config = config
+        self.runner = runner
+        self.ring = ring or Ring()
+        self.closed = False
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "id": c.id,
+            "model": c.model,
+            "tools": None if c.tools is None else list(c.tools),
+            "roots": list(c.roots),
+            "created": c.created,
+            "last_seq": self.ring.last_seq,
+            "frames": len(self.ring),
+        }
+
+    def start_turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> asyncio.Task[None]:
+        """Run the turn for an appended ``user.message`` in the background."""
+        task = asyncio.create_task(self._turn(frame, images))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
+        payload = frame.payload
+        assert isinstance(payload, UserMessagePayload)
+        session, reply = frame.session, f"{frame.msg_id}:reply"
+        lock = self._locks.setdefault(session, asyncio.Lock())
+
+        async def emit_delta(text: str) -> None:
+            if text:
+                await self.ring.append(Frame(AssistantDelta(text), session, reply))
+
+        async with lock:
+            try:
+                out = await self.runner.run_turn(
+                    session=session,
+                    text=payload.text,
+                    images=images,
+                    user=payload.user,
+                    emit_delta=emit_delta,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a failed turn is a frame, never a dead server
+                log.exception("turn failed on instance %s", self.config.id)
+                note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
+                await self.ring.append(Frame(note, session, reply))
+                return
+            kept, errors = fit_egress(out.images)
+            for err in errors:
+                code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
+                await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
+            done = Frame(
+                AssistantDone(out.text, tuple(map(image_from_bytes, kept))), session, reply
+            )
+            try:
+                check_wire(len(encode_frame(done)))
+            except TetherLimitError as e:
+                await self.ring.append(Frame(ErrorPayload("egress_limit", str(e)), session, reply))
+                done = Frame(AssistantDone(out.text), session, reply)
+            await self.ring.append(done)
+
+    async def aclose(self) -> None:
+        """Cancel turns in flight and close the runner (if it can be closed)."""
+        self.closed = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        close = getattr(self.runner, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                log.exception("closing the runner of instance %s failed", self.config.id)
+        await self.ring.close()
+
+
+class Registry:
+    """The instances of one server, persisted under ``data_dir/instances``."""
+
+    def __init__(self, data_dir: Path, factory: RunnerFactory) -> None:
+        self.data_dir = Path(data_dir)
+        self.factory = factory
+        self._instances: dict[str, Instance] = {}
+        root = self.data_dir / "instances"
+        root.mkdir(parents=True, exist_ok=True)
+        for path in sorted(root.glob("*/instance.json")):
+            try:
+                config = _load(path)
+                self._instances[config.id] = Instance(config, factory(config))
+            except Exception:  # one bad instance must not keep the server down
+                log.exception("could not load instance from %s", path)
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._instances.values(), key=lambda i: i.config.created))
+
+    def get(self, instance_id: str) -> Instance:
+        try:
+            return self._instances[instance_id]
+        except KeyError:
+            raise NotFoundError(f"instance {instance_id!r} not found") from None
+
+    def create(
+        self,
+        *,
+        model: str,
+        tools: Sequence[str] | None = None,
+        roots: Sequence[str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Instance:
+        """Build the runner first (a factory error creates nothing), then persist."""
+        if not model.strip():
+            raise ConfigError("model: must not be empty")
+        for r in roots or ():
+            if not os.path.isabs(r):
+                raise ConfigError(f"roots: {r!r} is not an absolute path")
+        iid = "i-" + secrets.token_hex(8)
+        folder = self.data_dir / "instances" / iid
+        config = InstanceConfig(
+            id=iid,
+            model=model,
+            created=now_ts(),
+            data_dir=str(folder),
+            tools=None if tools is None else tuple(tools),
+            roots=tuple(roots or ()),
+            extra=dict(extra or {}),
+        )
+        runner = self.factory(config)
+        folder.mkdir(parents=True)
+        _save(folder / "instance.json", config)
+        inst = Instance(config, runner)
+        self._instances[iid] = inst
+        return inst
+
+    async def delete(self, instance_id: str) -> None:
+        inst = self.get(instance_id)
+        del self._instances[instance_id]
+        await inst.aclose()
+        shutil.rmtree(inst.config.data_dir, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        for inst in list(self._instances.values()):
+            await inst.aclose()
+
+
+def _save(path: Path, config: InstanceConfig) -> None:
+    data = asdict(config)
+    data["extra"] = dict(config.extra)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _load(path: Path) -> InstanceConfig:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    tools = data.get("tools")
+    return InstanceConfig(
+        id=str(data["id"]),
+        model=str(data["model"]),
+        created=str(data["created"]),
+        data_dir=str(path.parent),
+        tools=None if tools is None else tuple(map(str, tools)),
+        roots=tuple(map(str, data.get("roots") or ())),
+        extra=dict(data.get("extra") or {}),
+    )

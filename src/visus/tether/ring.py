@@ -1,0 +1,155 @@
+"""The per-instance ring buffer of frames: bounded by count and by payload bytes.
+
+``append`` gives each frame the next ``seq`` (monotonic per instance, from 1) and
+evicts the oldest frames until both bounds hold again; the newest frame always
+stays, even when it alone is over the byte budget. A burst of image frames so
+turns the ring over fast while a long run of small text frames fits many times
+over. ``read`` tells a poller when frames it has not seen were evicted (``gap``).
+
+Example:
+    >>> import asyncio
+    >>> from visus.tether.frames import Frame, AssistantDelta
+    >>> ring = Ring(max_frames=2)
+    >>> for t in "abc":
+    ...     _ = asyncio.run(ring.append(Frame(AssistantDelta(t))))
+    >>> page = ring.read(0)
+    >>> [f.seq for f in page.frames], page.next_seq, page.gap
+    ([2, 3], 3, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+
+from visus import limits
+from visus.tether.frames import Frame, encode_payload, now_ts
+
+__all__ = ["Page", "Ring"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What a read returns. Pass ``next_seq`` as ``after_seq`` to the next read.
+
+    ``gap`` is true when frames after ``after_seq`` were evicted before this read
+    (the poller missed them for good).
+    """
+
+    frames: tuple[Frame, ...]
+    next_seq: int
+    gap: bool
+
+
+class Ring:
+    """Frames of one instance, oldest first, under ``max_frames`` and ``max_bytes``."""
+
+    def __init__(
+        self, *, max_frames: int = limits.RING_MAX_FRAMES, max_bytes: int = limits.RING_MAX_BYTES
+    ) -> None:
+        if max_frames < 1 or max_bytes < 1:
+            raise ValueError("a ring holds at least one frame and one byte")
+        self.max_frames = max_frames
+        self.max_bytes = max_bytes
+        self._frames: deque[tuple[Frame, int]] = deque()
+        self._bytes = 0
+        self._last_seq = 0
+        self._evicted_upto = 0
+        self._changed = asyncio.Condition()
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def bytes(self) -> int:
+        """Payload bytes held now (the JSON of every payload)."""
+        return self._bytes
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def first_seq(self) -> int:
+        """Seq of the oldest frame held (``last_seq + 1`` when empty)."""
+        return self._frames[0][0].seq if self._frames else self._last_seq + 1
+
+    async def append(self, frame: Frame) -> Frame:
+        """Store ``frame`` with the next seq (and a ts if it had none); wake waiters."""
+        async with self._changed:
+            stored = self.append_nowait(frame)
+            self._changed.notify_all()
+        return stored
+
+    def append_nowait(self, frame: Frame) -> Frame:
+        """Like :meth:`append` without waking waiters (for synchronous callers)."""
+        self._last_seq += 1
+        stored = replace(frame, seq=self._last_seq, ts=frame.ts or now_ts())
+        size = len(encode_payload(stored.payload))
+        self._frames.append((stored, size))
+        self._bytes += size
+        while len(self._frames) > 1 and (
+            len(self._frames) > self.max_frames or self._bytes > self.max_bytes
+        ):
+            old, old_size = self._frames.popleft()
+            self._bytes -= old_size
+            self._evicted_upto = old.seq
+        return stored
+
+    def read(
+        self, after_seq: int = 0, *, session: str | None = None, limit: int | None = None
+    ) -> Page:
+        """Frames with ``seq > after_seq`` (of one session when given), at most ``limit``.
+
+        A poller ahead of the ring (``after_seq`` past the last seq, as after a
+        server restart) is answered from the start with ``gap`` set.
+        """
+        gap = after_seq < self._evicted_upto
+        if after_seq > self._last_seq:
+            after_seq, gap = 0, True
+        cap = math.inf if limit is None else max(limit, 0)
+        out: list[Frame] = []
+        next_seq = after_seq
+        start = max(0, after_seq - self.first_seq + 1)
+        for i in range(start, len(self._frames)):
+            frame = self._frames[i][0]
+            if len(out) >= cap:
+                break
+            next_seq = frame.seq
+            if session is None or frame.session == session:
+                out.append(frame)
+        return Page(tuple(out), max(next_seq, after_seq), gap)
+
+    async def close(self) -> None:
+        """Mark the ring closed and wake every waiter (their reads return at once)."""
+        async with self._changed:
+            self.closed = True
+            self._changed.notify_all()
+
+    async def wait_read(
+        self,
+        after_seq: int = 0,
+        *,
+        session: str | None = None,
+        limit: int | None = None,
+        timeout: float = 0.0,
+    ) -> Page:
+        """:meth:`read`, waiting up to ``timeout`` seconds for a matching frame."""
+        page = self.read(after_seq, session=session, limit=limit)
+        if page.frames or page.gap or timeout <= 0 or self.closed:
+            return page
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._changed:
+            while True:
+                page = self.read(after_seq, session=session, limit=limit)
+                remaining = deadline - loop.time()
+                if page.frames or page.gap or remaining <= 0 or self.closed:
+                    return page
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except TimeoutError:
+                    return self.read(after_seq, session=session, limit=limit)

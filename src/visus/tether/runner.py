@@ -1,0 +1,89 @@
+"""The seam between a tether instance and the agent that answers it.
+
+The server owns frames, the ring and HTTP; the agent owns sessions, blobs and
+models. They meet here: for every ``user.message`` the server calls
+``runner.run_turn(...)`` once, streams what the runner emits as
+``assistant.delta`` frames and ends the turn with an ``assistant.done`` frame
+holding the :class:`TurnOutput`.
+
+A runner is built per instance by a :data:`RunnerFactory` given to
+:func:`visus.tether.server.create_app`. A runner may also define
+``async def aclose(self) -> None``; the server calls it when the instance is
+deleted or the app shuts down.
+
+Example:
+    >>> class Echo:
+    ...     async def run_turn(self, *, session, text, images, user, emit_delta):
+    ...         await emit_delta(text)
+    ...         return TurnOutput(text=text, images=tuple(images))
+    >>> factory: RunnerFactory = lambda config: Echo()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+__all__ = ["ImageIn", "InstanceConfig", "RunnerFactory", "TurnOutput", "TurnRunner"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageIn:
+    """An image travelling through tether, decoded: ``data`` holds the raw bytes."""
+
+    media_type: str
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"ImageIn(media_type={self.media_type!r}, data=<{len(self.data)} bytes>)"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutput:
+    """What a turn ends with: the final text and any images the agent sends out."""
+
+    text: str
+    images: tuple[ImageIn, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceConfig:
+    """One instance as created by ``POST /v1/instances`` and persisted under data_dir.
+
+    ``id`` is the server's handle; ``model`` a catalog id; ``tools`` the tool names the
+    agent may use (``None``: the agent's defaults); ``roots`` the folders its tools may
+    reach; ``data_dir`` the instance's own folder for sessions and blobs.
+    """
+
+    id: str
+    model: str
+    created: str
+    data_dir: str
+    tools: tuple[str, ...] | None = None
+    roots: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class TurnRunner(Protocol):
+    """Runs one turn of one session of an instance.
+
+    ``images`` are already checked against the tether limits. ``emit_delta`` appends
+    an ``assistant.delta`` frame (text only). The returned images are checked again
+    on egress; images past a limit are dropped with an ``error`` frame naming it.
+    Storing the user message and its images (as blobs) is the runner's job.
+    """
+
+    async def run_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+    ) -> TurnOutput: ...
+
+
+RunnerFactory: TypeAlias = Callable[[InstanceConfig], TurnRunner]

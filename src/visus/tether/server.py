@@ -1,0 +1,425 @@
+"""The tether HTTP API (FastAPI): instances, ingress, long poll and SSE.
+
+Routes (all under ``/v1``, bearer-token protected when a token is set):
+
+- ``POST /v1/instances`` ``{model, tools?, roots?}`` -> 201 instance
+- ``GET /v1/instances``, ``GET /v1/instances/{id}``, ``DELETE /v1/instances/{id}``
+- ``POST /v1/instances/{id}/tether``: one ``user.message`` frame. A body over
+  TETHER_MAX_WIRE_BYTES is refused from its Content-Length before it is read (and
+  counted while reading when chunked): 413. Bad frames: 400 naming the field.
+- ``GET /v1/instances/{id}/tether/poll?after_seq=&session=&wait=&limit=``
+- ``GET /v1/instances/{id}/tether/stream``: server-sent events, ``id:`` is the
+  seq, resumable with ``Last-Event-ID`` (or ``?after_seq=``).
+
+Errors are JSON ``{"error": {"code", "message", "field"?, "limit"?}}``.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from visus.tether.runner import TurnOutput
+    >>> class Echo:
+    ...     async def run_turn(self, *, text, **kw): return TurnOutput(text)
+    >>> app = create_app(data_dir=Path(tempfile.mkdtemp()), runner_factory=lambda c: Echo())
+    >>> sorted(r.path for r in app.routes if r.path.startswith("/v1"))[:2]
+    ['/v1/instances', '/v1/instances/{instance_id}']
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from visus import limits
+from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
+from visus.tether.frames import decode_frame, encode_frame
+from visus.tether.instances import Registry
+from visus.tether.limits import FrameError, TetherLimitError, check_wire
+from visus.tether.ring import Page
+from visus.tether.runner import RunnerFactory
+
+__all__ = ["FRAME_IN_SCHEMA", "check_bind", "create_app", "encode_page", "is_loopback", "serve"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between SSE keep-alive comments when no frame arrives.
+SSE_KEEPALIVE_SECONDS = 15.0
+
+_IMAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["media_type", "data"],
+    "properties": {
+        "media_type": {"type": "string", "enum": sorted(limits.TETHER_MEDIA_TYPES)},
+        "data": {"type": "string", "description": "standard base64, no data-URI prefix"},
+    },
+}
+#: JSON Schema of an ingress frame, as published in the OpenAPI spec.
+FRAME_IN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "payload"],
+    "properties": {
+        "v": {"type": "integer", "enum": [1]},
+        "type": {"type": "string", "enum": ["user.message"]},
+        "session": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+            "maxLength": limits.TETHER_MAX_ID_CHARS,
+        },
+        "msg_id": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+            "maxLength": limits.TETHER_MAX_ID_CHARS,
+        },
+        "ts": {"type": "string"},
+        "payload": {
+            "type": "object",
+            "required": ["text"],
+            "properties": {
+                "text": {"type": "string"},
+                "images": {
+                    "type": "array",
+                    "items": _IMAGE_SCHEMA,
+                    "maxItems": limits.TETHER_MAX_IMAGES_PER_MESSAGE,
+                },
+                "user": {"type": ["object", "null"]},
+            },
+        },
+    },
+}
+
+
+class InstanceCreate(BaseModel):
+    model: str = Field(min_length=1, description="catalog id of the model")
+    tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
+    roots: list[str] | None = Field(None, description="absolute folders the tools may reach")
+
+
+class InstanceOut(BaseModel):
+    id: str
+    model: str
+    tools: list[str] | None
+    roots: list[str]
+    created: str
+    last_seq: int
+    frames: int
+
+
+class InstanceList(BaseModel):
+    instances: list[InstanceOut]
+
+
+class Accepted(BaseModel):
+    seq: int
+    msg_id: str
+    session: str
+
+
+class FrameOut(BaseModel):
+    v: int
+    type: str
+    ts: str
+    session: str
+    seq: int
+    msg_id: str
+    payload: dict[str, Any]
+
+
+class PollOut(BaseModel):
+    frames: list[FrameOut]
+    next_seq: int
+    gap: bool
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    limit: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def _err(status: int, code: str, message: str, **extra: str | None) -> JSONResponse:
+    detail = {"code": code, "message": message, **{k: v for k, v in extra.items() if v}}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": detail}, status_code=status, headers=headers)
+
+
+class _AuthFailed(Exception):
+    pass
+
+
+def encode_page(page: Page) -> bytes:
+    """A poll answer built from the frames' own encoding (no re-serialising of images)."""
+    frames = b",".join(encode_frame(f) for f in page.frames)
+    tail = json.dumps({"next_seq": page.next_seq, "gap": page.gap}, separators=(",", ":"))
+    return b'{"frames":[' + frames + b"]," + tail[1:].encode()
+
+
+_E = {
+    400: {"model": ErrorBody, "description": "a malformed request; the error names the field"},
+    401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
+    404: {"model": ErrorBody, "description": "no such instance"},
+    413: {"model": ErrorBody, "description": "over a tether limit; the error names it"},
+}
+
+
+def create_app(
+    *,
+    data_dir: Path,
+    runner_factory: RunnerFactory,
+    token: str | None = None,
+) -> FastAPI:
+    """Build the tether API over the instances persisted in ``data_dir``.
+
+    ``runner_factory`` builds the agent behind each instance (see
+    :mod:`visus.tether.runner`). With ``token`` set every ``/v1`` route needs
+    ``Authorization: Bearer <token>``. ``app.state.lifespan_hooks`` takes more
+    async context managers to run for the app's lifetime (``mount_mcp`` uses it).
+    """
+    registry = Registry(Path(data_dir), runner_factory)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            hooks: list[Callable[[], AbstractAsyncContextManager[Any]]] = app.state.lifespan_hooks
+            for hook in hooks:
+                await stack.enter_async_context(hook())
+            try:
+                yield
+            finally:
+                await registry.aclose()
+
+    app = FastAPI(
+        title="visus tether",
+        version="1",
+        summary="Images in and out of an agent over HTTP: frames, long poll, SSE.",
+        lifespan=lifespan,
+    )
+    app.state.registry = registry
+    app.state.token = token
+    app.state.lifespan_hooks = []
+    bearer = HTTPBearer(auto_error=False)
+
+    async def auth(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        if token is None:
+            return
+        given = credentials.credentials if credentials else ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise _AuthFailed
+
+    @app.exception_handler(_AuthFailed)
+    async def _auth_failed(request: Request, exc: _AuthFailed) -> JSONResponse:
+        return _err(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer)")
+
+    @app.exception_handler(VisusError)
+    async def _visus_error(request: Request, exc: VisusError) -> JSONResponse:
+        field = getattr(exc, "field", None)
+        if isinstance(exc, NotFoundError):
+            return _err(404, "not_found", str(exc))
+        if isinstance(exc, TetherLimitError):
+            return _err(413, "too_large", str(exc), field=field, limit=exc.limit)
+        if isinstance(exc, LimitError):
+            return _err(413, "too_large", str(exc))
+        if isinstance(exc, FrameError | ConfigError):
+            return _err(400, "invalid_input", str(exc), field=field)
+        return _err(400, "invalid_input", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        field = ".".join(str(p) for p in first.get("loc", ()))
+        return _err(400, "invalid_input", f"{field}: {first.get('msg', 'invalid')}", field=field)
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(auth)], responses={401: _E[401]})
+
+    @v1.post("/instances", status_code=201, response_model=InstanceOut, responses={400: _E[400]})
+    async def create_instance(body: InstanceCreate) -> dict[str, Any]:
+        """Create an instance: an agent with a model, tools and roots."""
+        return registry.create(model=body.model, tools=body.tools, roots=body.roots).describe()
+
+    @v1.get("/instances", response_model=InstanceList)
+    async def list_instances() -> dict[str, Any]:
+        return {"instances": [inst.describe() for inst in registry]}
+
+    @v1.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
+    async def get_instance(instance_id: str) -> dict[str, Any]:
+        return registry.get(instance_id).describe()
+
+    @v1.delete(
+        "/instances/{instance_id}",
+        status_code=204,
+        response_class=Response,
+        responses={404: _E[404]},
+    )
+    async def delete_instance(instance_id: str) -> Response:
+        await registry.delete(instance_id)
+        return Response(status_code=204)
+
+    @v1.post(
+        "/instances/{instance_id}/tether",
+        status_code=202,
+        response_model=Accepted,
+        responses={400: _E[400], 404: _E[404], 413: _E[413]},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": FRAME_IN_SCHEMA}},
+            }
+        },
+    )
+    async def ingress(instance_id: str, request: Request) -> dict[str, Any]:
+        """Send one ``user.message`` frame; the turn runs in the background."""
+        inst = registry.get(instance_id)
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise FrameError("Content-Length: not a number", field="Content-Length")
+            check_wire(int(length))  # refused before a byte of the body is read
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            check_wire(len(body))
+        try:
+            obj = json.loads(body)
+        except ValueError as e:
+            raise FrameError(f"body: not JSON ({e})", field="body") from e
+        decoded = decode_frame(obj, types=frozenset({"user.message"}), assign=True)
+        frame = await inst.ring.append(decoded.frame)
+        inst.start_turn(frame, decoded.images)
+        return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
+
+    @v1.get(
+        "/instances/{instance_id}/tether/poll",
+        response_model=PollOut,
+        responses={400: _E[400], 404: _E[404]},
+    )
+    async def poll(
+        instance_id: str,
+        after_seq: Annotated[int, Query(ge=0)] = 0,
+        session: str | None = None,
+        wait: Annotated[float, Query(ge=0, le=limits.TETHER_POLL_MAX_WAIT_SECONDS)] = 0.0,
+        limit: Annotated[int | None, Query(ge=1, le=limits.RING_MAX_FRAMES)] = None,
+    ) -> Response:
+        """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives."""
+        inst = registry.get(instance_id)
+        page = await inst.ring.wait_read(after_seq, session=session, limit=limit, timeout=wait)
+        return Response(encode_page(page), media_type="application/json")
+
+    @v1.get(
+        "/instances/{instance_id}/tether/stream",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "description": "frames as server-sent events; id is the seq",
+            },
+            400: _E[400],
+            404: _E[404],
+        },
+    )
+    async def stream(
+        instance_id: str,
+        after_seq: Annotated[int | None, Query(ge=0)] = None,
+        session: str | None = None,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> StreamingResponse:
+        """Frames as server-sent events from ``after_seq`` (or ``Last-Event-ID``, else 0)."""
+        inst = registry.get(instance_id)
+        cursor = after_seq
+        if cursor is None and last_event_id is not None:
+            if not last_event_id.strip().isdigit():
+                raise FrameError("Last-Event-ID: must be a seq (an integer)", field="Last-Event-ID")
+            cursor = int(last_event_id)
+        return StreamingResponse(
+            _events(inst.ring, cursor or 0, session, lambda: inst.closed),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app.include_router(v1)
+    return app
+
+
+async def _events(
+    ring: Any, cursor: int, session: str | None, closed: Callable[[], bool]
+) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    while not closed():
+        page: Page = await ring.wait_read(
+            cursor, session=session, limit=100, timeout=SSE_KEEPALIVE_SECONDS
+        )
+        if page.gap:
+            note = json.dumps({"after_seq": cursor, "first_seq": ring.first_seq})
+            yield b"event: gap\ndata: " + note.encode() + b"\n\n"
+        for f in page.frames:
+            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (f.seq, f.type.encode(), encode_frame(f))
+        if not page.frames and not page.gap:
+            yield b": keep-alive\n\n"
+        cursor = page.next_seq
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen beyond loopback without a token (raises ConfigError)."""
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"host: refusing to listen on {host!r} without a token; set a token "
+            "(VISUS_TOKEN / --token) or bind 127.0.0.1"
+        )
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8750,
+    token: str | None = None,
+    *,
+    runner_factory: RunnerFactory,
+    data_dir: Path | None = None,
+    mcp: bool = True,
+    log_level: str = "info",
+) -> None:
+    """Run the API (and the MCP endpoint at ``/mcp``) until interrupted.
+
+    Example:
+        $ visus serve --host 127.0.0.1 --port 8750
+    """
+    import platformdirs
+    import uvicorn
+
+    check_bind(host, token)
+    folder = data_dir or Path(platformdirs.user_data_dir("visus")) / "serve"
+    app = create_app(data_dir=folder, runner_factory=runner_factory, token=token)
+    if mcp:
+        from visus.mcp_server import mount_mcp
+
+        mount_mcp(app)
+    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    print(f"visus tether API  {base}/v1  (OpenAPI: {base}/openapi.json)")
+    if mcp:
+        print(f"visus MCP         {base}/mcp")
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from visus import limits
+from visus.errors import InvalidInputError, LimitError
+from visus.tether.frames import (
+    AssistantDelta,
+    AssistantDone,
+    Frame,
+    Image,
+    UserMessagePayload,
+    decode_frame,
+    encode_frame,
+)
+from visus.tether.limits import FrameError, TetherLimitError, check_images
+from visus.tether.runner import ImageIn
+
+from .doubles import png
+
+MB = limits.MB
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def msg(payload: dict[str, object], **kw: object) -> dict[str, object]:
+    return {
+        "v": 1,
+        "type": "user.message",
+        "session": "s1",
+        "msg_id": "m1",
+        "payload": payload,
+        **kw,
+    }
+
+
+def test_text_only_frame_is_byte_identical_to_the_old_format() -> None:
+    old = {
+        "v": 1,
+        "type": "user.message",
+        "ts": "2026-01-01T00:00:00.000Z",
+        "session": "s",
+        "seq": 7,
+        "msg_id": "m",
+        "payload": {"text": "Hello", "user": {"id": "123"}},
+    }
+    old_bytes = json.dumps(old, separators=(",", ":")).encode()
+    decoded = decode_frame(json.loads(old_bytes))
+    assert decoded.images == ()
+    assert encode_frame(decoded.frame) == old_bytes
+    assert b"images" not in encode_frame(decoded.frame)
+    done = Frame(AssistantDone("ok"), "s", "r", 3, "t")
+    assert encode_frame(done) == (
+        b'{"v":1,"type":"assistant.done","ts":"t","session":"s","seq":3,"msg_id":"r",'
+        b'"payload":{"text":"ok"}}'
+    )
+
+
+def test_images_round_trip_and_padding_is_optional() -> None:
+    data = png((255, 0, 0))
+    unpadded = b64(data).rstrip("=")
+    assert len(unpadded) % 4 != 0  # the test needs a string that really lacks padding
+    d = decode_frame(
+        msg({"text": "", "images": [{"media_type": "image/png", "data": unpadded}]}), assign=True
+    )
+    assert d.images == (ImageIn("image/png", data),)
+    payload = d.frame.payload
+    assert isinstance(payload, UserMessagePayload)
+    assert payload.text == ""
+    assert payload.images == (Image("image/png", unpadded),)
+
+
+def test_ref_is_ignored_and_never_emitted() -> None:
+    data = png((0, 0, 255))
+    d = decode_frame(
+        msg(
+            {
+                "text": "x",
+                "images": [
+                    {"media_type": "image/png", "data": b64(data), "ref": "sha256:abc", "size": 3}
+                ],
+            }
+        ),
+        assign=True,
+    )
+    assert d.images[0].data == data
+    assert b"ref" not in encode_frame(d.frame)
+
+
+@pytest.mark.parametrize(
+    ("image", "field", "needle"),
+    [
+        (
+            {"media_type": "image/png", "data": "data:image/png;base64,AAAA"},
+            "payload.images[0].data",
+            "data-URI",
+        ),
+        ({"media_type": "image/tiff", "data": "AAAA"}, "payload.images[0].media_type", "tiff"),
+        ({"media_type": "image/png", "data": "AA_-"}, "payload.images[0].data", "base64"),
+        ({"media_type": "image/png", "data": "A"}, "payload.images[0].data", "base64"),
+        ({"media_type": "image/png", "data": "AA AA"}, "payload.images[0].data", "base64"),
+        ({"media_type": "image/png"}, "payload.images[0].data", "required"),
+        ({"data": "AAAA"}, "payload.images[0].media_type", "string"),
+    ],
+)
+def test_bad_images_name_the_field(image: dict[str, str], field: str, needle: str) -> None:
+    with pytest.raises(FrameError) as e:
+        decode_frame(msg({"text": "x", "images": [image]}), assign=True)
+    assert e.value.field == field
+    assert field in str(e.value)
+    assert needle in str(e.value)
+    assert isinstance(e.value, InvalidInputError)
+
+
+@pytest.mark.parametrize(
+    ("frame", "field"),
+    [
+        ({"type": "user.message", "payload": {}}, "payload.text"),
+        ({"type": "user.message", "payload": {"text": 3}}, "payload.text"),
+        ({"type": "user.message"}, "payload"),
+        ({"type": "assistant.done", "payload": {"text": ""}}, "type"),
+        ({"v": 2, "type": "user.message", "payload": {"text": ""}}, "v"),
+        ({"type": "user.message", "session": "../x", "payload": {"text": ""}}, "session"),
+        ({"type": "user.message", "payload": {"text": "", "images": {}}}, "payload.images"),
+        ({"type": "user.message", "payload": {"text": "", "user": 5}}, "payload.user"),
+    ],
+)
+def test_bad_frames_name_the_field(frame: dict[str, object], field: str) -> None:
+    with pytest.raises(FrameError) as e:
+        decode_frame(frame, types=frozenset({"user.message"}), assign=True)
+    assert e.value.field == field
+
+
+def test_delta_never_carries_images() -> None:
+    f = {
+        "type": "assistant.delta",
+        "ts": "t",
+        "seq": 1,
+        "msg_id": "m",
+        "payload": {"text": "a", "images": []},
+    }
+    with pytest.raises(FrameError, match="never carries images"):
+        decode_frame(f)
+    assert encode_frame(Frame(AssistantDelta("a"), msg_id="m", seq=1, ts="t")).endswith(
+        b'"payload":{"text":"a"}}'
+    )
+
+
+def test_consumer_limits_15mb_image() -> None:
+    big = b64(b"\0" * (15 * MB))
+    with pytest.raises(TetherLimitError) as e:
+        decode_frame(
+            msg({"text": "", "images": [{"media_type": "image/png", "data": big}]}), assign=True
+        )
+    assert e.value.limit == "TETHER_MAX_IMAGE_BYTES"
+    assert "15.0 MB" in str(e.value)
+    assert "10.0 MB" in str(e.value)
+
+
+def test_consumer_limits_frame_total_and_count() -> None:
+    eight = {"media_type": "image/jpeg", "data": b64(b"\0" * (8 * MB))}
+    with pytest.raises(TetherLimitError) as e:
+        decode_frame(msg({"text": "", "images": [eight] * 4}), assign=True)
+    assert e.value.limit == "TETHER_MAX_FRAME_IMAGE_BYTES"
+    small = {"media_type": "image/png", "data": b64(png((1, 2, 3)))}
+    with pytest.raises(TetherLimitError) as e:
+        decode_frame(msg({"text": "", "images": [small] * 5}), assign=True)
+    assert e.value.limit == "TETHER_MAX_IMAGES_PER_MESSAGE"
+    assert len(decode_frame(msg({"text": "", "images": [small] * 4}), assign=True).images) == 4
+
+
+def test_producer_checks() -> None:
+    with pytest.raises(LimitError, match="TETHER_MAX_IMAGE_BYTES"):
+        check_images([ImageIn("image/png", b"\0" * (15 * MB))])
+    with pytest.raises(LimitError, match="TETHER_MAX_FRAME_IMAGE_BYTES"):
+        check_images([ImageIn("image/png", b"\0" * (8 * MB))] * 4)
+    with pytest.raises(LimitError, match="TETHER_MAX_IMAGES_PER_MESSAGE"):
+        check_images([ImageIn("image/png", b"x")] * 5)
+    with pytest.raises(FrameError, match="media_type"):
+        check_images([ImageIn("image/svg+xml", b"<svg/>")])
+    check_images([ImageIn("image/png", b"\0" * (10 * MB))] * 2)  # exactly at the bounds

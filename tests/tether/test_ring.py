@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import pytest
+
+from visus import limits
+from visus.tether.frames import AssistantDelta, AssistantDone, Frame, Image, encode_payload
+from visus.tether.ring import Ring
+
+
+def text(t: str, session: str = "s") -> Frame:
+    return Frame(AssistantDelta(t), session, "m")
+
+
+def image_frame(size: int) -> Frame:
+    data = base64.b64encode(b"\0" * size).decode()
+    return Frame(AssistantDone("chart", (Image("image/png", data),)), "s", "m")
+
+
+async def test_seq_is_monotonic_and_read_pages() -> None:
+    ring = Ring()
+    for i in range(5):
+        f = await ring.append(text(str(i)))
+        assert f.seq == i + 1
+        assert f.ts
+    page = ring.read(2, limit=2)
+    assert [f.seq for f in page.frames] == [3, 4]
+    assert page.next_seq == 4
+    assert not page.gap
+    page = ring.read(page.next_seq)
+    assert [f.seq for f in page.frames] == [5]
+    assert page.next_seq == 5
+    empty = ring.read(5)
+    assert empty.frames == ()
+    assert empty.next_seq == 5
+    assert not empty.gap
+
+
+async def test_session_filter_moves_the_cursor_past_other_sessions() -> None:
+    ring = Ring()
+    for s in "abab":
+        await ring.append(text(s, session=s))
+    page = ring.read(0, session="a")
+    assert [f.seq for f in page.frames] == [1, 3]
+    assert page.next_seq == 4  # the b frame at 4 need not be scanned again
+    assert ring.read(4, session="a").frames == ()
+
+
+async def test_count_cap_evicts_oldest_and_reports_gap() -> None:
+    ring = Ring(max_frames=3)
+    for i in range(5):
+        await ring.append(text(str(i)))
+    assert len(ring) == 3
+    assert ring.first_seq == 3
+    page = ring.read(0)
+    assert page.gap
+    assert [f.seq for f in page.frames] == [3, 4, 5]
+    assert not ring.read(2).gap  # seqs 1 and 2 were seen already
+    assert ring.read(1).gap
+
+
+async def test_real_byte_budget_evicts_old_image_frames_while_text_survives() -> None:
+    # The real bounds: 1000 frames, 128 MB. Thirteen 10 MB images (13.3 MB of base64
+    # each) are ~173 MB; then 900 small text frames; then four more images.
+    ring = Ring()
+    assert ring.max_bytes == limits.RING_MAX_BYTES
+    assert ring.max_frames == limits.RING_MAX_FRAMES
+    img = image_frame(10 * limits.MB)
+    img_size = len(encode_payload(img.payload))
+    for _ in range(13):
+        await ring.append(img)
+    kept_images = len(ring)
+    assert kept_images == limits.RING_MAX_BYTES // img_size == 9
+    assert ring.bytes <= limits.RING_MAX_BYTES
+    texts = [await ring.append(text(f"line {i}")) for i in range(900)]
+    for _ in range(kept_images):
+        await ring.append(img)
+    held = ring.read(0)
+    assert held.gap
+    first_text = texts[0].seq
+    # Every early image frame is gone, every text frame survives: the byte budget
+    # turned the ring over by evicting images, while a count-only ring of 1000 frames
+    # would still hold all 22 images (over 300 MB).
+    assert [f.seq for f in held.frames if f.seq < first_text] == []
+    assert [f.seq for f in held.frames if f.type == "assistant.delta"] == [t.seq for t in texts]
+    assert [f.type for f in held.frames[-kept_images:]] == ["assistant.done"] * kept_images
+    assert ring.bytes <= limits.RING_MAX_BYTES
+    assert len(ring) == 900 + kept_images < limits.RING_MAX_FRAMES
+
+
+async def test_images_go_first_text_frames_outlive_them() -> None:
+    ring = Ring(max_frames=1000, max_bytes=1_000_000)
+    for _ in range(3):
+        await ring.append(image_frame(300_000))  # 400 kB payload each
+    assert [f.seq for f in ring.read(0).frames] == [2, 3]  # two 400 kB payloads fit 1 MB
+    texts = [await ring.append(text(f"t{i}")) for i in range(300)]
+    a = await ring.append(image_frame(300_000))
+    b = await ring.append(image_frame(300_000))
+    frames = ring.read(0).frames
+    # Oldest first: the early images leave one per new image; every text frame stays.
+    assert [f.seq for f in frames] == [t.seq for t in texts] + [a.seq, b.seq]
+    assert ring.bytes <= ring.max_bytes
+    # 300 text frames cost less than one image frame.
+    assert sum(len(encode_payload(t.payload)) for t in texts) < 400_000
+
+
+async def test_newest_frame_stays_even_when_over_budget() -> None:
+    ring = Ring(max_bytes=1000)
+    await ring.append(text("a"))
+    big = await ring.append(image_frame(10_000))
+    assert [f.seq for f in ring.read(0).frames] == [big.seq]
+    assert ring.bytes > ring.max_bytes
+    small = await ring.append(text("b"))
+    assert [f.seq for f in ring.read(0).frames] == [small.seq]
+
+
+async def test_wait_read_wakes_on_append_and_times_out() -> None:
+    ring = Ring()
+    t0 = asyncio.get_running_loop().time()
+    page = await ring.wait_read(0, timeout=0.05)
+    assert page.frames == ()
+    assert asyncio.get_running_loop().time() - t0 >= 0.04
+
+    async def later() -> None:
+        await asyncio.sleep(0.05)
+        await ring.append(text("other", session="x"))
+        await asyncio.sleep(0.05)
+        await ring.append(text("mine", session="y"))
+
+    task = asyncio.create_task(later())
+    page = await ring.wait_read(0, session="y", timeout=5)
+    await task
+    assert [f.payload for f in page.frames] == [AssistantDelta("mine")]
+
+
+async def test_poller_ahead_of_the_ring_gets_everything_with_gap() -> None:
+    ring = Ring()
+    await ring.append(text("after restart"))
+    page = ring.read(500)
+    assert page.gap
+    assert [f.seq for f in page.frames] == [1]
+
+
+def test_bounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        Ring(max_frames=0)
