@@ -1,0 +1,223 @@
+"""Retention: the record -> the model's view of it. Pure; a view decision, never a delete.
+
+Pixels stay live for the current turn and ``live_turns - 1`` earlier ones. An older
+image that can be re-viewed (an :class:`~visus.record.messages.ImagePart` with a
+:class:`~visus.record.messages.PerceptionOrigin`) becomes a short text descriptor
+naming its source and the call that brings it back::
+
+    [image elided: viewed shots/login.png in turn 3; call view("shots/login.png") to see it again]
+
+Images a user attached (:class:`~visus.record.messages.AttachmentOrigin`) are never
+elided automatically. The view keeps every message and every part in place (an
+elided image is replaced by exactly one text part), so callers can line up a view
+with its record position by position.
+
+Two knobs beyond the window:
+
+``chunk`` (k)
+    The boundary moves in steps of k turns instead of every turn, so between
+    two moves every earlier message lowers to the same bytes and a provider's
+    prompt cache keeps hitting. Precisely, with ``current`` the highest turn in
+    the messages, images of turns before
+
+    ``first_live = max(1, ((current - live_turns) // k) * k + 1)``
+
+    are elided. With k = 1 that is ``current - live_turns + 1`` (exactly
+    ``live_turns`` turns live); with k > 1 between ``live_turns`` and
+    ``live_turns + k - 1`` turns stay live, and ``first_live`` changes only
+    when ``current - live_turns`` crosses a multiple of k.
+
+``image_token_budget``
+    If the images still live after the window cost more tokens than this (by
+    :func:`visus.models.image_tokens` for ``model``), the oldest re-viewable
+    ones are elided first until the rest fit. Attachments are never elided, and
+    neither are the images of the newest message that holds any (what the model
+    just asked to see). The budget trades cache stability for size: when it
+    bites, the prefix changes.
+
+``model_view`` is idempotent: ``model_view(model_view(x)) == model_view(x)``.
+
+Example:
+    >>> from visus.record.messages import ImagePart, PerceptionOrigin, ToolResult
+    >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64, PerceptionOrigin("a.png"))
+    >>> record = (ToolResult("c1", "view", (shot,), turn=1),
+    ...           ToolResult("c2", "view", (shot,), turn=2))
+    >>> [m.parts[0].kind for m in model_view(record)]
+    ['text', 'image']
+    >>> model_view(record)[0].text
+    '[image elided: viewed a.png in turn 1; call view("a.png") to see it again]'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from visus.errors import InvalidInputError
+from visus.models import image_tokens
+from visus.models.spec import ModelSpec
+from visus.record.messages import (
+    ImagePart,
+    Message,
+    Part,
+    PerceptionOrigin,
+    TextPart,
+    ToolResult,
+    UserMessage,
+)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "RetentionPolicy",
+    "current_turn",
+    "elided_descriptor",
+    "first_live_turn",
+    "model_view",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How much of the record keeps its pixels. See the module docstring for each knob.
+
+    Example:
+        >>> p = RetentionPolicy(live_turns=2, chunk=4)
+        >>> [p.first_live_turn(t) for t in (2, 3, 5, 6, 9, 10, 13)]
+        [1, 1, 1, 5, 5, 9, 9]
+    """
+
+    live_turns: int = 1
+    chunk: int = 1
+    image_token_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("live_turns", "chunk"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
+        budget = self.image_token_budget
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < 0
+        ):
+            raise InvalidInputError(
+                f"retention image_token_budget must be an integer >= 0 or None, got {budget!r}"
+            )
+
+    def first_live_turn(self, current: int) -> int:
+        """The earliest turn whose images stay live when ``current`` is the latest turn."""
+        return max(1, ((current - self.live_turns) // self.chunk) * self.chunk + 1)
+
+
+#: The default policy: only the current turn keeps its pixels.
+DEFAULT_POLICY = RetentionPolicy()
+
+
+def current_turn(messages: Sequence[Message]) -> int:
+    """The highest turn in ``messages`` (0 when there are none)."""
+    return max((m.turn for m in messages), default=0)
+
+
+def first_live_turn(messages: Sequence[Message], policy: RetentionPolicy = DEFAULT_POLICY) -> int:
+    """The earliest turn of ``messages`` whose images ``policy`` keeps live."""
+    return policy.first_live_turn(current_turn(messages))
+
+
+def elided_descriptor(part: ImagePart, turn: int) -> str:
+    """The text a re-viewable image becomes once it leaves the live window.
+
+    Example:
+        >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
+        ...                  PerceptionOrigin("r.pdf", tool="view", page=3))
+        >>> print(elided_descriptor(shot, 2))
+        [image elided: viewed r.pdf page 3 in turn 2; call view("r.pdf", page=3) to see it again]
+    """
+    origin = part.origin
+    if not isinstance(origin, PerceptionOrigin):
+        raise InvalidInputError("only re-viewable (perception) images have a descriptor")
+    # json.dumps quotes the source the way a model writes a string argument.
+    args = json.dumps(origin.source, ensure_ascii=False)
+    where = origin.source
+    if origin.page is not None:
+        args += f", page={origin.page}"
+        where += f" page {origin.page}"
+    return (
+        f"[image elided: viewed {where} in turn {turn}; call {origin.tool}({args}) to see it again]"
+    )
+
+
+def _reviewable(part: Part) -> bool:
+    return isinstance(part, ImagePart) and isinstance(part.origin, PerceptionOrigin)
+
+
+def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
+    if isinstance(message, UserMessage | ToolResult):
+        return replace(message, parts=parts)
+    # Assistant messages hold text parts only, so nothing in them is ever elided.
+    raise AssertionError("only user and tool messages hold images")
+
+
+def _elide(message: Message, elide: set[int]) -> Message:
+    parts = tuple(
+        TextPart(elided_descriptor(p, message.turn))
+        if i in elide and isinstance(p, ImagePart)
+        else p
+        for i, p in enumerate(message.parts)
+    )
+    return _with_parts(message, parts)
+
+
+def model_view(
+    messages: Sequence[Message],
+    policy: RetentionPolicy = DEFAULT_POLICY,
+    *,
+    model: ModelSpec | None = None,
+) -> tuple[Message, ...]:
+    """What the model sees of ``messages`` under ``policy``; the record is untouched.
+
+    ``model`` is needed only for ``image_token_budget`` (to count image tokens);
+    a budget without a model raises :class:`~visus.errors.InvalidInputError`.
+    Messages that keep every part are returned as the same objects.
+
+    Example:
+        >>> model_view([]) == ()
+        True
+    """
+    view = list(messages)
+    first_live = policy.first_live_turn(current_turn(view))
+
+    for i, message in enumerate(view):
+        if message.turn >= first_live:
+            continue
+        old = {j for j, p in enumerate(message.parts) if _reviewable(p)}
+        if old:
+            view[i] = _elide(message, old)
+
+    budget = policy.image_token_budget
+    if budget is not None:
+        if model is None:
+            raise InvalidInputError("an image_token_budget needs a model to count tokens for")
+        _apply_budget(view, budget, model)
+    return tuple(view)
+
+
+def _apply_budget(view: list[Message], budget: int, model: ModelSpec) -> None:
+    live: list[tuple[int, int, ImagePart, int]] = []  # (message, part, image, tokens)
+    for i, message in enumerate(view):
+        for j, part in enumerate(message.parts):
+            if isinstance(part, ImagePart):
+                live.append((i, j, part, image_tokens(model, part.width, part.height)))
+    total = sum(t for *_, t in live)
+    if total <= budget:
+        return
+    newest = max((i for i, *_ in live), default=-1)
+    to_elide: dict[int, set[int]] = {}
+    for i, j, part, tokens in live:  # oldest first
+        if total <= budget:
+            break
+        if i == newest or not isinstance(part.origin, PerceptionOrigin):
+            continue
+        to_elide.setdefault(i, set()).add(j)
+        total -= tokens
+    for i, parts in to_elide.items():
+        view[i] = _elide(view[i], parts)

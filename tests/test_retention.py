@@ -1,0 +1,302 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from visus.errors import InvalidInputError
+from visus.models import get_model, image_tokens
+from visus.record.codec import message_to_dict
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    PerceptionOrigin,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from visus.retention import (
+    RetentionPolicy,
+    current_turn,
+    elided_descriptor,
+    first_live_turn,
+    model_view,
+)
+
+MODEL = get_model("claude-sonnet-4-6")
+
+
+def _digest(n: int) -> str:
+    return f"{n:064x}"
+
+
+def _view_turn(turn: int, source: str | None = None, *, w: int = 100, h: int = 80) -> list[Message]:
+    source = source or f"shots/{turn}.png"
+    return [
+        UserMessage(parts=(TextPart(f"look at turn {turn}"),), turn=turn),
+        AssistantMessage(tool_calls=(ToolCall(f"c{turn}", "view", {"path": source}),), turn=turn),
+        ToolResult(
+            f"c{turn}",
+            "view",
+            (
+                TextPart(f"Viewed {source}"),
+                ImagePart(_digest(turn), "image/png", 1000, w, h, PerceptionOrigin(source)),
+            ),
+            turn=turn,
+        ),
+        AssistantMessage(parts=(TextPart(f"seen {turn}"),), turn=turn),
+    ]
+
+
+def _session(turns: int, *, w: int = 100, h: int = 80) -> list[Message]:
+    return [m for t in range(1, turns + 1) for m in _view_turn(t, w=w, h=h)]
+
+
+def _live_turns_of(view: tuple[Message, ...]) -> list[int]:
+    return sorted({m.turn for m in view for p in m.parts if isinstance(p, ImagePart)})
+
+
+def test_default_window_keeps_only_current_turn() -> None:
+    record = _session(3)
+    view = model_view(record)
+    assert len(view) == len(record)
+    assert _live_turns_of(view) == [3]
+    elided = view[2]
+    assert isinstance(elided, ToolResult)
+    assert elided.parts == (
+        TextPart("Viewed shots/1.png"),
+        TextPart(
+            '[image elided: viewed shots/1.png in turn 1; call view("shots/1.png") to see it again]'
+        ),
+    )
+    # the record itself is untouched, and unchanged messages are the same objects
+    assert isinstance(record[2].parts[1], ImagePart)
+    assert view[0] is record[0]
+    assert view[10] is record[10]
+
+
+def test_live_turns_two() -> None:
+    view = model_view(_session(5), RetentionPolicy(live_turns=2))
+    assert _live_turns_of(view) == [4, 5]
+    assert "in turn 3;" in view[10].text
+
+
+def test_live_window_larger_than_session() -> None:
+    record = _session(2)
+    assert model_view(record, RetentionPolicy(live_turns=5)) == tuple(record)
+
+
+def test_descriptor_page_tool_and_quoting() -> None:
+    pdf = ImagePart(_digest(1), "image/png", 1, 1, 1, PerceptionOrigin("r.pdf", page=3))
+    assert elided_descriptor(pdf, 4) == (
+        '[image elided: viewed r.pdf page 3 in turn 4; call view("r.pdf", page=3) to see it again]'
+    )
+    att = ImagePart(
+        _digest(1), "image/png", 1, 1, 1, PerceptionOrigin("cat.png", "view_attachment")
+    )
+    assert elided_descriptor(att, 1) == (
+        '[image elided: viewed cat.png in turn 1; call view_attachment("cat.png") to see it again]'
+    )
+    odd = ImagePart(_digest(1), "image/png", 1, 1, 1, PerceptionOrigin('a "b".png'))
+    assert 'call view("a \\"b\\".png")' in elided_descriptor(odd, 1)
+    with pytest.raises(InvalidInputError):
+        elided_descriptor(ImagePart(_digest(1), "image/png", 1, 1, 1, AttachmentOrigin()), 1)
+
+
+def test_attachments_never_elided() -> None:
+    pasted = ImagePart(_digest(99), "image/png", 1, 50, 50, AttachmentOrigin("photo.jpg"))
+    record = [UserMessage(parts=(TextPart("see this"), pasted), turn=1), *_session(6)[4:]]
+    view = model_view(record)
+    assert view[0] is record[0]
+    assert view[0].parts[1] == pasted
+    # even under a zero token budget
+    budget_view = model_view(record, RetentionPolicy(image_token_budget=0), model=MODEL)
+    assert budget_view[0].parts[1] == pasted
+
+
+def test_chunk_boundary_formula() -> None:
+    p = RetentionPolicy(live_turns=1, chunk=3)
+    assert [p.first_live_turn(c) for c in range(11)] == [1, 1, 1, 1, 4, 4, 4, 7, 7, 7, 10]
+    p2 = RetentionPolicy(live_turns=2, chunk=2)
+    assert [p2.first_live_turn(c) for c in range(1, 9)] == [1, 1, 1, 3, 3, 5, 5, 7]
+    assert first_live_turn(_session(5), RetentionPolicy(live_turns=2)) == 4
+    assert current_turn([]) == 0
+
+
+def _prefix_bytes(view: tuple[Message, ...], n: int) -> bytes:
+    return b"\n".join(
+        json.dumps(message_to_dict(m), separators=(",", ":")).encode() for m in view[:n]
+    )
+
+
+@pytest.mark.parametrize(("live_turns", "chunk"), [(1, 3), (2, 4), (1, 5)])
+def test_chunk_keeps_prefix_byte_identical_between_moves(live_turns: int, chunk: int) -> None:
+    policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
+    record: list[Message] = []
+    previous: tuple[Message, ...] | None = None
+    stable = moves = 0
+    for turn in range(1, 16):
+        record.extend(_view_turn(turn))
+        view = model_view(record, policy)
+        # never fewer than live_turns turns keep pixels, never more than live_turns + chunk - 1
+        live = _live_turns_of(view)
+        assert live[0] <= max(1, turn - live_turns + 1)
+        assert len(live) <= live_turns + chunk - 1
+        if previous is not None:
+            same = _prefix_bytes(view, len(previous)) == _prefix_bytes(previous, len(previous))
+            moved = policy.first_live_turn(turn) != policy.first_live_turn(turn - 1)
+            assert same == (not moved), turn
+            stable += same
+            moves += moved
+        previous = view
+    assert moves == len({policy.first_live_turn(t) for t in range(1, 16)}) - 1
+    assert stable > moves
+
+
+def test_without_chunk_prefix_changes_every_turn() -> None:
+    record: list[Message] = []
+    prefixes_equal = []
+    previous: tuple[Message, ...] | None = None
+    for turn in range(1, 6):
+        record.extend(_view_turn(turn))
+        view = model_view(record)
+        if previous is not None:
+            prefixes_equal.append(
+                _prefix_bytes(view, len(previous)) == _prefix_bytes(previous, len(previous))
+            )
+        previous = view
+    assert prefixes_equal == [False] * 4
+
+
+def test_token_budget_elides_oldest_reviewable_first() -> None:
+    pasted = ImagePart(_digest(77), "image/png", 1, 1000, 1000, AttachmentOrigin("p.png"))
+    record: list[Message] = [UserMessage(parts=(TextPart("hi"), pasted), turn=1)]
+    record += _session(4, w=1000, h=1000)
+    per_image = image_tokens(MODEL, 1000, 1000)
+    assert per_image > 0
+    policy = RetentionPolicy(live_turns=10, image_token_budget=3 * per_image)
+    view = model_view(record, policy, model=MODEL)
+    # 5 live images (4 views + 1 attachment) over a 3-image budget: views of turns 1, 2 go
+    assert _live_turns_of(view) == [1, 3, 4]
+    assert view[0].parts[1] == pasted
+    assert "[image elided: viewed shots/1.png in turn 1;" in view[3].text
+    assert "[image elided: viewed shots/2.png in turn 2;" in view[7].text
+    # a budget that fits everything changes nothing
+    roomy = RetentionPolicy(live_turns=10, image_token_budget=5 * per_image)
+    assert model_view(record, roomy, model=MODEL) == tuple(record)
+    # the budget counts what the window left live
+    windowed = RetentionPolicy(live_turns=2, image_token_budget=3 * per_image)
+    assert _live_turns_of(model_view(record, windowed, model=MODEL)) == [1, 3, 4]
+
+
+def test_token_budget_spares_the_newest_images_and_attachments() -> None:
+    pasted = ImagePart(_digest(77), "image/png", 1, 1000, 1000, AttachmentOrigin())
+    record: list[Message] = [UserMessage(parts=(pasted,), turn=1), *_session(3, w=1000, h=1000)]
+    view = model_view(record, RetentionPolicy(live_turns=3, image_token_budget=0), model=MODEL)
+    assert _live_turns_of(view) == [1, 3]
+    assert isinstance(view[-2].parts[1], ImagePart)  # what the model just asked to see
+
+
+def test_budget_needs_a_model() -> None:
+    with pytest.raises(InvalidInputError, match="model"):
+        model_view(_session(1), RetentionPolicy(image_token_budget=10))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"live_turns": 0},
+        {"chunk": 0},
+        {"live_turns": True},
+        {"chunk": 1.5},
+        {"image_token_budget": -1},
+        {"image_token_budget": False},
+    ],
+)
+def test_policy_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidInputError):
+        RetentionPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_empty() -> None:
+    assert model_view([]) == ()
+
+
+# --- properties -------------------------------------------------------------------
+
+_origin = st.one_of(
+    st.builds(
+        PerceptionOrigin,
+        source=st.sampled_from(["a.png", "b.pdf", 'q"uote.png']),
+        tool=st.sampled_from(["view", "view_attachment"]),
+        page=st.one_of(st.none(), st.integers(1, 5)),
+    ),
+    st.builds(AttachmentOrigin, filename=st.one_of(st.none(), st.just("x.png"))),
+)
+_image = st.builds(
+    ImagePart,
+    digest=st.integers(0, 2**20).map(_digest),
+    media_type=st.just("image/png"),
+    size=st.integers(1, 10**7),
+    width=st.integers(1, 3000),
+    height=st.integers(1, 3000),
+    origin=_origin,
+)
+_part = st.one_of(st.builds(TextPart, st.text(max_size=5)), _image)
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> list[Message]:
+    out: list[Message] = []
+    turn = 0
+    for _ in range(draw(st.integers(0, 25))):
+        turn += draw(st.integers(0, 1))
+        kind = draw(st.sampled_from(["user", "assistant", "tool"]))
+        parts = tuple(draw(st.lists(_part, max_size=3)))
+        if kind == "user":
+            out.append(UserMessage(parts=parts, turn=turn))
+        elif kind == "tool":
+            out.append(ToolResult("c", "view", parts, turn=turn))
+        else:
+            out.append(AssistantMessage(parts=(TextPart("x"),), turn=turn))
+    return out
+
+
+_policies = st.builds(
+    RetentionPolicy,
+    live_turns=st.integers(1, 4),
+    chunk=st.integers(1, 4),
+    image_token_budget=st.one_of(st.none(), st.integers(0, 20_000)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_sessions(), _policies)
+def test_model_view_is_idempotent_and_keeps_shape(
+    record: list[Message], policy: RetentionPolicy
+) -> None:
+    once = model_view(record, policy, model=MODEL)
+    assert model_view(once, policy, model=MODEL) == once
+    assert len(once) == len(record)
+    first_live = policy.first_live_turn(current_turn(record))
+    for before, after in zip(record, once, strict=True):
+        assert type(before) is type(after)
+        assert before.turn == after.turn
+        assert len(before.parts) == len(after.parts)
+        for p, q in zip(before.parts, after.parts, strict=True):
+            if p == q:
+                continue
+            # the only change retention makes: a re-viewable image -> its descriptor
+            assert isinstance(p, ImagePart)
+            assert isinstance(p.origin, PerceptionOrigin)
+            assert q == TextPart(elided_descriptor(p, before.turn))
+            if policy.image_token_budget is None:
+                assert before.turn < first_live
+        for p in before.parts:
+            if isinstance(p, ImagePart) and isinstance(p.origin, AttachmentOrigin):
+                assert p in after.parts
