@@ -96,12 +96,14 @@ def _open_rgb(data: bytes) -> Image.Image:
 
 
 def decode_size(data: bytes) -> tuple[int, int, str]:
-    """Width, height and lowercase format name (``png``, ``jpeg``...) from the header.
+    """Width, height and lowercase format name (``png``, ``jpeg``...) of an image.
 
+    The first frame is decoded in full, so truncated or corrupt data is caught here.
     Raises :class:`~visus.errors.UndecodableError` for bytes that are not an image.
     """
     try:
         with Image.open(io.BytesIO(data)) as im:
+            im.load()
             return im.width, im.height, (im.format or "").lower()
     except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise UndecodableError(f"not a decodable image: {e}") from e

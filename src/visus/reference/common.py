@@ -1,0 +1,158 @@
+"""What every wire of the reference server shares: rejections, images, tokens.
+
+A wire module parses its provider's request into a neutral
+:class:`~visus.reference.model.Conversation`, raising :class:`Reject` (status, the
+provider's error JSON, headers) wherever the real service would refuse; the
+server turns a ``Reject`` into that exact response.
+
+Example:
+    >>> r = Reject(400, {"error": "bad"})
+    >>> r.status, r.body
+    (400, {'error': 'bad'})
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from starlette.requests import Request
+
+from visus import limits
+from visus.errors import InvalidInputError
+from visus.models import get_model, image_tokens
+from visus.models.spec import ModelSpec
+from visus.reference.model import Conversation, InImage, Reply, count_tokens, respond
+from visus.reference.vision import decode_size
+
+__all__ = [
+    "REPRESENTATIVE",
+    "Checked",
+    "Reject",
+    "Settings",
+    "WireName",
+    "answer",
+    "b64decode",
+    "check_image",
+    "image_cost",
+    "now",
+    "read_json",
+    "spec_for",
+]
+
+WireName: TypeAlias = Literal["openai", "anthropic", "gemini", "ollama", "bedrock"]
+
+#: The catalog model whose image-token formula a wire uses when the request
+#: names a model the catalog does not know (or one without vision).
+REPRESENTATIVE: dict[WireName, str] = {
+    "openai": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-6",
+    "gemini": "gemini-2.5-flash",
+    "ollama": "llama3.2-vision",
+    "bedrock": "claude-sonnet-4-6",
+}
+
+
+class Reject(Exception):
+    """The request is refused: ``body`` is the provider's own error JSON."""
+
+    def __init__(
+        self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(json.dumps(body))
+        self.status = status
+        self.body = dict(body)
+        self.headers = dict(headers or {})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Server-wide settings; ``context_tokens`` is the model's context window."""
+
+    context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """An image that decoded: size and Pillow's format name (png, jpeg, gif, webp...)."""
+
+    data: bytes
+    width: int
+    height: int
+    format: str
+
+
+async def read_json(request: Request, bad: Callable[[str], Reject]) -> dict[str, Any]:
+    """The request body as a JSON object, or ``bad(message)`` raised."""
+    raw = await request.body()
+    if len(raw) > limits.REFERENCE_MAX_BODY_BYTES:
+        raise bad(f"request body of {len(raw)} bytes is over the limit")
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise bad(f"could not parse the JSON body of your request: {e}") from e
+    if not isinstance(body, dict):
+        raise bad("the request body must be a JSON object")
+    return body
+
+
+def b64decode(text: object) -> bytes:
+    """Strict base64 (standard alphabet, padding checked); InvalidInputError otherwise."""
+    if not isinstance(text, str) or not text:
+        raise InvalidInputError("image data must be a non-empty base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise InvalidInputError(f"invalid base64: {e}") from e
+
+
+def check_image(data: bytes) -> Checked:
+    """Decode the header (and verify the stream) of an image; UndecodableError if not one."""
+    width, height, fmt = decode_size(data)
+    return Checked(data=data, width=width, height=height, format=fmt)
+
+
+def spec_for(wire: WireName, model: str) -> ModelSpec:
+    """The catalog spec of ``model``, or the wire's representative vision model."""
+    try:
+        spec = get_model(model) if model else None
+    except InvalidInputError:
+        spec = None
+    if spec is None or not spec.vision:
+        spec = get_model(REPRESENTATIVE[wire])
+    return spec
+
+
+def image_cost(spec: ModelSpec) -> Callable[[InImage], int]:
+    """Tokens of one received image under ``spec``'s provider formula."""
+
+    def cost(im: InImage) -> int:
+        detail = im.detail if im.detail in {"auto", "low", "high", "original"} else "auto"
+        return image_tokens(spec, im.width, im.height, detail=detail)
+
+    return cost
+
+
+def answer(
+    conv: Conversation,
+    *,
+    wire: WireName,
+    model: str,
+    settings: Settings,
+    too_long: Callable[[int, int], Reject],
+) -> Reply:
+    """Count the prompt, refuse it with ``too_long(tokens, window)`` if over, else respond."""
+    tokens = count_tokens(conv, image_cost(spec_for(wire, model)))
+    if tokens > settings.context_tokens:
+        raise too_long(tokens, settings.context_tokens)
+    return respond(conv, input_tokens=tokens)
+
+
+def now() -> int:
+    """Unix seconds, for the ``created`` fields."""
+    return int(time.time())

@@ -1,0 +1,268 @@
+"""The reference "model": deterministic answers from what a request really carries.
+
+The server parses each wire into a neutral :class:`Conversation` (roles, text,
+images as decoded bytes with where they came from, tool calls and results, the
+offered tool names); :func:`respond` answers it:
+
+* If the last message is a user message that does not follow tool results and
+  holds lines ``call <tool> <json-args>`` naming offered tools, the answer is
+  those tool calls (several lines make parallel calls; ids are derived from the
+  request, so the same request always gets the same ids).
+* Otherwise the answer describes every image in the request, in order: prose,
+  then one fenced ``json`` block ``{"images": [...], "descriptors": [...]}``
+  where ``descriptors`` are the ``[image elided: ...]`` notes found in any text.
+
+Only image parts are perceived: base64 pasted into text is just text, counted at
+four characters a token, which is how a stringified image overflows the context.
+
+Example:
+    >>> conv = Conversation(messages=(InMessage(role="user", texts=("call view {}",)),),
+    ...                     tools=("view",))
+    >>> [c.name for c in respond(conv).tool_calls]
+    ['view']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from visus.errors import MediaError
+from visus.reference.vision import SeenImage, perceive
+
+__all__ = [
+    "NEUTRAL_ROLES",
+    "Conversation",
+    "InCall",
+    "InImage",
+    "InMessage",
+    "OutCall",
+    "Reply",
+    "Role",
+    "count_tokens",
+    "perceive_cached",
+    "respond",
+    "text_tokens",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+#: Provider role names -> neutral roles.
+NEUTRAL_ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+_CALL_LINE = re.compile(r"^\s*call\s+([A-Za-z_][\w.\-]*)(?:\s+(.*?))?\s*$")
+_DESCRIPTOR = re.compile(r"\[image elided: [^\]\n]*\]")
+_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class InImage:
+    """An image part as received: ``where`` says which message/part carried it."""
+
+    data: bytes
+    width: int
+    height: int
+    where: str
+    detail: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class InCall:
+    """A tool call an earlier assistant message made (``arguments`` as JSON text)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class InMessage:
+    """One message as the server parsed it; ``tool`` messages carry ``tool_call_id``."""
+
+    role: Role
+    texts: tuple[str, ...] = ()
+    images: tuple[InImage, ...] = ()
+    tool_calls: tuple[InCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A parsed request: messages, offered tool names, and tool definitions as text."""
+
+    messages: tuple[InMessage, ...]
+    tools: tuple[str, ...] = ()
+    tool_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutCall:
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer: text, or tool calls; token counts for the usage fields."""
+
+    text: str
+    tool_calls: tuple[OutCall, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+_cache: OrderedDict[str, SeenImage | None] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def perceive_cached(data: bytes) -> SeenImage | None:
+    """:func:`perceive` with a small LRU by content hash; ``None`` if it cannot be decoded.
+
+    An agent loop resends the same images on every step; OCR runs once per image.
+    """
+    key = hashlib.sha256(data).hexdigest()
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    try:
+        seen: SeenImage | None = perceive(data)
+    except MediaError:
+        seen = None
+    with _cache_lock:
+        _cache[key] = seen
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return seen
+
+
+def text_tokens(text: str) -> int:
+    """Text costs one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def count_tokens(conv: Conversation, image_cost: Callable[[InImage], int]) -> int:
+    """Prompt tokens: all text (messages, call arguments, tool definitions) plus images."""
+    chars = len(conv.tool_text)
+    images = 0
+    for m in conv.messages:
+        chars += sum(len(t) for t in m.texts)
+        chars += sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+        images += sum(image_cost(im) for im in m.images)
+    return math.ceil(chars / 4) + images
+
+
+def _call_lines(text: str, offered: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for line in text.splitlines():
+        match = _CALL_LINE.match(line)
+        if not match or match.group(1) not in offered:
+            continue
+        raw = match.group(2) or "{}"
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(args, dict):
+            calls.append((match.group(1), args))
+    return calls
+
+
+def _tool_calls(conv: Conversation) -> tuple[OutCall, ...]:
+    if not conv.messages or not conv.tools:
+        return ()
+    last = conv.messages[-1]
+    if last.role != "user":
+        return ()
+    # A user message right after tool results is the hoisted-images message of
+    # wires that cannot put images in a tool result: the results are in.
+    if len(conv.messages) > 1 and conv.messages[-2].role == "tool":
+        return ()
+    out: list[OutCall] = []
+    for i, (name, args) in enumerate(_call_lines("\n".join(last.texts), conv.tools)):
+        seed = f"{len(conv.messages)}:{i}:{name}:{json.dumps(args, sort_keys=True)}"
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:20]
+        out.append(OutCall(id=f"call_{digest}", name=name, arguments=args))
+    return tuple(out)
+
+
+def _describe(conv: Conversation) -> str:
+    images: list[dict[str, Any]] = []
+    prose: list[str] = []
+    descriptors: list[str] = []
+    index = 0
+    for m in conv.messages:
+        for t in m.texts:
+            descriptors.extend(_DESCRIPTOR.findall(t))
+        for im in m.images:
+            index += 1
+            seen = perceive_cached(im.data)
+            if seen is None:
+                prose.append(f"Image {index} ({im.where}): could not be decoded.")
+                images.append(
+                    {
+                        "index": index,
+                        "width": im.width,
+                        "height": im.height,
+                        "words": [],
+                        "where": im.where,
+                    }
+                )
+                continue
+            words = [
+                {"text": w.text, "x": w.x, "y": w.y, "color": w.color, "hex": w.hex}
+                for w in seen.words
+            ]
+            said = ", ".join(
+                f"'{w.text}' at ({w.x:.2f}, {w.y:.2f}) in {w.color} {w.hex}" for w in seen.words
+            )
+            prose.append(f"Image {index} ({seen.width}x{seen.height}): {said or 'no text seen'}.")
+            images.append(
+                {
+                    "index": index,
+                    "width": seen.width,
+                    "height": seen.height,
+                    "words": words,
+                    "where": im.where,
+                }
+            )
+    if not prose:
+        prose.append("I see no images in this request.")
+    if descriptors:
+        prose.append(f"Elided images mentioned: {len(descriptors)}.")
+    block = json.dumps({"images": images, "descriptors": descriptors}, ensure_ascii=False)
+    return "\n".join(prose) + "\n\n```json\n" + block + "\n```"
+
+
+def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:
+    """Answer ``conv``: tool calls when asked for, else a description of every image.
+
+    ``input_tokens`` (from :func:`count_tokens`) is passed through to the reply.
+    """
+    calls = _tool_calls(conv)
+    if calls:
+        out_chars = sum(len(c.name) + len(json.dumps(dict(c.arguments))) for c in calls)
+        return Reply(
+            text="",
+            tool_calls=calls,
+            input_tokens=input_tokens,
+            output_tokens=max(1, math.ceil(out_chars / 4)),
+        )
+    text = _describe(conv)
+    return Reply(text=text, input_tokens=input_tokens, output_tokens=text_tokens(text))

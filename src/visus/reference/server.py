@@ -1,0 +1,115 @@
+"""The reference server: every provider wire on loopback, answered by the reference model.
+
+Routes (each as strict as the real service, with its error shapes):
+
+* OpenAI: ``POST /v1/chat/completions``, ``POST /v1/responses``
+* Anthropic: ``POST /v1/messages``
+* Gemini: ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``
+* Ollama: ``POST /api/chat``
+* Bedrock: ``POST /model/{modelId}/converse``
+
+Example:
+    >>> import httpx
+    >>> with serve_in_background() as base_url:
+    ...     r = httpx.post(f"{base_url}/api/chat", json={"model": "m", "stream": False,
+    ...                    "messages": [{"role": "user", "content": "hi"}]})
+    >>> r.json()["done"]
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+import uvicorn
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from visus import limits
+from visus.errors import ConfigError
+from visus.reference import wire_anthropic, wire_bedrock, wire_gemini, wire_ollama, wire_openai
+from visus.reference.common import Reject, Settings
+
+__all__ = ["create_app", "serve_in_background"]
+
+Handler = Callable[[Request, Settings], Awaitable[Response]]
+
+_START_TIMEOUT_SECONDS = 15.0
+
+
+def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI:
+    """The ASGI app serving every wire with a context window of ``context_tokens``.
+
+    Example:
+        >>> app = create_app(context_tokens=4096)
+        >>> "/v1/messages" in {r.path for r in app.routes}
+        True
+    """
+    if context_tokens < 1:
+        raise ConfigError(f"context_tokens must be positive, got {context_tokens}")
+    settings = Settings(context_tokens=context_tokens)
+    app = FastAPI(title="visus reference server", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def route(path: str, handler: Handler) -> None:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request, settings)
+            except Reject as r:
+                return JSONResponse(r.body, status_code=r.status, headers=r.headers)
+
+        app.add_api_route(path, endpoint, methods=["POST"], name=path)
+
+    route("/v1/chat/completions", wire_openai.chat_completions)
+    route("/v1/responses", wire_openai.responses)
+    route("/v1/messages", wire_anthropic.messages)
+    route("/v1beta/models/{target:path}", wire_gemini.generate)
+    route("/api/chat", wire_ollama.chat)
+    route("/model/{model_id:path}/converse", wire_bedrock.converse)
+    return app
+
+
+@contextlib.contextmanager
+def serve_in_background(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS,
+) -> Iterator[str]:
+    """Run the server in a thread; yield its base URL (``http://127.0.0.1:PORT``).
+
+    ``port=0`` picks a free port. The server stops (and the thread joins) on exit.
+
+    Example:
+        >>> with serve_in_background(context_tokens=8000) as url:
+        ...     url.startswith("http://127.0.0.1:")
+        True
+    """
+    config = uvicorn.Config(
+        create_app(context_tokens),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="visus-reference", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + _START_TIMEOUT_SECONDS
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(timeout=5)
+            raise ConfigError(f"the reference server did not start on {host}:{port}")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    try:
+        yield f"http://{shown}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,368 @@
+"""Anthropic Messages wire: ``POST /v1/messages``, streaming and not.
+
+Strict like the service: images only in user turns and inside ``tool_result``
+content, base64 media types checked against the bytes, 5 MB of base64 and 8000 px
+per image (2000 px once a request holds more than 20 images), 100 images per
+request, every ``tool_use`` answered by a ``tool_result`` in the very next user
+message (and no ``tool_result`` without its ``tool_use``), and "prompt is too
+long" past the context window.
+
+Example:
+    >>> _error("invalid_request_error", "x")["type"]
+    'error'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from visus import limits
+from visus.errors import InvalidInputError, UndecodableError
+from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
+from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
+
+__all__ = ["messages"]
+
+_MEDIA_TYPES = {"image/jpeg": "jpeg", "image/png": "png", "image/gif": "gif", "image/webp": "webp"}
+_USER_BLOCKS = frozenset(
+    {"text", "image", "document", "tool_result", "search_result", "container_upload"}
+)
+_ASSISTANT_BLOCKS = frozenset(
+    {"text", "tool_use", "thinking", "redacted_thinking", "server_tool_use"}
+)
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _reject(message: str, status: int = 400, kind: str = "invalid_request_error") -> Reject:
+    return Reject(status, _error(kind, message))
+
+
+def _too_long(tokens: int, window: int) -> Reject:
+    return _reject(f"prompt is too long: {tokens} tokens > {window} maximum")
+
+
+def _check_auth(request: Request) -> None:
+    key = request.headers.get("x-api-key", "")
+    bearer = request.headers.get("authorization", "")
+    if not key.strip() and not (bearer.startswith("Bearer ") and bearer[7:].strip()):
+        raise _reject("x-api-key header is required", 401, "authentication_error")
+
+
+def _image(block: dict[str, Any], path: str, many: bool) -> InImage:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise _reject(f"{path}.source: Field required")
+    kind = source.get("type")
+    if kind == "url":
+        raise _reject(
+            f"{path}.source.url: Unable to download the file. Please verify the URL and try again."
+        )
+    if kind != "base64":
+        raise _reject(
+            f"{path}.source: Input tag '{kind}' found using 'type' does not match "
+            "any of the expected tags: 'base64', 'url', 'file'"
+        )
+    media_type = source.get("media_type")
+    if media_type not in _MEDIA_TYPES:
+        raise _reject(
+            f"{path}.source.base64.media_type: Input should be 'image/jpeg', "
+            "'image/png', 'image/gif' or 'image/webp'"
+        )
+    raw = source.get("data")
+    if isinstance(raw, str) and len(raw) > limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64:
+        raise _reject(
+            f"{path}.source.base64: image exceeds 5 MB maximum: {len(raw)} bytes > "
+            f"{limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64} bytes"
+        )
+    try:
+        checked = check_image(b64decode(raw))
+    except (InvalidInputError, UndecodableError) as e:
+        raise _reject(f"{path}.source.base64.data: Could not process image") from e
+    actual = f"image/{checked.format}"
+    if _MEDIA_TYPES[media_type] != checked.format:
+        raise _reject(
+            f"{path}.source.base64.data: The image was specified using the "
+            f"{media_type} media type, but the image appears to be a {actual} image"
+        )
+    edge = max(checked.width, checked.height)
+    if edge > limits.REFERENCE_ANTHROPIC_MAX_EDGE:
+        raise _reject(
+            f"{path}.source.base64.data: At least one of the image dimensions exceed "
+            f"max allowed size: {limits.REFERENCE_ANTHROPIC_MAX_EDGE} pixels"
+        )
+    if many and edge > limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE:
+        raise _reject(
+            f"{path}.source.base64.data: At least one of the image dimensions exceed "
+            "max allowed size for many-image requests: "
+            f"{limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE} pixels"
+        )
+    return InImage(data=checked.data, width=checked.width, height=checked.height, where=path)
+
+
+def _texts(value: object, path: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        out: list[str] = []
+        for j, block in enumerate(value):
+            if not isinstance(block, dict) or not isinstance(block.get("text"), str):
+                raise _reject(f"{path}.{j}.text: Field required")
+            out.append(block["text"])
+        return out
+    raise _reject(f"{path}: Input should be a valid string or list")
+
+
+def _count_images(raw: list[Any]) -> int:
+    count = 0
+    for m in raw:
+        content = m.get("content") if isinstance(m, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "image":
+                count += 1
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            if isinstance(inner, list):
+                count += sum(isinstance(b, dict) and b.get("type") == "image" for b in inner)
+    return count
+
+
+def _user(i: int, content: list[Any], many: bool, calls: set[str]) -> list[InMessage]:
+    out: list[InMessage] = []
+    texts: list[str] = []
+    images: list[InImage] = []
+    answered: set[str] = set()
+    for j, block in enumerate(content):
+        path = f"messages.{i}.content.{j}"
+        kind = block.get("type")
+        if kind == "text":
+            texts.extend(_texts([block], path))
+        elif kind == "image":
+            images.append(_image(block, path, many))
+        elif kind == "tool_result":
+            call_id = block.get("tool_use_id")
+            if call_id not in calls:
+                raise _reject(
+                    f"{path}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{call_id}. Each `tool_result` block must have a corresponding "
+                    "`tool_use` block in the previous message."
+                )
+            answered.add(str(call_id))
+            inner = block.get("content", [])
+            r_texts: list[str] = []
+            r_images: list[InImage] = []
+            for k, part in enumerate([inner] if isinstance(inner, str) else inner or []):
+                ppath = f"{path}.content.{k}"
+                if isinstance(part, str):
+                    r_texts.append(part)
+                elif isinstance(part, dict) and part.get("type") == "image":
+                    r_images.append(_image(part, ppath, many))
+                elif isinstance(part, dict) and part.get("type") == "text":
+                    r_texts.extend(_texts([part], ppath))
+                elif not (
+                    isinstance(part, dict) and part.get("type") in {"document", "search_result"}
+                ):
+                    raise _reject(
+                        f"{ppath}: Input tag found using 'type' does not match any "
+                        "of the expected tags: 'text', 'image', 'search_result', "
+                        "'document'"
+                    )
+            out.append(
+                InMessage(
+                    role="tool",
+                    texts=tuple(r_texts),
+                    images=tuple(r_images),
+                    tool_call_id=str(call_id),
+                )
+            )
+        elif kind not in _USER_BLOCKS:
+            raise _reject(
+                f"{path}: Input tag '{kind}' found using 'type' does not match any of "
+                "the expected tags: " + ", ".join(f"'{t}'" for t in sorted(_USER_BLOCKS))
+            )
+    if calls - answered:
+        raise _reject(
+            f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(sorted(calls - answered))}. Each "
+            "`tool_use` block must have a corresponding `tool_result` block in the "
+            "next message."
+        )
+    if texts or images or not out:
+        out.append(InMessage(role="user", texts=tuple(texts), images=tuple(images)))
+    return out
+
+
+def _assistant(i: int, content: list[Any]) -> InMessage:
+    texts: list[str] = []
+    calls: list[InCall] = []
+    for j, block in enumerate(content):
+        kind = block.get("type")
+        if kind not in _ASSISTANT_BLOCKS:
+            raise _reject(
+                f"messages.{i}.content.{j}: Input tag '{kind}' found using 'type' does "
+                "not match any of the expected tags: "
+                + ", ".join(f"'{t}'" for t in sorted(_ASSISTANT_BLOCKS))
+            )
+        if kind == "text":
+            texts.extend(_texts([block], f"messages.{i}.content.{j}"))
+        elif kind == "tool_use":
+            calls.append(
+                InCall(
+                    id=str(block.get("id", "")),
+                    name=str(block.get("name", "")),
+                    arguments=json.dumps(block.get("input", {})),
+                )
+            )
+    return InMessage(role="assistant", texts=tuple(texts), tool_calls=tuple(calls))
+
+
+def _conversation(body: dict[str, Any]) -> Conversation:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise _reject(
+            "messages: Field required"
+            if raw is None
+            else "messages: at least one message is required"
+        )
+    if not isinstance(body.get("max_tokens"), int):
+        raise _reject("max_tokens: Field required")
+    n_images = _count_images(raw)
+    if n_images > limits.REFERENCE_ANTHROPIC_MAX_IMAGES:
+        raise _reject(
+            f"Too many images in request: {n_images} > "
+            f"{limits.REFERENCE_ANTHROPIC_MAX_IMAGES} maximum"
+        )
+    many = n_images > limits.ANTHROPIC_MANY_IMAGES
+    out: list[InMessage] = []
+    system = body.get("system")
+    if system is not None:
+        out.append(InMessage(role="system", texts=tuple(_texts(system, "system"))))
+    pending: set[str] = set()
+    for i, m in enumerate(raw):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in {"user", "assistant"}:
+            raise _reject(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            raise _reject(f"messages.{i}.content: Input should be a valid list")
+        if role == "user":
+            out.extend(_user(i, blocks, many, pending))
+            pending = set()
+        else:
+            if pending:
+                raise _reject(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` "
+                    f"blocks immediately after: {', '.join(sorted(pending))}. Each "
+                    "`tool_use` block must have a corresponding `tool_result` block "
+                    "in the next message."
+                )
+            out.append(_assistant(i, blocks))
+            pending = {c.id for c in out[-1].tool_calls}
+    tools = body.get("tools") or []
+    names = tuple(str(t.get("name")) for t in tools if isinstance(t, dict))
+    return Conversation(
+        messages=tuple(out), tools=names, tool_text=json.dumps(tools) if tools else ""
+    )
+
+
+def _content(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for c in reply.tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": "toolu_" + c.id[5:],
+                "name": c.name,
+                "input": dict(c.arguments),
+            }
+        )
+    return blocks
+
+
+def _sse(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+
+def _stream(message: dict[str, Any]) -> Iterator[str]:
+    usage = message["usage"]
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+    }
+    yield _sse("message_start", {"message": start})
+    yield _sse("ping", {})
+    for n, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            yield _sse(
+                "content_block_start", {"index": n, "content_block": {"type": "text", "text": ""}}
+            )
+            text = block["text"]
+            for k in range(0, len(text), 64):
+                yield _sse(
+                    "content_block_delta",
+                    {"index": n, "delta": {"type": "text_delta", "text": text[k : k + 64]}},
+                )
+        else:
+            yield _sse("content_block_start", {"index": n, "content_block": {**block, "input": {}}})
+            args = json.dumps(block["input"])
+            for k in range(0, len(args), 32):
+                yield _sse(
+                    "content_block_delta",
+                    {
+                        "index": n,
+                        "delta": {"type": "input_json_delta", "partial_json": args[k : k + 32]},
+                    },
+                )
+        yield _sse("content_block_stop", {"index": n})
+    yield _sse(
+        "message_delta",
+        {
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield _sse("message_stop", {})
+
+
+async def messages(request: Request, settings: Settings) -> Response:
+    """``POST /v1/messages``."""
+    _check_auth(request)
+    body = await read_json(request, lambda msg: _reject(f"Invalid JSON body: {msg}"))
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _reject("model: Field required")
+    conv = _conversation(body)
+    reply = answer(conv, wire="anthropic", model=model, settings=settings, too_long=_too_long)
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+    message = {
+        "id": f"msg_{digest}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _content(reply),
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+    if body.get("stream"):
+        return StreamingResponse(_stream(message), media_type="text/event-stream")
+    return JSONResponse(message)

@@ -1,0 +1,246 @@
+"""Bedrock Converse wire: ``POST /model/{modelId}/converse`` (what boto3 sends).
+
+botocore serialises Converse as REST-JSON with blobs in base64, signs it with
+SigV4 (only the ``Authorization`` header's presence is checked here) and reads
+errors from the ``x-amzn-ErrorType`` header plus a ``{"message"}`` body. Strict
+like the service: the conversation starts with a user message and alternates,
+images only in user content and ``toolResult`` content, formats png/jpeg/gif/webp
+matching the bytes, 3.75 MB and 8000 px per image, 20 images per request, and
+every ``toolUse`` answered by a ``toolResult`` in the next message.
+
+Example:
+    >>> _reject("x").headers["x-amzn-ErrorType"]
+    'ValidationException'
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from visus import limits
+from visus.errors import InvalidInputError, UndecodableError
+from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
+from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
+
+__all__ = ["converse"]
+
+_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
+
+
+def _reject(message: str, status: int = 400, kind: str = "ValidationException") -> Reject:
+    return Reject(status, {"message": message}, {"x-amzn-ErrorType": kind})
+
+
+def _too_long(tokens: int, window: int) -> Reject:
+    return _reject(f"Input is too long for requested model. ({tokens} tokens > {window})")
+
+
+class _Count:
+    images = 0
+
+
+def _image(block: object, path: str, count: _Count) -> InImage:
+    if not isinstance(block, dict):
+        raise _reject(
+            f"1 validation error detected: Value at '{path}' failed to satisfy "
+            "constraint: Member must not be null"
+        )
+    fmt = block.get("format")
+    if fmt not in _FORMATS:
+        raise _reject(
+            f"1 validation error detected: Value '{fmt}' at '{path}.format' failed to "
+            "satisfy constraint: Member must satisfy enum value set: "
+            "[png, jpeg, gif, webp]"
+        )
+    source = block.get("source")
+    raw = source.get("bytes") if isinstance(source, dict) else None
+    try:
+        data = b64decode(raw)
+    except InvalidInputError as e:
+        raise _reject(f"Could not parse the base64 bytes at {path}.source.bytes") from e
+    if len(data) > limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES:
+        raise _reject(
+            f"The image at {path} is {len(data)} bytes, over the maximum of "
+            f"{limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES} bytes (3.75 MB)."
+        )
+    count.images += 1
+    if count.images > limits.REFERENCE_BEDROCK_MAX_IMAGES:
+        raise _reject(
+            f"Too many images in the request: at most "
+            f"{limits.REFERENCE_BEDROCK_MAX_IMAGES} are allowed."
+        )
+    try:
+        checked = check_image(data)
+    except UndecodableError as e:
+        raise _reject(f"The provided image at {path} could not be processed.") from e
+    if checked.format != fmt:
+        raise _reject(
+            f"The format of the image at {path} ({checked.format}) does not match "
+            f"the declared format {fmt}."
+        )
+    if max(checked.width, checked.height) > limits.REFERENCE_BEDROCK_MAX_EDGE:
+        raise _reject(
+            f"The image at {path} is {checked.width}x{checked.height}; each side may "
+            f"be at most {limits.REFERENCE_BEDROCK_MAX_EDGE} pixels."
+        )
+    return InImage(data=data, width=checked.width, height=checked.height, where=path)
+
+
+def _user(i: int, content: list[Any], pending: list[str], count: _Count) -> list[InMessage]:
+    out: list[InMessage] = []
+    texts: list[str] = []
+    images: list[InImage] = []
+    results = [b["toolResult"] for b in content if "toolResult" in b]
+    if len(results) > len(pending):
+        raise _reject(
+            f"The number of toolResult blocks at messages.{i}.content exceeds the "
+            "number of toolUse blocks of previous turn."
+        )
+    answered = {str(r.get("toolUseId")) for r in results if isinstance(r, dict)}
+    if set(pending) - answered:
+        raise _reject(
+            f"Expected toolResult blocks at messages.{i}.content for the following "
+            f"Ids: {', '.join(sorted(set(pending) - answered))}"
+        )
+    for j, block in enumerate(content):
+        path = f"messages.{i}.content.{j}"
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif "image" in block:
+            images.append(_image(block["image"], f"{path}.image", count))
+        elif isinstance(block.get("toolResult"), dict):
+            result = block["toolResult"]
+            r_texts: list[str] = []
+            r_images: list[InImage] = []
+            for k, part in enumerate(result.get("content") or []):
+                if not isinstance(part, dict):
+                    continue
+                if isinstance(part.get("text"), str):
+                    r_texts.append(part["text"])
+                elif "json" in part:
+                    r_texts.append(json.dumps(part["json"]))
+                elif "image" in part:
+                    r_images.append(
+                        _image(part["image"], f"{path}.toolResult.content.{k}.image", count)
+                    )
+            out.append(
+                InMessage(
+                    role="tool",
+                    texts=tuple(r_texts),
+                    images=tuple(r_images),
+                    tool_call_id=str(result.get("toolUseId")),
+                )
+            )
+    if texts or images or not out:
+        out.append(InMessage(role="user", texts=tuple(texts), images=tuple(images)))
+    return out
+
+
+def _conversation(body: dict[str, Any]) -> Conversation:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise _reject(
+            "A conversation must start with a user message. Try again with a "
+            "conversation that starts with a user message."
+        )
+    out: list[InMessage] = []
+    system = body.get("system") or []
+    texts = [s["text"] for s in system if isinstance(s, dict) and isinstance(s.get("text"), str)]
+    if texts:
+        out.append(InMessage(role="system", texts=tuple(texts)))
+    count = _Count()
+    pending: list[str] = []
+    previous = ""
+    for i, m in enumerate(raw):
+        role = m.get("role") if isinstance(m, dict) else None
+        content = m.get("content") if isinstance(m, dict) else None
+        if role not in {"user", "assistant"} or not isinstance(content, list):
+            raise _reject(
+                f"1 validation error detected: Value at 'messages.{i + 1}.member' "
+                "failed to satisfy constraint: role and content are required"
+            )
+        if i == 0 and role != "user":
+            raise _reject(
+                "A conversation must start with a user message. Try again with a "
+                "conversation that starts with a user message."
+            )
+        if role == previous:
+            raise _reject(
+                "A conversation must alternate between user and assistant roles. "
+                "Make sure the conversation alternates between user and assistant "
+                "roles and try again."
+            )
+        previous = role
+        blocks = [b for b in content if isinstance(b, dict)]
+        if role == "user":
+            out.extend(_user(i, blocks, pending, count))
+            pending = []
+            continue
+        a_texts: list[str] = []
+        calls: list[InCall] = []
+        for j, block in enumerate(blocks):
+            if "image" in block:
+                raise _reject(
+                    f"messages.{i}.content.{j}: image blocks are not allowed in assistant messages."
+                )
+            if isinstance(block.get("text"), str):
+                a_texts.append(block["text"])
+            elif isinstance(block.get("toolUse"), dict):
+                use = block["toolUse"]
+                calls.append(
+                    InCall(
+                        id=str(use.get("toolUseId")),
+                        name=str(use.get("name")),
+                        arguments=json.dumps(use.get("input") or {}),
+                    )
+                )
+        pending = [c.id for c in calls]
+        out.append(InMessage(role="assistant", texts=tuple(a_texts), tool_calls=tuple(calls)))
+    tools = (body.get("toolConfig") or {}).get("tools") or []
+    names = tuple(str((t.get("toolSpec") or {}).get("name")) for t in tools if isinstance(t, dict))
+    return Conversation(
+        messages=tuple(out), tools=names, tool_text=json.dumps(tools) if tools else ""
+    )
+
+
+def _content(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.text:
+        blocks.append({"text": reply.text})
+    for c in reply.tool_calls:
+        blocks.append(
+            {
+                "toolUse": {
+                    "toolUseId": "tooluse_" + c.id[5:],
+                    "name": c.name,
+                    "input": dict(c.arguments),
+                }
+            }
+        )
+    return blocks
+
+
+async def converse(request: Request, settings: Settings) -> Response:
+    """``POST /model/{modelId}/converse``."""
+    if not request.headers.get("authorization", "").strip():
+        raise _reject("Missing Authentication Token", 403, "AccessDeniedException")
+    model = str(request.path_params.get("model_id", ""))
+    body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
+    conv = _conversation(body)
+    reply = answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
+    return JSONResponse(
+        {
+            "output": {"message": {"role": "assistant", "content": _content(reply)}},
+            "stopReason": "tool_use" if reply.tool_calls else "end_turn",
+            "usage": {
+                "inputTokens": reply.input_tokens,
+                "outputTokens": reply.output_tokens,
+                "totalTokens": reply.input_tokens + reply.output_tokens,
+            },
+            "metrics": {"latencyMs": 1},
+        }
+    )
