@@ -78,6 +78,12 @@ ATTACHMENT_MAX_SESSION_BYTES: Final = 200 * MB
 ATTACHMENT_MAX_FILES: Final = 200
 GREP_MAX_HITS: Final = 200
 GREP_MAX_PATTERN_CHARS: Final = 500
+#: Characters of one line that grep searches (the rest of a longer line is skipped).
+GREP_MAX_LINE_CHARS: Final = 10_000
+#: Wall-clock budget of one grep call (seconds); catastrophic patterns stop here.
+GREP_TIME_BUDGET_SECONDS: Final = 2.0
+#: Longest stored attachment name (UTF-8 bytes), leaving room for a " (N)" suffix.
+ATTACHMENT_MAX_NAME_BYTES: Final = 200
 
 # --- MCP and Telegram -------------------------------------------------------------
 MCP_MAX_RESULT_BYTES: Final = 1 * MB
