@@ -1,0 +1,64 @@
+"""``visus reference serve``: the offline reference vision server on loopback.
+
+Example:
+    $ visus reference serve --port 8760 --context-tokens 32000
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from visus import limits
+
+__all__ = ["is_loopback", "register"]
+
+_DEFAULT_PORT = 8760
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to bind (loopback unless --allow-remote).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = _DEFAULT_PORT,
+    context_tokens: Annotated[
+        int, typer.Option("--context-tokens", min=1, help="Context window of the model.")
+    ] = limits.REFERENCE_CONTEXT_TOKENS,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow binding a non-loopback address.")
+    ] = False,
+) -> None:
+    """Serve every provider wire, answered by the OCR-and-colour reference model."""
+    if not is_loopback(host) and not allow_remote:
+        typer.echo(
+            f"error: refusing to bind {host}: not a loopback address (pass --allow-remote)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    import uvicorn
+
+    from visus.reference.server import create_app
+
+    typer.echo(f"visus reference server on http://{host}:{port} (context {context_tokens})")
+    uvicorn.run(create_app(context_tokens), host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``reference`` command group."""
+    group = typer.Typer(
+        help="The offline reference vision model and its server.", no_args_is_help=True
+    )
+    group.command("serve")(serve)
+    app.add_typer(group, name="reference")
