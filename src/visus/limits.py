@@ -30,6 +30,8 @@ MAX_SVG_BYTES: Final = 4 * MB
 MAX_SVG_RENDER_PIXELS: Final = 16_000_000
 #: Pages we accept in a PDF before refusing it outright.
 MAX_PDF_PAGES: Final = 5_000
+#: Largest raster one PDF page may render to (pixels), whatever the profile allows.
+MAX_PDF_RENDER_PIXELS: Final = 16_000_000
 #: Largest text file we render as a screenshot (bytes).
 MAX_TEXT_BYTES: Final = 8 * MB
 #: Lines per rendered text page when the caller gives no limit.
