@@ -69,10 +69,12 @@ from visus.record.messages import (
 
 __all__ = [
     "DEFAULT_POLICY",
+    "ImageStatus",
     "RetentionPolicy",
     "current_turn",
     "elided_descriptor",
     "first_live_turn",
+    "image_statuses",
     "model_view",
 ]
 
@@ -221,3 +223,56 @@ def _apply_budget(view: list[Message], budget: int, model: ModelSpec) -> None:
         total -= tokens
     for i, parts in to_elide.items():
         view[i] = _elide(view[i], parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageStatus:
+    """One image of a record and what a policy makes of it.
+
+    ``message``/``part`` are its position (0-based) in the record, ``live`` says
+    whether the model view keeps its pixels and ``tokens`` estimates what it costs
+    ``model`` when live.
+    """
+
+    message: int
+    part: int
+    turn: int
+    image: ImagePart
+    live: bool
+    tokens: int
+
+
+def image_statuses(
+    messages: Sequence[Message],
+    policy: RetentionPolicy = DEFAULT_POLICY,
+    *,
+    model: ModelSpec,
+) -> tuple[ImageStatus, ...]:
+    """Every image of ``messages`` in order, live or elided under ``policy``, with tokens.
+
+    Example:
+        >>> from visus.models import get_model
+        >>> from visus.record.messages import ImagePart, PerceptionOrigin, ToolResult
+        >>> shot = ImagePart("ab" * 32, "image/png", 10, 1000, 1000, PerceptionOrigin("a.png"))
+        >>> record = [ToolResult("c1", "view", (shot,), turn=t) for t in (1, 2)]
+        >>> spec = get_model("claude-sonnet-4-6")
+        >>> [(s.turn, s.live, s.tokens) for s in image_statuses(record, model=spec)]
+        [(1, False, 1296), (2, True, 1296)]
+    """
+    view = model_view(messages, policy, model=model)
+    out: list[ImageStatus] = []
+    # model_view keeps every message and part in place, so positions line up.
+    for i, (before, after) in enumerate(zip(messages, view, strict=True)):
+        for j, part in enumerate(before.parts):
+            if isinstance(part, ImagePart):
+                out.append(
+                    ImageStatus(
+                        message=i,
+                        part=j,
+                        turn=before.turn,
+                        image=part,
+                        live=isinstance(after.parts[j], ImagePart),
+                        tokens=image_tokens(model, part.width, part.height),
+                    )
+                )
+    return tuple(out)

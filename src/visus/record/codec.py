@@ -38,7 +38,7 @@ from visus.record.messages import (
     UserMessage,
 )
 
-__all__ = ["RECORD_VERSION", "message_from_dict", "message_to_dict"]
+__all__ = ["RECORD_VERSION", "message_from_dict", "message_to_dict", "origin_to_dict"]
 
 #: The record format version written into every line.
 RECORD_VERSION = 1
@@ -54,7 +54,8 @@ def _extra_fields(value: Any) -> dict[str, Any]:
     }
 
 
-def _origin_to_dict(origin: Origin) -> dict[str, Any]:
+def origin_to_dict(origin: Origin) -> dict[str, Any]:
+    """An image origin as the record writes it."""
     if isinstance(origin, PerceptionOrigin):
         return {
             "kind": "perception",
@@ -78,7 +79,7 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
             "size": part.size,
             "width": part.width,
             "height": part.height,
-            "origin": _origin_to_dict(part.origin),
+            "origin": origin_to_dict(part.origin),
         }
     assert_never(part)
 

@@ -1,0 +1,243 @@
+"""``visus session show`` and ``visus session list``: what a session holds and what a model sees.
+
+Example:
+    $ visus session list
+    $ visus session show 20261122-064800-1a2b3c4d --model claude-sonnet-4-6 --live-turns 2
+    $ visus session show 20261122-064800-1a2b3c4d --json
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from visus.errors import VisusError
+from visus.models import ModelSpec, get_model
+from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.record.blobs import FileBlobStore
+from visus.record.codec import origin_to_dict
+from visus.record.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    PerceptionOrigin,
+    TextPart,
+)
+from visus.record.sessions import LoadedSession, SessionStore
+from visus.retention import ImageStatus, RetentionPolicy, image_statuses
+
+__all__ = ["register"]
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+_PREVIEW_CHARS = 72
+
+DataOpt = Annotated[
+    Path | None,
+    typer.Option("--data", help="Data folder (default: $VISUS_DATA, else the user data dir)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"visus: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW_CHARS else flat[: _PREVIEW_CHARS - 1] + "…"
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024 or unit == "MB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _origin_text(image: ImagePart) -> str:
+    origin = image.origin
+    if isinstance(origin, PerceptionOrigin):
+        page = f" page {origin.page}" if origin.page is not None else ""
+        return f"{origin.tool} {origin.source}{page}"
+    return f"attachment {origin.filename}" if origin.filename else "attachment"
+
+
+def _role(m: Message) -> str:
+    return f"tool {m.tool_name}" if m.kind == "tool" else m.kind
+
+
+def _message_text(m: Message) -> str:
+    text = " ".join(p.text for p in m.parts if isinstance(p, TextPart))
+    if isinstance(m, AssistantMessage) and m.tool_calls:
+        calls = ", ".join(
+            f"{c.name}({json.dumps(dict(c.arguments), ensure_ascii=False)})" for c in m.tool_calls
+        )
+        text = f"{text} -> {calls}" if text else f"-> {calls}"
+    return text
+
+
+def _image_json(s: ImageStatus) -> dict[str, Any]:
+    image = s.image
+    return {
+        "message": s.message,
+        "part": s.part,
+        "turn": s.turn,
+        "digest": image.digest,
+        "media_type": image.media_type,
+        "width": image.width,
+        "height": image.height,
+        "bytes": image.size,
+        "origin": origin_to_dict(image.origin),
+        "live": s.live,
+        "tokens": s.tokens,
+    }
+
+
+def _load(session: str, data: Path | None) -> tuple[LoadedSession, Path]:
+    root = data_dir(data)
+    store = SessionStore(sessions_dir(root))
+    try:
+        if not store.exists(session):
+            _fail(f"no session {session!r} under {sessions_dir(root)}")
+        return store.load(session, blobs=FileBlobStore(blobs_dir(root))), root
+    except VisusError as e:
+        _fail(str(e))
+
+
+def _model(name: str) -> ModelSpec:
+    try:
+        return get_model(name)
+    except VisusError as e:
+        _fail(str(e))
+
+
+def show(
+    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
+    data: DataOpt = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model whose token formula to estimate with.")
+    ] = DEFAULT_MODEL,
+    live_turns: Annotated[
+        int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
+    ] = 1,
+    chunk: Annotated[
+        int, typer.Option("--chunk", min=1, help="Move the elision boundary every K turns.")
+    ] = 1,
+    budget: Annotated[
+        int | None, typer.Option("--image-token-budget", min=0, help="Cap on live image tokens.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a session's messages and images: live or elided, with token estimates."""
+    spec = _model(model)
+    try:
+        policy = RetentionPolicy(live_turns=live_turns, chunk=chunk, image_token_budget=budget)
+    except VisusError as e:
+        _fail(str(e))
+    loaded, _ = _load(session, data)
+    statuses = image_statuses(loaded.messages, policy, model=spec)
+    by_message: dict[int, list[ImageStatus]] = {}
+    for s in statuses:
+        by_message.setdefault(s.message, []).append(s)
+    live = [s for s in statuses if s.live]
+    totals = {
+        "images": len(statuses),
+        "live": len(live),
+        "elided": len(statuses) - len(live),
+        "live_tokens": sum(s.tokens for s in live),
+        "all_tokens": sum(s.tokens for s in statuses),
+    }
+
+    if as_json:
+        out = {
+            "id": loaded.id,
+            "meta": dict(loaded.meta),
+            "model": f"{spec.provider}:{spec.name}",
+            "policy": {
+                "live_turns": policy.live_turns,
+                "chunk": policy.chunk,
+                "image_token_budget": policy.image_token_budget,
+            },
+            "turns": loaded.turn_count,
+            "messages": [
+                {
+                    "index": i,
+                    "turn": m.turn,
+                    "role": m.kind,
+                    "text": _message_text(m),
+                    "images": [_image_json(s) for s in by_message.get(i, [])],
+                }
+                for i, m in enumerate(loaded.messages)
+            ],
+            "totals": totals,
+            "problems": list(loaded.problems),
+        }
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+
+    typer.echo(
+        f"session {loaded.id}: {len(loaded.messages)} messages, {loaded.turn_count} turns; "
+        f"model {spec.provider}:{spec.name}; live_turns {policy.live_turns}, chunk {policy.chunk}"
+        + (f", image-token budget {budget}" if budget is not None else "")
+    )
+    for i, m in enumerate(loaded.messages):
+        typer.echo(f"#{i:<4} turn {m.turn:<3} {_role(m):<16} {_preview(_message_text(m))}")
+        for s in by_message.get(i, []):
+            im = s.image
+            state = "live  " if s.live else "elided"
+            typer.echo(
+                f"        image {state} sha256:{im.digest[:12]} {im.width}x{im.height} "
+                f"{im.media_type} {_human_bytes(im.size)}  {_origin_text(im)}  ~{s.tokens} tokens"
+            )
+    typer.echo(
+        f"images: {totals['images']} ({totals['live']} live, {totals['elided']} elided); "
+        f"image tokens per request ~{totals['live_tokens']} "
+        f"(all images kept: ~{totals['all_tokens']})"
+    )
+    if loaded.problems:
+        typer.echo(f"problems ({len(loaded.problems)}):")
+        for p in loaded.problems:
+            typer.echo(f"  {p}")
+
+
+def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
+    """List sessions under the data folder, most recently modified first."""
+    root = data_dir(data)
+    infos = SessionStore(sessions_dir(root)).list()
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "id": i.id,
+                        "messages": i.messages,
+                        "turns": i.turns,
+                        "bytes": i.size,
+                        "modified": datetime.fromtimestamp(i.modified, UTC).isoformat(),
+                    }
+                    for i in infos
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not infos:
+        typer.echo(f"no sessions under {sessions_dir(root)}")
+        return
+    for i in infos:
+        when = datetime.fromtimestamp(i.modified, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        typer.echo(f"{i.id}  {i.messages} messages, {i.turns} turns, modified {when} UTC")
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(name="session", help="Inspect recorded sessions.", no_args_is_help=True)
+    group.command("show")(show)
+    group.command("list")(list_sessions)
+    app.add_typer(group, name="session")
