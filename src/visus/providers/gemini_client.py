@@ -119,6 +119,8 @@ class GeminiClient:
             api_key=config.api_key,
             http_options=genai_types.HttpOptions(
                 base_url=config.base_url,
+                # v1beta: the version that takes systemInstruction and tools everywhere.
+                api_version="v1beta",
                 timeout=int(config.timeout * 1000),
                 headers=dict(config.headers) or None,
                 # One attempt: with_retries owns retrying, the same way for every provider.
