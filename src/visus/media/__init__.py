@@ -1,1 +1,34 @@
-"""Decode, render and fit any source into an image a model takes."""
+"""Decode, render and fit any source into an image a model takes.
+
+``media`` is the only package that imports Pillow, pypdfium2, resvg-py and Pygments.
+Every function here raises only :class:`~visus.errors.MediaError` subclasses
+(``TooLargeError``, ``UndecodableError``, ``UnsupportedTypeError``) and
+:class:`~visus.errors.InvalidInputError`, for any bytes.
+
+Example:
+    >>> from visus.media import Profile, load
+    >>> claude = Profile(max_edge=1568, max_pixels=1_150_000, max_bytes=5 * 1024 * 1024)
+    >>> f = load(b"<svg xmlns='http://www.w3.org/2000/svg' width='4000' height='2000'/>",
+    ...          profile=claude)
+    >>> (f.source_kind, f.width, f.height, f.source_width)
+    ('svg', 1516, 758, 4000)
+"""
+
+from __future__ import annotations
+
+from visus.media.fit import classify, target_size
+from visus.media.load import fit, load, probe
+from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
+
+__all__ = [
+    "DEFAULT_MEDIA_TYPES",
+    "Fitted",
+    "Probe",
+    "Profile",
+    "SourceKind",
+    "classify",
+    "fit",
+    "load",
+    "probe",
+    "target_size",
+]

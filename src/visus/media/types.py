@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-__all__ = ["DEFAULT_MEDIA_TYPES", "Fitted", "Profile", "SourceKind"]
+__all__ = ["DEFAULT_MEDIA_TYPES", "Fitted", "Probe", "Profile", "SourceKind"]
 
 SourceKind: TypeAlias = Literal["raster", "svg", "text", "pdf"]
 
@@ -63,3 +63,21 @@ class Fitted:
     @property
     def size(self) -> int:
         return len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What a source is, read from its header without decoding or rendering it.
+
+    ``width``/``height`` are the oriented raster size, the SVG's intrinsic size or
+    the first PDF page in points; ``None`` for text. ``media_type`` is the source's
+    own (``image/tiff``, ``application/pdf``, ``image/svg+xml``, ``text/plain``).
+    """
+
+    kind: SourceKind
+    media_type: str
+    width: int | None = None
+    height: int | None = None
+    page_count: int | None = None
+    frame_count: int | None = None
+    line_total: int | None = None

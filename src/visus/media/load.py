@@ -1,0 +1,239 @@
+"""The entry points: ``load`` any source, ``fit`` an encoded raster, ``probe`` a header.
+
+The source type is decided by trying our decoders in order: Pillow identifies a
+raster, PDFium opens a PDF, our XML parser finds an ``<svg>`` root that resvg then
+renders, and UTF-8 without NUL bytes is text. We keep no magic-byte or extension
+table; ``name`` only steers the Pygments lexer for text.
+"""
+
+from __future__ import annotations
+
+from visus import limits
+from visus.errors import (
+    InvalidInputError,
+    TooLargeError,
+    UndecodableError,
+    UnsupportedTypeError,
+)
+from visus.media import pdf, raster, svg, text
+from visus.media._guard import translated
+from visus.media.fit import check_profile, encode
+from visus.media.types import Fitted, Probe, Profile, SourceKind
+
+__all__ = ["fit", "load", "probe"]
+
+_UNKNOWN = "not an image, PDF, SVG or UTF-8 text that visus can decode"
+
+
+def _withheld(kind: SourceKind) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"this source is {kind}; rendering {kind} to pixels is withheld by the host "
+        "(only raster images can be viewed)"
+    )
+
+
+def _check_source(data: bytes) -> None:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"data must be bytes, not {type(data).__name__}")
+    if len(data) == 0:
+        raise UndecodableError("empty input: zero bytes")
+    if len(data) > limits.MAX_SOURCE_BYTES:
+        raise TooLargeError(f"source of {len(data)} bytes is over {limits.MAX_SOURCE_BYTES}")
+
+
+def _check_args(page: int | None, offset: int | None, limit: int | None) -> None:
+    if page is not None and page < 1:
+        raise InvalidInputError(f"page is 1-based: {page}")
+    if offset is not None and offset < 0:
+        raise InvalidInputError(f"offset is a 0-based line number: {offset}")
+    if limit is not None and limit < 1:
+        raise InvalidInputError(f"limit must be at least 1: {limit}")
+
+
+def _only(kind: SourceKind, page: int | None, offset: int | None, limit: int | None) -> None:
+    """Refuse arguments that do not apply to ``kind`` rather than ignore them silently."""
+    if kind != "pdf" and page not in (None, 1):
+        raise InvalidInputError(f"page applies to PDFs; this source is {kind}")
+    if kind != "text" and (offset is not None or limit is not None):
+        raise InvalidInputError(f"offset and limit apply to text; this source is {kind}")
+
+
+def load(
+    data: bytes,
+    *,
+    profile: Profile,
+    render: bool = True,
+    page: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+    name: str | None = None,
+) -> Fitted:
+    """Decode or render any source and fit it into ``profile``.
+
+    ``render=False`` (the host withheld rendering) refuses svg, text and pdf with
+    :class:`UnsupportedTypeError`. ``page`` (1-based) is for PDFs, ``offset`` (0-based
+    first line) and ``limit`` for text; ``name`` is a filename hint for the lexer.
+
+    Raises :class:`TooLargeError`, :class:`UndecodableError`,
+    :class:`UnsupportedTypeError` or :class:`InvalidInputError`, nothing else.
+
+    Example:
+        >>> p = Profile(max_edge=1568, max_pixels=1_150_000, max_bytes=5 * 1024 * 1024)
+        >>> f = load(b"print('hi')\\n", profile=p, name="hi.py")
+        >>> (f.source_kind, f.media_type, f.line_start, f.line_end, f.line_total)
+        ('text', 'image/png', 1, 1, 1)
+    """
+    check_profile(profile)
+    _check_args(page, offset, limit)
+    _check_source(data)
+    data = bytes(data)
+    with translated("source"):
+        im = raster.identify(data)
+        if im is not None:
+            _only("raster", page, offset, limit)
+            with im:
+                return raster.load_raster(im, data, profile)
+        doc = pdf.render_pdf(
+            data,
+            page=page,
+            max_edge=profile.max_edge,
+            max_pixels=profile.max_pixels,
+            render=render,
+        )
+        if doc is not None:
+            _only("pdf", page, offset, limit)
+            if doc.image is None:
+                raise _withheld("pdf")
+            enc = encode(doc.image, profile)
+            return Fitted(
+                data=enc.data,
+                media_type=enc.media_type,
+                width=enc.width,
+                height=enc.height,
+                source_width=max(1, round(doc.width_pt)),
+                source_height=max(1, round(doc.height_pt)),
+                source_kind="pdf",
+                page=doc.page,
+                page_count=doc.page_count,
+            )
+        parsed = svg.parse_svg(data)
+        if parsed is not None:
+            _only("svg", page, offset, limit)
+            if not render:
+                raise _withheld("svg")
+            image = svg.render_svg(parsed, profile.max_edge, profile.max_pixels)
+            enc = encode(image, profile)
+            return Fitted(
+                data=enc.data,
+                media_type=enc.media_type,
+                width=enc.width,
+                height=enc.height,
+                source_width=max(1, round(parsed.width)),
+                source_height=max(1, round(parsed.height)),
+                source_kind="svg",
+            )
+        source = text.decode_text(data)
+        if source is not None:
+            _only("text", page, offset, limit)
+            if not render:
+                raise _withheld("text")
+            if len(data) > limits.MAX_TEXT_BYTES:
+                raise TooLargeError(
+                    f"text of {len(data)} bytes is over {limits.MAX_TEXT_BYTES} for rendering"
+                )
+            shot = text.render_text(
+                source,
+                offset=offset,
+                limit=limit,
+                name=name,
+                max_edge=profile.max_edge,
+                max_pixels=profile.max_pixels,
+            )
+            enc = encode(shot.image, profile, content="graphic")
+            return Fitted(
+                data=enc.data,
+                media_type=enc.media_type,
+                width=enc.width,
+                height=enc.height,
+                source_width=shot.image.width,
+                source_height=shot.image.height,
+                source_kind="text",
+                line_start=shot.line_start,
+                line_end=shot.line_end,
+                line_total=shot.line_total,
+            )
+    raise UnsupportedTypeError(_UNKNOWN)
+
+
+def fit(data: bytes, profile: Profile) -> Fitted:
+    """Re-fit an already-encoded raster (png, jpeg, webp, gif, ...) into ``profile``.
+
+    Bytes that already meet the profile (8-bit RGB/RGBA png, jpeg or webp, still,
+    upright, inside every bound) come back unchanged. Same errors as :func:`load`;
+    anything that is not a raster is :class:`UnsupportedTypeError`.
+
+    Example:
+        >>> small = Profile(max_edge=64, max_pixels=64 * 64, max_bytes=100_000)
+        >>> f = fit(load(b"hello", profile=Profile(1568, 1_150_000, 5_000_000)).data, small)
+        >>> max(f.width, f.height) <= 64
+        True
+    """
+    check_profile(profile)
+    _check_source(data)
+    data = bytes(data)
+    with translated("image"):
+        im = raster.identify(data)
+        if im is None:
+            raise UnsupportedTypeError("not a raster image Pillow can decode")
+        with im:
+            return raster.load_raster(im, data, profile)
+
+
+def probe(data: bytes) -> Probe:
+    """What ``data`` is, from headers only: nothing is decoded or rendered.
+
+    Bombs are refused here already (:class:`TooLargeError`), as are oversized SVG and
+    PDFs with too many pages; text reports its line count.
+
+    Example:
+        >>> probe(b"line one\\nline two\\n")
+        Probe(kind='text', media_type='text/plain', width=None, height=None, \
+page_count=None, frame_count=None, line_total=2)
+    """
+    _check_source(data)
+    data = bytes(data)
+    with translated("source"):
+        im = raster.identify(data)
+        if im is not None:
+            with im:
+                h = raster.read_header(im)
+            return Probe(
+                kind="raster",
+                media_type=h.media_type,
+                width=h.width,
+                height=h.height,
+                frame_count=h.frame_count,
+            )
+        doc = pdf.open_pdf(data)
+        if doc is not None:
+            return Probe(
+                kind="pdf",
+                media_type="application/pdf",
+                width=max(1, round(doc.width_pt)),
+                height=max(1, round(doc.height_pt)),
+                page_count=doc.page_count,
+            )
+        parsed = svg.parse_svg(data)
+        if parsed is not None:
+            return Probe(
+                kind="svg",
+                media_type="image/svg+xml",
+                width=max(1, round(parsed.width)),
+                height=max(1, round(parsed.height)),
+            )
+        source = text.decode_text(data)
+        if source is not None:
+            return Probe(
+                kind="text", media_type="text/plain", line_total=len(text.split_lines(source))
+            )
+    raise UnsupportedTypeError(_UNKNOWN)

@@ -1,0 +1,113 @@
+"""PDF sources: one page rendered by pypdfium2 straight at the size the profile allows.
+
+The page is rasterised at the scale that makes it fit (never at 300 dpi to be shrunk
+afterwards). PDFium is not thread-safe, so every call holds one module lock, and every
+document, page and bitmap is closed before the lock is released.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+from PIL import Image
+
+from visus import limits
+from visus.errors import InvalidInputError, TooLargeError, UndecodableError
+from visus.media.fit import target_size
+
+__all__ = ["PdfPage", "open_pdf", "render_pdf"]
+
+_LOCK = threading.Lock()
+# Load failures that mean "a PDF we cannot open", not "not a PDF".
+_RECOGNISED_FAILURES = {
+    pdfium_c.FPDF_ERR_PASSWORD: "it is password-protected",
+    pdfium_c.FPDF_ERR_SECURITY: "its security handler is unsupported",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PdfPage:
+    """A rendered page (``image`` is ``None`` when only probed) and the document's facts."""
+
+    image: Image.Image | None
+    page: int
+    page_count: int
+    width_pt: float
+    height_pt: float
+
+
+def _open(data: bytes) -> pdfium.PdfDocument | None:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        reason = _RECOGNISED_FAILURES.get(e.err_code)
+        if reason is not None:
+            raise UndecodableError(f"PDF cannot be opened: {reason}") from e
+        return None
+
+
+def render_pdf(
+    data: bytes, *, page: int | None, max_edge: int, max_pixels: int, render: bool = True
+) -> PdfPage | None:
+    """Render ``page`` (1-based, default 1) to fit the bounds; ``None`` if not a PDF.
+
+    With ``render=False`` only the page count and page size are read.
+
+    Example:
+        >>> doc = pdfium.PdfDocument.new(); _ = doc.new_page(612, 792)
+        >>> import io; buf = io.BytesIO(); _ = doc.save(buf); doc.close()
+        >>> render_pdf(buf.getvalue(), page=None, max_edge=792, max_pixels=10**6).image.size
+        (612, 792)
+    """
+    with _LOCK:
+        doc = _open(data)
+        if doc is None:
+            return None
+        try:
+            count = len(doc)
+            if count > limits.MAX_PDF_PAGES:
+                raise TooLargeError(f"PDF has {count} pages, over {limits.MAX_PDF_PAGES}")
+            if count == 0:
+                raise UndecodableError("PDF has no pages")
+            number = 1 if page is None else page
+            if not 1 <= number <= count:
+                raise InvalidInputError(f"page {number} is out of range 1-{count}")
+            pdf_page = doc[number - 1]
+            try:
+                w_pt, h_pt = pdf_page.get_size()
+                if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
+                    raise UndecodableError(f"PDF page {number} has no area ({w_pt} x {h_pt})")
+                image = None
+                if render:
+                    image = _rasterise(pdf_page, w_pt, h_pt, max_edge, max_pixels)
+            finally:
+                pdf_page.close()
+        finally:
+            doc.close()
+    return PdfPage(image, number, count, w_pt, h_pt)
+
+
+def open_pdf(data: bytes) -> PdfPage | None:
+    """Probe: page count and first-page size, or ``None`` if ``data`` is not a PDF."""
+    return render_pdf(data, page=None, max_edge=1, max_pixels=1, render=False)
+
+
+def _rasterise(
+    pdf_page: pdfium.PdfPage, w_pt: float, h_pt: float, max_edge: int, max_pixels: int
+) -> Image.Image:
+    pixels = min(max_pixels, limits.MAX_PDF_RENDER_PIXELS)
+    # Vector pages may render larger than 72 dpi: aim at the largest size allowed.
+    big = max(max_edge, math.isqrt(pixels)) * 4
+    scale_up = big / max(w_pt, h_pt)
+    tw, th = target_size(math.ceil(w_pt * scale_up), math.ceil(h_pt * scale_up), max_edge, pixels)
+    scale = min(tw / w_pt, th / h_pt)
+    bitmap = pdf_page.render(scale=scale)
+    try:
+        image: Image.Image = bitmap.to_pil().convert("RGB")
+    finally:
+        bitmap.close()
+    return image

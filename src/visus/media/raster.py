@@ -1,0 +1,181 @@
+"""Raster sources: whatever Pillow identifies, bomb-checked from the header, then decoded.
+
+JPEGs are decoded reduced (libjpeg DCT scaling via ``Image.draft``) to the smallest
+power-of-two scale still at least the fitted size, so a 12 MP photo is never decoded
+at full size just to be shrunk.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import cast
+
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+
+from visus import limits
+from visus.errors import TooLargeError
+from visus.media.fit import encode, target_size
+from visus.media.types import Fitted, Profile
+
+__all__ = ["Header", "decode", "identify", "load_raster", "read_header"]
+
+# Pillow's own bomb guard uses our bound too (it errors at twice this value, before
+# our check runs; below that, our check in read_header refuses first).
+Image.MAX_IMAGE_PIXELS = limits.MAX_SOURCE_PIXELS
+
+# Pillow formats whose bytes we may hand on unchanged when they already fit.
+_PASSTHROUGH = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
+_SWAPS_AXES = frozenset({5, 6, 7, 8})
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """An identified raster before decoding: oriented size and what the header says."""
+
+    image: Image.Image
+    format: str
+    media_type: str
+    width: int
+    height: int
+    frame_count: int
+    orientation: int
+
+
+def identify(data: bytes) -> Image.Image | None:
+    """Pillow's header parse of ``data``, or ``None`` when no Pillow plugin accepts it."""
+    try:
+        return Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        return None
+
+
+def _orientation(im: Image.Image) -> int:
+    try:
+        value = im.getexif().get(ExifTags.Base.Orientation, 1)
+    except Exception:
+        # A broken EXIF block does not make the pixels unreadable; ignore it.
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def read_header(im: Image.Image) -> Header:
+    """Check the header's size against the bomb bounds and read frames and orientation.
+
+    Raises :class:`TooLargeError` without decoding a single pixel.
+    """
+    w, h = im.size
+    if w * h > limits.MAX_SOURCE_PIXELS or max(w, h) > limits.MAX_SOURCE_EDGE:
+        raise TooLargeError(
+            f"{im.format} of {w} x {h} pixels is past the decode bound "
+            f"({limits.MAX_SOURCE_PIXELS} pixels, {limits.MAX_SOURCE_EDGE} px per side)"
+        )
+    frames = int(getattr(im, "n_frames", 1) or 1)
+    if frames > 1:
+        im.seek(0)
+    orientation = _orientation(im)
+    if orientation in _SWAPS_AXES:
+        w, h = h, w
+    fmt = im.format or "unknown"
+    return Header(
+        image=im,
+        format=fmt,
+        media_type=Image.MIME.get(fmt, f"image/{fmt.lower()}"),
+        width=w,
+        height=h,
+        frame_count=frames,
+        orientation=orientation,
+    )
+
+
+def _to_8bit(im: Image.Image) -> Image.Image:
+    """Scale a 16/32-bit integer or float grey image to 8 bits by its range, not by clipping."""
+    if im.mode != "F":
+        im = im.convert("I") if im.mode != "I" else im
+    lo, hi = cast("tuple[float, float]", im.getextrema())
+    if im.mode == "I" and lo >= 0 and hi <= 255:
+        return im.convert("L")
+    if im.mode == "I" and lo >= 0 and hi <= 65535:
+        lo, hi = 0, 65535
+    span = (hi - lo) or 1
+    return im.point(lambda v: (v - lo) * (255 / span)).convert("L")
+
+
+def normalise(im: Image.Image) -> Image.Image:
+    """RGB, or RGBA when the source has an alpha channel or a transparent colour."""
+    mode = im.mode
+    if mode in ("RGB", "RGBA"):
+        if "transparency" in im.info and mode == "RGB":
+            return im.convert("RGBA")
+        return im
+    if mode in ("P", "PA", "LA", "La", "RGBa") or (
+        "transparency" in im.info and mode in ("L", "1")
+    ):
+        return im.convert("RGBA")
+    if mode.startswith("I") or mode == "F":
+        return _to_8bit(im).convert("RGB")
+    return im.convert("RGB")
+
+
+def decode(header: Header, profile: Profile) -> Image.Image:
+    """Decode the first frame, reduced where the codec allows, oriented and normalised."""
+    im = header.image
+    tw, th = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
+    if header.format == "JPEG" and (tw, th) != (header.width, header.height):
+        request = (th, tw) if header.orientation in _SWAPS_AXES else (tw, th)
+        im.draft(None, request)
+    im.load()
+    if header.orientation != 1:
+        im = ImageOps.exif_transpose(im)
+    return normalise(im)
+
+
+def _can_pass_through(header: Header, data: bytes, profile: Profile) -> bool:
+    """The source bytes already meet ``profile`` and need no normalising."""
+    im = header.image
+    media_type = _PASSTHROUGH.get(header.format)
+    if media_type is None or media_type not in profile.media_types:
+        return False
+    # 8-bit RGB(A) only: a 16-bit PNG decodes to "RGB" but its tile's raw mode says more.
+    raw_modes = {
+        t.args if isinstance(t.args, str) else str(t.args) for t in getattr(im, "tile", None) or ()
+    }
+    return (
+        im.mode in ("RGB", "RGBA")
+        and raw_modes <= {"RGB", "RGBA", "RGBX", "YCbCr"}
+        and header.frame_count == 1
+        and header.orientation == 1
+        and len(data) <= profile.max_bytes
+        and target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
+        == (header.width, header.height)
+    )
+
+
+def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
+    """Fit an identified raster (``im`` from :func:`identify` of ``data``) to ``profile``."""
+    header = read_header(im)
+    # Decided before decoding: load() drops the tile list that says the raw bit depth.
+    passthrough = _can_pass_through(header, data, profile)
+    decoded = decode(header, profile)
+    if passthrough:
+        return Fitted(
+            data=data,
+            media_type=_PASSTHROUGH[header.format],
+            width=header.width,
+            height=header.height,
+            source_width=header.width,
+            source_height=header.height,
+            source_kind="raster",
+            frame_count=header.frame_count,
+        )
+    enc = encode(decoded, profile)
+    return Fitted(
+        data=enc.data,
+        media_type=enc.media_type,
+        width=enc.width,
+        height=enc.height,
+        source_width=header.width,
+        source_height=header.height,
+        source_kind="raster",
+        frame_count=header.frame_count,
+    )

@@ -1,0 +1,249 @@
+"""SVG sources: parsed defensively, stripped of every outside reference, rendered by resvg.
+
+resvg-py loads ``<image href>`` from local paths (absolute or relative to the working
+directory), so before the renderer sees a document we:
+
+- refuse a DOCTYPE with an internal subset (``<!ENTITY``: entity expansion, XXE);
+  a plain ``<!DOCTYPE svg PUBLIC ...>`` line is dropped, it is never fetched;
+- drop every ``href``/``xlink:href`` that is not a ``#fragment`` or a raster ``data:``
+  URI (``data:image/svg+xml`` would hand resvg a nested document we did not clean);
+- drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in
+  attributes and ``<style>``.
+
+Text uses the DejaVu fonts from matplotlib, never the machine's fonts. The render is
+sized by us (never the document's own canvas, which may claim 100000 px), and runs on
+a thread with a large stack: resvg recurses per nesting level and a deep document
+overflows a default 8 MB stack (a segfault, not an exception).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+import threading
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import resvg_py
+from PIL import Image
+
+from visus import limits
+from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
+from visus.media._fonts import font_path
+from visus.media.fit import target_size
+
+__all__ = ["ParsedSvg", "parse_svg", "render_svg"]
+
+_SVG_NS = "{http://www.w3.org/2000/svg}"
+_FEED_CHUNK = 64 * 1024
+# The render thread's stack: virtual memory, touched only as deep as resvg recurses.
+_RENDER_STACK_BYTES = 256 * 1024 * 1024
+_STACK_LOCK = threading.Lock()
+# usvg's size when the root gives neither width/height nor a viewBox.
+_DEFAULT_SIZE = 100.0
+
+# A DOCTYPE, with its internal subset (group 1) when it has one.
+_DOCTYPE = re.compile(r"<!DOCTYPE[^\[>]*(\[.*?\]\s*)?>", re.IGNORECASE | re.DOTALL)
+_DOCTYPE_ANY = re.compile(r"<!DOCTYPE", re.IGNORECASE)
+_ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
+_SAFE_DATA = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp)[;,]", re.IGNORECASE)
+_CSS_URL = re.compile(r"url\(\s*(['\"]?)\s*(?!#)[^)]*\)", re.IGNORECASE)
+_CSS_IMPORT = re.compile(r"@import[^;]*;?", re.IGNORECASE)
+_LENGTH = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-z%]*)\s*$")
+_UNITS = {
+    "": 1.0,
+    "px": 1.0,
+    "pt": 4 / 3,
+    "pc": 16.0,
+    "mm": 96 / 25.4,
+    "cm": 96 / 2.54,
+    "in": 96.0,
+    "em": 16.0,
+    "ex": 8.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSvg:
+    """A cleaned SVG document ready for resvg, with its intrinsic size in px."""
+
+    text: str
+    width: float
+    height: float
+
+
+def _strip_doctype(text: str) -> tuple[str, bool]:
+    """Drop the first DOCTYPE; say whether any DTD markup (internal subset, ENTITY) remains."""
+    m = _DOCTYPE.search(text)
+    subset = bool(m and m.group(1))
+    if m:
+        text = text[: m.start()] + text[m.end() :]
+    return text, subset or bool(_DOCTYPE_ANY.search(text) or _ENTITY.search(text))
+
+
+def _root_and_tree(text: str) -> tuple[str, ET.Element | None, ET.ParseError | None]:
+    """Feed the XML parser until the root tag is known; finish only if it is an SVG.
+
+    Returns the root tag ("" if none was reached), the whole tree when the document
+    is an SVG that parsed, and the parse error if there was one.
+    """
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
+    root: ET.Element | None = None
+
+    def first_start() -> None:
+        nonlocal root
+        if root is None:
+            for event in parser.read_events():
+                element: object = event[-1]
+                if isinstance(element, ET.Element):
+                    root = element
+                    break
+
+    try:
+        for i in range(0, len(text), _FEED_CHUNK):
+            parser.feed(text[i : i + _FEED_CHUNK])
+            first_start()
+            if root is not None and root.tag != f"{_SVG_NS}svg":
+                return root.tag, None, None
+        parser.close()
+        first_start()
+    except ET.ParseError as e:
+        first_start()
+        return (root.tag if root is not None else ""), None, e
+    return (root.tag, root, None) if root is not None else ("", None, None)
+
+
+def _clean_css(value: str) -> str:
+    return _CSS_IMPORT.sub("", _CSS_URL.sub("none", value))
+
+
+def _sanitise(root: ET.Element) -> None:
+    for element in root.iter():
+        for key in list(element.attrib):
+            value = element.attrib[key]
+            local = key.rsplit("}", 1)[-1]
+            if local == "href":
+                v = value.strip()
+                if not (v.startswith("#") or _SAFE_DATA.match(v)):
+                    del element.attrib[key]
+            elif "url(" in value.lower() or "@import" in value.lower():
+                element.attrib[key] = _clean_css(value)
+        if element.tag == f"{_SVG_NS}style" and element.text:
+            element.text = _clean_css(element.text)
+
+
+def _length(value: str | None, reference: float | None) -> float | None:
+    if value is None:
+        return None
+    m = _LENGTH.match(value)
+    if not m:
+        return None
+    number, unit = float(m.group(1)), m.group(2).lower()
+    if unit == "%":
+        return None if reference is None else reference * number / 100
+    factor = _UNITS.get(unit)
+    return None if factor is None else number * factor
+
+
+def _intrinsic_size(root: ET.Element) -> tuple[float, float]:
+    vb_w = vb_h = None
+    parts = re.split(r"[\s,]+", root.get("viewBox", "").strip())
+    if len(parts) == 4:
+        with contextlib.suppress(ValueError):
+            vb_w, vb_h = float(parts[2]), float(parts[3])
+    w = _length(root.get("width"), vb_w) or vb_w or _DEFAULT_SIZE
+    h = _length(root.get("height"), vb_h) or vb_h or _DEFAULT_SIZE
+    if not (math.isfinite(w) and math.isfinite(h)) or w <= 0 or h <= 0:
+        raise UndecodableError(f"SVG has no usable size (width {w}, height {h})")
+    return w, h
+
+
+def parse_svg(data: bytes) -> ParsedSvg | None:
+    """The cleaned document when ``data`` is an SVG, ``None`` when it is not one.
+
+    Raises :class:`UnsupportedTypeError` for DTD entity declarations,
+    :class:`TooLargeError` past ``limits.MAX_SVG_BYTES`` and
+    :class:`UndecodableError` for a document whose root is ``<svg>`` but is malformed.
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    if "\x00" in text:
+        return None
+    text, has_dtd = _strip_doctype(text)
+    tag, root, error = _root_and_tree(text)
+    if tag != f"{_SVG_NS}svg":
+        return None
+    if has_dtd:
+        raise UnsupportedTypeError(
+            "SVG with a DTD internal subset or <!ENTITY> declarations is refused "
+            "(entity expansion and external entities are never followed)"
+        )
+    if len(data) > limits.MAX_SVG_BYTES:
+        raise TooLargeError(f"SVG of {len(data)} bytes is over {limits.MAX_SVG_BYTES}")
+    if root is None:
+        raise UndecodableError(f"malformed SVG: {error}")
+    _sanitise(root)
+    width, height = _intrinsic_size(root)
+    return ParsedSvg(ET.tostring(root, encoding="unicode"), width, height)
+
+
+def _resvg(text: str, width: int, height: int) -> bytes:
+    dejavu = [font_path(f) for f in ("DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf")]
+    return bytes(
+        resvg_py.svg_to_bytes(
+            svg_string=text,
+            width=width,
+            height=height,
+            skip_system_fonts=True,
+            font_files=dejavu,
+            font_family="DejaVu Sans",
+            serif_family="DejaVu Serif",
+            sans_serif_family="DejaVu Sans",
+            monospace_family="DejaVu Sans Mono",
+            cursive_family="DejaVu Sans",
+            fantasy_family="DejaVu Sans",
+        )
+    )
+
+
+def _on_big_stack(text: str, width: int, height: int) -> bytes:
+    result: list[bytes] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(_resvg(text, width, height))
+        except BaseException as e:  # carried to the caller's thread, translated there
+            failure.append(e)
+
+    with _STACK_LOCK:
+        previous = threading.stack_size(_RENDER_STACK_BYTES)
+        try:
+            worker = threading.Thread(target=run, name="visus-resvg", daemon=True)
+            worker.start()
+        finally:
+            threading.stack_size(previous)
+    worker.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def render_svg(svg: ParsedSvg, max_edge: int, max_pixels: int) -> Image.Image:
+    """Render at the largest size inside both bounds and ``limits.MAX_SVG_RENDER_PIXELS``.
+
+    Example:
+        >>> doc = parse_svg(b'<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200"/>')
+        >>> render_svg(doc, 100, 10_000).size
+        (100, 50)
+    """
+    pixels = min(max_pixels, limits.MAX_SVG_RENDER_PIXELS)
+    w, h = target_size(math.ceil(svg.width), math.ceil(svg.height), max_edge, pixels)
+    png = _on_big_stack(svg.text, w, h)
+    im = Image.open(io.BytesIO(png))
+    im.load()
+    return im.convert("RGBA") if im.mode != "RGBA" else im

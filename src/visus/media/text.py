@@ -1,0 +1,257 @@
+"""Text and code rendered as a screenshot: Pygments colours, line numbers, wrapped lines.
+
+One image holds one page of lines (``offset`` 0-based, ``limit`` lines, at most
+``limits.TEXT_MAX_PAGE_LINES`` rows after wrapping); a header names the range
+("lines 1-120 of 2000"). The font size is chosen so the render already fits the
+profile where it can (hinted glyphs at the final size read better than a downscale),
+never below a size OCR still reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import unicodedata
+from dataclasses import dataclass
+
+from PIL import Image, ImageDraw, ImageFont
+from pygments.lexer import Lexer
+from pygments.lexers import TextLexer, get_lexer_for_filename, guess_lexer
+from pygments.styles import get_style_by_name
+from pygments.token import Token, _TokenType
+from pygments.util import ClassNotFound
+
+from visus import limits
+from visus.errors import InvalidInputError
+from visus.media._fonts import font_path
+from visus.media.fit import target_size
+
+__all__ = ["TextPage", "decode_text", "render_text", "split_lines"]
+
+# Largest and smallest glyph sizes (px) we render at; below the minimum, fit downsizes.
+_FONT_MAX = 22
+_FONT_MIN = 11
+_LINE_SPACING = 1.3
+_TAB_SIZE = 4
+# Guessing a lexer reads only the start of the file (guess_lexer is slow on big inputs).
+_GUESS_SAMPLE_CHARS = 8 * 1024
+_STYLE = get_style_by_name("default")
+_BACKGROUND = (255, 255, 255)
+_HEADER_BACKGROUND = (236, 238, 241)
+_GUTTER = (140, 140, 140)
+_RULE = (210, 210, 210)
+_INK = (30, 30, 30)
+_CLIPPED = "…"
+
+
+@dataclass(frozen=True, slots=True)
+class TextPage:
+    """A rendered page of text and the 1-based inclusive range it shows."""
+
+    image: Image.Image
+    line_start: int
+    line_end: int
+    line_total: int
+
+
+def decode_text(data: bytes) -> str | None:
+    """``data`` as text when it is valid UTF-8 (BOM allowed) without NUL bytes, else ``None``."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def split_lines(text: str) -> list[str]:
+    r"""Lines as the read tool counts them: split on ``\n``, ``\r`` dropped, no phantom last line.
+
+    Example:
+        >>> split_lines("a\r\nb\n")
+        ['a', 'b']
+    """
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _visible(line: str) -> str:
+    line = line.expandtabs(_TAB_SIZE)
+    if line.isprintable():
+        return line
+    # Control characters have no glyph and would shift the monospace grid.
+    return "".join(
+        c if c.isprintable() or unicodedata.category(c) == "Zs" else "\ufffd" for c in line
+    )
+
+
+def _lexer(name: str | None, sample: str) -> Lexer:
+    options = {"stripnl": False, "ensurenl": False, "tabsize": 0}
+    if name:
+        basename = name.replace("\\", "/").rsplit("/", 1)[-1]
+        try:
+            return get_lexer_for_filename(basename, sample, **options)
+        except ClassNotFound:
+            pass
+    try:
+        lexer: Lexer = guess_lexer(sample, **options)
+    except ClassNotFound:
+        lexer = TextLexer(**options)
+    return lexer
+
+
+@functools.cache
+def _colour(ttype: _TokenType) -> tuple[tuple[int, int, int], bool]:
+    style = _STYLE.style_for_token(ttype)
+    hex_colour = style.get("color") or ""
+    if len(hex_colour) == 6:
+        rgb = (int(hex_colour[0:2], 16), int(hex_colour[2:4], 16), int(hex_colour[4:6], 16))
+    else:
+        rgb = _INK
+    return rgb, bool(style.get("bold"))
+
+
+@functools.cache
+def _font(size: int, bold: bool) -> ImageFont.FreeTypeFont:
+    name = "DejaVuSansMono-Bold.ttf" if bold else "DejaVuSansMono.ttf"
+    return ImageFont.truetype(font_path(name), size)
+
+
+Run = tuple[str, _TokenType]
+
+
+def _tokenise(lines: list[str], lexer: Lexer) -> list[list[Run]]:
+    out: list[list[Run]] = [[]]
+    for ttype, value in lexer.get_tokens("\n".join(lines)):
+        parts = value.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                out.append([])
+            if part:
+                out[-1].append((part, ttype))
+    out.extend([] for _ in range(len(lines) - len(out)))
+    return out[: len(lines)]
+
+
+def _wrap(runs: list[Run], cols: int) -> list[list[Run]]:
+    rows: list[list[Run]] = [[]]
+    used = 0
+    for text, ttype in runs:
+        while text:
+            room = cols - used
+            if room == 0:
+                rows.append([])
+                used, room = 0, cols
+            piece, text = text[:room], text[room:]
+            rows[-1].append((piece, ttype))
+            used += len(piece)
+    return rows
+
+
+def _layout(
+    page: list[str], first: int, lexer: Lexer
+) -> tuple[list[tuple[int | None, list[Run]]], int, bool]:
+    """Rows (line number or None for a continuation, runs), columns, whether clipped."""
+    budget = limits.TEXT_MAX_PAGE_LINES
+    cols = max(1, min(limits.TEXT_WRAP_COLUMNS, max(len(line) for line in page)))
+    # No line can show more than a full page of rows: cut before lexing a huge line.
+    page = [line[: budget * cols] for line in page]
+    rows: list[tuple[int | None, list[Run]]] = []
+    clipped = False
+    for i, runs in enumerate(_tokenise(page, lexer)):
+        wrapped = _wrap(runs, cols)
+        if rows and len(rows) + len(wrapped) > budget:
+            break
+        if len(wrapped) > budget:
+            wrapped = wrapped[:budget]
+            wrapped[-1] = [*wrapped[-1][:-1], (_CLIPPED, Token.Text)]
+            clipped = True
+        for j, row in enumerate(wrapped):
+            rows.append((first + i + 1 if j == 0 else None, row))
+    return rows, cols, clipped
+
+
+def render_text(
+    text: str,
+    *,
+    offset: int | None,
+    limit: int | None,
+    name: str | None,
+    max_edge: int,
+    max_pixels: int,
+) -> TextPage:
+    """Render one page of ``text``; the font size is the largest that fits the bounds.
+
+    Example:
+        >>> page = render_text("x = 1\\n", offset=None, limit=None, name="a.py",
+        ...                    max_edge=1568, max_pixels=1_150_000)
+        >>> (page.line_start, page.line_end, page.line_total)
+        (1, 1, 1)
+    """
+    lines = split_lines(text)
+    total = len(lines)
+    first = 0 if offset is None else offset
+    if not 0 <= first < total:
+        raise InvalidInputError(f"offset {first} is outside the text (lines 0-{total - 1})")
+    count = limits.TEXT_PAGE_LINES if limit is None else limit
+    if count < 1:
+        raise InvalidInputError(f"limit must be at least 1, not {count}")
+    count = min(count, limits.TEXT_MAX_PAGE_LINES)
+    page = [_visible(line) for line in lines[first : first + count]]
+    sample = "\n".join(lines[: min(total, first + count)])[:_GUESS_SAMPLE_CHARS]
+    rows, cols, clipped = _layout(page, first, _lexer(name, sample))
+    last = max(n for n, _ in rows if n is not None)
+    label = f"lines {first + 1}-{last} of {total}"
+    if clipped:
+        label += f" (line {last} clipped)"
+    header = f"{name} · {label}" if name else label
+    image = _draw(header, rows, cols, len(str(last)), max_edge, max_pixels)
+    return TextPage(image, first + 1, last, total)
+
+
+def _metrics(size: int, chars: int, rows: int) -> tuple[float, int, int, int, int]:
+    char_w = _font(size, False).getlength("0")
+    line_h = math.ceil(size * _LINE_SPACING)
+    pad = max(4, size // 2)
+    width = math.ceil(2 * pad + chars * char_w)
+    height = pad + line_h + pad + rows * line_h + pad
+    return char_w, line_h, pad, width, height
+
+
+def _draw(
+    header: str,
+    rows: list[tuple[int | None, list[Run]]],
+    cols: int,
+    digits: int,
+    max_edge: int,
+    max_pixels: int,
+) -> Image.Image:
+    gutter = digits + 2
+    chars = max(len(header), gutter + cols)
+    size = _FONT_MIN
+    for candidate in range(_FONT_MAX, _FONT_MIN - 1, -1):
+        *_, w, h = _metrics(candidate, chars, len(rows))
+        if target_size(w, h, max_edge, max_pixels) == (w, h):
+            size = candidate
+            break
+    char_w, line_h, pad, width, height = _metrics(size, chars, len(rows))
+    im = Image.new("RGB", (width, height), _BACKGROUND)
+    draw = ImageDraw.Draw(im)
+    draw.rectangle((0, 0, width, pad + line_h), fill=_HEADER_BACKGROUND)
+    draw.text((pad, pad // 2 + 1), header, font=_font(size, True), fill=_INK)
+    top = pad + line_h + pad
+    rule_x = pad + (digits + 1) * char_w - char_w / 2
+    draw.line((rule_x, top - pad // 2, rule_x, height), fill=_RULE)
+    regular = _font(size, False)
+    for r, (number, runs) in enumerate(rows):
+        y = top + r * line_h
+        if number is not None:
+            draw.text((pad, y), str(number).rjust(digits), font=regular, fill=_GUTTER)
+        col = 0
+        for piece, ttype in runs:
+            colour, bold = _colour(ttype)
+            x = pad + (gutter + col) * char_w
+            draw.text((x, y), piece, font=_font(size, bold), fill=colour)
+            col += len(piece)
+    return im
