@@ -110,6 +110,8 @@ PROVIDER_MAX_BACKOFF_SECONDS: Final = 60.0
 # --- record -----------------------------------------------------------------------
 #: Longest session id (characters); ids are also file names.
 SESSION_ID_MAX_CHARS: Final = 128
+#: Elided old messages retention remembers between views (memo only; never changes a result).
+RETENTION_MEMO_MESSAGES: Final = 4096
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...
