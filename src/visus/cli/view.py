@@ -1,0 +1,96 @@
+"""``visus view``: see a file as the model would, or the refusal it would get.
+
+Example:
+    $ visus view shot.png --model claude-sonnet-4-6 --json
+    {"ok": true, "media_type": "image/png", "width": 1568, ...}
+
+Exit status: 0 for a perception, 3 for a refusal, 2 when ``--out`` cannot be written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from visus.perception import DEFAULT_MODEL, Perception, Reach, Refusal, view
+
+__all__ = ["register"]
+
+EXIT_REFUSAL = 3
+EXIT_OUT_FAILED = 2
+
+
+def view_command(
+    path: Annotated[str, typer.Argument(help="File to view (under a --root).")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to fit for.")] = DEFAULT_MODEL,
+    page: Annotated[int | None, typer.Option(help="PDF page, 1-based.")] = None,
+    offset: Annotated[int | None, typer.Option(help="Text: first line, 0-based.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Text: lines to render.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Write the fitted image here.")] = None,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option(help="Allowed root (repeatable); default: the current directory."),
+    ] = None,
+    render: Annotated[
+        bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
+    ] = True,
+) -> None:
+    """View a file as an image fitted for a model, or print why it was refused."""
+    reach = Reach(root, render=render) if root else Reach.cwd(render=render)
+    result = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
+    if isinstance(result, Refusal):
+        _emit_refusal(result, as_json=as_json)
+        raise typer.Exit(EXIT_REFUSAL)
+    if out is not None:
+        try:
+            out.write_bytes(result.data)
+        except OSError as e:
+            failed = {"ok": False, "reason": "invalid_input", "message": f"cannot write {out}: {e}"}
+            if as_json:
+                typer.echo(json.dumps(failed))
+            else:
+                Console(stderr=True).print(f"[red]cannot write {out}[/red]: {e}")
+            raise typer.Exit(EXIT_OUT_FAILED) from None
+    _emit_perception(result, as_json=as_json, out=out)
+
+
+def _emit_refusal(refusal: Refusal, *, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(refusal.to_json()))
+        return
+    console = Console(stderr=True, highlight=False)
+    console.print(f"[bold red]refused[/bold red] ({refusal.reason}): {refusal.message}")
+
+
+def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
+    if as_json:
+        payload = p.to_json()
+        if out is not None:
+            payload["out"] = str(out)
+        typer.echo(json.dumps(payload))
+        return
+    console = Console(highlight=False)
+    console.print(f"[bold green]{p.source}[/bold green] for [bold]{p.model}[/bold]")
+    console.print(
+        f"  sent     {p.width}x{p.height} {p.media_type}, {p.size:,} bytes, ~{p.tokens} tokens"
+    )
+    console.print(f"  source   {p.source_width}x{p.source_height} {p.source_kind}")
+    if p.page is not None:
+        console.print(f"  page     {p.page} of {p.page_count}")
+    if p.line_start is not None:
+        console.print(f"  lines    {p.line_start}-{p.line_end} of {p.line_total}")
+    if p.frame_count is not None and p.frame_count > 1:
+        console.print(f"  frames   first of {p.frame_count}")
+    console.print(f"  digest   {p.tagged_digest}")
+    if out is not None:
+        console.print(f"  written  {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``visus view`` to the app."""
+    app.command("view")(view_command)

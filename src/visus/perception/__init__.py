@@ -1,0 +1,38 @@
+"""The view and read tools' contract: ``Perception``, ``Refusal``, ``Reach``.
+
+``view`` turns a file (or bytes) into an image fitted for a model; ``read`` turns
+a text file into numbered lines. Both return a typed refusal instead of raising.
+
+Example:
+    >>> import tempfile
+    >>> from visus.perception import Reach, view
+    >>> r = view("../etc/passwd", reach=Reach([tempfile.mkdtemp()]))
+    >>> r.kind, r.reason
+    ('refusal', 'outside_reach')
+"""
+
+from __future__ import annotations
+
+from visus.perception.reach import Reach
+from visus.perception.tools import DEFAULT_MODEL, read, view
+from visus.perception.values import (
+    REFUSAL_REASONS,
+    Perception,
+    ReadResult,
+    Refusal,
+    RefusalReason,
+    content_digest,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "REFUSAL_REASONS",
+    "Perception",
+    "Reach",
+    "ReadResult",
+    "Refusal",
+    "RefusalReason",
+    "content_digest",
+    "read",
+    "view",
+]

@@ -1,0 +1,378 @@
+"""The view and read tools: a ref becomes pixels, text, or a typed refusal.
+
+``view`` always returns pixels (text, svg and pdf are rendered when the reach
+allows rendering) and ``read`` always returns text: never one tool with a mode.
+Neither raises: every failure becomes a :class:`Refusal` whose message tells the
+model what happened and what to call instead.
+
+Example:
+    >>> import io, tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "notes.txt").write_text("one\\ntwo\\n")
+    >>> r = read("notes.txt", reach=Reach([root]))
+    >>> print(r.text)
+         1	one
+         2	two
+    >>> view("missing.png", reach=Reach([root])).reason
+    'not_found'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from visus import media
+from visus.errors import (
+    InvalidInputError,
+    NotFoundError,
+    ReachError,
+    TooLargeError,
+    UndecodableError,
+    UnsupportedTypeError,
+    VisusError,
+)
+from visus.limits import (
+    MAX_SOURCE_BYTES,
+    READ_DEFAULT_LINES,
+    READ_MAX_LINE_CHARS,
+    READ_PROBE_EDGE,
+)
+from visus.media.types import Profile
+from visus.models import ModelSpec, get_model, image_tokens
+from visus.perception.reach import Reach
+from visus.perception.values import (
+    Perception,
+    ReadResult,
+    Refusal,
+    RefusalReason,
+    content_digest,
+)
+
+__all__ = ["DEFAULT_MODEL", "read", "view"]
+
+#: The model ``view`` fits for when the caller names none.
+DEFAULT_MODEL = "claude-sonnet-4-6"
+
+Ref = str | os.PathLike[str] | bytes | bytearray | memoryview
+
+_PROBE = Profile(
+    max_edge=READ_PROBE_EDGE,
+    max_pixels=READ_PROBE_EDGE * READ_PROBE_EDGE,
+    max_bytes=MAX_SOURCE_BYTES,
+)
+
+
+class _Refused(Exception):
+    """Internal: a refusal decided before any VisusError (carries its own message)."""
+
+    def __init__(self, reason: RefusalReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: RefusalReason = reason
+        self.message = message
+
+
+def view(
+    ref: Ref,
+    *,
+    reach: Reach,
+    model: str | ModelSpec = DEFAULT_MODEL,
+    page: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+    name: str | None = None,
+) -> Perception | Refusal:
+    """See a file (or in-memory bytes) as an image fitted for ``model``.
+
+    ``ref`` is a path under ``reach`` or the bytes of an image/document (no reach
+    check; ``name`` then labels it and hints the text lexer). ``page`` picks a PDF
+    page (1-based); ``offset`` (0-based first line) and ``limit`` pick the lines of
+    a text file to render. Returns a :class:`Perception`, or a :class:`Refusal`
+    for any input that cannot become an image: no exception escapes.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> r = view("nope.png", reach=Reach([tempfile.mkdtemp()]))
+        >>> (r.kind, r.reason)
+        ('refusal', 'not_found')
+    """
+    source = _label(ref, name)
+    try:
+        return _view(ref, source, reach, model, page, offset, limit, name)
+    except _Refused as e:
+        return Refusal(e.reason, e.message, source)
+    except VisusError as e:
+        return _refusal(e, source, tool="view")
+    except Exception as e:  # last line of defence: a tool result, never a crash
+        return Refusal("undecodable", f"{source} could not be viewed: {_why(e)}", source)
+
+
+def read(
+    ref: str | os.PathLike[str],
+    *,
+    reach: Reach,
+    offset: int = 0,
+    limit: int | None = None,
+) -> ReadResult | Refusal:
+    """A text file's lines numbered like ``cat -n``, or a refusal naming ``view``.
+
+    ``offset`` is the 0-based first line, ``limit`` the most lines returned
+    (default ``limits.READ_DEFAULT_LINES``); lines longer than
+    ``limits.READ_MAX_LINE_CHARS`` are clipped. A file is text when it is UTF-8
+    without NUL bytes; anything else is refused, and the refusal says whether
+    ``view`` can show it (decided by trying the media decoders).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (root / "a.py").write_text("x = 1\\n" * 5)
+        >>> r = read("a.py", reach=Reach([root]), offset=3)
+        >>> (r.line_start, r.line_end, r.line_total)
+        (4, 5, 5)
+    """
+    source = _label(ref, None)
+    try:
+        return _read(ref, source, reach, offset, limit)
+    except _Refused as e:
+        return Refusal(e.reason, e.message, source)
+    except VisusError as e:
+        return _refusal(e, source, tool="read")
+    except Exception as e:
+        return Refusal("undecodable", f"{source} could not be read: {_why(e)}", source)
+
+
+# --- view -------------------------------------------------------------------------
+
+
+def _view(
+    ref: Ref,
+    source: str,
+    reach: Reach,
+    model: str | ModelSpec,
+    page: int | None,
+    offset: int | None,
+    limit: int | None,
+    name: str | None,
+) -> Perception:
+    spec = _model(model)
+    if not spec.vision:
+        raise _Refused(
+            "unsupported_type",
+            f"model {spec.name} cannot see images, so view cannot show {source}. "
+            "Use read for text files, or switch to a vision model.",
+        )
+    _check_reach(reach)
+    _check_int("page", page, minimum=1)
+    _check_int("offset", offset, minimum=0)
+    _check_int("limit", limit, minimum=1)
+    if name is not None and not isinstance(name, str):
+        raise InvalidInputError("name must be a string")
+    path: Path | None = None
+    if isinstance(ref, (bytes, bytearray, memoryview)):
+        data = bytes(ref)
+        if len(data) > MAX_SOURCE_BYTES:
+            raise TooLargeError(f"{len(data)} bytes; the limit is {MAX_SOURCE_BYTES} bytes")
+        hint = name
+    else:
+        path = _resolve(ref, reach)
+        data = reach.read_bytes(path)
+        hint = path.name
+    try:
+        fitted = media.load(
+            data,
+            profile=spec.profile(),
+            render=reach.render,
+            page=page,
+            offset=offset,
+            limit=limit,
+            name=hint,
+        )
+    except UnsupportedTypeError as e:
+        if path is not None and _as_text(data) is not None:
+            raise _Refused(
+                "unsupported_type",
+                f"{source} is text and view cannot render it here ({e}). "
+                f"Call read({source!r}) to get its text.",
+            ) from e
+        raise
+    tokens = image_tokens(spec, fitted.width, fitted.height)
+    return Perception.from_fitted(fitted, source=source, model=spec.name, tokens=tokens, path=path)
+
+
+def _model(model: object) -> ModelSpec:
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, str):
+        return get_model(model)
+    raise InvalidInputError(f"model must be a name or a ModelSpec, not {type(model).__name__}")
+
+
+# --- read -------------------------------------------------------------------------
+
+
+def _read(
+    ref: object, source: str, reach: Reach, offset: object, limit: object
+) -> ReadResult | Refusal:
+    _check_reach(reach)
+    _check_int("offset", offset, minimum=0)
+    _check_int("limit", limit, minimum=1)
+    if isinstance(ref, (bytes, bytearray, memoryview)):
+        raise InvalidInputError("read takes a path to a file, not bytes")
+    path = _resolve(ref, reach)
+    data = reach.read_bytes(path)
+    text = _as_text(data)
+    if text is None:
+        return Refusal("unsupported_type", _not_text(data, source), source)
+    start = offset if isinstance(offset, int) else 0
+    count = limit if isinstance(limit, int) else READ_DEFAULT_LINES
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it does not start another
+    total = len(lines)
+    if start > 0 and start >= total:
+        raise InvalidInputError(
+            f"offset {start} is past the end of {source}, which has {total} lines"
+        )
+    window = lines[start : start + count]
+    clipped = 0
+    out: list[str] = []
+    for number, line in enumerate(window, start=start + 1):
+        line = line.removesuffix("\r")
+        if len(line) > READ_MAX_LINE_CHARS:
+            clipped += 1
+            line = f"{line[:READ_MAX_LINE_CHARS]}… [clipped {len(line)} chars]"
+        out.append(f"{number:>6}\t{line}")
+    return ReadResult(
+        text="\n".join(out),
+        line_start=start + 1 if window else 0,
+        line_end=start + len(window),
+        line_total=total,
+        path=path,
+        content_digest=content_digest(data),
+        source=source,
+        clipped_lines=clipped,
+    )
+
+
+def _as_text(data: bytes) -> str | None:
+    """The text of ``data`` when it is UTF-8 without NUL bytes (a leading BOM dropped)."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+def _not_text(data: bytes, source: str) -> str:
+    """Why read refuses non-text, decided by trying the media decoders."""
+    try:
+        fitted = media.load(data, profile=_PROBE, render=True)
+    except TooLargeError as e:
+        return (
+            f"{source} is not text, and it is an image or document too large for view as "
+            f"well ({e}). read returns text only."
+        )
+    except UndecodableError:
+        return (
+            f"{source} is not text: it looks like a damaged image or document that view "
+            "cannot decode either. read returns text only."
+        )
+    except VisusError:
+        return (
+            f"{source} is a binary file (not UTF-8 text), and not an image or PDF that "
+            "view could show. read returns text only."
+        )
+    if fitted.source_kind == "pdf":
+        pages = f"{fitted.page_count} pages" if fitted.page_count else "pages"
+        return (
+            f"{source} is a PDF document ({pages}); read returns text only. "
+            f"Call view({source!r}, page=N) to see a page."
+        )
+    return (
+        f"{source} is an image ({fitted.source_width}x{fitted.source_height}); read "
+        f"returns text only. Call view({source!r}) to see it."
+    )
+
+
+# --- shared -----------------------------------------------------------------------
+
+
+def _label(ref: object, name: str | None) -> str:
+    """How a refusal or perception names the source: the ref as given."""
+    if isinstance(ref, (bytes, bytearray, memoryview)):
+        return name if isinstance(name, str) and name else "the given image bytes"
+    if isinstance(ref, str):
+        return ref
+    if isinstance(ref, os.PathLike):
+        try:
+            raw = os.fspath(ref)
+        except Exception:
+            raw = None
+        if isinstance(raw, str):
+            return raw
+    return f"<{type(ref).__name__}>"
+
+
+def _resolve(ref: object, reach: Reach) -> Path:
+    if isinstance(ref, str):
+        if "://" in ref:
+            raise InvalidInputError(
+                f"{ref!r} is a URL; view and read take a path to a file under the allowed roots"
+            )
+        return reach.resolve(ref)
+    if isinstance(ref, os.PathLike):
+        return reach.resolve(ref)
+    raise InvalidInputError(f"expected a path, got {type(ref).__name__}")
+
+
+def _check_reach(reach: object) -> None:
+    if not isinstance(reach, Reach):
+        raise InvalidInputError(f"reach must be a Reach, not {type(reach).__name__}")
+
+
+def _check_int(field: str, value: object, *, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{field} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise InvalidInputError(f"{field} must be at least {minimum}, got {value}")
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
+    """Map one of our errors to a refusal whose message says what to do next."""
+    detail = str(e).strip() or type(e).__name__
+    reason: RefusalReason
+    if isinstance(e, ReachError):
+        reason = "outside_reach"
+        message = (
+            f"{source} is out of this tool's reach: {detail}. "
+            "Only files under the allowed roots can be opened."
+        )
+    elif isinstance(e, NotFoundError):
+        reason = "not_found"
+        message = (
+            f"{source} does not exist. Check the path (relative paths start at the "
+            "first allowed root)."
+        )
+    elif isinstance(e, TooLargeError):
+        reason = "too_large"
+        message = f"{source} is too large to {tool}: {detail}."
+        if tool == "view":
+            message += " Try a smaller file, another page, or fewer lines."
+    elif isinstance(e, UndecodableError):
+        reason = "undecodable"
+        message = f"{source} could not be decoded: {detail}. The file may be corrupt or truncated."
+    elif isinstance(e, UnsupportedTypeError):
+        reason = "unsupported_type"
+        message = f"{source} cannot be shown as an image: {detail}."
+    else:  # InvalidInputError and anything else we raise on purpose
+        reason = "invalid_input"
+        message = f"Cannot {tool} {source}: {detail}."
+    return Refusal(reason, message, source)

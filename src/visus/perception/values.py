@@ -1,0 +1,222 @@
+"""What the view and read tools return: frozen values the model reads.
+
+``view`` returns :class:`Perception` or :class:`Refusal`; ``read`` returns
+:class:`ReadResult` or :class:`Refusal`. A refusal is an ordinary tool result: its
+message is written for the model (what happened, what to do instead).
+
+Example:
+    >>> r = Refusal("not_found", "notes.png does not exist.")
+    >>> r.kind, r.reason
+    ('refusal', 'not_found')
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from visus.media.types import Fitted, SourceKind
+
+__all__ = [
+    "REFUSAL_REASONS",
+    "Perception",
+    "ReadResult",
+    "Refusal",
+    "RefusalReason",
+    "content_digest",
+]
+
+RefusalReason: TypeAlias = Literal[
+    "invalid_input", "not_found", "outside_reach", "unsupported_type", "too_large", "undecodable"
+]
+
+#: Every refusal reason, in the order DESIGN.md lists them.
+REFUSAL_REASONS: tuple[RefusalReason, ...] = (
+    "invalid_input",
+    "not_found",
+    "outside_reach",
+    "unsupported_type",
+    "too_large",
+    "undecodable",
+)
+
+
+def content_digest(data: bytes) -> str:
+    """Lowercase hex sha256 of ``data`` (the form record's ``ImagePart.digest`` uses).
+
+    Example:
+        >>> content_digest(b"")[:12]
+        'e3b0c44298fc'
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a tool did not return what was asked, in words for the model.
+
+    ``source`` is the ref as given (empty for in-memory bytes without a name).
+    """
+
+    reason: RefusalReason
+    message: str
+    source: str = ""
+    kind: Literal["refusal"] = "refusal"
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's and servers' JSON shape: ``{"ok": false, "reason", "message"}``."""
+        return {"ok": False, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Perception:
+    """A fitted image for one model, with what is known of its source.
+
+    ``width``/``height`` are the pixels sent, ``source_width``/``source_height``
+    the source's own (for text and pdf: the rendered page before fitting).
+    ``digest`` is the lowercase hex sha256 of ``data``; :attr:`tagged_digest` is
+    the ``sha256:<hex>`` form. ``tokens`` estimates what the image costs ``model``.
+    ``path`` is the resolved file (``None`` for in-memory bytes).
+    """
+
+    data: bytes
+    media_type: str
+    width: int
+    height: int
+    source_width: int
+    source_height: int
+    source_kind: SourceKind
+    digest: str
+    source: str
+    model: str
+    tokens: int
+    path: Path | None = None
+    page: int | None = None
+    page_count: int | None = None
+    frame_count: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    line_total: int | None = None
+    kind: Literal["perception"] = "perception"
+
+    @classmethod
+    def from_fitted(
+        cls, fitted: Fitted, *, source: str, model: str, tokens: int, path: Path | None = None
+    ) -> Perception:
+        """Wrap what ``media`` produced."""
+        return cls(
+            data=fitted.data,
+            media_type=fitted.media_type,
+            width=fitted.width,
+            height=fitted.height,
+            source_width=fitted.source_width,
+            source_height=fitted.source_height,
+            source_kind=fitted.source_kind,
+            digest=content_digest(fitted.data),
+            source=source,
+            model=model,
+            tokens=tokens,
+            path=path,
+            page=fitted.page,
+            page_count=fitted.page_count,
+            frame_count=fitted.frame_count,
+            line_start=fitted.line_start,
+            line_end=fitted.line_end,
+            line_total=fitted.line_total,
+        )
+
+    @property
+    def size(self) -> int:
+        """Bytes of the encoded image."""
+        return len(self.data)
+
+    @property
+    def tagged_digest(self) -> str:
+        """``sha256:<hex>``."""
+        return f"sha256:{self.digest}"
+
+    def describe(self) -> str:
+        """One line for the model to read next to the image.
+
+        Example: ``shot.png: 1568x980 image/png (source 3136x1960 raster), ~1521 tokens``
+        """
+        extra = ""
+        if self.page is not None and self.page_count is not None:
+            extra = f", page {self.page} of {self.page_count}"
+        elif self.line_start is not None and self.line_total is not None:
+            extra = f", lines {self.line_start}-{self.line_end} of {self.line_total}"
+        elif self.frame_count is not None and self.frame_count > 1:
+            extra = f", first of {self.frame_count} frames"
+        name = self.source or "image"
+        return (
+            f"{name}: {self.width}x{self.height} {self.media_type} (source "
+            f"{self.source_width}x{self.source_height} {self.source_kind}{extra}), "
+            f"~{self.tokens} tokens"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Metadata as JSON (no image bytes): the ``visus view --json`` shape."""
+        out: dict[str, Any] = {
+            "ok": True,
+            "media_type": self.media_type,
+            "width": self.width,
+            "height": self.height,
+            "source_width": self.source_width,
+            "source_height": self.source_height,
+            "bytes": self.size,
+            "digest": self.tagged_digest,
+            "source_kind": self.source_kind,
+            "tokens": self.tokens,
+            "model": self.model,
+            "source": self.source,
+        }
+        optional = {
+            "page": self.page,
+            "page_count": self.page_count,
+            "frame_count": self.frame_count,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "line_total": self.line_total,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """A window of a text file, numbered like ``cat -n``.
+
+    ``line_start``/``line_end`` are 1-based and inclusive (both 0 when the window
+    is empty); ``line_total`` counts the whole file's lines. ``content_digest`` is
+    the hex sha256 of the whole file as read, so an edit tool can check that the
+    file has not changed since.
+    """
+
+    text: str
+    line_start: int
+    line_end: int
+    line_total: int
+    path: Path
+    content_digest: str
+    source: str = ""
+    clipped_lines: int = 0
+    kind: Literal["read"] = "read"
+
+    @property
+    def more(self) -> bool:
+        """Whether lines follow the window."""
+        return self.line_end < self.line_total
+
+    def for_model(self) -> str:
+        """The text plus a footer saying where the window sits and how to page on."""
+        name = self.source or str(self.path)
+        if self.line_total == 0:
+            return f"[{name} is empty]"
+        footer = f"[lines {self.line_start}-{self.line_end} of {self.line_total}"
+        if self.more:
+            footer += f"; call read({name!r}, offset={self.line_end}) for more"
+        if self.clipped_lines:
+            footer += f"; {self.clipped_lines} long lines clipped"
+        return f"{self.text}\n{footer}]"
