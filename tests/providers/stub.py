@@ -61,7 +61,12 @@ class StubServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 stub.requests.append(
-                    Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+                    Seen(
+                        self.command,
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        raw,
+                    )
                 )
                 index = min(len(stub.requests), len(stub.replies)) - 1
                 reply = stub.replies[index]
@@ -77,7 +82,9 @@ class StubServer:
                         self.wfile.flush()
                     self.close_connection = True
                     return
-                body = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                body = (
+                    reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                )
                 self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -83,7 +83,11 @@ async def test_streams_text_deltas_and_tool_input_json(stub: StubServer, spec: M
     events = [
         {"type": "message_start", "message": start},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let "}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Let "},
+        },
         {
             "type": "content_block_delta",
             "index": 0,
@@ -127,7 +131,9 @@ async def test_streams_text_deltas_and_tool_input_json(stub: StubServer, spec: M
 
 
 async def test_overloaded_529_is_retried(stub: StubServer, spec: ModelSpec) -> None:
-    stub.script(Reply(status=529, body=_error("overloaded_error", "Overloaded")), Reply(body=MESSAGE))
+    stub.script(
+        Reply(status=529, body=_error("overloaded_error", "Overloaded")), Reply(body=MESSAGE)
+    )
     reply = await _client(stub).send({"max_tokens": 10, "messages": []}, model=spec)
     assert reply.tool_calls
     assert len(stub.requests) == 2
@@ -185,8 +191,9 @@ async def test_complete_puts_the_viewed_image_inside_tool_result(
     )
     store = MemoryBlobStore()
     digest = store.put(png, "image/png")
-    claude = dataclasses.replace(spec, name="claude-sonnet-4-6", provider="anthropic",
-                                 images_in_tool_results=True)
+    claude = dataclasses.replace(
+        spec, name="claude-sonnet-4-6", provider="anthropic", images_in_tool_results=True
+    )
     request = ModelRequest(
         messages=(
             UserMessage((TextPart("look at dot.png"),), turn=1),

@@ -37,7 +37,11 @@ REPLY = {
             "finishReason": "STOP",
         }
     ],
-    "usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 400, "thoughtsTokenCount": 100},
+    "usageMetadata": {
+        "promptTokenCount": 1000,
+        "candidatesTokenCount": 400,
+        "thoughtsTokenCount": 100,
+    },
 }
 PAYLOAD = {
     "contents": [
@@ -99,7 +103,9 @@ async def test_parses_text_function_call_usage(stub: StubServer, spec: ModelSpec
 async def test_streams_text(stub: StubServer, spec: ModelSpec) -> None:
     chunk1 = {"candidates": [{"content": {"role": "model", "parts": [{"text": "I see "}]}}]}
     chunk2 = {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": "a dot."}]}, "finishReason": "STOP"}],
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "a dot."}]}, "finishReason": "STOP"}
+        ],
         "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4},
     }
     stub.script(
@@ -160,11 +166,16 @@ async def test_429_exhausted(stub: StubServer, spec: ModelSpec) -> None:
             _error(
                 400,
                 "INVALID_ARGUMENT",
-                "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                "The input token count (1200000) exceeds the maximum number of tokens "
+                "allowed (1048576).",
             ),
             ContextLengthError,
         ),
-        (400, _error(400, "INVALID_ARGUMENT", "Unable to process input image."), ImageRejectedError),
+        (
+            400,
+            _error(400, "INVALID_ARGUMENT", "Unable to process input image."),
+            ImageRejectedError,
+        ),
         (404, _error(404, "NOT_FOUND", "models/x is not found"), ProviderError),
     ],
 )

@@ -82,7 +82,9 @@ def _chunk(delta: dict[str, object], usage: dict[str, int] | None = None) -> dic
     }
 
 
-async def test_chat_parses_text_tool_calls_usage_and_cost(stub: StubServer, spec: ModelSpec) -> None:
+async def test_chat_parses_text_tool_calls_usage_and_cost(
+    stub: StubServer, spec: ModelSpec
+) -> None:
     stub.script(Reply(body=CHAT_REPLY))
     payload = {"model": "ignored", "messages": [{"role": "user", "content": "hi"}]}
     reply = await _client(stub).send(payload, model=spec, turn=4)
@@ -162,7 +164,9 @@ async def test_sync_on_delta_callback_works(stub: StubServer, spec: ModelSpec) -
 
 
 async def test_retries_429_then_succeeds(stub: StubServer, spec: ModelSpec) -> None:
-    limited = Reply(status=429, body={"error": {"message": "Rate limit reached", "type": "requests"}})
+    limited = Reply(
+        status=429, body={"error": {"message": "Rate limit reached", "type": "requests"}}
+    )
     stub.script(limited, limited, Reply(body=CHAT_REPLY))
     reply = await _client(stub, max_retries=3).send({"messages": []}, model=spec)
     assert reply.text == "Looking at it."
@@ -170,7 +174,9 @@ async def test_retries_429_then_succeeds(stub: StubServer, spec: ModelSpec) -> N
 
 
 async def test_retries_5xx_then_succeeds(stub: StubServer, spec: ModelSpec) -> None:
-    stub.script(Reply(status=503, body={"error": {"message": "overloaded"}}), Reply(body=CHAT_REPLY))
+    stub.script(
+        Reply(status=503, body={"error": {"message": "overloaded"}}), Reply(body=CHAT_REPLY)
+    )
     reply = await _client(stub).send({"messages": []}, model=spec)
     assert reply.tool_calls
     assert len(stub.requests) == 2
@@ -294,7 +300,11 @@ RESPONSE = {
 
 async def test_responses_parses_text_calls_usage(stub: StubServer, spec: ModelSpec) -> None:
     stub.script(Reply(body=RESPONSE))
-    payload = {"model": "x", "input": [{"role": "user", "content": "hi"}], "instructions": "be brief"}
+    payload = {
+        "model": "x",
+        "input": [{"role": "user", "content": "hi"}],
+        "instructions": "be brief",
+    }
     reply = await _client(stub, wire="openai-responses").send(payload, model=spec)
     assert reply.text == "A red square."
     assert [(c.id, c.name, dict(c.arguments)) for c in reply.tool_calls] == [
