@@ -58,7 +58,8 @@ def test_chat_streaming_with_usage(base_url: str, grid2: Grid) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 2
     assert_grid_seen(text, grid2)
-    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
     assert chunks[-1].usage.prompt_tokens > 0
 
 
@@ -202,7 +203,8 @@ def test_stringified_image_is_not_seen_and_a_big_one_overflows(base_url: str, gr
             model="gpt-4.1", messages=[{"role": "user", "content": huge}]
         )
     body = info.value.body
-    assert isinstance(body, dict) and body["code"] == "context_length_exceeded"
+    assert isinstance(body, dict)
+    assert body["code"] == "context_length_exceeded"
     assert "maximum context length is 128000 tokens" in body["message"]
 
 
@@ -245,7 +247,8 @@ def test_responses_sees_images_in_user_and_function_output(
     )
     assert_grid_seen(second.output_text, grid2, image_index=1)
     assert_grid_seen(second.output_text, grid3, image_index=2)
-    assert second.usage is not None and second.usage.input_tokens > 0
+    assert second.usage is not None
+    assert second.usage.input_tokens > 0
 
 
 def test_responses_streaming_and_unknown_call_output(base_url: str, grid2: Grid) -> None:

@@ -40,7 +40,8 @@ def test_grid_is_reproducible_by_seed_and_varies_between_seeds() -> None:
     png_a, exp_a = make_grid(2, 2, seed=11)
     png_b, exp_b = make_grid(2, 2, seed=11)
     _, exp_c = make_grid(2, 2, seed=12)
-    assert png_a == png_b and exp_a == exp_b
+    assert png_a == png_b
+    assert exp_a == exp_b
     assert [w for w, *_ in exp_a] != [w for w, *_ in exp_c]
     assert [(r, c) for _, r, c, _ in exp_a] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert all(colour in GRID_COLOURS for *_, colour in exp_a)
@@ -70,7 +71,8 @@ def test_perceives_every_word_of_a_3x3_grid_in_place_and_colour(grid3: Grid) -> 
     assert score_grid(grid3.expected, words, 3, 3) == (9, 9), (grid3.seed, grid3.expected, words)
     for w in seen.words:
         assert 0 <= w.box[0] < w.box[2] <= seen.width
-        assert w.hex.startswith("#") and len(w.hex) == 7
+        assert w.hex.startswith("#")
+        assert len(w.hex) == 7
 
 
 def test_colour_is_the_ink_not_the_background() -> None:
