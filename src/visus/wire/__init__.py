@@ -29,6 +29,7 @@ from visus.errors import WireError
 from visus.models.spec import ModelSpec
 from visus.record.messages import ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
+from visus.wire._display import abbreviate
 from visus.wire._prepare import WireRules, prepare
 from visus.wire._prepared import Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
@@ -41,6 +42,7 @@ __all__ = [
     "RefitEntry",
     "Wire",
     "WireSpec",
+    "abbreviate",
     "lower",
     "wire_for_provider",
 ]

@@ -219,7 +219,10 @@ def prepare(
         if isinstance(p, ImagePart) and (mi, pi) not in capped
     )
     resolver = _Resolver(
-        spec, profile_for(spec, rules, live), blobs, refit_cache if refit_cache else RefitCache()
+        spec,
+        profile_for(spec, rules, live),
+        blobs,
+        refit_cache if refit_cache is not None else RefitCache(),
     )
 
     def part_for(mi: int, pi: int, part: Part, turn: int) -> WirePart:
