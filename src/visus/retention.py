@@ -54,6 +54,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from visus import limits
 from visus.errors import InvalidInputError
 from visus.models import image_tokens
 from visus.models.spec import ModelSpec
@@ -169,6 +170,28 @@ def _elide(message: Message, elide: set[int]) -> Message:
     return _with_parts(message, parts)
 
 
+# Identity memo for _elide_old: id(message) -> (message, its elided form). Holding the
+# message keeps its id from being reused while cached, and an agent builds each view
+# from the same message objects as the last, so each old image is elided once rather
+# than once per request. Cleared wholesale when full (no per-hit bookkeeping).
+_ELIDED: dict[int, tuple[Message, Message]] = {}
+
+
+def _elide_old(message: Message) -> Message:
+    """``message`` with every re-viewable image replaced by its descriptor."""
+    hit = _ELIDED.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    old = {j for j, p in enumerate(message.parts) if _reviewable(p)}
+    if not old:
+        return message
+    elided = _elide(message, old)
+    if len(_ELIDED) >= limits.RETENTION_MEMO_MESSAGES:
+        _ELIDED.clear()
+    _ELIDED[id(message)] = (message, elided)
+    return elided
+
+
 def model_view(
     messages: Sequence[Message],
     policy: RetentionPolicy = DEFAULT_POLICY,
@@ -189,11 +212,8 @@ def model_view(
     first_live = policy.first_live_turn(current_turn(view))
 
     for i, message in enumerate(view):
-        if message.turn >= first_live:
-            continue
-        old = {j for j, p in enumerate(message.parts) if _reviewable(p)}
-        if old:
-            view[i] = _elide(message, old)
+        if message.turn < first_live and message.kind != "assistant":
+            view[i] = _elide_old(message)
 
     budget = policy.image_token_budget
     if budget is not None:
