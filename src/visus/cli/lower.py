@@ -1,0 +1,117 @@
+"""``visus lower``: print the exact request a session would send to a model.
+
+Loads the session with its blobs, applies retention (``model_view``) and lowers the
+view onto a wire. Base64 image data is printed in full (it is the request);
+``--abbreviate`` shortens it for reading.
+
+Example:
+    $ visus lower 20261122-064800-1a2b3c4d --wire openai-chat --model gpt-4.1 --abbreviate
+    $ visus lower 20261122-064800-1a2b3c4d --wire anthropic --live-turns 2 --chunk 4
+
+Exit status 2 for an unknown session, model or wire.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from visus.errors import VisusError
+from visus.models import get_model
+from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.record.blobs import FileBlobStore
+from visus.record.messages import ModelRequest, ToolSpec
+from visus.record.sessions import SessionStore
+from visus.retention import RetentionPolicy, model_view
+from visus.wire import WIRES, RefitCache, Wire, abbreviate, lower, wire_for_provider
+
+__all__ = ["REFIT_INDEX", "register"]
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+#: The refit cache's JSON index, kept in the data folder next to ``blobs/``.
+REFIT_INDEX = "refit-index.json"
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"visus: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _tools(meta: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+    raw = meta.get("tools")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        ToolSpec(str(t["name"]), str(t.get("description", "")), dict(t.get("parameters", {})))
+        for t in raw
+        if isinstance(t, Mapping) and "name" in t
+    )
+
+
+def lower_command(
+    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
+    wire: Annotated[
+        str | None,
+        typer.Option("--wire", "-w", help=f"One of: {', '.join(WIRES)} (default: the model's)."),
+    ] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Target model.")] = DEFAULT_MODEL,
+    live_turns: Annotated[
+        int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
+    ] = 1,
+    chunk: Annotated[
+        int, typer.Option("--chunk", min=1, help="Elision boundary moves every K turns.")
+    ] = 1,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Output cap.")] = 4096,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Data folder (default: $VISUS_DATA, else the user data dir)."),
+    ] = None,
+    short: Annotated[
+        bool, typer.Option("--abbreviate", help="Shorten base64 image data for reading.")
+    ] = False,
+) -> None:
+    """Print the request JSON SESSION would send to MODEL on WIRE."""
+    try:
+        spec = get_model(model)
+        chosen: Wire = wire_for_provider(spec.provider) if wire is None else _wire(wire)
+        root = data_dir(data)
+        sessions = SessionStore(sessions_dir(root))
+        if not sessions.exists(session):
+            _fail(f"no session {session!r} under {sessions_dir(root)}")
+        blobs = FileBlobStore(blobs_dir(root))
+        loaded = sessions.load(session, blobs=blobs)
+        policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
+        system = loaded.meta.get("system")
+        request = ModelRequest(
+            messages=model_view(loaded.messages, policy, model=spec),
+            system=system if isinstance(system, str) else None,
+            tools=_tools(loaded.meta),
+            max_tokens=max_tokens,
+        )
+        body = lower(
+            request,
+            wire=chosen,
+            model=spec,
+            blobs=blobs,
+            refit_cache=RefitCache(root / REFIT_INDEX),
+        )
+    except VisusError as e:
+        _fail(str(e))
+    for problem in loaded.problems:
+        typer.echo(f"visus: warning: {problem}", err=True)
+    typer.echo(json.dumps(abbreviate(body) if short else body, indent=2, ensure_ascii=False))
+
+
+def _wire(name: str) -> Wire:
+    for known in WIRES:
+        if known == name:
+            return known
+    _fail(f"unknown wire {name!r}; known wires: {', '.join(WIRES)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lower")(lower_command)
