@@ -2,6 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -255,3 +259,59 @@ def test_list_sessions(store: SessionStore) -> None:
     assert infos[1].messages == 0
     assert infos[1].modified == 1_000
     assert infos[0].size == store.path(a).stat().st_size
+
+
+def test_header_created_timestamp(store: SessionStore) -> None:
+    before = time.time()
+    sid = store.create("ts")
+    loaded = store.load(sid)
+    assert loaded.created is not None
+    assert before - 1 <= loaded.created <= time.time() + 1
+
+
+def test_concurrent_appends_from_threads(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # interleaving, not durability, here
+    sid = store.create("threads")
+    long_text = "x" * 70_000  # bigger than a pipe buffer: a write may be split
+
+    def worker(n: int) -> None:
+        for i in range(25):
+            store.append(sid, UserMessage(parts=(TextPart(f"{n}:{i}:{long_text}"),), turn=n))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    loaded = store.load(sid)
+    assert loaded.problems == ()
+    assert sorted(m.text.split(":")[:2] for m in loaded.messages) == sorted(
+        [str(n), str(i)] for n in range(4) for i in range(25)
+    )
+
+
+_APPENDER = """
+import sys
+from visus.record.messages import TextPart, UserMessage
+from visus.record.sessions import SessionStore
+store = SessionStore(sys.argv[1])
+for i in range(20):
+    store.append("procs", UserMessage(parts=(TextPart(sys.argv[2] + str(i) + "y" * 100_000),)))
+"""
+
+
+def test_concurrent_appends_from_processes(store: SessionStore) -> None:
+    sid = store.create("procs")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, str(store.root), tag])
+        for tag in ("a", "b")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    loaded = store.load(sid)
+    assert loaded.problems == ()
+    assert len(loaded.messages) == 40
+    assert sorted(m.text[:3].rstrip("y") for m in loaded.messages) == sorted(
+        [f"{t}{i}" for t in "ab" for i in range(20)]
+    )

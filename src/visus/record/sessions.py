@@ -90,6 +90,7 @@ class LoadedSession:
     messages: tuple[Message, ...]
     problems: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    created: float | None = None
 
     @property
     def turn_count(self) -> int:
@@ -119,6 +120,15 @@ def _encode_line(record: Mapping[str, Any]) -> bytes:
     except (TypeError, ValueError) as e:
         raise InvalidInputError(f"cannot record this message as JSON: {e}") from e
     return text.encode("utf-8") + b"\n"
+
+
+def _lock_file(fd: int) -> None:
+    # Advisory and POSIX-only; closing the descriptor releases it.
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -203,6 +213,7 @@ class SessionStore:
             except OSError as e:
                 raise StoreError(f"cannot open session {session_id!r}: {e}") from e
             try:
+                _lock_file(fd)  # another process appending to the same session waits
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line
@@ -230,43 +241,47 @@ class SessionStore:
 
         problems: list[str] = []
         messages: list[Message] = []
-        meta: Mapping[str, Any] = _EMPTY
+        header: dict[str, Any] = {}
         lines = raw.split(b"\n")
         torn = lines.pop()  # b"" when the file ends with a newline, as it should
-        last_number = len(lines) + 1
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate([*lines, torn], start=1):
             if not line.strip():
                 continue
-            decoded = self._decode(line, number, problems, first=number == 1)
-            if isinstance(decoded, dict):
-                meta = MappingProxyType(decoded)
-            elif decoded is not None:
-                messages.append(decoded)
-        if torn.strip():
+            is_torn = number > len(lines)
             # A record is written with its newline in one write; bytes without one are
             # a crash mid-write, unless they happen to hold a complete record.
-            scratch: list[str] = []
-            decoded = self._decode(torn, last_number, scratch, first=last_number == 1)
-            if scratch:
-                problems.append(
-                    f"line {last_number}: torn final line ({len(torn)} bytes, "
+            found: list[str] = []
+            decoded = self._decode(line, number, found, first=number == 1)
+            if found and is_torn:
+                found = [
+                    f"line {number}: torn final line ({len(line)} bytes, "
                     "no newline; likely a crash mid-write) skipped"
-                )
-            elif isinstance(decoded, dict):
-                meta = MappingProxyType(decoded)
+                ]
+            problems.extend(found)
+            if isinstance(decoded, dict):
+                header = decoded
             elif decoded is not None:
                 messages.append(decoded)
 
         if blobs is not None:
             messages = [self._check_blobs(m, blobs, problems) for m in messages]
+        meta = header.get("meta")
+        created = header.get("created")
         return LoadedSession(
-            id=session_id, messages=tuple(messages), problems=tuple(problems), meta=meta
+            id=session_id,
+            messages=tuple(messages),
+            problems=tuple(problems),
+            meta=MappingProxyType(dict(meta)) if isinstance(meta, dict) else _EMPTY,
+            created=float(created)
+            if isinstance(created, int | float) and not isinstance(created, bool)
+            else None,
         )
 
     @staticmethod
     def _decode(
         line: bytes, number: int, problems: list[str], *, first: bool
     ) -> Message | dict[str, Any] | None:
+        """A message, the header record (a dict), or None after noting a problem."""
         try:
             record = json.loads(line)
         except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, absurd nesting
@@ -276,8 +291,7 @@ class SessionStore:
             if not first:
                 problems.append(f"line {number}: stray session header skipped")
                 return None
-            meta = record.get("meta")
-            return dict(meta) if isinstance(meta, dict) else {}
+            return record
         try:
             return message_from_dict(record)
         except (InvalidInputError, TypeError, ValueError, RecursionError) as e:
