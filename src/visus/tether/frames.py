@@ -240,7 +240,16 @@ def _obj(value: object, field: str) -> Mapping[str, Any]:
 def _str(value: object, field: str) -> str:
     if not isinstance(value, str):
         raise FrameError(f"{field}: must be a string", field=field)
+    _utf8(value, field)
     return value
+
+
+def _utf8(value: object, field: str) -> None:
+    # JSON may carry lone surrogates ("\ud800") that no UTF-8 encoder accepts.
+    try:
+        (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).encode()
+    except UnicodeEncodeError as e:
+        raise FrameError(f"{field}: not valid Unicode ({e.reason})", field=field) from e
 
 
 def _ident(value: object, field: str) -> str:
@@ -300,6 +309,7 @@ def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn,
     user = obj.get("user")
     if user is not None:
         user = dict(_obj(user, "payload.user"))
+        _utf8(user, "payload.user")
     return UserMessagePayload(text, images, user), decoded
 
 

@@ -40,6 +40,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from visus import limits
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
@@ -61,7 +62,11 @@ _IMAGE_SCHEMA: dict[str, Any] = {
     "required": ["media_type", "data"],
     "properties": {
         "media_type": {"type": "string", "enum": sorted(limits.TETHER_MEDIA_TYPES)},
-        "data": {"type": "string", "description": "standard base64, no data-URI prefix"},
+        "data": {
+            "type": "string",
+            "description": "standard base64 (RFC 4648), padding optional, no data-URI prefix",
+            "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}={0,2}|[A-Za-z0-9+/]{3}=?)?$",
+        },
     },
 }
 #: JSON Schema of an ingress frame, as published in the OpenAPI spec.
@@ -100,9 +105,11 @@ FRAME_IN_SCHEMA: dict[str, Any] = {
 
 
 class InstanceCreate(BaseModel):
-    model: str = Field(min_length=1, description="catalog id of the model")
+    model: str = Field(min_length=1, pattern=r"\S", description="catalog id of the model")
     tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
-    roots: list[str] | None = Field(None, description="absolute folders the tools may reach")
+    roots: list[Annotated[str, Field(pattern="^/")]] | None = Field(
+        None, description="absolute folders the tools may reach"
+    )
 
 
 class InstanceOut(BaseModel):
@@ -162,6 +169,9 @@ class _AuthFailed(Exception):
     pass
 
 
+_bearer = HTTPBearer(auto_error=False)
+
+
 def encode_page(page: Page) -> bytes:
     """A poll answer built from the frames' own encoding (no re-serialising of images)."""
     frames = b",".join(encode_frame(f) for f in page.frames)
@@ -212,10 +222,9 @@ def create_app(
     app.state.registry = registry
     app.state.token = token
     app.state.lifespan_hooks = []
-    bearer = HTTPBearer(auto_error=False)
 
     async def auth(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
         if token is None:
             return
@@ -239,6 +248,12 @@ def create_app(
         if isinstance(exc, FrameError | ConfigError):
             return _err(400, "invalid_input", str(exc), field=field)
         return _err(400, "invalid_input", str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
+        code = codes.get(exc.status_code, f"http_{exc.status_code}")
+        return _err(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

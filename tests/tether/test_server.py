@@ -1,0 +1,347 @@
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from visus import limits
+from visus.errors import ConfigError, InvalidInputError, LimitError, NotFoundError
+from visus.tether.client import TetherClient
+from visus.tether.frames import AssistantDone, decode_frame
+from visus.tether.runner import ImageIn
+from visus.tether.server import check_bind, create_app, serve
+
+from .doubles import Factory, live_server, png
+
+MB = limits.MB
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+async def poll_until(tc: TetherClient, iid: str, done: Any, after: int = 0) -> list[dict[str, Any]]:
+    """Long-poll from ``after`` until ``done(frame)`` holds for a frame; return all seen."""
+    seen: list[dict[str, Any]] = []
+    for _ in range(50):
+        raw = await tc.poll_raw(iid, after, wait=5)
+        seen += raw["frames"]
+        after = raw["next_seq"]
+        if any(done(f) for f in raw["frames"]):
+            return seen
+    raise AssertionError(f"condition never met: {seen}")
+
+
+async def poll_until_done(
+    tc: TetherClient, iid: str, msg_id: str, after: int = 0
+) -> list[dict[str, Any]]:
+    """Every frame until the ``assistant.done`` replying to ``msg_id``."""
+    reply = f"{msg_id}:reply"
+    return await poll_until(
+        tc, iid, lambda f: f["msg_id"] == reply and f["type"] == "assistant.done", after
+    )
+
+
+@pytest.fixture
+def factory() -> Factory:
+    return Factory()
+
+
+@pytest.fixture
+async def client(tmp_path: Path, factory: Factory) -> Any:
+    app = create_app(data_dir=tmp_path, runner_factory=factory)
+    async with TetherClient("http://tether", transport=httpx.ASGITransport(app=app)) as tc:
+        yield tc
+    await app.state.registry.aclose()
+
+
+async def test_instances_crud(client: TetherClient, factory: Factory, tmp_path: Path) -> None:
+    inst = await client.create_instance("reference", tools=["view"], roots=[str(tmp_path)])
+    assert inst["id"].startswith("i-")
+    assert inst["model"] == "reference"
+    assert inst["tools"] == ["view"]
+    assert inst["roots"] == [str(tmp_path)]
+    assert [i["id"] for i in await client.list_instances()] == [inst["id"]]
+    assert (await client.get_instance(inst["id"]))["model"] == "reference"
+    runner = factory.runners[inst["id"]]
+    assert runner.config.data_dir == str(tmp_path / "instances" / inst["id"])
+    await client.delete_instance(inst["id"])
+    assert runner.closed
+    assert not (tmp_path / "instances" / inst["id"]).exists()
+    with pytest.raises(NotFoundError):
+        await client.get_instance(inst["id"])
+    assert await client.list_instances() == []
+
+
+async def test_create_errors_are_400_naming_the_field(client: TetherClient) -> None:
+    with pytest.raises(InvalidInputError, match="no-such-model"):
+        await client.create_instance("no-such-model")
+    with pytest.raises(InvalidInputError, match="roots"):
+        await client.create_instance("reference", roots=["relative/dir"])
+    with pytest.raises(InvalidInputError, match="model"):
+        await client._json("POST", "/v1/instances", json={"tools": []})
+    assert await client.list_instances() == []
+
+
+async def test_text_turn_streams_deltas_then_done(client: TetherClient, factory: Factory) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    sent = await client.send(iid, "hello tether world", session="chat-1", user={"id": "7"})
+    assert sent["session"] == "chat-1"
+    frames = await poll_until_done(client, iid, sent["msg_id"])
+    kinds = [f["type"] for f in frames]
+    assert kinds == ["user.message"] + ["assistant.delta"] * 3 + ["assistant.done"]
+    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5]
+    assert "".join(f["payload"]["text"] for f in frames[1:4]) == "hello tether world "
+    assert frames[-1]["payload"] == {"text": "echo: hello tether world"}  # no "images" key
+    assert frames[0]["payload"] == {"text": "hello tether world", "user": {"id": "7"}}
+    call = factory.runners[iid].calls[0]
+    assert (call.session, call.text, call.images, call.user) == (
+        "chat-1",
+        "hello tether world",
+        (),
+        {"id": "7"},
+    )
+
+
+async def test_no_images_keeps_the_posted_bytes(client: TetherClient) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    body = b'{"v":1,"type":"user.message","session":"s","msg_id":"m1","payload":{"text":"hi"}}'
+    resp = await client._http.post(f"/v1/instances/{iid}/tether", content=body)
+    assert resp.status_code == 202
+    resp = await client._http.get(f"/v1/instances/{iid}/tether/poll", params={"limit": 1})
+    frame = resp.json()["frames"][0]
+    raw = resp.content
+    assert b'"payload":{"text":"hi"}}' in raw
+    assert b"images" not in raw
+    assert {k: frame[k] for k in ("v", "type", "session", "msg_id", "seq")} == {
+        "v": 1,
+        "type": "user.message",
+        "session": "s",
+        "msg_id": "m1",
+        "seq": 1,
+    }
+
+
+async def test_image_in_reaches_the_runner_and_comes_back_out(
+    client: TetherClient, factory: Factory
+) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    red, blue = png((255, 0, 0)), png((0, 0, 255))
+    sent = await client.send(iid, "", [ImageIn("image/png", red), ImageIn("image/png", blue)])
+    frames = await poll_until_done(client, iid, sent["msg_id"])
+    assert factory.runners[iid].calls[0].images == (
+        ImageIn("image/png", red),
+        ImageIn("image/png", blue),
+    )
+    done = decode_frame(frames[-1])
+    assert isinstance(done.frame.payload, AssistantDone)
+    assert done.images == (ImageIn("image/png", red), ImageIn("image/png", blue))
+
+
+async def test_producer_rejects_before_sending(client: TetherClient) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    cases = [
+        ([ImageIn("image/png", b"\0" * (15 * MB))], "TETHER_MAX_IMAGE_BYTES"),
+        ([ImageIn("image/png", b"\0" * (8 * MB))] * 4, "TETHER_MAX_FRAME_IMAGE_BYTES"),
+        ([ImageIn("image/png", png((1, 1, 1)))] * 5, "TETHER_MAX_IMAGES_PER_MESSAGE"),
+    ]
+    for images, limit in cases:
+        with pytest.raises(LimitError, match=limit):
+            await client.send(iid, "x", images)
+    assert (await client.get_instance(iid))["last_seq"] == 0  # nothing reached the server
+
+
+@pytest.mark.parametrize(
+    ("images", "limit"),
+    [
+        ([b"\0" * (15 * MB)], "TETHER_MAX_IMAGE_BYTES"),
+        ([b"\0" * (7 * MB)] * 2 + [b"\0" * (13 * MB // 2)], "TETHER_MAX_FRAME_IMAGE_BYTES"),
+        ([b"\0" * 10] * 5, "TETHER_MAX_IMAGES_PER_MESSAGE"),
+        ([b"\0" * (8 * MB)] * 4, "TETHER_MAX_WIRE_BYTES"),
+    ],
+)
+async def test_server_checks_again(client: TetherClient, images: list[bytes], limit: str) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    frame = {
+        "type": "user.message",
+        "payload": {
+            "text": "",
+            "images": [{"media_type": "image/png", "data": b64(d)} for d in images],
+        },
+    }
+    resp = await client._http.post(f"/v1/instances/{iid}/tether", json=frame)
+    assert resp.status_code == 413
+    err = resp.json()["error"]
+    assert err["limit"] == limit
+    assert limit in err["message"]
+    assert (await client.get_instance(iid))["last_seq"] == 0
+
+
+async def test_bad_frames_are_400_naming_the_field(client: TetherClient) -> None:
+    iid = (await client.create_instance("reference"))["id"]
+    url = f"/v1/instances/{iid}/tether"
+    cases: list[tuple[Any, str]] = [
+        ({"type": "user.message", "payload": {}}, "payload.text"),
+        ({"type": "assistant.done", "payload": {"text": ""}}, "type"),
+        (
+            {
+                "type": "user.message",
+                "payload": {
+                    "text": "",
+                    "images": [{"media_type": "image/png", "data": "data:image/png;base64,AAAA"}],
+                },
+            },
+            "payload.images[0].data",
+        ),
+        (
+            {
+                "type": "user.message",
+                "payload": {"text": "", "images": [{"media_type": "image/bmp", "data": "AAAA"}]},
+            },
+            "payload.images[0].media_type",
+        ),
+    ]
+    for body, field in cases:
+        resp = await client._http.post(url, json=body)
+        assert resp.status_code == 400, body
+        assert resp.json()["error"]["field"] == field
+    resp = await client._http.post(url, content=b"{not json")
+    assert resp.status_code == 400
+    assert resp.json()["error"]["field"] == "body"
+    resp = await client._http.get(f"/v1/instances/{iid}/tether/poll", params={"after_seq": "x"})
+    assert resp.status_code == 400
+    assert "after_seq" in resp.json()["error"]["field"]
+    resp = await client._http.post("/v1/instances/i-nope/tether", json=cases[0][0])
+    assert resp.status_code == 404
+
+
+async def test_failed_turn_and_oversize_egress_become_error_frames(
+    tmp_path: Path,
+) -> None:
+    big = ImageIn("image/png", b"\0" * (11 * MB))
+    factory = Factory(extra=(big, ImageIn("image/tiff", b"II*")))
+    app = create_app(data_dir=tmp_path, runner_factory=factory)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        sent = await tc.send(iid, "one", [ImageIn("image/png", png((0, 255, 0)))])
+        frames = await poll_until_done(tc, iid, sent["msg_id"])
+        errors = [f["payload"] for f in frames if f["type"] == "error"]
+        assert [e["code"] for e in errors] == ["egress_limit", "egress_invalid"]
+        assert "TETHER_MAX_IMAGE_BYTES" in errors[0]["message"]
+        assert "image/tiff" in errors[1]["message"]
+        done = frames[-1]["payload"]
+        assert len(done["images"]) == 1  # the good image went through
+        after = frames[-1]["seq"]
+        sent = await tc.send(iid, "boom")
+        seen = await poll_until(tc, iid, lambda f: f["type"] == "error", after)
+        err = seen[-1]
+        assert err["msg_id"] == f"{sent['msg_id']}:reply"
+        assert err["payload"]["code"] == "turn_failed"
+        assert "the runner broke" in err["payload"]["message"]
+        sent = await tc.send(iid, "still alive")  # the instance outlives a failed turn
+        seen = await poll_until_done(tc, iid, sent["msg_id"], err["seq"])
+        assert seen[-1]["payload"]["text"] == "echo: still alive"
+    await app.state.registry.aclose()
+
+
+async def test_restart_keeps_instances(tmp_path: Path) -> None:
+    first = Factory()
+    app = create_app(data_dir=tmp_path, runner_factory=first)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+        a = await tc.create_instance("reference", tools=["view", "read"], roots=["/srv"])
+        b = await tc.create_instance("other-model")
+    await app.state.registry.aclose()
+    second = Factory()
+    app2 = create_app(data_dir=tmp_path, runner_factory=second)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app2)) as tc:
+        listed = await tc.list_instances()
+        assert [(i["id"], i["model"], i["tools"], i["roots"]) for i in listed] == [
+            (a["id"], "reference", ["view", "read"], ["/srv"]),
+            (b["id"], "other-model", None, []),
+        ]
+        assert set(second.runners) == {a["id"], b["id"]}
+        assert second.runners[a["id"]].config == first.runners[a["id"]].config
+        sent = await tc.send(a["id"], "after restart")
+        frames = await poll_until_done(tc, a["id"], sent["msg_id"])
+        assert frames[-1]["payload"]["text"] == "echo: after restart"
+    await app2.state.registry.aclose()
+
+
+async def test_token_is_required_when_set(tmp_path: Path) -> None:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory(), token="s3cret")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            resp = await http.get("/v1/instances", headers=headers)
+            assert resp.status_code == 401
+            assert resp.headers["www-authenticate"] == "Bearer"
+            assert resp.json()["error"]["code"] == "unauthorized"
+        resp = await http.post("/v1/instances/x/tether", content=b"{}")
+        assert resp.status_code == 401
+        assert (await http.get("/openapi.json")).status_code == 200
+    async with TetherClient("http://t", "s3cret", transport=transport) as tc:
+        assert await tc.list_instances() == []
+    async with TetherClient("http://t", "nope", transport=transport) as tc:
+        with pytest.raises(ConfigError, match="401"):
+            await tc.list_instances()
+
+
+def test_refuses_non_loopback_without_token(tmp_path: Path) -> None:
+    for host in ("0.0.0.0", "192.168.1.5", "::", "example.org"):
+        with pytest.raises(ConfigError, match="without a token"):
+            check_bind(host, None)
+        with pytest.raises(ConfigError, match="without a token"):
+            serve(host, 0, None, runner_factory=Factory(), data_dir=tmp_path)
+    for host in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
+        check_bind(host, None)
+    check_bind("0.0.0.0", "a-token")
+
+
+def _raw_http(port: int, head: bytes, body_chunks: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head)
+        for chunk in body_chunks:
+            try:
+                s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        s.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            part = s.recv(65536)
+            if not part:
+                break
+            data += part
+        return data
+
+
+def test_413_from_content_length_before_the_body_is_read(tmp_path: Path) -> None:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory())
+    with live_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        iid = httpx.post(f"{url}/v1/instances", json={"model": "m"}).json()["id"]
+        size = limits.TETHER_MAX_WIRE_BYTES + 1
+        head = (
+            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: t\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
+        ).encode()
+        # Not one byte of the body is sent: the answer can only come from the header.
+        reply = _raw_http(port, head)
+        assert reply.startswith(b"HTTP/1.1 413")
+        body = json.loads(reply.split(b"\r\n\r\n", 1)[1])
+        assert body["error"]["limit"] == "TETHER_MAX_WIRE_BYTES"
+        # A chunked body carries no Content-Length: it is counted while read.
+        head = (
+            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: t\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
+        chunk = b"x" * MB
+        chunks = [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * 30 + [b"0\r\n\r\n"]
+        reply = _raw_http(port, head, chunks)
+        assert reply.startswith(b"HTTP/1.1 413")
+        assert httpx.get(f"{url}/v1/instances/{iid}").json()["last_seq"] == 0
