@@ -486,3 +486,14 @@ def test_view_attachment_renders_text_when_allowed(store: AttachmentStore) -> No
     assert seen.source == "code.py"
     withheld = view_attachment(store, "code.py", model="claude-sonnet-4-6", render=False)
     assert withheld.kind == "refusal"
+
+
+def test_for_session_places_the_store_and_validates_the_id(tmp_path: Path) -> None:
+    from visus.errors import InvalidKeyError
+
+    store = AttachmentStore.for_session(tmp_path, "chat-1", max_files=2)
+    assert store.root == tmp_path / "sessions" / "chat-1" / "attachments"
+    assert store.max_files == 2
+    for bad in ("../evil", ".hidden", "a/b", ""):
+        with pytest.raises(InvalidKeyError):
+            AttachmentStore.for_session(tmp_path, bad)

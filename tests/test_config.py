@@ -410,3 +410,11 @@ def test_cli_path(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["config", "path", "--config", str(path)])
     assert result.exit_code == 0
     assert result.stdout.strip() == str(path)
+
+
+def test_home_is_expanded_in_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = _write(tmp_path, 'data_dir = "~/visus-data"\n[reach]\nroots = ["~/work"]\n')
+    cfg = load_config(path, env={})
+    assert cfg.data_dir == tmp_path / "visus-data"
+    assert cfg.reach.roots == (tmp_path / "work",)

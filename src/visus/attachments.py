@@ -200,6 +200,21 @@ class AttachmentStore:
         self.max_files = max_files
         self._lock = threading.Lock()
 
+    @classmethod
+    def for_session(cls, data: Path | str, session_id: str, **caps: int) -> AttachmentStore:
+        """The store of session ``session_id`` under the data folder ``data``:
+        ``<data>/sessions/<id>/attachments/``. The id is validated (no traversal).
+
+        Example:
+            >>> AttachmentStore.for_session("/srv/visus", "chat-1").root
+            PosixPath('/srv/visus/sessions/chat-1/attachments')
+        """
+        from visus.paths import sessions_dir
+        from visus.record.sessions import validate_session_id
+
+        root = sessions_dir(data) / validate_session_id(session_id) / "attachments"
+        return cls(root, **caps)
+
     # --- manifest ---------------------------------------------------------------
 
     def _load(self) -> list[AttachmentInfo]:

@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -134,6 +142,11 @@ class ReachSettings(_Frozen):
 
     roots: tuple[Path, ...] = ()
     render: bool = True
+
+    @field_validator("roots")
+    @classmethod
+    def _expand(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        return tuple(p.expanduser() for p in value)
 
 
 class ServerSettings(_Frozen):
@@ -266,6 +279,11 @@ class VisusConfig(BaseSettings):
             InitSettingsSource(settings_cls, init_kwargs=state.file_data),
             _StandardEnvSource(settings_cls, state.env),
         )
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand_data_dir(cls, value: Path) -> Path:
+        return value.expanduser()
 
     @model_validator(mode="before")
     @classmethod
