@@ -58,10 +58,8 @@ def render_pdf(
     With ``render=False`` only the page count and page size are read.
 
     Example:
-        >>> doc = pdfium.PdfDocument.new(); _ = doc.new_page(612, 792)
-        >>> import io; buf = io.BytesIO(); _ = doc.save(buf); doc.close()
-        >>> render_pdf(buf.getvalue(), page=None, max_edge=792, max_pixels=10**6).image.size
-        (612, 792)
+        >>> render_pdf(b"plain text", page=None, max_edge=100, max_pixels=10_000) is None
+        True
     """
     with _LOCK:
         doc = _open(data)

@@ -51,6 +51,9 @@ def identify(data: bytes) -> Image.Image | None:
 
 
 def _orientation(im: Image.Image) -> int:
+    if im.format == "PNG" and "exif" not in im.info:
+        # PngImageFile.getexif() decodes the whole image to look for a late eXIf chunk.
+        return 1
     try:
         value = im.getexif().get(ExifTags.Base.Orientation, 1)
     except Exception:
