@@ -40,7 +40,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
@@ -50,7 +52,15 @@ from visus.tether.limits import FrameError, TetherLimitError, check_wire
 from visus.tether.ring import Page
 from visus.tether.runner import RunnerFactory
 
-__all__ = ["FRAME_IN_SCHEMA", "check_bind", "create_app", "encode_page", "is_loopback", "serve"]
+__all__ = [
+    "FRAME_IN_SCHEMA",
+    "BearerGate",
+    "check_bind",
+    "create_app",
+    "encode_page",
+    "is_loopback",
+    "serve",
+]
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +244,7 @@ def create_app(
 
     @app.exception_handler(_AuthFailed)
     async def _auth_failed(request: Request, exc: _AuthFailed) -> JSONResponse:
-        return _err(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer)")
+        return _unauthorized()
 
     @app.exception_handler(VisusError)
     async def _visus_error(request: Request, exc: VisusError) -> JSONResponse:
@@ -368,7 +378,39 @@ def create_app(
         )
 
     app.include_router(v1)
+    if token is not None:
+        app.add_middleware(BearerGate, token=token, prefixes=("/v1", "/mcp"))
     return app
+
+
+def _token_ok(headers: Any, token: str) -> bool:
+    scheme, _, given = (headers.get("authorization") or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+
+
+class BearerGate:
+    """ASGI gate: a request under ``prefixes`` without the bearer token gets 401 before
+    anything reads its body (route dependencies run only after the body is parsed)."""
+
+    def __init__(self, app: ASGIApp, *, token: str, prefixes: tuple[str, ...]) -> None:
+        self.app = app
+        self.token = token
+        self.prefixes = prefixes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and any(path == p or path.startswith(p + "/") for p in self.prefixes)
+            and not _token_ok(Headers(scope=scope), self.token)
+        ):
+            await _unauthorized()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _unauthorized() -> JSONResponse:
+    return _err(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer)")
 
 
 async def _events(
