@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from visus.cli import app
 from visus.config import (
-    ProviderSettings,
+    ProviderEntry,
     VisusConfig,
     config_path,
     load_config,
@@ -193,7 +193,7 @@ def test_openrouter_serves_openai_compatible_models() -> None:
     cfg = load_config(env={"OPENROUTER_API_KEY": "or-0123456789abcdef"})
     assert cfg.provider("openai-compatible").base_url == "https://openrouter.ai/api/v1"
     assert cfg.provider("openai-compatible").key() == "or-0123456789abcdef"
-    assert cfg.provider("ollama") == ProviderSettings()
+    assert cfg.provider("ollama") == ProviderEntry()
 
 
 def test_gemini_key_wins_over_google_key() -> None:
@@ -418,3 +418,38 @@ def test_home_is_expanded_in_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     cfg = load_config(path, env={})
     assert cfg.data_dir == tmp_path / "visus-data"
     assert cfg.reach.roots == (tmp_path / "work",)
+
+
+def test_provider_settings_feed_the_provider_resolver(tmp_path: Path) -> None:
+    from visus.providers import resolve
+
+    path = _write(
+        tmp_path,
+        """\
+[providers.openai]
+api_key = "sk-file-0123456789"
+base_url = "http://127.0.0.1:1/v1"
+""",
+    )
+    cfg = load_config(path, env={})
+    settings = cfg.provider_settings(max_retries=0)
+    assert settings.key("openai") == "sk-file-0123456789"
+    assert settings.url("openai") == "http://127.0.0.1:1/v1"
+    assert settings.max_retries == 0
+    client, spec = resolve(cfg.default_model, config=settings)
+    assert spec.name == "gpt-4.1"
+    assert client.wire.startswith("openai")
+
+
+def test_register_models_makes_them_known(tmp_path: Path) -> None:
+    from visus.models.registry import get_model, unregister_model
+
+    cfg = load_config(_write(tmp_path, FULL), env={})
+    assert get_model("openai-compatible:my-vlm").vision is False
+    cfg.register_models()
+    try:
+        spec = get_model("openai-compatible:my-vlm")
+        assert spec.vision is True
+        assert spec.max_edge == 1024
+    finally:
+        unregister_model("my-vlm")

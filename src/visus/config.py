@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from pydantic import (
@@ -61,11 +61,14 @@ from visus import paths
 from visus.errors import ConfigError
 from visus.models.spec import ModelSpec, Provider
 
+if TYPE_CHECKING:
+    from visus.providers import ProviderSettings as ClientSettings
+
 __all__ = [
     "CONFIG_ENV",
     "AuxiliarySettings",
     "ModelSettings",
-    "ProviderSettings",
+    "ProviderEntry",
     "ReachSettings",
     "RetentionSettings",
     "ServerSettings",
@@ -105,7 +108,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ProviderSettings(_Frozen):
+class ProviderEntry(_Frozen):
     """``[providers.<name>]``: credentials and endpoint of one provider."""
 
     api_key: SecretStr | None = None
@@ -254,7 +257,7 @@ class VisusConfig(BaseSettings):
     )
 
     default_model: str = "reference"
-    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    providers: dict[str, ProviderEntry] = Field(default_factory=dict)
     auxiliary: AuxiliarySettings = AuxiliarySettings()
     data_dir: Path = Field(default_factory=lambda: paths.data_dir())
     retention: RetentionSettings = RetentionSettings()
@@ -296,7 +299,7 @@ class VisusConfig(BaseSettings):
                     return {**data, "default_model": model}
         return data
 
-    def provider(self, name: str) -> ProviderSettings:
+    def provider(self, name: str) -> ProviderEntry:
         """Settings for a provider named as in a model reference (``openai``, ``gemini``).
 
         ``openai-compatible`` falls back to ``[providers.openrouter]`` when no
@@ -311,7 +314,33 @@ class VisusConfig(BaseSettings):
             return self.providers[name]
         if name == "openai-compatible" and "openrouter" in self.providers:
             return self.providers["openrouter"]
-        return ProviderSettings()
+        return ProviderEntry()
+
+    def provider_settings(self, **knobs: Any) -> ClientSettings:
+        """The keys and base URLs as :class:`visus.providers.ProviderSettings` for
+        ``visus.providers.resolve``; ``knobs`` are its other fields (``timeout``...).
+
+        Example:
+            >>> cfg = load_config(env={"ANTHROPIC_API_KEY": "sk-ant-0123456789"})
+            >>> cfg.provider_settings().key("anthropic")
+            'sk-ant-0123456789'
+        """
+        from visus.providers import ProviderSettings
+
+        keys = {name: p.key() for name, p in self.providers.items()}
+        urls = {name: p.base_url for name, p in self.providers.items()}
+        return ProviderSettings(
+            api_keys={k: v for k, v in keys.items() if v},
+            base_urls={k: v for k, v in urls.items() if v},
+            **knobs,
+        )
+
+    def register_models(self) -> None:
+        """Register every ``[[models]]`` entry with ``visus.models.register_model``."""
+        from visus.models.registry import register_model
+
+        for spec in self.model_specs():
+            register_model(spec)
 
     def vision_target(self) -> VisionTarget:
         """The auxiliary vision model with its provider, key and base URL resolved.
