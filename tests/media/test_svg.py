@@ -1,0 +1,223 @@
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import resvg_py
+from media_corpus import CLAUDE, decoded, encode, near, pixel
+from PIL import Image
+
+from visus import limits
+from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
+from visus.media import Profile, load, probe
+from visus.media.svg import parse_svg
+
+NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+
+
+def svg(body: str, attrs: str = 'width="200" height="100"') -> bytes:
+    return f"<svg {NS} {attrs}>{body}</svg>".encode()
+
+
+def test_renders_at_intrinsic_size_with_right_pixels() -> None:
+    f = load(svg('<rect width="100" height="100" fill="#ff0000"/>'), profile=CLAUDE)
+    assert (f.source_kind, f.width, f.height) == ("svg", 200, 100)
+    assert (f.source_width, f.source_height) == (200, 100)
+    out = decoded(f.data).convert("RGBA")
+    assert pixel(out, (50, 50)) == (255, 0, 0, 255)
+    assert pixel(out, (150, 50))[3] == 0  # transparent where nothing was drawn
+    assert f.media_type == "image/png"
+
+
+def test_units_and_viewbox_give_the_size() -> None:
+    assert probe(svg("", 'width="2in" height="1in"')).width == 192
+    assert (probe(svg("", 'viewBox="0 0 300 150"')).width, 150) == (300, 150)
+    assert probe(svg("", 'width="50%" viewBox="0 0 400 100"')).width == 200
+
+
+def _local_png(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.png"
+    path.write_bytes(encode(Image.new("RGB", (100, 100), (0, 200, 0)), "PNG"))
+    return path
+
+
+@pytest.mark.parametrize("form", ["{path}", "file://{path}"])
+@pytest.mark.parametrize("attr", ["href", "xlink:href"])
+def test_local_file_references_never_reach_the_renderer(
+    tmp_path: Path, form: str, attr: str
+) -> None:
+    ref = form.format(path=_local_png(tmp_path))
+    doc = svg(f'<image {attr}="{ref}" width="200" height="100"/>')
+    if form == "{path}":
+        # The danger is real: resvg itself reads the file and paints it green.
+        raw = Image.open(__import__("io").BytesIO(resvg_py.svg_to_bytes(svg_string=doc.decode())))
+        assert near(pixel(raw.convert("RGB"), (100, 50)), (0, 200, 0), 10)
+    f = load(doc, profile=CLAUDE)
+    assert pixel(decoded(f.data).convert("RGBA"), (100, 50))[3] == 0
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    assert str(tmp_path) not in parsed.text
+
+
+def test_etc_passwd_and_remote_references_are_stripped() -> None:
+    doc = svg(
+        '<image href="/etc/passwd" width="10" height="10"/>'
+        '<image xlink:href="http://example.com/x.png" width="10" height="10"/>'
+        '<use href="other.svg#shape"/>'
+        '<feImage href="https://example.com/i.png"/>'
+        "<style>@import url(https://example.com/a.css); rect { fill: url(/etc/x#p) }</style>"
+        '<rect width="10" height="10" style="fill:url(file:///etc/y)"/>'
+        '<rect x="20" width="10" height="10" fill="url(#grad)"/>'
+    )
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    for needle in ("/etc/", "example.com", "other.svg", "@import"):
+        assert needle not in parsed.text
+    assert "url(#grad)" in parsed.text  # internal references survive
+    f = load(doc, profile=CLAUDE)
+    assert f.source_kind == "svg"
+
+
+def test_raster_data_uri_renders_but_nested_svg_data_uri_is_dropped(tmp_path: Path) -> None:
+    png = base64.b64encode(encode(Image.new("RGB", (4, 4), (0, 0, 255)), "PNG")).decode()
+    inner = svg(f'<image href="{_local_png(tmp_path)}" width="200" height="100"/>')
+    nested = base64.b64encode(inner).decode()
+    doc = svg(
+        f'<image href="data:image/png;base64,{png}" width="100" height="100"/>'
+        f'<image x="100" href="data:image/svg+xml;base64,{nested}" width="100" height="100"/>'
+    )
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert near(pixel(out, (50, 50)), (0, 0, 255, 255), 10)
+    assert pixel(out, (150, 50))[3] == 0
+
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE svg [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><text>&lol9;</text></svg>
+"""
+
+XXE = b"""<?xml version="1.0"?>
+<!DOCTYPE svg [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><text y="20">&xxe;</text></svg>
+"""
+
+
+@pytest.mark.parametrize("doc", [BILLION_LAUGHS, XXE], ids=["billion-laughs", "xxe"])
+def test_entity_attacks_are_refused_quickly(doc: bytes) -> None:
+    start = time.perf_counter()
+    with pytest.raises(UnsupportedTypeError, match="ENTITY"):
+        load(doc, profile=CLAUDE)
+    with pytest.raises(UnsupportedTypeError):
+        probe(doc)
+    assert time.perf_counter() - start < 2
+
+
+def test_entity_text_that_is_not_svg_is_just_text() -> None:
+    doc = b'<?xml version="1.0"?>\n<!DOCTYPE note [<!ENTITY a "b">]>\n<note>&a;</note>\n'
+    f = load(doc, profile=CLAUDE)
+    assert f.source_kind == "text"
+
+
+def test_plain_public_doctype_is_accepted() -> None:
+    doc = (
+        b'<?xml version="1.0"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" '
+        b'"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n'
+        + svg('<rect width="50" height="50" fill="red"/>')
+    )
+    f = load(doc, profile=CLAUDE)
+    assert f.source_kind == "svg"
+    assert pixel(decoded(f.data).convert("RGBA"), (10, 10)) == (255, 0, 0, 255)
+
+
+def test_huge_canvas_is_rendered_scaled_down_fast() -> None:
+    doc = svg(
+        '<rect width="50000" height="100000" fill="blue"/>',
+        'width="100000" height="100000"',
+    )
+    start = time.perf_counter()
+    f = load(doc, profile=CLAUDE)
+    assert time.perf_counter() - start < 5
+    assert (f.source_width, f.source_height) == (100000, 100000)
+    assert f.width == f.height
+    assert f.width * f.height <= CLAUDE.max_pixels
+    out = decoded(f.data).convert("RGBA")
+    assert near(pixel(out, (f.width // 4, f.height // 2)), (0, 0, 255, 255), 5)
+
+
+def test_render_is_bounded_by_the_svg_render_limit() -> None:
+    huge = Profile(max_edge=100_000, max_pixels=10**10, max_bytes=10**9)
+    f = load(svg("", 'width="20000" height="20000"'), profile=huge)
+    assert f.width * f.height <= limits.MAX_SVG_RENDER_PIXELS
+
+
+def test_oversized_svg_is_too_large() -> None:
+    padding = "<!--" + "x" * limits.MAX_SVG_BYTES + "-->"
+    with pytest.raises(TooLargeError):
+        load(svg(padding), profile=CLAUDE)
+
+
+def test_truncated_svg_is_undecodable() -> None:
+    doc = svg('<rect width="50" height="50" fill="red"/>' * 20)
+    with pytest.raises(UndecodableError):
+        load(doc[: len(doc) // 2], profile=CLAUDE)
+
+
+def test_render_withheld_refuses_svg() -> None:
+    with pytest.raises(UnsupportedTypeError, match="withheld"):
+        load(svg(""), profile=CLAUDE, render=False)
+
+
+def test_text_in_svg_uses_bundled_fonts() -> None:
+    doc = svg('<text x="10" y="60" font-size="48" font-family="Arial">Hi</text>')
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert out.getchannel("A").getbbox() is not None  # glyphs drawn without system fonts
+
+
+_CRASH_PROBE = """
+import sys
+from visus.media import Profile, load
+from visus.errors import MediaError
+n, kind = int(sys.argv[1]), sys.argv[2]
+ns = 'xmlns="http://www.w3.org/2000/svg"'
+if kind == "g":
+    body = "<g>" * n + '<rect width="5" height="5"/>' + "</g>" * n
+else:
+    parts = ['<rect id="a0" width="5" height="5"/>']
+    parts += [f'<g id="a{i}" opacity="0.9"><use href="#a{i-1}"/></g>' for i in range(1, n)]
+    body = "<defs>" + "".join(parts) + f'</defs><use href="#a{n-1}"/>'
+doc = f'<svg {ns} width="10" height="10">{body}</svg>'
+try:
+    load(doc.encode(), profile=Profile(100, 10_000, 1_000_000))
+    print("rendered")
+except MediaError as e:
+    print("refused", type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize(("depth", "kind"), [(400, "g"), (1500, "g"), (300, "use")])
+def test_deep_documents_do_not_crash_the_process(depth: int, kind: str) -> None:
+    # On a default 8 MB stack resvg segfaults near depth 250 (and 150 chained <use>).
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASH_PROBE, str(depth), kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in ("rendered", "refused UndecodableError")
