@@ -315,3 +315,21 @@ def test_concurrent_appends_from_processes(store: SessionStore) -> None:
     assert sorted(m.text[:3].rstrip("y") for m in loaded.messages) == sorted(
         [f"{t}{i}" for t in "ab" for i in range(20)]
     )
+
+
+def test_referenced_digests_feed_gc(tmp_path: Path, store: SessionStore) -> None:
+    blobs = FileBlobStore(tmp_path / "blobs")
+    keep_a = blobs.put(PNG, "image/png")
+    keep_b = blobs.put(PNG + b"b", "image/png")
+    orphan = blobs.put(PNG + b"orphan", "image/png")
+    for sid, digest in (("one", keep_a), ("two", keep_b)):
+        store.create(sid)
+        store.append(sid, _conversation(digest)[2])
+    # a damaged line still protects the blob it names
+    with store.path("two").open("ab") as f:
+        f.write(b'{"v":1,"kind":"user","parts":[{"kind":"image","digest":"' + b"e" * 64 + b'"')
+    assert store.referenced_digests() == {keep_a, keep_b, "e" * 64}
+    assert blobs.gc(store.referenced_digests()) == 1
+    assert not blobs.has(orphan)
+    assert blobs.get(keep_a) == PNG
+    assert SessionStore(tmp_path / "none").referenced_digests() == set()

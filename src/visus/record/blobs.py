@@ -267,7 +267,9 @@ class FileBlobStore:
         """Remove every blob whose digest is not in ``live``; return how many went.
 
         Emptied fan-out folders are removed too. Temp files of writes in progress
-        are left alone.
+        are left alone. ``live`` must name every blob still wanted (for sessions,
+        ``SessionStore.referenced_digests()``), and no other process may be adding
+        blobs meanwhile: a blob written after the live set was taken would be removed.
         """
         keep = _live_set(live)
         removed = 0

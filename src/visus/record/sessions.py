@@ -51,6 +51,7 @@ __all__ = [
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SUFFIX = ".jsonl"
+_DIGEST_FIELD = re.compile(rb'"digest"\s*:\s*"([0-9a-f]{64})"')
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -328,6 +329,25 @@ class SessionStore:
     def turn_count(self, session_id: str) -> int:
         """The highest turn recorded in ``session_id`` (0 for an empty session)."""
         return self.load(session_id).turn_count
+
+    def referenced_digests(self) -> set[str]:
+        """Every blob digest any session log names: the live set for ``BlobStore.gc``.
+
+        Scans the raw bytes, so digests on damaged lines count too (gc errs towards
+        keeping). Run gc only when no writer is adding blobs the scan has not seen.
+        """
+        found: set[str] = set()
+        if not self.root.is_dir():
+            return found
+        for entry in self.root.iterdir():
+            if entry.suffix != _SUFFIX or not entry.is_file():
+                continue
+            try:
+                raw = entry.read_bytes()
+            except OSError as e:
+                raise StoreError(f"cannot read {entry} to collect its blobs: {e}") from e
+            found.update(m.decode() for m in _DIGEST_FIELD.findall(raw))
+        return found
 
     def list(self) -> list[SessionInfo]:
         """Every session under ``root``, most recently modified first."""
