@@ -152,3 +152,13 @@ def test_list(app: typer.Typer, tmp_path: Path) -> None:
         runner.invoke(app, ["session", "list", "--data", str(tmp_path), "--json"]).output
     )
     assert [(s["id"], s["messages"], s["turns"]) for s in as_json] == [("demo", 10, 3)]
+
+
+def test_show_notes_a_model_without_vision(app: typer.Typer, tmp_path: Path) -> None:
+    _make_session(tmp_path)
+    args = ["session", "show", "demo", "--data", str(tmp_path), "--model", "ollama:llama3.2"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "is not known to take images" in result.output
+    vision = CliRunner().invoke(app, ["session", "show", "demo", "--data", str(tmp_path)])
+    assert "is not known to take images" not in vision.output

@@ -201,6 +201,8 @@ def show(
         f"image tokens per request ~{totals['live_tokens']} "
         f"(all images kept: ~{totals['all_tokens']})"
     )
+    if not spec.vision:
+        typer.echo(f"note: {spec.provider}:{spec.name} is not known to take images")
     if loaded.problems:
         typer.echo(f"problems ({len(loaded.problems)}):")
         for p in loaded.problems:
