@@ -95,3 +95,9 @@ def test_blank_image_has_no_words_and_garbage_is_undecodable() -> None:
         perceive(b"definitely not an image")
     with pytest.raises(UndecodableError):
         decode_size(make_grid(1, 1, seed=2)[0][:200])  # truncated PNG
+
+
+@pytest.mark.parametrize("size", [(2100, 10), (10, 3000), (1, 1)])
+def test_thin_and_tiny_images_are_perceived_without_crashing(size: tuple[int, int]) -> None:
+    seen = perceive(_png(Image.new("RGB", size, "white")))
+    assert (seen.width, seen.height, seen.words) == (*size, ())

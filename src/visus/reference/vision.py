@@ -38,6 +38,8 @@ __all__ = ["SeenImage", "SeenWord", "decode_size", "perceive"]
 
 _INK_THRESHOLD = 60.0  # RGB distance from the background that counts as ink
 _MIN_SCORE = 0.5  # OCR confidence below which a line is noise
+_MIN_OCR_SIDE = 32  # pixels: thinner images are padded before OCR
+_MAX_OCR_ASPECT = 16  # and so are images more elongated than this
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,20 @@ def _split_line(
     return out
 
 
+def _padded(arr: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """Pad a thin strip (right and bottom, so coordinates stay) with its own edge colour.
+
+    RapidOCR shrinks the long side to its working size; a strip like 2100 x 10 would
+    shrink to zero pixels high and crash it.
+    """
+    height, width = arr.shape[0], arr.shape[1]
+    short = max(_MIN_OCR_SIDE, max(height, width) // _MAX_OCR_ASPECT)
+    pad_h, pad_w = max(0, short - height), max(0, short - width)
+    if not pad_h and not pad_w:
+        return np.ascontiguousarray(arr)
+    return np.pad(arr, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+
+
 def perceive(data: bytes) -> SeenImage:
     """OCR ``data`` (any format Pillow decodes) into words with centres and ink colours.
 
@@ -156,7 +172,7 @@ def perceive(data: bytes) -> SeenImage:
     height, width = arr.shape[0], arr.shape[1]
     with _call_lock:
         # RapidOCR expects OpenCV's BGR channel order for arrays.
-        result, _ = _ocr_engine()(np.ascontiguousarray(arr[:, :, ::-1]), use_cls=False)
+        result, _ = _ocr_engine()(_padded(arr)[:, :, ::-1], use_cls=False)
     lines: list[tuple[list[list[float]], str]] = []
     for quad, text, score in result or []:
         if float(score) >= _MIN_SCORE and str(text).strip():
