@@ -32,6 +32,7 @@ from visus.providers.base import (
     ProviderClient,
     ProviderConfig,
     Wire,
+    aclose,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "ProviderConfig",
     "ProviderSettings",
     "Wire",
+    "aclose",
     "default_model",
     "make_client",
     "resolve",
@@ -266,7 +268,12 @@ def resolve(
                 cfg, aws_secret_access_key="reference", region=cfg.region or "us-east-1"
             )
         client = make_client(wire, cfg)
-        return client, _spec("reference", "reference")
+        spec = _spec("reference", "reference")
+        if wire == "gemini":
+            # The reference server's Gemini wire is Gemini 2.x for any id but gemini-3-*:
+            # images after the function responses, not inside them.
+            spec = dataclasses.replace(spec, images_in_tool_results=False)
+        return client, spec
 
     cfg = settings.config(base_url=settings.url(provider))
     if provider == "openai":

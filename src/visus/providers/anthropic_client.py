@@ -76,6 +76,10 @@ class AnthropicClient:
             default_headers=dict(config.headers) or None,
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool (call before the event loop ends)."""
+        await self._client.close()
+
     async def complete(
         self,
         request: ModelRequest,

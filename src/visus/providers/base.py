@@ -46,6 +46,7 @@ __all__ = [
     "ProviderConfig",
     "RefitCache",
     "Wire",
+    "aclose",
     "assistant_message",
     "backoff_delay",
     "classify_http",
@@ -93,6 +94,10 @@ class ProviderConfig:
 class ProviderClient(Protocol):
     """One provider behind one wire.
 
+    Concrete clients also have ``async def aclose()`` to release their connection
+    pool; :func:`aclose` calls it when present (it is not part of the protocol so
+    test doubles need only ``complete``).
+
     Example:
         >>> async def ask(client: ProviderClient, req, spec, blobs):  # doctest: +SKIP
         ...     reply = await client.complete(req, model=spec, blobs=blobs, on_delta=print)
@@ -111,6 +116,13 @@ class ProviderClient(Protocol):
         on_delta: OnDelta | None = None,
         refit_cache: RefitCache | None = None,
     ) -> AssistantMessage: ...
+
+
+async def aclose(client: object) -> None:
+    """Close ``client``'s connections if it has an ``aclose`` (every visus client does)."""
+    close = getattr(client, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def lower_request(

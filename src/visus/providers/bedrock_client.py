@@ -176,6 +176,10 @@ class BedrockClient:
 
             self._client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
 
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool (call before the event loop ends)."""
+        await asyncio.to_thread(self._client.close)
+
     async def complete(
         self,
         request: ModelRequest,

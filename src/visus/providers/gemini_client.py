@@ -128,6 +128,10 @@ class GeminiClient:
             ),
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool (call before the event loop ends)."""
+        await self._client.aio.aclose()
+
     async def complete(
         self,
         request: ModelRequest,

@@ -95,6 +95,10 @@ class OllamaClient:
             host=config.base_url, timeout=config.timeout, headers=headers or None
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool (call before the event loop ends)."""
+        await self._client.close()  # type: ignore[no-untyped-call]
+
     async def complete(
         self,
         request: ModelRequest,
