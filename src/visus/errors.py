@@ -26,7 +26,8 @@ these classes and never a library's own.
     ├── NetError                    fetching a URL failed
     │   └── BlockedURLError         the SSRF gate refused the target
     ├── LimitError                  a protocol bound (tether frame, image count) was broken
-    └── ConfigError                 an invalid configuration file or value
+    ├── ConfigError                 an invalid configuration file or value
+    └── AnalyzeError                vision_analyze / video_analyze failed (``code`` prefix)
 
 Example:
     >>> from visus.errors import TooLargeError, MediaError
@@ -37,6 +38,7 @@ Example:
 from __future__ import annotations
 
 __all__ = [
+    "AnalyzeError",
     "AuthError",
     "BlockedURLError",
     "ConfigError",
@@ -151,3 +153,22 @@ class LimitError(VisusError):
 
 class ConfigError(VisusError):
     """An invalid configuration file or value; the message names the key."""
+
+
+class AnalyzeError(VisusError):
+    """vision_analyze or video_analyze failed; ``str()`` starts with ``code``.
+
+    ``code`` is one of the documented prefixes (``INVALID_INPUT``, ``FILE_NOT_FOUND``,
+    ``URL_BLOCKED``, ``FILE_TOO_LARGE``, ``UNSUPPORTED_FILE_TYPE``,
+    ``VISION_NOT_SUPPORTED``, ``PDF_NOT_SUPPORTED``, ``PDF_TOO_MANY_PAGES``,
+    ``VIDEO_NOT_SUPPORTED``, ``LLM_ERROR``, ``RESPONSE_NOT_JSON``).
+
+    Example:
+        >>> str(AnalyzeError("INVALID_INPUT", "prompt is empty"))
+        'INVALID_INPUT: prompt is empty'
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message

@@ -73,6 +73,12 @@ ANALYZE_MAX_INPUT_BYTES: Final = 32 * MB
 ANALYZE_MAX_FILES: Final = 4
 ANALYZE_MAX_RESULT_CHARS: Final = 8000
 ANALYZE_MAX_PDF_PAGES: Final = 20
+#: Keyframes video_analyze sends when the model does not take video natively.
+ANALYZE_VIDEO_MAX_FRAMES: Final = 16
+#: Longest edge of one keyframe as sampled (it is fitted to the model after).
+ANALYZE_VIDEO_FRAME_EDGE: Final = 1280
+#: Result cache entries kept in memory by the in-memory analyze cache.
+ANALYZE_CACHE_MAX_ENTRIES: Final = 256
 
 # --- attachments ------------------------------------------------------------------
 ATTACHMENT_MAX_FILE_BYTES: Final = 25 * MB
