@@ -23,18 +23,9 @@ BLUE = (20, 40, 220)
 def noise_image(width: int, height: int, *, seed: int = 1, mode: str = "RGB") -> Image.Image:
     """Deterministic noise over a gradient: compresses poorly, like a photo."""
     rng = random.Random(seed)
-    img = Image.new("RGB", (width, height))
-    img.putdata(
-        [
-            (
-                (x * 255 // max(1, width - 1) + rng.randrange(64)) % 256,
-                (y * 255 // max(1, height - 1) + rng.randrange(64)) % 256,
-                rng.randrange(256),
-            )
-            for y in range(height)
-            for x in range(width)
-        ]
-    )
+    noise = Image.frombytes("RGB", (width, height), rng.randbytes(width * height * 3))
+    gradient = Image.linear_gradient("L").resize((width, height)).convert("RGB")
+    img = Image.blend(gradient, noise, 0.3)
     return img.convert(mode) if mode != "RGB" else img
 
 
@@ -88,7 +79,7 @@ def png_16bit() -> bytes:
 def palette_png_transparent() -> bytes:
     img = Image.new("P", (40, 30), 0)
     img.putpalette([255, 0, 0, 0, 0, 255] + [0, 0, 0] * 254)
-    img.paste(1, (0, 0, 20, 30))
+    img.paste(1, (0, 0, 20, 30))  # left half: index 1 (blue, opaque); right: 0 (clear)
     buf = io.BytesIO()
     img.save(buf, format="PNG", transparency=0)
     return buf.getvalue()

@@ -36,9 +36,7 @@ from visus.limits import (
     MAX_SOURCE_BYTES,
     READ_DEFAULT_LINES,
     READ_MAX_LINE_CHARS,
-    READ_PROBE_EDGE,
 )
-from visus.media.types import Profile
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.perception.reach import Reach
 from visus.perception.values import (
@@ -55,12 +53,6 @@ __all__ = ["DEFAULT_MODEL", "read", "view"]
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 Ref = str | os.PathLike[str] | bytes | bytearray | memoryview
-
-_PROBE = Profile(
-    max_edge=READ_PROBE_EDGE,
-    max_pixels=READ_PROBE_EDGE * READ_PROBE_EDGE,
-    max_bytes=MAX_SOURCE_BYTES,
-)
 
 
 class _Refused(Exception):
@@ -265,9 +257,9 @@ def _as_text(data: bytes) -> str | None:
 
 
 def _not_text(data: bytes, source: str) -> str:
-    """Why read refuses non-text, decided by trying the media decoders."""
+    """Why read refuses non-text, decided by the media decoders' header probe."""
     try:
-        fitted = media.load(data, profile=_PROBE, render=True)
+        found = media.probe(data)
     except TooLargeError as e:
         return (
             f"{source} is not text, and it is an image or document too large for view as "
@@ -283,16 +275,14 @@ def _not_text(data: bytes, source: str) -> str:
             f"{source} is a binary file (not UTF-8 text), and not an image or PDF that "
             "view could show. read returns text only."
         )
-    if fitted.source_kind == "pdf":
-        pages = f"{fitted.page_count} pages" if fitted.page_count else "pages"
+    if found.kind == "pdf":
+        pages = f"{found.page_count} pages" if found.page_count else "pages"
         return (
             f"{source} is a PDF document ({pages}); read returns text only. "
             f"Call view({source!r}, page=N) to see a page."
         )
-    return (
-        f"{source} is an image ({fitted.source_width}x{fitted.source_height}); read "
-        f"returns text only. Call view({source!r}) to see it."
-    )
+    size = f" ({found.width}x{found.height})" if found.width and found.height else ""
+    return f"{source} is an image{size}; read returns text only. Call view({source!r}) to see it."
 
 
 # --- shared -----------------------------------------------------------------------

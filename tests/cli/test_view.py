@@ -1,0 +1,194 @@
+"""``visus view`` through the real typer app: JSON shape, exit codes, --out, --root."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from visus.cli import app
+
+runner = CliRunner()
+
+
+def noise_png(width: int, height: int) -> bytes:
+    rng = random.Random(3)
+    img = Image.frombytes("RGB", (width, height), rng.randbytes(width * height * 3))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def pdf(pages: int) -> bytes:
+    doc = pdfium.PdfDocument.new()
+    try:
+        for _ in range(pages):
+            doc.new_page(200, 300).close()
+        buf = io.BytesIO()
+        doc.save(buf)
+    finally:
+        doc.close()
+    return buf.getvalue()
+
+
+def source_code(lines: int) -> bytes:
+    return "".join(f"x{i} = {i}\n" for i in range(lines)).encode()
+
+
+def decode(data: bytes) -> Image.Image:
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    return img
+
+
+def run(args: list[str]) -> tuple[int, str, str]:
+    result = runner.invoke(app, args)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    r.mkdir()
+    (r / "shot.png").write_bytes(noise_png(2000, 1000))
+    (r / "doc.pdf").write_bytes(pdf(5))
+    (r / "code.py").write_bytes(source_code(300))
+    return r
+
+
+def test_json_perception(root: Path) -> None:
+    code, out, _ = run(["view", "shot.png", "--json", "--root", str(root)])
+    assert code == 0
+    payload = json.loads(out)  # exactly one JSON object
+    assert payload["ok"] is True
+    for key in [
+        "media_type",
+        "width",
+        "height",
+        "source_width",
+        "source_height",
+        "bytes",
+        "digest",
+        "source_kind",
+        "tokens",
+    ]:
+        assert key in payload
+    assert (payload["source_width"], payload["source_height"]) == (2000, 1000)
+    assert payload["width"] <= 1568
+    assert payload["digest"].startswith("sha256:")
+    assert len(payload["digest"]) == len("sha256:") + 64
+    assert payload["source_kind"] == "raster"
+
+
+def test_json_refusal_exit_3(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "outside.png").write_bytes(noise_png(40, 30))
+    for ref, reason in [("missing.png", "not_found"), ("../outside.png", "outside_reach")]:
+        code, out, _ = run(["view", ref, "--json", "--root", str(root)])
+        assert code == 3
+        payload = json.loads(out)
+        assert payload == {"ok": False, "reason": reason, "message": payload["message"]}
+        assert payload["message"]
+
+
+def test_out_writes_the_fitted_image(root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "fitted.bin"
+    code, out, _ = run(["view", "shot.png", "--json", "--out", str(target), "--root", str(root)])
+    assert code == 0
+    payload = json.loads(out)
+    data = target.read_bytes()
+    assert payload["digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert payload["bytes"] == len(data)
+    assert decode(data).size == (payload["width"], payload["height"])
+
+
+def test_page_offset_limit_model(root: Path) -> None:
+    code, out, _ = run(["view", "doc.pdf", "--page", "5", "--json", "--root", str(root)])
+    assert code == 0
+    assert (json.loads(out)["page"], json.loads(out)["page_count"]) == (5, 5)
+    code, out, _ = run(["view", "doc.pdf", "--page", "6", "--json", "--root", str(root)])
+    assert code == 3
+    assert json.loads(out)["reason"] == "invalid_input"
+    code, out, _ = run(
+        ["view", "code.py", "--offset", "10", "--limit", "20", "--json", "--root", str(root)]
+    )
+    assert code == 0
+    assert (json.loads(out)["line_start"], json.loads(out)["line_end"]) == (11, 30)
+    code, out, _ = run(["view", "shot.png", "--model", "gpt-4o", "--json", "--root", str(root)])
+    assert json.loads(out)["model"] == "gpt-4o"
+    code, out, _ = run(["view", "shot.png", "--model", "mystery", "--json", "--root", str(root)])
+    assert code == 3
+    assert "cannot see images" in json.loads(out)["message"]
+
+
+def test_no_render(root: Path) -> None:
+    code, out, _ = run(["view", "code.py", "--no-render", "--json", "--root", str(root)])
+    assert code == 3
+    assert json.loads(out)["reason"] == "unsupported_type"
+
+
+def test_reach_defaults_to_cwd(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(root)
+    code, out, _ = run(["view", "shot.png", "--json"])
+    assert code == 0
+    assert json.loads(out)["ok"] is True
+    code, out, _ = run(["view", "/etc/hostname", "--json"])
+    assert code == 3
+    assert json.loads(out)["reason"] in {"outside_reach", "not_found"}
+
+
+def test_several_roots(root: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "b.png").write_bytes(noise_png(40, 30))
+    args = ["--root", str(root), "--root", str(other), "--json"]
+    assert run(["view", str(other / "b.png"), *args])[0] == 0
+    assert run(["view", "shot.png", *args])[0] == 0
+
+
+def test_human_summary(root: Path) -> None:
+    code, out, _ = run(["view", "shot.png", "--root", str(root)])
+    assert code == 0
+    assert "shot.png" in out
+    assert "2000x1000 raster" in out
+    assert "sha256:" in out
+    code, _, err = run(["view", "missing.png", "--root", str(root)])
+    assert code == 3
+    assert "not_found" in err
+
+
+def test_console_script_subprocess(root: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "visus.cli", "view", "shot.png", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0 and "No module named visus.cli.__main__" in proc.stderr:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from visus.cli import main; main()",
+                "view",
+                "shot.png",
+                "--json",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["source_width"] == 2000
