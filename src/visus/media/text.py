@@ -42,6 +42,10 @@ _GUTTER = (140, 140, 140)
 _RULE = (210, 210, 210)
 _INK = (30, 30, 30)
 _CLIPPED = "…"
+# A tall page of short lines may be laid out in up to this many side-by-side columns.
+_MAX_COLUMNS = 3
+_COLUMN_GAP = 3
+_SEPARATOR = (120, 120, 120)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,13 +214,54 @@ def render_text(
     return TextPage(image, first + 1, last, total)
 
 
-def _metrics(size: int, chars: int, rows: int) -> tuple[float, int, int, int, int]:
-    char_w = _font(size, False).getlength("0")
-    line_h = math.ceil(size * _LINE_SPACING)
-    pad = max(4, size // 2)
-    width = math.ceil(2 * pad + chars * char_w)
-    height = pad + line_h + pad + rows * line_h + pad
-    return char_w, line_h, pad, width, height
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """Where glyphs go: font size, column count and the pixel geometry they imply."""
+
+    size: int
+    columns: int
+    rows_per_column: int
+    char_w: float
+    line_h: int
+    pad: int
+    width: int
+    height: int
+
+    @classmethod
+    def of(cls, size: int, columns: int, rows: int, block: int, header: int) -> _Grid:
+        char_w = _font(size, False).getlength("0")
+        line_h = math.ceil(size * _LINE_SPACING)
+        pad = max(4, size // 2)
+        per_column = math.ceil(rows / columns)
+        chars = max(header, columns * block + (columns - 1) * _COLUMN_GAP)
+        width = math.ceil(2 * pad + chars * char_w)
+        height = pad + line_h + pad + per_column * line_h + pad
+        return cls(size, columns, per_column, char_w, line_h, pad, width, height)
+
+    def shown_size(self, max_edge: int, max_pixels: int) -> float:
+        """The glyph size after fitting shrinks the render into the bounds."""
+        w, _ = target_size(self.width, self.height, max_edge, max_pixels)
+        return self.size * w / self.width
+
+
+def _choose_grid(rows: int, block: int, header: int, max_edge: int, max_pixels: int) -> _Grid:
+    """The font size and column count whose glyphs end up largest after fitting.
+
+    A tall page of short lines fills a wide target better in side-by-side columns;
+    ties go to fewer columns (one column reads most naturally).
+    """
+    best: _Grid | None = None
+    best_shown = -1.0
+    for columns in range(1, min(_MAX_COLUMNS, rows) + 1):
+        for size in range(_FONT_MAX, _FONT_MIN - 1, -1):
+            grid = _Grid.of(size, columns, rows, block, header)
+            shown = grid.shown_size(max_edge, max_pixels)
+            if shown > best_shown + 0.25:
+                best, best_shown = grid, shown
+            if shown == size:
+                break  # the largest size that fits unshrunk for this column count
+    assert best is not None
+    return best
 
 
 def _draw(
@@ -228,30 +273,31 @@ def _draw(
     max_pixels: int,
 ) -> Image.Image:
     gutter = digits + 2
-    chars = max(len(header), gutter + cols)
-    size = _FONT_MIN
-    for candidate in range(_FONT_MAX, _FONT_MIN - 1, -1):
-        *_, w, h = _metrics(candidate, chars, len(rows))
-        if target_size(w, h, max_edge, max_pixels) == (w, h):
-            size = candidate
-            break
-    char_w, line_h, pad, width, height = _metrics(size, chars, len(rows))
-    im = Image.new("RGB", (width, height), _BACKGROUND)
+    block = gutter + cols
+    g = _choose_grid(len(rows), block, len(header), max_edge, max_pixels)
+    im = Image.new("RGB", (g.width, g.height), _BACKGROUND)
     draw = ImageDraw.Draw(im)
-    draw.rectangle((0, 0, width, pad + line_h), fill=_HEADER_BACKGROUND)
-    draw.text((pad, pad // 2 + 1), header, font=_font(size, True), fill=_INK)
-    top = pad + line_h + pad
-    rule_x = pad + (digits + 1) * char_w - char_w / 2
-    draw.line((rule_x, top - pad // 2, rule_x, height), fill=_RULE)
-    regular = _font(size, False)
-    for r, (number, runs) in enumerate(rows):
-        y = top + r * line_h
-        if number is not None:
-            draw.text((pad, y), str(number).rjust(digits), font=regular, fill=_GUTTER)
-        col = 0
-        for piece, ttype in runs:
-            colour, bold = _colour(ttype)
-            x = pad + (gutter + col) * char_w
-            draw.text((x, y), piece, font=_font(size, bold), fill=colour)
-            col += len(piece)
+    draw.rectangle((0, 0, g.width, g.pad + g.line_h), fill=_HEADER_BACKGROUND)
+    draw.text((g.pad, g.pad // 2 + 1), header, font=_font(g.size, True), fill=_INK)
+    top = g.pad + g.line_h + g.pad
+    regular = _font(g.size, False)
+    for c in range(g.columns):
+        left = g.pad + c * (block + _COLUMN_GAP) * g.char_w
+        rule_x = left + (digits + 1) * g.char_w - g.char_w / 2
+        draw.line((rule_x, top - g.pad // 2, rule_x, g.height), fill=_RULE)
+        if c:
+            sep_x = left - _COLUMN_GAP * g.char_w / 2
+            draw.line((sep_x, top - g.pad // 2, sep_x, g.height), fill=_SEPARATOR)
+        for r, (number, runs) in enumerate(
+            rows[c * g.rows_per_column : (c + 1) * g.rows_per_column]
+        ):
+            y = top + r * g.line_h
+            if number is not None:
+                draw.text((left, y), str(number).rjust(digits), font=regular, fill=_GUTTER)
+            col = 0
+            for piece, ttype in runs:
+                colour, bold = _colour(ttype)
+                x = left + (gutter + col) * g.char_w
+                draw.text((x, y), piece, font=_font(g.size, bold), fill=colour)
+                col += len(piece)
     return im
