@@ -85,11 +85,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # aborted connections (byte cap, timeouts, rejected TLS) are the point
+
+
 @pytest.fixture
 def server() -> Iterator[tuple[str, list[tuple[str, str]]]]:
     seen: list[tuple[str, str]] = []
     handler = type("H", (_Handler,), {"seen": seen})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -277,6 +284,35 @@ def test_connects_to_the_checked_address_with_the_name_as_host(
     assert got.url == f"http://visus.test:{port}/host"
 
 
+def test_next_checked_address_is_tried_when_one_refuses(
+    server: tuple[str, list[tuple[str, str]]],
+) -> None:
+    base, seen = server
+    port = int(base.rsplit(":", 1)[1])
+
+    def resolver(host: str, p: int) -> list[str]:
+        return ["::1", "127.0.0.1"]  # the server listens on 127.0.0.1 only
+
+    got = net.fetch(f"http://dual.test:{port}/png", allow_loopback_http=True, resolver=resolver)
+    assert got.data == b"\x89PNG fake"
+    assert seen == [("/png", f"dual.test:{port}")]
+
+
+async def test_async_tries_the_next_address_too(
+    server: tuple[str, list[tuple[str, str]]],
+) -> None:
+    base, _ = server
+    port = int(base.rsplit(":", 1)[1])
+
+    def resolver(host: str, p: int) -> list[str]:
+        return ["::1", "127.0.0.1"]
+
+    got = await net.afetch(
+        f"http://dual.test:{port}/png", allow_loopback_http=True, resolver=resolver
+    )
+    assert got.status == 200
+
+
 @pytest.mark.parametrize(
     ("path", "words"),
     [
@@ -434,7 +470,7 @@ def tls_server(
 
     server_ctx.sni_callback = on_sni
     seen: list[tuple[str, str]] = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Handler,), {"seen": seen}))
+    httpd = _Server(("127.0.0.1", 0), type("H", (_Handler,), {"seen": seen}))
     httpd.socket = server_ctx.wrap_socket(httpd.socket, server_side=True)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()

@@ -239,7 +239,8 @@ def _check_url(url: httpx.URL, allow_loopback_http: bool) -> IPAddress | None:
     return ip
 
 
-def _pin(url: httpx.URL, ip: IPAddress | None, addresses: Iterable[str], http: bool) -> _Hop:
+def _pin(url: httpx.URL, ip: IPAddress | None, addresses: Iterable[str], http: bool) -> list[_Hop]:
+    """One request per checked address, in the resolver's order (tried until one connects)."""
     if ip is None:
         try:
             checked = [check_address(a.split("%", 1)[0], allow_loopback=http) for a in addresses]
@@ -249,9 +250,10 @@ def _pin(url: httpx.URL, ip: IPAddress | None, addresses: Iterable[str], http: b
             raise NetError(f"{url.host} resolved to no address")
         if http and not all(a.is_loopback for a in checked):
             raise BlockedURLError(f"{url}: plain http is only allowed to loopback")
-        ip = checked[0]
     elif http and not ip.is_loopback:
         raise BlockedURLError(f"{url}: plain http is only allowed to loopback")
+    else:
+        checked = [ip]
     name = url.raw_host.decode("ascii")
     default_port = 443 if url.scheme == "https" else 80
     host_header = name if url.port in (None, default_port) else f"{name}:{url.port}"
@@ -259,7 +261,38 @@ def _pin(url: httpx.URL, ip: IPAddress | None, addresses: Iterable[str], http: b
         host_header = f"[{name}]" if url.port in (None, default_port) else f"[{name}]:{url.port}"
     extensions = {"sni_hostname": name} if url.scheme == "https" and parse_ip(name) is None else {}
     headers = {"Host": host_header, "User-Agent": _USER_AGENT, "Accept-Encoding": "identity"}
-    return _Hop(url=url, pinned=url.copy_with(host=str(ip)), headers=headers, extensions=extensions)
+    return [
+        _Hop(url=url, pinned=url.copy_with(host=str(a)), headers=headers, extensions=extensions)
+        for a in dict.fromkeys(checked)
+    ]
+
+
+def _request(client: httpx.Client | httpx.AsyncClient, hop: _Hop, deadline: float) -> httpx.Request:
+    return client.build_request(
+        "GET",
+        hop.pinned,
+        headers=dict(hop.headers),
+        extensions=dict(hop.extensions),
+        timeout=_remaining(deadline),
+    )
+
+
+def _send(client: httpx.Client, hops: list[_Hop], deadline: float) -> httpx.Response:
+    for hop in hops[:-1]:
+        try:
+            return client.send(_request(client, hop, deadline), stream=True)
+        except httpx.ConnectError:
+            continue  # another checked address of the same name may answer
+    return client.send(_request(client, hops[-1], deadline), stream=True)
+
+
+async def _asend(client: httpx.AsyncClient, hops: list[_Hop], deadline: float) -> httpx.Response:
+    for hop in hops[:-1]:
+        try:
+            return await client.send(_request(client, hop, deadline), stream=True)
+        except httpx.ConnectError:
+            continue
+    return await client.send(_request(client, hops[-1], deadline), stream=True)
 
 
 def _port(url: httpx.URL) -> int:
@@ -373,15 +406,7 @@ def fetch(
                 ip = _check_url(current, allow_loopback_http)
                 http = current.scheme == "http"
                 names = [] if ip is not None else resolve(current.raw_host.decode(), _port(current))
-                hop = _pin(current, ip, names, http)
-                request = client.build_request(
-                    "GET",
-                    hop.pinned,
-                    headers=dict(hop.headers),
-                    extensions=dict(hop.extensions),
-                    timeout=_remaining(deadline),
-                )
-                response = client.send(request, stream=True)
+                response = _send(client, _pin(current, ip, names, http), deadline)
                 try:
                     nxt = _next_url(current, response)
                     if nxt is None:
@@ -423,15 +448,7 @@ async def afetch(
                     if ip is not None
                     else await asyncio.to_thread(resolve, current.raw_host.decode(), _port(current))
                 )
-                hop = _pin(current, ip, names, http)
-                request = client.build_request(
-                    "GET",
-                    hop.pinned,
-                    headers=dict(hop.headers),
-                    extensions=dict(hop.extensions),
-                    timeout=_remaining(deadline),
-                )
-                response = await client.send(request, stream=True)
+                response = await _asend(client, _pin(current, ip, names, http), deadline)
                 try:
                     nxt = _next_url(current, response)
                     if nxt is None:
