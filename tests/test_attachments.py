@@ -290,6 +290,8 @@ def test_read_edges(store: AttachmentStore) -> None:
     assert "1 long lines clipped" in long
     assert len(long.splitlines()[0]) < limits.READ_MAX_LINE_CHARS + 20
     assert "offset must be" in read_attachment(store, "one.txt", offset=-1)
+    assert "offset must be" in read_attachment(store, "one.txt", limit=0)
+    assert "offset must be" in read_attachment(store, "one.txt", offset="2")  # type: ignore[arg-type]
 
 
 def test_read_unknown_name_lists_what_exists(store: AttachmentStore) -> None:

@@ -407,11 +407,17 @@ def _not_text(filename: str, data: bytes, info: AttachmentInfo) -> str:
     )
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def read_attachment(
     store: AttachmentStore, filename: str, offset: int = 0, limit: int | None = None
 ) -> str:
     """Text of an attachment, numbered lines, ``limit`` lines after skipping ``offset``.
 
+    ``limit`` defaults to, and is capped at, :data:`~visus.limits.READ_DEFAULT_LINES`;
+    lines are clipped at :data:`~visus.limits.READ_MAX_LINE_CHARS` characters.
     Example output: ``     1\\talpha`` lines, then ``[lines 1-2000 of 5000; call
     read_attachment('log.txt', offset=2000) for more]``.
     """
@@ -420,7 +426,11 @@ def read_attachment(
         data = store.read_bytes(filename)
     except NotFoundError:
         return _missing(store, filename)
-    if offset < 0 or (limit is not None and limit < 1):
+    if (
+        not _is_int(offset)
+        or offset < 0
+        or (limit is not None and (not _is_int(limit) or limit < 1))
+    ):
         return "offset must be >= 0 and limit >= 1."
     text = _as_text(data)
     if text is None:
