@@ -101,10 +101,17 @@ async def read_json(request: Request, bad: Callable[[str], Reject]) -> dict[str,
     return body
 
 
-def b64decode(text: object) -> bytes:
-    """Strict base64 (standard alphabet, padding checked); InvalidInputError otherwise."""
+def b64decode(text: object, *, proto: bool = False) -> bytes:
+    """Strict base64 (standard alphabet, padding checked); InvalidInputError otherwise.
+
+    ``proto=True`` follows protobuf's JSON mapping of bytes (Google APIs): the
+    standard or URL-safe alphabet, with or without padding.
+    """
     if not isinstance(text, str) or not text:
         raise InvalidInputError("image data must be a non-empty base64 string")
+    if proto:
+        text = text.replace("-", "+").replace("_", "/")
+        text += "=" * (-len(text) % 4)
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:

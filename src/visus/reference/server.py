@@ -5,6 +5,7 @@ Routes (each as strict as the real service, with its error shapes):
 * OpenAI: ``POST /v1/chat/completions``, ``POST /v1/responses``
 * Anthropic: ``POST /v1/messages``
 * Gemini: ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``
+  (also under ``/v1/models/``)
 * Ollama: ``POST /api/chat``
 * Bedrock: ``POST /model/{modelId}/converse``
 
@@ -67,6 +68,7 @@ def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI
     route("/v1/responses", wire_openai.responses)
     route("/v1/messages", wire_anthropic.messages)
     route("/v1beta/models/{target:path}", wire_gemini.generate)
+    route("/v1/models/{target:path}", wire_gemini.generate)  # google-genai's default version
     route("/api/chat", wire_ollama.chat)
     route("/model/{model_id:path}/converse", wire_bedrock.converse)
     return app

@@ -86,7 +86,7 @@ def _inline(blob: object, path: str, budget: _Budget) -> InImage:
         raise _reject(f"Unsupported MIME type: {mime}")
     raw = blob.get("data")
     try:
-        data = b64decode(raw)
+        data = b64decode(raw, proto=True)
     except InvalidInputError as e:
         shown = str(raw)[:20]
         raise _reject(
