@@ -1,0 +1,46 @@
+"""``visus mcp``: the visus MCP server over stdio, talking to a tether server.
+
+Example:
+    $ visus mcp --url http://127.0.0.1:8750 --root ~/work
+    (an MCP host such as Claude Code starts this command and speaks JSON-RPC on stdio)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+DEFAULT_URL = "http://127.0.0.1:8750"
+
+
+def mcp_command(
+    url: Annotated[
+        str, typer.Option(envvar="VISUS_TETHER_URL", help="Base URL of the tether server.")
+    ] = DEFAULT_URL,
+    token: Annotated[
+        str | None, typer.Option(envvar="VISUS_TOKEN", help="Bearer token of the tether server.")
+    ] = None,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option(help="Root the view tool may see (repeatable); default: the current dir."),
+    ] = None,
+) -> None:
+    """Run the MCP server (tether_send, tether_read, tether_instances, view) on stdio."""
+    import anyio
+
+    from visus.mcp_server import build_server
+    from visus.tether.client import TetherClient
+
+    async def main() -> None:
+        async with TetherClient(url, token) as client:
+            await build_server(client, roots=root).run_stdio_async()
+
+    anyio.run(main)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp_command)

@@ -1,0 +1,267 @@
+"""The visus MCP server (official ``mcp`` SDK): tether in and out, and ``view``.
+
+Tools:
+
+- ``tether_send(instance, text, images?, session_id?)``: a ``user.message`` to an
+  instance; every limit is checked before anything is sent.
+- ``tether_read(instance, session_id?, after_seq?, wait_ms?)``: the first content
+  item is text holding the poll answer as JSON, each image replaced by
+  ``{"_mcp_index": N}``; then one image item per image, in order across frames,
+  so a caller ties every image to its frame and ``msg_id``.
+- ``tether_instances()``: the instances the tether server holds.
+- ``view(path, page?)``: the file as an image fitted so that the whole result
+  stays under ``limits.MCP_MAX_RESULT_BYTES``.
+
+The server talks to a tether server through :class:`~visus.tether.client.TetherClient`
+(over HTTP, or in-process when mounted with :func:`mount_mcp`). ``visus mcp`` runs
+it over stdio.
+
+Example:
+    >>> from visus.tether.client import TetherClient
+    >>> server = build_server(TetherClient("http://127.0.0.1:8750"))
+    >>> server.name
+    'visus'
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ImageContent, TextContent
+from pydantic import BaseModel, Field
+
+from visus import limits
+from visus.errors import VisusError
+from visus.tether.frames import decode_base64
+from visus.tether.limits import check_image, check_image_count, check_images, check_media_type
+from visus.tether.runner import ImageIn
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from visus.tether.client import TetherClient
+
+__all__ = ["McpImage", "build_server", "mount_mcp", "read_result", "view_result"]
+
+#: Bytes kept free in a view result for its text item and the JSON around it.
+_VIEW_TEXT_RESERVE = 16 * limits.KB
+
+
+class McpImage(BaseModel):
+    """An image argument: standard base64 (no data-URI prefix) and its media type."""
+
+    media_type: str = Field(description="image/png, image/jpeg, image/gif or image/webp")
+    data: str = Field(description="standard base64 of the image bytes (RFC 4648)")
+
+
+def _decode_args(images: Sequence[McpImage]) -> list[ImageIn]:
+    check_image_count(len(images), "images")
+    out: list[ImageIn] = []
+    for i, image in enumerate(images):
+        check_media_type(image.media_type, f"images[{i}].media_type")
+        out.append(ImageIn(image.media_type, decode_base64(image.data, f"images[{i}].data")))
+    check_images(out, "images")
+    return out
+
+
+def read_result(answer: dict[str, Any]) -> CallToolResult:
+    """Turn a poll answer into MCP content: JSON text with ``_mcp_index`` stubs, then images.
+
+    Consumer-side checks run again on every image: one that is malformed or past a
+    limit becomes ``{"_mcp_error": "..."}`` in the JSON and gets no image item.
+
+    Example:
+        >>> r = read_result({"frames": [], "next_seq": 0, "gap": False})
+        >>> r.content[0].text
+        '{"frames":[],"next_seq":0,"gap":false}'
+    """
+    images: list[ImageContent] = []
+    frames = []
+    for frame in answer.get("frames", []):
+        payload = frame.get("payload")
+        if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
+            frames.append(frame)
+            continue
+        stubs: list[dict[str, Any]] = []
+        total = 0
+        for i, image in enumerate(payload["images"]):
+            name = f"frames[seq={frame.get('seq')}].payload.images[{i}]"
+            try:
+                check_image_count(i + 1, name)
+                if not isinstance(image, dict):
+                    raise ToolError(f"{name}: not an image object")
+                media_type = check_media_type(image.get("media_type"), f"{name}.media_type")
+                raw = decode_base64(image.get("data"), f"{name}.data")
+                check_image(len(raw), name)
+                total += len(raw)
+                if total > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
+                    raise ToolError(f"{name}: over TETHER_MAX_FRAME_IMAGE_BYTES for the frame")
+            except (VisusError, ToolError) as e:
+                stubs.append({"_mcp_error": str(e)})
+                continue
+            stubs.append({"_mcp_index": len(images)})
+            images.append(
+                ImageContent(
+                    type="image", data=base64.b64encode(raw).decode("ascii"), mime_type=media_type
+                )
+            )
+        frames.append({**frame, "payload": {**payload, "images": stubs}})
+    body = {**answer, "frames": frames}
+    text = TextContent(type="text", text=json.dumps(body, separators=(",", ":")))
+    return CallToolResult(content=[text, *images])
+
+
+def _host_model(max_bytes: int) -> Any:
+    from visus.models import ModelSpec
+
+    # An MCP host forwards images to its own model: fit like Claude's native edge,
+    # and in bytes so that base64 plus the text item stay under the result cap.
+    return ModelSpec(
+        name="mcp-host",
+        provider="reference",
+        vision=True,
+        max_edge=1568,
+        max_pixels=1568 * 1568,
+        max_image_bytes=max_bytes,
+    )
+
+
+def view_result(
+    path: str, *, roots: Sequence[Path | str], page: int | None = None
+) -> CallToolResult:
+    """``view`` for MCP: a short description, then the image, under the result cap."""
+    from visus.perception import Reach, view
+
+    budget = (limits.MCP_MAX_RESULT_BYTES - _VIEW_TEXT_RESERVE) * 3 // 4
+    seen = view(path, reach=Reach(list(roots)), model=_host_model(budget), page=page)
+    if seen.kind == "refusal":
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(seen.to_json()))], is_error=True
+        )
+    data = base64.b64encode(seen.data).decode("ascii")
+    note = (
+        f"{seen.source}: {seen.source_kind} {seen.source_width}x{seen.source_height}, "
+        f"sent {seen.width}x{seen.height} {seen.media_type}, {seen.size} bytes, "
+        f"{seen.tagged_digest}"
+    )
+    if seen.page_count:
+        note += f", page {seen.page} of {seen.page_count}"
+    if len(data) + len(note) > limits.MCP_MAX_RESULT_BYTES:  # fit promised less; refuse
+        msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
+        return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=note),
+            ImageContent(type="image", data=data, mime_type=seen.media_type),
+        ]
+    )
+
+
+def build_server(
+    client: TetherClient,
+    *,
+    roots: Sequence[Path | str] | None = None,
+    name: str = "visus",
+) -> MCPServer:
+    """An MCP server whose tether tools go through ``client``; ``view`` sees ``roots``
+    (default: the current directory)."""
+    view_roots = list(roots) if roots else [Path.cwd()]
+    server = MCPServer(
+        name,
+        instructions=(
+            "visus gives agents eyes. tether_send sends text and images to an agent "
+            "instance; tether_read returns its frames with images as image content "
+            '({"_mcp_index": N} in the JSON points at the Nth image item); view shows '
+            "a file (image, pdf, svg, text) as an image."
+        ),
+    )
+
+    @server.tool()
+    async def tether_send(
+        instance: Annotated[str, Field(description="instance id")],
+        text: Annotated[str, Field(description="message text; may be empty with images")],
+        images: Annotated[
+            list[McpImage] | None, Field(description="at most 4 images, 10 MB each, 20 MB total")
+        ] = None,
+        session_id: Annotated[str | None, Field(description="session; default 'default'")] = None,
+    ) -> str:
+        """Send a user message (text and optional images) to an agent instance."""
+        try:
+            decoded = _decode_args(images or [])
+            sent = await client.send(instance, text, decoded, session=session_id)
+        except VisusError as e:
+            raise ToolError(str(e)) from e
+        return json.dumps(sent)
+
+    @server.tool()
+    async def tether_read(
+        instance: Annotated[str, Field(description="instance id")],
+        session_id: Annotated[str | None, Field(description="only this session")] = None,
+        after_seq: Annotated[int, Field(ge=0, description="next_seq of the last read")] = 0,
+        wait_ms: Annotated[int, Field(ge=0, description="wait this long for a frame")] = 0,
+    ) -> CallToolResult:
+        """Read frames after after_seq; images come as image items, stubbed in the JSON."""
+        wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
+        try:
+            answer = await client.poll_raw(instance, after_seq, session=session_id, wait=wait)
+        except VisusError as e:
+            raise ToolError(str(e)) from e
+        return read_result(answer)
+
+    @server.tool()
+    async def tether_instances() -> str:
+        """The agent instances the tether server holds (id, model, tools, roots)."""
+        try:
+            return json.dumps(await client.list_instances())
+        except VisusError as e:
+            raise ToolError(str(e)) from e
+
+    @server.tool()
+    async def view(
+        path: Annotated[str, Field(description="file under the allowed roots")],
+        page: Annotated[int | None, Field(ge=1, description="pdf page, 1-based")] = None,
+    ) -> CallToolResult:
+        """See a file as an image (raster, svg, pdf page, or text rendered)."""
+        return await anyio.to_thread.run_sync(
+            lambda: view_result(path, roots=view_roots, page=page)
+        )
+
+    return server
+
+
+def mount_mcp(
+    app: FastAPI,
+    *,
+    roots: Sequence[Path | str] | None = None,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+) -> MCPServer:
+    """Serve the MCP server over streamable HTTP at ``path`` inside a tether ``app``.
+
+    The tools reach the tether API in-process (no socket), with the app's token.
+    The app's bearer gate also covers ``/mcp`` when a token is set.
+
+    Example:
+        >>> import tempfile                                   # doctest: +SKIP
+        >>> app = create_app(data_dir=Path(tempfile.mkdtemp()), runner_factory=factory)
+        >>> _ = mount_mcp(app)
+    """
+    import httpx
+
+    from visus.tether.client import TetherClient
+
+    client = TetherClient(
+        "http://visus.internal", app.state.token, transport=httpx.ASGITransport(app=app)
+    )
+    server = build_server(client, roots=roots)
+    sub = server.streamable_http_app(streamable_http_path=path, host=host)
+    app.router.routes.extend(sub.routes)
+    app.state.lifespan_hooks.append(server.session_manager.run)
+    return server

@@ -1,0 +1,334 @@
+"""The MCP server with the official MCP client: in-process, over stdio, over HTTP."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, ImageContent, TextContent
+from PIL import Image
+
+from tests.tether.doubles import Factory, live_server, png
+from visus import limits
+from visus.mcp_server import build_server, mount_mcp, read_result
+from visus.tether.client import TetherClient
+from visus.tether.runner import ImageIn
+from visus.tether.server import create_app
+
+MB = limits.MB
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def text_of(result: CallToolResult) -> str:
+    item = result.content[0]
+    assert isinstance(item, TextContent)
+    return item.text
+
+
+async def read_until_done(client: Client, iid: str, count: int) -> dict[str, Any]:
+    """tether_read (long) until ``count`` assistant.done frames were seen; one final
+    read from 0 returns them all together."""
+    after, done = 0, 0
+    for _ in range(50):
+        r = await client.call_tool(
+            "tether_read", {"instance": iid, "after_seq": after, "wait_ms": 5000}
+        )
+        answer = json.loads(text_of(r))
+        done += sum(f["type"] == "assistant.done" for f in answer["frames"])
+        after = answer["next_seq"]
+        if done >= count:
+            break
+    assert done >= count
+    return answer
+
+
+Harness = tuple[Client, Factory, str, TetherClient]
+
+
+@asynccontextmanager
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """An in-process MCP client on the server, which reaches the tether app in-process.
+
+    (A context manager, not a fixture: the SDK's task groups must open and close in
+    the test's own task.)
+    """
+    factory = Factory()
+    app = create_app(data_dir=tmp_path / "data", runner_factory=factory)
+    tc = TetherClient("http://t", transport=httpx.ASGITransport(app=app))
+    iid = (await tc.create_instance("reference"))["id"]
+    server = build_server(tc, roots=[tmp_path])
+    # mode="legacy": the SDK's memory streams and the initialize handshake, JSON-RPC framed.
+    async with Client(server, mode="legacy") as client:
+        yield client, factory, iid, tc
+    await tc.aclose()
+    await app.state.registry.aclose()
+
+
+async def test_lists_the_tools(tmp_path: Path) -> None:
+    async with harness(tmp_path) as (client, _factory, _iid, _tc):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"tether_send", "tether_read", "tether_instances", "view"} <= set(tools)
+        send = tools["tether_send"].input_schema
+        assert set(send["required"]) == {"instance", "text"}
+        assert {"images", "session_id"} <= set(send["properties"])
+
+
+async def test_image_round_trip_in_process(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as (client, factory, iid, _tc):
+        red = png((255, 0, 0))
+        r = await client.call_tool(
+            "tether_send",
+            {
+                "instance": iid,
+                "text": "what colour?",
+                "session_id": "s1",
+                "images": [{"media_type": "image/png", "data": b64(red).rstrip("=")}],
+            },
+        )
+        assert not r.is_error, r
+        sent = json.loads(text_of(r))
+        assert sent["session"] == "s1"
+        answer = await read_until_done(client, iid, 1)
+        runner_call = factory.runners[iid].calls[0]
+        assert runner_call.images == (ImageIn("image/png", red),)
+        r = await client.call_tool("tether_read", {"instance": iid, "session_id": "s1"})
+        answer = json.loads(text_of(r))
+        done = next(f for f in answer["frames"] if f["type"] == "assistant.done")
+        assert done["msg_id"] == f"{sent['msg_id']}:reply"
+        assert done["payload"]["images"] == [{"_mcp_index": 1}]  # index 0: the user's image
+        images = [c for c in r.content[1:] if isinstance(c, ImageContent)]
+        assert len(images) == len(r.content) - 1 == 2
+        assert base64.b64decode(images[1].data) == red
+        assert images[1].mime_type == "image/png"
+
+
+async def test_mcp_index_correlates_images_across_frames(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as (client, _factory, iid, _tc):
+        colours = {"a": [(255, 0, 0), (0, 255, 0)], "b": [(0, 0, 255)]}
+        for session, cols in colours.items():
+            r = await client.call_tool(
+                "tether_send",
+                {
+                    "instance": iid,
+                    "text": f"msg {session}",
+                    "session_id": session,
+                    "images": [{"media_type": "image/png", "data": b64(png(c))} for c in cols],
+                },
+            )
+            assert not r.is_error
+        await read_until_done(client, iid, 2)
+        r = await client.call_tool("tether_read", {"instance": iid})
+        answer = json.loads(text_of(r))
+        items = r.content[1:]
+        dones = [f for f in answer["frames"] if f["type"] == "assistant.done"]
+        assert len(dones) == 2  # two assistant.done frames with images in one read
+        total = 0
+        for frame in answer["frames"]:
+            stubs = frame["payload"].get("images", [])
+            expected = (
+                colours[frame["session"]]
+                if frame["type"] in ("user.message", "assistant.done")
+                else []
+            )
+            assert len(stubs) == len(expected)
+            for stub, colour in zip(stubs, expected, strict=True):
+                item = items[stub["_mcp_index"]]
+                assert isinstance(item, ImageContent)
+                pixel = Image.open(io.BytesIO(base64.b64decode(item.data))).getpixel((0, 0))
+                assert pixel == colour
+                total += 1
+        assert total == len(items) == 6  # 3 in, 3 out; every item claimed by exactly one stub
+        indices = [
+            s["_mcp_index"] for f in answer["frames"] for s in f["payload"].get("images", [])
+        ]
+        assert indices == list(range(6))  # in order across frames
+
+
+@pytest.mark.parametrize(
+    ("images", "needle"),
+    [
+        ([b"\0" * (15 * MB)], "TETHER_MAX_IMAGE_BYTES"),
+        ([b"\0" * (8 * MB)] * 4, "TETHER_MAX_FRAME_IMAGE_BYTES"),
+        ([b"\0" * 100] * 5, "TETHER_MAX_IMAGES_PER_MESSAGE"),
+    ],
+)
+async def test_tether_send_rejects_before_sending(
+    tmp_path: Path, images: list[bytes], needle: str
+) -> None:
+    async with harness(tmp_path) as (client, _factory, iid, tc):
+        r = await client.call_tool(
+            "tether_send",
+            {
+                "instance": iid,
+                "text": "x",
+                "images": [{"media_type": "image/png", "data": b64(d)} for d in images],
+            },
+        )
+        assert r.is_error
+        assert needle in text_of(r)
+        assert (await tc.get_instance(iid))["last_seq"] == 0
+
+
+async def test_tether_send_rejects_bad_images(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as (client, _factory, iid, tc):
+        for image, needle in (
+            ({"media_type": "image/png", "data": "data:image/png;base64,AAAA"}, "data-URI"),
+            ({"media_type": "image/heic", "data": "AAAA"}, "images[0].media_type"),
+            ({"media_type": "image/png", "data": "@@@@"}, "base64"),
+        ):
+            r = await client.call_tool(
+                "tether_send", {"instance": iid, "text": "", "images": [image]}
+            )
+            assert r.is_error
+            assert needle in text_of(r)
+        r = await client.call_tool("tether_send", {"instance": "i-missing", "text": "hi"})
+        assert r.is_error
+        assert "not found" in text_of(r)
+        assert (await tc.get_instance(iid))["last_seq"] == 0
+
+
+async def test_no_images_means_no_images_key(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as (client, _factory, iid, _tc):
+        await client.call_tool("tether_send", {"instance": iid, "text": "plain"})
+        await read_until_done(client, iid, 1)
+        r = await client.call_tool("tether_read", {"instance": iid})
+        assert len(r.content) == 1
+        assert "images" not in text_of(r)
+        frames = json.loads(text_of(r))["frames"]
+        assert frames[0]["payload"] == {"text": "plain"}
+        assert frames[-1]["payload"] == {"text": "echo: plain"}
+
+
+def test_read_result_drops_bad_images_with_a_note() -> None:
+    good = b64(png((9, 9, 9)))
+    answer = {
+        "next_seq": 2,
+        "gap": False,
+        "frames": [
+            {
+                "seq": 2,
+                "type": "assistant.done",
+                "payload": {
+                    "text": "",
+                    "images": [
+                        {"media_type": "image/png", "data": "data:x"},
+                        {"media_type": "image/png", "data": good},
+                        {"media_type": "text/html", "data": good},
+                    ],
+                },
+            }
+        ],
+    }
+    r = read_result(answer)
+    stubs = json.loads(text_of(r))["frames"][0]["payload"]["images"]
+    assert "data-URI" in stubs[0]["_mcp_error"]
+    assert stubs[1] == {"_mcp_index": 0}
+    assert "media_type" in stubs[2]["_mcp_error"]
+    assert len(r.content) == 2
+
+
+async def test_view_fits_under_the_mcp_result_cap(tmp_path: Path) -> None:
+    async with harness(tmp_path) as (client, _factory, _iid, _tc):
+        noise = Image.frombytes("RGB", (3000, 2000), os.urandom(3000 * 2000 * 3))
+        noise.save(tmp_path / "noise.png")
+        assert (tmp_path / "noise.png").stat().st_size > 10 * MB
+        r = await client.call_tool("view", {"path": "noise.png"})
+        assert not r.is_error, r
+        item = r.content[1]
+        assert isinstance(item, ImageContent)
+        size = sum(len(c.text) if isinstance(c, TextContent) else len(c.data) for c in r.content)
+        assert size <= limits.MCP_MAX_RESULT_BYTES
+        seen = Image.open(io.BytesIO(base64.b64decode(item.data)))
+        assert max(seen.size) <= 1568
+        assert "3000x2000" in text_of(r)
+        r = await client.call_tool("view", {"path": "missing.png"})
+        assert r.is_error
+        assert "not_found" in text_of(r)
+        r = await client.call_tool("view", {"path": "/etc/passwd"})
+        assert r.is_error
+        assert "outside_reach" in text_of(r)
+
+
+async def test_round_trip_over_stdio(tmp_path: Path) -> None:
+    factory = Factory()
+    app = create_app(data_dir=tmp_path, runner_factory=factory, token="tok")
+    with live_server(app) as base:
+        async with TetherClient(base, "tok") as tc:
+            iid = (await tc.create_instance("reference"))["id"]
+        visus = Path(sys.executable).with_name("visus")
+        params = StdioServerParameters(
+            command=str(visus),
+            args=["mcp", "--url", base, "--root", str(tmp_path)],
+            env={**os.environ, "VISUS_TOKEN": "tok"},
+        )
+        blue = png((0, 0, 255))
+        async with Client(params, mode="legacy") as client:
+            r = await client.call_tool(
+                "tether_send",
+                {
+                    "instance": iid,
+                    "text": "",
+                    "images": [{"media_type": "image/png", "data": b64(blue)}],
+                },
+            )
+            assert not r.is_error, r
+            await read_until_done(client, iid, 1)
+            r = await client.call_tool("tether_read", {"instance": iid, "after_seq": 1})
+            frames = json.loads(text_of(r))["frames"]
+            done = next(f for f in frames if f["type"] == "assistant.done")
+            assert done["payload"]["images"] == [{"_mcp_index": 0}]
+            item = r.content[1]
+            assert isinstance(item, ImageContent)
+            assert base64.b64decode(item.data) == blue
+    assert factory.runners[iid].calls[0].images == (ImageIn("image/png", blue),)
+
+
+async def test_streamable_http_at_mcp_with_token(tmp_path: Path) -> None:
+    factory = Factory()
+    app = create_app(data_dir=tmp_path, runner_factory=factory, token="tok")
+    mount_mcp(app, roots=[tmp_path])
+    with live_server(app) as base:
+        assert httpx.post(f"{base}/mcp", json={}).status_code == 401
+        async with TetherClient(base, "tok") as tc:
+            iid = (await tc.create_instance("reference"))["id"]
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer tok"}, timeout=30)
+        async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+            green = png((0, 255, 0))
+            r = await client.call_tool(
+                "tether_send",
+                {
+                    "instance": iid,
+                    "text": "hi",
+                    "images": [{"media_type": "image/png", "data": b64(green)}],
+                },
+            )
+            assert not r.is_error, r
+            await read_until_done(client, iid, 1)
+            r = await client.call_tool("tether_read", {"instance": iid, "after_seq": 1})
+            item = r.content[-1]
+            assert isinstance(item, ImageContent)
+            assert base64.b64decode(item.data) == green
