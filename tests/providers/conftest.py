@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from visus.models.spec import ModelSpec
+from visus.providers import aclose
 
-from .stub import StubServer, serve
+from .stub import OPEN, StubServer, serve
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> AsyncIterator[None]:
+    yield
+    while OPEN:
+        await aclose(OPEN.pop())
 
 
 @pytest.fixture

@@ -13,7 +13,17 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Clients made by tests; the conftest closes them before the test's event loop ends.
+OPEN: list[Any] = []
+
+
+def track(client: T) -> T:
+    OPEN.append(client)
+    return client
 
 
 @dataclass

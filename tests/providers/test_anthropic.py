@@ -30,7 +30,7 @@ from visus.record.messages import (
     UserMessage,
 )
 
-from .stub import Reply, StubServer, sse
+from .stub import Reply, StubServer, sse, track
 
 MESSAGE = {
     "id": "msg_1",
@@ -49,7 +49,7 @@ MESSAGE = {
 
 def _client(stub: StubServer, **kw: object) -> AnthropicClient:
     cfg = ProviderConfig(api_key="sk-ant-test", base_url=stub.url, backoff_base=0.0)
-    return AnthropicClient(dataclasses.replace(cfg, **kw))  # type: ignore[arg-type]
+    return track(AnthropicClient(dataclasses.replace(cfg, **kw)))  # type: ignore[arg-type]
 
 
 def _error(kind: str, message: str) -> dict[str, object]:

@@ -19,7 +19,7 @@ from visus.models.spec import ModelSpec
 from visus.providers.base import ProviderConfig
 from visus.providers.gemini_client import GeminiClient, to_sdk_request
 
-from .stub import Reply, StubServer
+from .stub import Reply, StubServer, track
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -66,7 +66,7 @@ PAYLOAD = {
 
 def _client(stub: StubServer, **kw: object) -> GeminiClient:
     cfg = ProviderConfig(api_key="g-key", base_url=stub.url, backoff_base=0.0)
-    return GeminiClient(dataclasses.replace(cfg, **kw))  # type: ignore[arg-type]
+    return track(GeminiClient(dataclasses.replace(cfg, **kw)))  # type: ignore[arg-type]
 
 
 def test_rest_body_becomes_sdk_types_with_raw_image_bytes() -> None:

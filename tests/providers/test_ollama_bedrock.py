@@ -30,7 +30,7 @@ from visus.record.messages import (
     UserMessage,
 )
 
-from .stub import Reply, StubServer, aws_event, ndjson
+from .stub import Reply, StubServer, aws_event, ndjson, track
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -56,7 +56,7 @@ OLLAMA_DONE = {
 
 def _ollama(stub: StubServer, **kw: object) -> OllamaClient:
     cfg = ProviderConfig(base_url=stub.url, backoff_base=0.0)
-    return OllamaClient(dataclasses.replace(cfg, **kw))  # type: ignore[arg-type]
+    return track(OllamaClient(dataclasses.replace(cfg, **kw)))  # type: ignore[arg-type]
 
 
 async def test_ollama_parses_reply_and_sends_images_as_base64(
@@ -187,7 +187,7 @@ def _bedrock(stub: StubServer, **kw: object) -> BedrockClient:
         base_url=stub.url,
         backoff_base=0.0,
     )
-    return BedrockClient(dataclasses.replace(cfg, **kw))  # type: ignore[arg-type]
+    return track(BedrockClient(dataclasses.replace(cfg, **kw)))  # type: ignore[arg-type]
 
 
 def test_to_boto_request_decodes_media_bytes_only() -> None:

@@ -28,7 +28,7 @@ from visus.record.messages import (
     UserMessage,
 )
 
-from .stub import Reply, StubServer, sse
+from .stub import Reply, StubServer, sse, track
 
 CHAT_REPLY = {
     "id": "chatcmpl-1",
@@ -68,7 +68,7 @@ def _client(stub: StubServer, **kw: object) -> OpenAIClient:
         import dataclasses
 
         cfg = dataclasses.replace(cfg, **kw)  # type: ignore[arg-type]
-    return OpenAIClient(cfg, wire=wire)  # type: ignore[arg-type]
+    return track(OpenAIClient(cfg, wire=wire))  # type: ignore[arg-type]
 
 
 def _chunk(delta: dict[str, object], usage: dict[str, int] | None = None) -> dict[str, object]:
@@ -256,8 +256,10 @@ async def test_connection_refused_is_a_provider_error_after_retries(spec: ModelS
     dead = StubServer()  # bound, never started, then closed: nothing listens on the port
     url = dead.url
     dead._server.server_close()
-    client = OpenAIClient(
-        ProviderConfig(api_key="k", base_url=f"{url}/v1", max_retries=1, backoff_base=0.0)
+    client = track(
+        OpenAIClient(
+            ProviderConfig(api_key="k", base_url=f"{url}/v1", max_retries=1, backoff_base=0.0)
+        )
     )
     with pytest.raises(ProviderError) as info:
         await client.send({"messages": []}, model=spec)

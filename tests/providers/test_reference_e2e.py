@@ -16,7 +16,7 @@ import pytest
 
 from visus.errors import ContextLengthError
 from visus.models.spec import ModelSpec
-from visus.providers import ProviderClient, ProviderSettings, aclose, resolve
+from visus.providers import ProviderClient, ProviderSettings, resolve
 from visus.record.blobs import MemoryBlobStore
 from visus.record.messages import (
     AssistantMessage,
@@ -31,6 +31,8 @@ from visus.record.messages import (
 )
 from visus.reference.grid import make_grid, score_grid
 from visus.reference.server import serve_in_background
+
+from .stub import track
 
 WIRES = ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "bedrock"]
 VIEW = ToolSpec(
@@ -51,23 +53,12 @@ def grid() -> tuple[bytes, list[tuple[str, int, int, str]]]:
     return make_grid(2, 2, seed=4242)
 
 
-_open: list[ProviderClient] = []
-
-
 def _client(url: str, wire: str) -> tuple[ProviderClient, ModelSpec]:
     client, spec = resolve(
         f"reference:{wire}",
         config=ProviderSettings(reference_url=url, env={}, max_retries=0),
     )
-    _open.append(client)
-    return client, spec
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> Any:
-    yield
-    while _open:
-        await aclose(_open.pop())
+    return track(client), spec
 
 
 def _seen_words(text: str) -> list[dict[str, Any]]:
