@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
+from visus.models import get_model
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
 from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
 
@@ -125,7 +126,9 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
         ]
         out.append(InMessage(role="system", texts=tuple(lines)))
     budget = _Budget()
-    gemini3 = model.startswith("gemini-3")
+    # Multimodal function responses are a Gemini 3 feature; the catalog knows which
+    # models have it (the reference model does, like Gemini 3).
+    gemini3 = get_model(model).images_in_tool_results
     last_calls: list[InCall] = []
     for i, content in enumerate(contents):
         if not isinstance(content, dict):
