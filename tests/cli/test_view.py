@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -20,6 +21,7 @@ from visus.cli import app
 runner = CliRunner()
 
 
+@functools.cache
 def noise_png(width: int, height: int) -> bytes:
     rng = random.Random(3)
     img = Image.frombytes("RGB", (width, height), rng.randbytes(width * height * 3))

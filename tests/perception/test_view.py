@@ -81,10 +81,15 @@ def test_every_raster_format(root: Path, fmt: str) -> None:
     assert p.path == (root / name).resolve()
 
 
+@pytest.fixture(scope="module")
+def big_png() -> bytes:
+    return corpus.encode(corpus.noise_image(4000, 2000), "png", compress_level=1)
+
+
 @pytest.mark.parametrize("model", ["claude-sonnet-4-6", "gpt-4o", "gemini-2.5-flash", "llava"])
-def test_large_raster_is_fitted_per_model(root: Path, model: str) -> None:
+def test_large_raster_is_fitted_per_model(root: Path, model: str, big_png: bytes) -> None:
     spec = get_model(model)
-    name = put(root, "big.png", corpus.encode(corpus.noise_image(4000, 2000), "png"))
+    name = put(root, "big.png", big_png)
     p = perceive(view(name, reach=Reach([root]), model=model), spec)
     assert (p.source_width, p.source_height) == (4000, 2000)
     assert max(p.width, p.height) < 4000

@@ -10,9 +10,8 @@ Example:
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (root / "notes.txt").write_text("one\\ntwo\\n")
     >>> r = read("notes.txt", reach=Reach([root]))
-    >>> print(r.text)
-         1	one
-         2	two
+    >>> r.text.splitlines()
+    ['     1\\tone', '     2\\ttwo']
     >>> view("missing.png", reach=Reach([root])).reason
     'not_found'
 """
@@ -183,8 +182,8 @@ def _view(
         if path is not None and _as_text(data) is not None:
             raise _Refused(
                 "unsupported_type",
-                f"{source} is text and view cannot render it here ({e}). "
-                f"Call read({source!r}) to get its text.",
+                f"{source} cannot be shown as an image: {_detail(e)}. It is text: call "
+                f"read({source!r}) to get it.",
             ) from e
         raise
     tokens = image_tokens(spec, fitted.width, fitted.height)
@@ -263,7 +262,7 @@ def _not_text(data: bytes, source: str) -> str:
     except TooLargeError as e:
         return (
             f"{source} is not text, and it is an image or document too large for view as "
-            f"well ({e}). read returns text only."
+            f"well ({_detail(e)}). read returns text only."
         )
     except UndecodableError:
         return (
@@ -335,15 +334,21 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _detail(e: BaseException) -> str:
+    """An error's text without a trailing full stop, to sit inside a sentence."""
+    return str(e).strip().rstrip(".") or type(e).__name__
+
+
 def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
     """Map one of our errors to a refusal whose message says what to do next."""
-    detail = str(e).strip() or type(e).__name__
+    detail = _detail(e)
     reason: RefusalReason
     if isinstance(e, ReachError):
         reason = "outside_reach"
+        why = "" if "outside the allowed roots" in detail else f" ({detail})"
         message = (
-            f"{source} is out of this tool's reach: {detail}. "
-            "Only files under the allowed roots can be opened."
+            f"{source} is outside the allowed roots{why}, so this tool cannot open it "
+            "(symlinks are resolved first). Use a path under the allowed roots."
         )
     elif isinstance(e, NotFoundError):
         reason = "not_found"
