@@ -128,7 +128,7 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
     budget = _Budget()
     # Multimodal function responses are a Gemini 3 feature; the catalog knows which
     # models have it (the reference model does, like Gemini 3).
-    gemini3 = get_model(model).images_in_tool_results
+    gemini3 = model.startswith("gemini-3") or get_model(model).images_in_tool_results
     last_calls: list[InCall] = []
     for i, content in enumerate(contents):
         if not isinstance(content, dict):
