@@ -1,0 +1,409 @@
+"""vision_analyze: one question about up to four images or PDFs, one envelope back.
+
+The model is the call's ``model``, else ``auxiliary.vision.model`` from the
+configuration, else its ``default_model``; the auxiliary provider, key and base URL
+default to the main ones. The catalog gates the model (an unknown model cannot see,
+so it is ``VISION_NOT_SUPPORTED``). Images are fitted to the model; PDFs are sent as
+rendered pages (the record and wires have no document part yet, so even
+PDF-capable models get pages). With ``format`` the answer must validate against a
+JSON Schema; the model is asked once more, with the validation error, before
+``RESPONSE_NOT_JSON``. Answers longer than ``limits.ANALYZE_MAX_RESULT_CHARS``
+are clipped with a marker.
+
+Example:
+    >>> import asyncio, tempfile, pathlib
+    >>> from visus.perception import Reach
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> asyncio.run(vision_analyze("what is this?", file_path="nope.png",
+    ...                            reach=Reach([root])))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    visus.errors.AnalyzeError: FILE_NOT_FOUND: nope.png: 'nope.png' does not exist
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from visus import limits
+from visus.analyze._inputs import Loaded, Picture, load_source, pictures
+from visus.analyze._schema import find_json, instructions, normalise_format, retry_prompt
+from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
+from visus.analyze.cache import AnalyzeCache, cache_key
+from visus.config import VisusConfig, load_config
+from visus.errors import AnalyzeError, AuthError, ConfigError, VisusError
+from visus.models import ModelSpec, get_model, parse_model_ref
+from visus.paths import sessions_dir
+from visus.perception import Reach
+from visus.providers import ProviderClient, ProviderSettings, aclose, resolve
+from visus.record.blobs import MemoryBlobStore
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    TextPart,
+    Usage,
+    UserMessage,
+)
+from visus.record.sessions import SessionStore
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "Target",
+    "UsageSink",
+    "ask_model",
+    "record_usage",
+    "resolve_target",
+    "vision_analyze",
+    "vision_analyze_sync",
+]
+
+#: Called with the cost of each model call, also when the analyze call then fails.
+UsageSink = Callable[[Usage], None]
+
+SYSTEM_PROMPT = (
+    "You answer one question about the files shown (images, rendered PDF pages or video "
+    "frames). Answer from what you see; say so when something is not visible."
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """The resolved model: its reference, catalog entry, and the provider settings."""
+
+    ref: str
+    spec: ModelSpec
+    settings: ProviderSettings
+
+
+def resolve_target(model: str | None, config: VisusConfig) -> Target:
+    """Apply the model chain: ``model`` > ``auxiliary.vision.model`` > ``default_model``.
+
+    The auxiliary provider, key and base URL apply when the model comes from the
+    configuration (they default to the main provider's). ``reference`` gets the
+    in-process reference server when no URL is configured.
+
+    Example:
+        >>> from visus.config import load_config
+        >>> resolve_target(None, load_config(env={})).spec.name
+        'reference'
+    """
+    config.register_models()
+    settings = config.provider_settings()
+    try:
+        if model is not None:
+            if not isinstance(model, str) or not model.strip():
+                raise fail("INVALID_INPUT", "model must be a non-empty string")
+            ref = model.strip()
+        else:
+            aux = config.auxiliary.vision
+            chosen = config.vision_target()
+            provider, name = parse_model_ref(chosen.model)
+            ref = chosen.model
+            if aux.provider and aux.provider != provider:
+                provider, ref = aux.provider, f"{aux.provider}:{name}"
+            keys, urls = dict(settings.api_keys), dict(settings.base_urls)
+            if chosen.api_key:
+                keys[provider] = chosen.api_key
+            if chosen.base_url:
+                urls[provider] = chosen.base_url
+            settings = dataclasses.replace(settings, api_keys=keys, base_urls=urls)
+        provider = parse_model_ref(ref)[0]
+        spec = get_model(ref)
+    except AnalyzeError:
+        raise
+    except VisusError as e:
+        raise fail("VISION_NOT_SUPPORTED", f"cannot resolve model {model!r}: {e}") from e
+    if provider == "reference" and not settings.url("reference"):
+        from visus.agent.runtime import ensure_reference_server
+
+        settings = dataclasses.replace(settings, reference_url=ensure_reference_server())
+    return Target(ref=ref, spec=spec, settings=settings)
+
+
+def _sources(
+    file_path: str | None,
+    file_url: str | None,
+    file_base64: str | None,
+    files: Sequence[FileSource | Mapping[str, Any]] | None,
+) -> list[FileSource]:
+    single = any(v is not None for v in (file_path, file_url, file_base64))
+    if files is not None:
+        if single:
+            raise fail("INVALID_INPUT", "give files=[...] or one file_* source, not both")
+        items: object = files
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise fail("INVALID_INPUT", "files must be a list of sources")
+        if not 1 <= len(files) <= limits.ANALYZE_MAX_FILES:
+            raise fail(
+                "INVALID_INPUT",
+                f"files holds {len(files)} entries; 1 to {limits.ANALYZE_MAX_FILES} allowed",
+            )
+        return [FileSource.from_mapping(f) for f in files]
+    return [FileSource.of(file_path=file_path, file_url=file_url, file_base64=file_base64)]
+
+
+def _check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise fail("INVALID_INPUT", "prompt must be a non-empty string")
+    return prompt
+
+
+async def ask_model(
+    client: ProviderClient,
+    spec: ModelSpec,
+    pics: Sequence[Picture],
+    prompt: str,
+    schema: Mapping[str, Any] | None,
+    *,
+    on_usage: UsageSink | None = None,
+) -> tuple[str, Any, Usage]:
+    """Send the pictures and the prompt; with a schema, retry once on a bad answer.
+
+    Returns ``(text, parsed, usage)``; ``usage`` sums every call made.
+    """
+    blobs = MemoryBlobStore()
+    parts: list[Part] = []
+    for pic in pics:
+        digest = blobs.put(pic.data, pic.media_type)
+        parts.append(TextPart(pic.caption))
+        origin = AttachmentOrigin(filename=pic.caption)
+        size = len(pic.data)
+        parts.append(ImagePart(digest, pic.media_type, size, pic.width, pic.height, origin))
+    question = prompt if schema is None else f"{prompt}\n\n{instructions(schema)}"
+    messages: list[Message] = [UserMessage(parts=(*parts, TextPart(question)), turn=1)]
+    total = Usage()
+
+    async def call() -> str:
+        nonlocal total
+        request = ModelRequest(messages=tuple(messages), system=SYSTEM_PROMPT)
+        try:
+            reply = await client.complete(request, model=spec, blobs=blobs)
+        except VisusError as e:
+            raise fail("LLM_ERROR", f"{spec.name}: {e}") from e
+        if reply.usage is not None:
+            total = total + reply.usage
+            if on_usage is not None:
+                on_usage(reply.usage)
+        return reply.text
+
+    text = await call()
+    if schema is None:
+        return text, None, total
+    value, problem = find_json(text, schema)
+    if problem is None:
+        return text, value, total
+    messages.append(AssistantMessage(parts=(TextPart(text or "(no answer)"),), model=spec.name))
+    messages.append(UserMessage(parts=(TextPart(retry_prompt(problem)),), turn=1))
+    text = await call()
+    value, problem = find_json(text, schema)
+    if problem is not None:
+        raise fail("RESPONSE_NOT_JSON", f"{spec.name} gave no valid JSON twice: {problem}")
+    return text, value, total
+
+
+def record_usage(
+    sessions: SessionStore,
+    session: str,
+    *,
+    tool: str,
+    prompt: str,
+    summary: str,
+    text: str,
+    model: str,
+    usage: Usage,
+) -> None:
+    """Append the call as one turn (the ask, the answer with its usage) to ``session``.
+
+    ``visus usage SESSION`` sums assistant usage per turn, so the cost is counted.
+    """
+    try:
+        if not sessions.exists(session):
+            sessions.create(session, meta={"model": model, "created_by": tool})
+        turn = sessions.turn_count(session) + 1
+        sessions.append(
+            session, UserMessage(parts=(TextPart(f"[{tool}] {prompt}\n{summary}"),), turn=turn)
+        )
+        reply = AssistantMessage(
+            parts=(TextPart(text),) if text else (), turn=turn, model=model, usage=usage
+        )
+        sessions.append(session, reply)
+    except VisusError as e:
+        raise fail("INVALID_INPUT", f"cannot record in session {session!r}: {e}") from e
+
+
+async def vision_analyze(
+    prompt: str,
+    *,
+    file_path: str | None = None,
+    file_url: str | None = None,
+    file_base64: str | None = None,
+    files: Sequence[FileSource | Mapping[str, Any]] | None = None,
+    model: str | None = None,
+    format: Mapping[str, Any] | None = None,
+    reach: Reach | None = None,
+    config: VisusConfig | None = None,
+    cache: AnalyzeCache | None = None,
+    pages: tuple[int, int] | None = None,
+    session: str | None = None,
+    sessions: SessionStore | None = None,
+    allow_loopback_http: bool = False,
+    on_usage: UsageSink | None = None,
+    client: ProviderClient | None = None,
+) -> AnalyzeResult:
+    """Answer ``prompt`` about one file (``file_path`` | ``file_url`` | ``file_base64``)
+    or up to ``limits.ANALYZE_MAX_FILES`` (``files=[...]``).
+
+    ``format`` is a JSON Schema (bare or ``{"type": "json_schema", "schema": ...}``);
+    the result's ``parsed`` then holds the validated value. ``reach`` bounds
+    ``file_path`` (default: the configuration's reach roots, else the working
+    directory). ``pages`` (1-based, inclusive) picks PDF pages. ``cache`` remembers
+    answers by file digests, prompt, model, schema and pages. ``session`` appends the
+    call and its usage to that session (``sessions`` defaults to the data folder's).
+    ``allow_loopback_http`` lets ``file_url`` be plain http to loopback (tests, local
+    setups). ``on_usage`` sees each model call's usage, also when the call then
+    fails. ``client`` replaces the provider client for the resolved model.
+
+    Raises :class:`~visus.errors.AnalyzeError` whose text starts with its code.
+
+    Example:
+        >>> r = asyncio.run(vision_analyze("Describe it", file_path="shot.png"))  # doctest: +SKIP
+        >>> r.to_dict()["text"]  # doctest: +SKIP
+    """
+    prompt = _check_prompt(prompt)
+    sources = _sources(file_path, file_url, file_base64, files)
+    schema = normalise_format(format) if format is not None else None
+    cfg = config if config is not None else load_config()
+    target = resolve_target(model, cfg)
+    spec = target.spec
+    if not spec.vision:
+        raise fail(
+            "VISION_NOT_SUPPORTED",
+            f"model {target.ref} is not known to take images; name a vision model "
+            "(model=..., or auxiliary.vision.model in visus.toml)",
+        )
+    if reach is None:
+        reach = Reach(list(cfg.reach.roots) or [Path.cwd()], render=cfg.reach.render)
+    loaded: list[Loaded] = []
+    for source in sources:
+        loaded.append(
+            await load_source(source, reach=reach, allow_loopback_http=allow_loopback_http)
+        )
+    summary = "files: " + ", ".join(item.label for item in loaded)
+
+    def sink(usage: Usage) -> None:
+        if on_usage is not None:
+            on_usage(usage)
+
+    key = None
+    if cache is not None:
+        key = cache_key([x.digest for x in loaded], prompt, target.ref, schema, pages)
+        hit = cache.get(key)
+        if hit is not None and isinstance(hit.get("text"), str):
+            result = AnalyzeResult(
+                text=hit["text"],
+                model=str(hit.get("model", spec.name)),
+                cost_usd=0.0,
+                input_tokens=0,
+                output_tokens=0,
+                parsed=hit.get("parsed"),
+                structured=schema is not None,
+                clipped=bool(hit.get("clipped", False)),
+                cached=True,
+            )
+            _record(session, sessions, cfg, prompt, summary + " (cached)", result)
+            return result
+
+    pics: list[Picture] = []
+    for i, item in enumerate(loaded, 1):
+        pics.extend(
+            pictures(item, spec=spec, render=reach.render, pages=pages, index=i, count=len(loaded))
+        )
+    if len(pics) > spec.max_images:
+        raise fail(
+            "PDF_TOO_MANY_PAGES" if len(pics) > len(loaded) else "INVALID_INPUT",
+            f"{len(pics)} images for one request; {spec.name} takes at most {spec.max_images}",
+        )
+
+    spent: list[Usage] = []
+
+    def count(usage: Usage) -> None:
+        spent.append(usage)
+        sink(usage)
+
+    own_client = client is None
+    if client is None:
+        try:
+            client, _ = resolve(target.ref, config=target.settings)
+        except AuthError as e:
+            raise fail("LLM_ERROR", f"{target.ref}: {e}") from e
+        except ConfigError as e:
+            raise fail("VISION_NOT_SUPPORTED", f"no provider for {target.ref}: {e}") from e
+    try:
+        text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
+    except AnalyzeError as e:
+        if spent and (session is not None):
+            failed = AnalyzeResult(str(e), spec.name, 0.0, 0, 0)
+            total = sum(spent, Usage())
+            failed = dataclasses.replace(
+                failed,
+                cost_usd=total.cost_usd,
+                input_tokens=total.input_tokens,
+                output_tokens=total.output_tokens,
+            )
+            _record(session, sessions, cfg, prompt, summary, failed)
+        raise
+    finally:
+        if own_client:
+            await aclose(client)
+    shown, clipped = clip(text)
+    result = AnalyzeResult(
+        text=shown,
+        model=spec.name,
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        parsed=parsed,
+        structured=schema is not None,
+        clipped=clipped,
+    )
+    if cache is not None and key is not None:
+        cache.put(key, {**result.to_dict(), "clipped": clipped})
+    _record(session, sessions, cfg, prompt, summary, result)
+    return result
+
+
+def _record(
+    session: str | None,
+    sessions: SessionStore | None,
+    cfg: VisusConfig,
+    prompt: str,
+    summary: str,
+    result: AnalyzeResult,
+    tool: str = "vision_analyze",
+) -> None:
+    if session is None:
+        return
+    store = sessions if sessions is not None else SessionStore(sessions_dir(cfg.data_dir))
+    record_usage(
+        store,
+        session,
+        tool=tool,
+        prompt=prompt,
+        summary=summary,
+        text=result.text,
+        model=result.model,
+        usage=result.usage,
+    )
+
+
+def vision_analyze_sync(prompt: str, **kwargs: Any) -> AnalyzeResult:
+    """:func:`vision_analyze` for code without an event loop (same arguments)."""
+    return asyncio.run(vision_analyze(prompt, **kwargs))
