@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from visus import limits
@@ -145,7 +146,7 @@ def image_cost(spec: ModelSpec) -> Callable[[InImage], int]:
     return cost
 
 
-def answer(
+async def answer(
     conv: Conversation,
     *,
     wire: WireName,
@@ -153,11 +154,14 @@ def answer(
     settings: Settings,
     too_long: Callable[[int, int], Reject],
 ) -> Reply:
-    """Count the prompt, refuse it with ``too_long(tokens, window)`` if over, else respond."""
+    """Count the prompt, refuse it with ``too_long(tokens, window)`` if over, else respond.
+
+    OCR is CPU-bound; it runs in a worker thread so the event loop keeps serving.
+    """
     tokens = count_tokens(conv, image_cost(spec_for(wire, model)))
     if tokens > settings.context_tokens:
         raise too_long(tokens, settings.context_tokens)
-    return respond(conv, input_tokens=tokens)
+    return await run_in_threadpool(respond, conv, input_tokens=tokens)
 
 
 def now() -> int:

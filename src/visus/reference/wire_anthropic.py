@@ -346,7 +346,7 @@ async def messages(request: Request, settings: Settings) -> Response:
     if not isinstance(model, str) or not model:
         raise _reject("model: Field required")
     conv = _conversation(body)
-    reply = answer(conv, wire="anthropic", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="anthropic", model=model, settings=settings, too_long=_too_long)
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
     message = {
         "id": f"msg_{digest}",

@@ -231,7 +231,7 @@ async def converse(request: Request, settings: Settings) -> Response:
     model = str(request.path_params.get("model_id", ""))
     body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
     conv = _conversation(body)
-    reply = answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
     return JSONResponse(
         {
             "output": {"message": {"role": "assistant", "content": _content(reply)}},

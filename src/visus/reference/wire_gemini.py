@@ -279,7 +279,7 @@ async def generate(request: Request, settings: Settings) -> Response:
     _check_auth(request)
     body = await read_json(request, lambda msg: _reject(f"Invalid JSON payload received. {msg}"))
     conv = _conversation(body, model)
-    reply = answer(conv, wire="gemini", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="gemini", model=model, settings=settings, too_long=_too_long)
     rid = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
     if method == "streamGenerateContent":
         chunks = _chunks(reply, model, rid)

@@ -169,7 +169,7 @@ async def chat(request: Request, settings: Settings) -> Response:
     if not isinstance(model, str) or not model:
         raise _reject("model is required")
     conv = _conversation(body)
-    reply = answer(conv, wire="ollama", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="ollama", model=model, settings=settings, too_long=_too_long)
     if body.get("stream", True):
         return StreamingResponse(_stream(model, reply, started), media_type="application/x-ndjson")
     done = _final(model, reply, started)

@@ -366,7 +366,7 @@ async def chat_completions(request: Request, settings: Settings) -> Response:
     body = await read_json(request, _bad_json)
     model = _model(body)
     conv = _chat_conversation(body)
-    reply = answer(conv, wire="openai", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="openai", model=model, settings=settings, too_long=_too_long)
     rid = _rid("chatcmpl-", body)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
@@ -656,7 +656,7 @@ async def responses(request: Request, settings: Settings) -> Response:
     body = await read_json(request, _bad_json)
     model = _model(body)
     conv = _responses_conversation(body)
-    reply = answer(conv, wire="openai", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(conv, wire="openai", model=model, settings=settings, too_long=_too_long)
     done = _responses_body(reply, _rid("resp_", body), model)
     if body.get("stream"):
         return StreamingResponse(_responses_stream(done), media_type="text/event-stream")
