@@ -47,8 +47,8 @@ _EMPTY = {"type": "text", "text": "(empty)"}
 
 def _block(part: WirePart) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
-        # The API refuses empty text blocks; an empty part carries nothing.
-        return {"type": "text", "text": part.text} if part.text else None
+        # The API refuses text blocks without non-whitespace text; such a part says nothing.
+        return {"type": "text", "text": part.text} if part.text.strip() else None
     if isinstance(part, WireImage):
         return {
             "type": "image",
@@ -73,7 +73,7 @@ def _tool_result(message: WireTool) -> dict[str, Any]:
 
 def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [
-        {"type": "text", "text": p.text} for p in message.parts if p.text
+        {"type": "text", "text": p.text} for p in message.parts if p.text.strip()
     ]
     blocks.extend(
         {"type": "tool_use", "id": c.id, "name": c.name, "input": plain(c.arguments)}

@@ -77,7 +77,9 @@ def _tool_text(message: WireTool) -> str:
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    # null content is only valid beside tool_calls
+    content = message.text or (None if message.tool_calls else "")
+    out: dict[str, Any] = {"role": "assistant", "content": content}
     if message.tool_calls:
         out["tool_calls"] = [
             {
