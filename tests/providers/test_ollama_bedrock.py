@@ -256,6 +256,39 @@ async def test_bedrock_streams_text_and_tool_input(stub: StubServer, spec: Model
     assert stub.requests[0].path == "/model/test-model/converse-stream"
 
 
+async def test_bedrock_falls_back_to_converse_when_streaming_is_unavailable(
+    stub: StubServer, spec: ModelSpec
+) -> None:
+    stub.script(
+        _aws_error(
+            400, "ValidationException", "This model doesn't support tool use in streaming mode."
+        ),
+        Reply(body=CONVERSE),
+    )
+    deltas: list[str] = []
+    client = _bedrock(stub)
+    reply = await client.send(CONVERSE_PAYLOAD, model=spec, on_delta=deltas.append)
+    assert deltas == ["A dot."]
+    assert reply.tool_calls[0].name == "view"
+    assert [r.path for r in stub.requests] == [
+        "/model/test-model/converse-stream",
+        "/model/test-model/converse",
+    ]
+    # Once known, the client does not try streaming again.
+    stub.script(Reply(body=CONVERSE))
+    await client.send(CONVERSE_PAYLOAD, model=spec, on_delta=deltas.append)
+    assert [r.path for r in stub.requests] == ["/model/test-model/converse"]
+
+
+async def test_bedrock_stream_validation_errors_are_not_swallowed(
+    stub: StubServer, spec: ModelSpec
+) -> None:
+    stub.script(_aws_error(400, "ValidationException", "Input is too long for requested model."))
+    with pytest.raises(ContextLengthError):
+        await _bedrock(stub).send(CONVERSE_PAYLOAD, model=spec, on_delta=lambda t: None)
+    assert len(stub.requests) == 1
+
+
 def _aws_error(status: int, code: str, message: str) -> Reply:
     return Reply(status=status, headers={"x-amzn-ErrorType": code}, body={"message": message})
 

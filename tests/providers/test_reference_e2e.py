@@ -134,7 +134,7 @@ async def test_tool_call_then_tool_result_image_is_perceived(
     assert placed == len(expected), step2.text
 
 
-@pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("wire", WIRES)
 async def test_streaming_deltas_add_up_to_the_answer(
     reference_url: str, grid: tuple[bytes, list[tuple[str, int, int, str]]], wire: str
 ) -> None:

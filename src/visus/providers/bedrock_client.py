@@ -108,6 +108,13 @@ def map_bedrock_error(e: Exception, *, provider: str = "bedrock") -> MappedError
     return None
 
 
+def _no_streaming(e: botocore.exceptions.ClientError) -> bool:
+    """Whether ConverseStream failed because streaming itself is unavailable here."""
+    status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    message = str(e.response.get("Error", {}).get("Message", "")).lower()
+    return status in (404, 405) or ("stream" in message and "support" in message)
+
+
 def _decode_bytes(node: Any) -> Any:
     if isinstance(node, list):
         return [_decode_bytes(v) for v in node]
@@ -167,6 +174,7 @@ class BedrockClient:
                 read_timeout=config.timeout,
             ),
         )
+        self._streams = True
         if config.headers:
             headers = dict(config.headers)
 
@@ -211,10 +219,20 @@ class BedrockClient:
         gate = DeltaGate(on_delta)
 
         async def attempt() -> AssistantMessage:
-            if on_delta is None:
-                reply = await asyncio.to_thread(self._client.converse, **kwargs)
-                return self._parse(reply, model, turn)
-            return await self._stream(kwargs, model, gate, turn)
+            if on_delta is not None and self._streams:
+                try:
+                    return await self._stream(kwargs, model, gate, turn)
+                except botocore.exceptions.ClientError as e:
+                    if gate.emitted or not _no_streaming(e):
+                        raise
+                    # Some models (tools + streaming) and gateways cannot stream: answer
+                    # in one piece rather than not at all, and stop trying to stream.
+                    self._streams = False
+            reply = await asyncio.to_thread(self._client.converse, **kwargs)
+            message = self._parse(reply, model, turn)
+            if on_delta is not None:
+                await gate(message.text)
+            return message
 
         return await with_retries(
             attempt,
