@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from visus.limits import MAX_SOURCE_BYTES
 from visus.models import ModelSpec, get_model, image_tokens
-from visus.perception import Perception, Reach, Refusal, view
+from visus.perception import REFUSAL_REASONS, Perception, Reach, Refusal, view
 
 from . import corpus
 
@@ -441,7 +441,9 @@ def test_perception_json_and_describe(root: Path) -> None:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("VISUS_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     base=st.sampled_from(["png", "jpeg", "gif", "webp", "bmp", "tiff"]),
@@ -457,3 +459,37 @@ def test_mutated_inputs_never_raise(base: str, cut: int, flips: list[tuple[int, 
     assert isinstance(result, (Perception, Refusal))
     if isinstance(result, Perception):
         perceive(result)
+
+
+def test_text_window_past_the_end(root: Path) -> None:
+    name = put(root, "short.py", corpus.source_code(10))
+    refused(view(name, reach=Reach([root]), offset=10_000), "invalid_input")
+
+
+def test_pathlike_ref_and_absolute_path(root: Path) -> None:
+    put(root, "a.gif", corpus.raster("gif"))
+    p = perceive(view(root / "a.gif", reach=Reach([root])))
+    assert p.source == str(root / "a.gif")
+    assert p.path == (root / "a.gif").resolve()
+
+
+def test_every_refusal_reason_is_reachable(root: Path) -> None:
+    put(root, "bomb.png", corpus.png_bomb())
+    put(root, "cut.png", corpus.truncated(corpus.raster("png", 160, 120)))
+    put(root, "blob.bin", corpus.random_binary())
+    reach = Reach([root])
+    seen = {
+        refused(view(ref, reach=reach), reason).reason
+        for ref, reason in [
+            ("", "invalid_input"),
+            ("nope.png", "not_found"),
+            ("/", "outside_reach"),
+            ("blob.bin", "unsupported_type"),
+            ("bomb.png", "too_large"),
+            ("cut.png", "undecodable"),
+        ]
+    }
+    assert seen == set(REFUSAL_REASONS)
+    r = refused(view("nope.png", reach=reach), "not_found")
+    assert r.to_json() == {"ok": False, "reason": "not_found", "message": r.message}
+    assert r.source == "nope.png"
