@@ -165,6 +165,12 @@ def test_get_model_normalises_tags_and_snapshots() -> None:
     assert dated.tokens == CATALOG["claude-sonnet-4-5"].tokens
     assert dated.name == "claude-sonnet-4-5-20250929"
     assert get_model("gpt-4.1-2025-04-14").tokens == CATALOG["gpt-4.1"].tokens
+    preview = get_model("gemini:gemini-3-pro-preview")
+    assert preview.images_in_tool_results
+    assert preview.name == "gemini-3-pro-preview"
+    assert get_model("gemini-2.5-flash-preview-05-20").tokens == GeminiTiles()
+    assert get_model("claude-sonnet-4-20250514").vision
+    assert get_model("bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0").vision
 
 
 def test_get_model_bedrock_claude() -> None:

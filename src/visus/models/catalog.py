@@ -165,6 +165,8 @@ REFERENCE = ModelSpec(
 
 _SPECS: tuple[ModelSpec, ...] = (
     _claude("claude-haiku-4-5", 1.0, 5.0),
+    _claude("claude-sonnet-4", 3.0, 15.0),
+    _claude("claude-opus-4-1", 15.0, 75.0),
     _claude("claude-sonnet-4-5", 3.0, 15.0),
     _claude("claude-sonnet-4-6", 3.0, 15.0),  # ~ assumed same as 4.5
     _claude("claude-opus-4-5", 5.0, 25.0),
@@ -182,6 +184,8 @@ _SPECS: tuple[ModelSpec, ...] = (
     _openai("o4-mini", OpenAIPatches(multiplier=1.72), 200_000, 1.1, 4.4),
     _gemini("gemini-2.5-pro", gemini3=False, price_in=1.25, price_out=10.0),  # <=200k prompt
     _gemini("gemini-2.5-flash", gemini3=False, price_in=0.30, price_out=2.50),
+    _gemini("gemini-2.5-flash-lite", gemini3=False, price_in=0.10, price_out=0.40),
+    _gemini("gemini-2.0-flash", gemini3=False, price_in=0.10, price_out=0.40),
     _gemini("gemini-3-pro", gemini3=True, price_in=2.0, price_out=12.0),  # ~ preview pricing
     _gemini("gemini-3-flash", gemini3=True, price_in=0.50, price_out=3.0),  # ~
     # llama3.2-vision: 560 px tiles, up to 2 x 2; 1601 tokens per tile (40 x 40 + 1).

@@ -39,7 +39,7 @@ _REGION = re.compile(r"^(?:us|eu|apac|global|jp|au|us-gov)\.")
 _BEDROCK_CLAUDE = re.compile(
     r"^anthropic\.(claude-[a-z]+-\d+(?:-\d{1,2})?)(?:-\d{8})?(?:-v\d+(?::\d+)?)?$"
 )
-_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
+_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest|preview(?:-[\d-]+)?)$")
 
 _lock = threading.Lock()
 _registered: dict[str, ModelSpec] = {}
@@ -159,7 +159,7 @@ def _candidates(model: str) -> list[str]:
         out.append(m.group(1))
     stripped = _SNAPSHOT.sub("", model)
     if stripped != model:
-        out.append(stripped)  # a dated snapshot: claude-sonnet-4-5-20250929
+        out.append(stripped)  # a snapshot: claude-sonnet-4-5-20250929, gemini-3-pro-preview
     return out
 
 
