@@ -182,3 +182,7 @@ def test_default_model_prefers_a_configured_provider_else_reference() -> None:
     assert default_model(_settings(env={"GEMINI_API_KEY": "k"})) == "gemini:gemini-2.5-flash"
     assert default_model(_settings(api_keys={"anthropic": "k"})) == "anthropic:claude-sonnet-4-6"
     assert default_model(_settings(env={"OPENAI_API_KEY": ""})) == "reference"
+    openrouter = default_model(_settings(env={"OPENROUTER_API_KEY": "k"}))
+    assert openrouter == "openai-compatible:openai/gpt-4.1"
+    client, _ = resolve(openrouter, config=_settings(env={"OPENROUTER_API_KEY": "k"}))
+    assert client.config.base_url == OPENROUTER_BASE_URL  # type: ignore[attr-defined]

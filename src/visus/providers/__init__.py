@@ -85,6 +85,7 @@ _DEFAULTS = (
     ("anthropic", "anthropic:claude-sonnet-4-6"),
     ("openai", "openai:gpt-4.1"),
     ("gemini", "gemini:gemini-2.5-flash"),
+    ("openrouter", "openai-compatible:openai/gpt-4.1"),
 )
 
 
