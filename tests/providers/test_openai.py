@@ -387,3 +387,45 @@ async def test_complete_lowers_the_request_with_the_image_as_a_real_part(
     assert base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1]) == png
     assert body["tools"][0]["function"]["name"] == "view"
     assert json.dumps(body).count("base64,") == 1
+
+
+async def test_chat_refusal_is_the_reply_text(stub: StubServer, spec: ModelSpec) -> None:
+    refused = {
+        **CHAT_REPLY,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+            }
+        ],
+    }
+    stub.script(Reply(body=refused))
+    reply = await _client(stub).send({"messages": []}, model=spec)
+    assert reply.text == "I can't help."
+    assert reply.tool_calls == ()
+
+
+async def test_responses_stream_cut_at_max_tokens_still_answers(
+    stub: StubServer, spec: ModelSpec
+) -> None:
+    cut = {**RESPONSE, "status": "incomplete", "output": RESPONSE["output"][:1]}
+    events = [
+        {
+            "type": "response.output_text.delta",
+            "sequence_number": 1,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "A red square.",
+            "logprobs": [],
+        },
+        {"type": "response.incomplete", "sequence_number": 2, "response": cut},
+    ]
+    stub.script(Reply(chunks=sse(*events, event_names=True), content_type="text/event-stream"))
+    reply = await _client(stub, wire="openai-responses").send(
+        {"input": []}, model=spec, on_delta=lambda t: None
+    )
+    assert reply.text == "A red square."
+    assert reply.usage is not None
+    assert reply.usage.output_tokens == 500

@@ -179,9 +179,11 @@ class OpenAIClient:
             if tc.type == "function"
         ]
         usage = reply.usage
+        # A refusal arrives in its own field with no content; the model's words still count.
+        text = message.content or getattr(message, "refusal", None) or ""
         return assistant_message(
             model,
-            message.content or "",
+            text,
             calls,
             usage_for(
                 model,
@@ -250,7 +252,8 @@ class OpenAIClient:
         async for event in stream:
             if event.type == "response.output_text.delta":
                 await gate(event.delta)
-            elif event.type == "response.completed":
+            elif event.type in ("response.completed", "response.incomplete"):
+                # incomplete = stopped at max_output_tokens: still an answer, cut short.
                 final = event.response
             elif event.type in ("response.failed", "error"):
                 raise ProviderError(f"{self.provider}: {event}", provider=self.provider)
