@@ -1,0 +1,274 @@
+"""The agent loop: one user turn through record, retention, lowering and a provider.
+
+user message -> record -> model_view (retention) -> provider (lowers and sends)
+-> parse -> run tool calls -> record results -> repeat, until the model answers
+without tool calls or the step limit is reached.
+
+Example:
+    >>> # agent = Agent(client=client, model=get_model("reference"), stores=stores,
+    >>> #               reach=Reach.cwd())
+    >>> # result = await agent.run_turn("s1", "call view {\\"path\\": \\"grid.png\\"}")
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from visus import limits
+from visus.agent.tools import OutboundImage, ToolContext, ToolRegistry
+from visus.errors import ImageRejectedError, InvalidInputError, MediaError
+from visus.media import fit
+from visus.media.types import Profile
+from visus.models import ModelSpec
+from visus.perception import Reach
+from visus.providers.base import ProviderClient, aclose
+from visus.record.blobs import BlobStore
+from visus.record.messages import (
+    AssistantMessage,
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    TextPart,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from visus.record.sessions import SessionStore
+from visus.retention import RetentionPolicy, model_view
+
+__all__ = ["Agent", "DeltaCallback", "PastedImage", "TurnResult"]
+
+DeltaCallback = Callable[[str], Awaitable[None] | None]
+
+DEFAULT_SYSTEM = (
+    "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
+    "to see a file as pixels (images, SVG, PDF pages, rendered text). Images you viewed in "
+    "earlier turns may be elided from context; call view again to see them."
+)
+
+# When a provider refuses an image, the retry re-fits every live image to this.
+_CONSERVATIVE = Profile(
+    max_edge=1024,
+    max_pixels=1024 * 1024,
+    max_bytes=1 * limits.MB,
+    media_types=frozenset({"image/png", "image/jpeg"}),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PastedImage:
+    """An image a user put into their message (bytes as received)."""
+
+    data: bytes
+    media_type: str | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    answer: str
+    usage: Usage
+    steps: int
+    session: str
+    turn: int
+    images: tuple[OutboundImage, ...] = ()
+    stopped: str = "answer"  # "answer" | "step_limit"
+    messages: tuple[Message, ...] = field(default=(), repr=False)
+    #: What the loop did to recover, e.g. images re-fitted after a provider refused them.
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Agent:
+    """Runs turns of one model with a tool registry over a session store."""
+
+    client: ProviderClient
+    model: ModelSpec
+    sessions: SessionStore
+    blobs: BlobStore
+    reach: Reach
+    tools: ToolRegistry = field(default_factory=ToolRegistry.builtin)
+    policy: RetentionPolicy = field(default_factory=RetentionPolicy)
+    system: str | None = DEFAULT_SYSTEM
+    max_steps: int = limits.AGENT_MAX_STEPS
+    _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _notes: list[str] = field(default_factory=list, repr=False)
+
+    async def aclose(self) -> None:
+        """Release the provider client's connections (call before the event loop ends)."""
+        await aclose(self.client)
+
+    async def run_turn(
+        self,
+        session_id: str,
+        text: str,
+        images: Sequence[PastedImage] = (),
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> TurnResult:
+        """Run one user turn to its final answer; everything is recorded as it happens."""
+        if not self.sessions.exists(session_id):
+            self.sessions.create(session_id, meta={"model": self.model.name})
+        loaded = self.sessions.load(session_id, blobs=self.blobs)
+        history: list[Message] = list(loaded.messages)
+        turn = max((m.turn for m in history), default=0) + 1
+
+        user = UserMessage(parts=self._user_parts(text, images), turn=turn)
+        self._append(session_id, history, user)
+
+        ctx = ToolContext(
+            reach=self.reach,
+            model=self.model,
+            blobs=self.blobs,
+            session_id=session_id,
+            turn=turn,
+            # Reads stay fresh across turns of this agent; a new process starts with
+            # none, so an edit after a restart needs a new read (the safe side).
+            read_digests=self._reads.setdefault(session_id, {}),
+        )
+        usage = Usage()
+        answer = ""
+        self._notes = []
+        for step in range(1, self.max_steps + 1):
+            reply = await self._complete(history, on_delta)
+            reply = replace(reply, turn=turn)
+            if reply.usage is not None:
+                usage = usage + reply.usage
+            self._append(session_id, history, reply)
+            answer = reply.text
+            if not reply.tool_calls:
+                return TurnResult(
+                    answer,
+                    usage,
+                    step,
+                    session_id,
+                    turn,
+                    tuple(ctx.outbox),
+                    "answer",
+                    tuple(history),
+                )
+            for call in reply.tool_calls:
+                outcome = await self.tools.call(call.name, call.arguments, ctx)
+                result = ToolResult(
+                    call_id=call.id,
+                    tool_name=call.name,
+                    parts=outcome.parts,
+                    is_error=outcome.is_error,
+                    turn=turn,
+                )
+                self._append(session_id, history, result)
+        return TurnResult(
+            answer,
+            usage,
+            self.max_steps,
+            session_id,
+            turn,
+            tuple(ctx.outbox),
+            "step_limit",
+            tuple(history),
+        )
+
+    # --- steps ------------------------------------------------------------------------
+
+    async def _complete(
+        self, history: Sequence[Message], on_delta: DeltaCallback | None
+    ) -> AssistantMessage:
+        view = model_view(history, self.policy, model=self.model)
+        try:
+            return await self._send(view, on_delta)
+        except ImageRejectedError as first:
+            # One image must never make a session unusable: re-fit every live image
+            # conservatively and retry; if that is refused too, elide them all. The
+            # record keeps the originals: this changes only what this request carries.
+            self._notes.append(f"provider refused an image ({first}); re-fitted and retried")
+            refitted = tuple(self._map_images(view, self._refit_part))
+            try:
+                return await self._send(refitted, on_delta)
+            except ImageRejectedError as second:
+                self._notes.append(f"provider refused the re-fitted image ({second}); elided")
+                return await self._send(tuple(self._map_images(view, _elide_part)), on_delta)
+
+    async def _send(
+        self, view: Sequence[Message], on_delta: DeltaCallback | None
+    ) -> AssistantMessage:
+        request = ModelRequest(messages=tuple(view), system=self.system, tools=self.tools.specs())
+        return await self.client.complete(
+            request, model=self.model, blobs=self.blobs, on_delta=on_delta
+        )
+
+    def _append(self, session_id: str, history: list[Message], message: Message) -> None:
+        self.sessions.append(session_id, message)
+        history.append(message)
+
+    # --- images -----------------------------------------------------------------------
+
+    def _user_parts(self, text: str, images: Sequence[PastedImage]) -> tuple[Part, ...]:
+        parts: list[Part] = []
+        for i, img in enumerate(images, 1):
+            try:
+                fitted = fit(img.data, self.model.profile())
+            except MediaError as e:
+                raise InvalidInputError(f"image {i} cannot be used: {e}") from e
+            digest = self.blobs.put(fitted.data, fitted.media_type)
+            parts.append(
+                ImagePart(
+                    digest=digest,
+                    media_type=fitted.media_type,
+                    size=fitted.size,
+                    width=fitted.width,
+                    height=fitted.height,
+                    origin=AttachmentOrigin(filename=img.filename),
+                )
+            )
+        if text or not parts:
+            parts.insert(0, TextPart(text))
+        return tuple(parts)
+
+    def _refit_part(self, part: ImagePart) -> Part:
+        try:
+            fitted = fit(self.blobs.get(part.digest), _CONSERVATIVE)
+        except Exception:  # a blob we cannot re-fit is elided rather than failing the turn
+            return _elide_part(part)
+        digest = self.blobs.put(fitted.data, fitted.media_type)
+        return replace(
+            part,
+            digest=digest,
+            media_type=fitted.media_type,
+            size=fitted.size,
+            width=fitted.width,
+            height=fitted.height,
+        )
+
+    @staticmethod
+    def _map_images(view: Sequence[Message], fn: Callable[[ImagePart], Part]) -> list[Message]:
+        out: list[Message] = []
+        for m in view:
+            if isinstance(m, AssistantMessage):
+                out.append(m)
+                continue
+            parts = tuple(fn(p) if isinstance(p, ImagePart) else p for p in m.parts)
+            out.append(replace(m, parts=parts))
+        return out
+
+
+def _elide_part(part: ImagePart) -> Part:
+    origin = part.origin
+    if origin.kind == "perception":
+        return TextPart(
+            f"[image omitted: the provider refused the image from {origin.source}; "
+            f'call {origin.tool}("{origin.source}") to try again]'
+        )
+    return TextPart("[image omitted: the provider refused this pasted image]")
+
+
+async def call_delta(cb: DeltaCallback | None, text: str) -> None:
+    """Invoke a delta callback that may be sync or async."""
+    if cb is None:
+        return
+    result = cb(text)
+    if inspect.isawaitable(result):
+        await result

@@ -1,0 +1,86 @@
+"""Build a ready :class:`~visus.agent.loop.Agent` from a model ref and a data folder.
+
+This is where the embedded defaults live: the ``reference`` model (started in this
+process on loopback when no ``VISUS_REFERENCE_URL`` is set), stores under the data
+folder, and the reach rooted where the caller says.
+
+Example:
+    >>> # agent = build_agent("reference", data=Path(".visus-data"), roots=[Path(".")])
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from visus.agent.loop import Agent
+from visus.agent.tools import ToolRegistry
+from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.perception import Reach
+from visus.providers import ProviderSettings, default_model, resolve
+from visus.record.blobs import FileBlobStore
+from visus.record.sessions import SessionStore
+from visus.retention import RetentionPolicy
+
+__all__ = ["build_agent", "ensure_reference_server"]
+
+_lock = threading.Lock()
+_reference_url: str | None = None
+_stack = contextlib.ExitStack()
+atexit.register(_stack.close)
+
+
+def ensure_reference_server() -> str:
+    """The URL of a reference server: ``VISUS_REFERENCE_URL``, else one started here.
+
+    The embedded server runs on a loopback port in a background thread for the life
+    of the process.
+    """
+    global _reference_url
+    env_url = os.environ.get("VISUS_REFERENCE_URL")
+    if env_url:
+        return env_url
+    with _lock:
+        if _reference_url is None:
+            from visus.reference.server import serve_in_background
+
+            _reference_url = _stack.enter_context(serve_in_background())
+        return _reference_url
+
+
+def build_agent(
+    model: str | None = None,
+    *,
+    data: Path | str | None = None,
+    roots: Sequence[Path | str] = (),
+    render: bool = True,
+    settings: ProviderSettings | None = None,
+    policy: RetentionPolicy | None = None,
+    tools: ToolRegistry | None = None,
+    system: str | None = None,
+) -> Agent:
+    """An agent for ``model`` (default: the first configured provider, else ``reference``)."""
+    settings = settings or ProviderSettings()
+    ref = model or default_model(settings)
+    is_reference = ref == "reference" or ref.startswith("reference:")
+    if is_reference and not settings.url("reference"):
+        settings = replace(settings, reference_url=ensure_reference_server())
+    client, spec = resolve(ref, config=settings)
+    root = data_dir(data)
+    agent = Agent(
+        client=client,
+        model=spec,
+        sessions=SessionStore(sessions_dir(root)),
+        blobs=FileBlobStore(blobs_dir(root)),
+        reach=Reach(list(roots) or [Path.cwd()], render=render),
+        tools=tools or ToolRegistry.builtin(),
+        policy=policy or RetentionPolicy(),
+    )
+    if system is not None:
+        agent.system = system
+    return agent

@@ -1,0 +1,358 @@
+"""The tool registry and the built-in tools: read, view, edit, send_image.
+
+A tool is a value (:class:`Tool`) pairing the :class:`ToolSpec` the model sees with
+an async function that takes decoded JSON arguments and a :class:`ToolContext` and
+returns a :class:`ToolOutcome` (parts for the record). Tools never raise for bad
+input: they answer with an error outcome the model reads.
+
+Example:
+    >>> reg = ToolRegistry.builtin()
+    >>> sorted(reg.names())[:3]
+    ['edit', 'read', 'send_image']
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from visus.errors import VisusError
+from visus.models import ModelSpec
+from visus.perception import Perception, Reach, Refusal, read, view
+from visus.record.blobs import BlobStore
+from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
+
+__all__ = [
+    "OutboundImage",
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "ToolRegistry",
+    "perception_parts",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundImage:
+    """An image the agent sends out of the turn (e.g. to tether's ``assistant.done``)."""
+
+    media_type: str
+    data: bytes
+    source: str = ""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may touch during one turn.
+
+    ``read_digests`` maps a resolved path to the sha256 of its content when the
+    ``read`` tool last returned it: ``edit`` requires the file to be unchanged since.
+    A ``view`` never records here (seeing is not reading).
+    """
+
+    reach: Reach
+    model: ModelSpec
+    blobs: BlobStore
+    session_id: str = ""
+    turn: int = 1
+    read_digests: MutableMapping[str, str] = field(default_factory=dict)
+    outbox: list[OutboundImage] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    parts: tuple[Part, ...]
+    is_error: bool = False
+
+    @staticmethod
+    def text(text: str, *, is_error: bool = False) -> ToolOutcome:
+        return ToolOutcome((TextPart(text),), is_error)
+
+
+ToolFn = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    spec: ToolSpec
+    run: ToolFn
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+class ToolRegistry:
+    """Tools by name, in the order they were added (the order the model sees)."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def only(self, names: Iterable[str]) -> ToolRegistry:
+        wanted = set(names)
+        return ToolRegistry(t for n, t in self._tools.items() if n in wanted)
+
+    async def call(self, name: str, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            return ToolOutcome.text(
+                f"error: no tool named {name!r} (tools: {known})", is_error=True
+            )
+        try:
+            return await tool.run(args, ctx)
+        except VisusError as e:
+            return ToolOutcome.text(f"error: {e}", is_error=True)
+
+    @staticmethod
+    def builtin() -> ToolRegistry:
+        return ToolRegistry([READ, VIEW, EDIT, SEND_IMAGE])
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def _str_arg(args: Mapping[str, Any], key: str) -> str:
+    value = args.get(key)
+    if value is None:
+        raise _ArgError(f"missing required argument {key!r}")
+    if not isinstance(value, str):
+        raise _ArgError(f"argument {key!r} must be a string")
+    return value
+
+
+def _int_arg(args: Mapping[str, Any], key: str) -> int | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _ArgError(f"argument {key!r} must be an integer")
+    return value
+
+
+class _ArgError(VisusError):
+    """A tool argument of the wrong shape; reported to the model as an error result."""
+
+
+def perception_parts(
+    p: Perception, ctx: ToolContext, *, source: str, tool: str = "view", page: int | None = None
+) -> tuple[Part, ...]:
+    """Store a perception's pixels and return the parts a tool result carries."""
+    digest = ctx.blobs.put(p.data, p.media_type)
+    image = ImagePart(
+        digest=digest,
+        media_type=p.media_type,
+        size=len(p.data),
+        width=p.width,
+        height=p.height,
+        origin=PerceptionOrigin(source=source, tool=tool, page=page),
+    )
+    summary = (
+        f"{tool}({source!r}): {p.source_kind} {p.source_width}x{p.source_height}"
+        f" sent as {p.media_type} {p.width}x{p.height}, ~{p.tokens} image tokens"
+    )
+    if p.page_count:
+        summary += f"; page {p.page or 1} of {p.page_count}"
+    if p.line_total:
+        summary += f"; lines {p.line_start}-{p.line_end} of {p.line_total}"
+    return (TextPart(summary), image)
+
+
+def _refusal_outcome(r: Refusal) -> ToolOutcome:
+    return ToolOutcome.text(f"refused ({r.reason}): {r.message}", is_error=True)
+
+
+# --- read ----------------------------------------------------------------------------
+
+
+async def _read(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    try:
+        path = _str_arg(args, "path")
+        offset = _int_arg(args, "offset") or 0
+        limit = _int_arg(args, "limit")
+    except _ArgError as e:
+        return ToolOutcome.text(f"error: {e}", is_error=True)
+    result = read(path, reach=ctx.reach, offset=offset, limit=limit)
+    if isinstance(result, Refusal):
+        return _refusal_outcome(result)
+    ctx.read_digests[str(result.path)] = result.content_digest
+    return ToolOutcome.text(result.for_model())
+
+
+READ = Tool(
+    ToolSpec(
+        name="read",
+        description=(
+            "Read a text file as text (with line numbers). Refuses images and binary files: "
+            "use view to see those."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path inside the allowed roots"},
+                "offset": {"type": "integer", "minimum": 0, "description": "First line, 0-based"},
+                "limit": {"type": "integer", "minimum": 1, "description": "Lines to return"},
+            },
+            "required": ["path"],
+        },
+    ),
+    _read,
+)
+
+
+# --- view ----------------------------------------------------------------------------
+
+
+async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    try:
+        path = _str_arg(args, "path")
+        page = _int_arg(args, "page")
+        offset = _int_arg(args, "offset")
+        limit = _int_arg(args, "limit")
+    except _ArgError as e:
+        return ToolOutcome.text(f"error: {e}", is_error=True)
+    result = view(path, reach=ctx.reach, model=ctx.model, page=page, offset=offset, limit=limit)
+    if isinstance(result, Refusal):
+        return _refusal_outcome(result)
+    return ToolOutcome(perception_parts(result, ctx, source=path, page=page))
+
+
+VIEW = Tool(
+    ToolSpec(
+        name="view",
+        description=(
+            "See a file as an image: photos and screenshots, SVG (rendered), PDF pages, "
+            "and text or code (rendered as a screenshot). Returns pixels, not text."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path inside the allowed roots"},
+                "page": {"type": "integer", "minimum": 1, "description": "PDF page, 1-based"},
+                "offset": {"type": "integer", "minimum": 0, "description": "Text: first line"},
+                "limit": {"type": "integer", "minimum": 1, "description": "Text: lines"},
+            },
+            "required": ["path"],
+        },
+    ),
+    _view,
+)
+
+
+# --- edit ----------------------------------------------------------------------------
+
+
+async def _edit(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    try:
+        path = _str_arg(args, "path")
+        old = _str_arg(args, "old_string")
+        new = _str_arg(args, "new_string")
+    except _ArgError as e:
+        return ToolOutcome.text(f"error: {e}", is_error=True)
+    try:
+        resolved = ctx.reach.resolve(path)
+    except VisusError as e:
+        return ToolOutcome.text(f"refused: {e}", is_error=True)
+    key = str(resolved)
+    seen = ctx.read_digests.get(key)
+    if seen is None:
+        return ToolOutcome.text(
+            f"refused: read {path!r} with the read tool before editing it "
+            "(viewing it as an image does not count)",
+            is_error=True,
+        )
+    data = resolved.read_bytes()
+    if hashlib.sha256(data).hexdigest() != seen:
+        return ToolOutcome.text(
+            f"refused: {path!r} changed since you last read it; read it again first",
+            is_error=True,
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ToolOutcome.text(f"refused: {path!r} is not UTF-8 text", is_error=True)
+    count = text.count(old) if old else 0
+    if count != 1:
+        what = "not found" if count == 0 else f"found {count} times; give more context"
+        return ToolOutcome.text(f"error: old_string {what} in {path!r}", is_error=True)
+    updated = text.replace(old, new, 1).encode("utf-8")
+    _write_atomic(resolved, updated)
+    ctx.read_digests[key] = hashlib.sha256(updated).hexdigest()
+    return ToolOutcome.text(f"edited {path!r}: replaced 1 occurrence")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.visus-tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+EDIT = Tool(
+    ToolSpec(
+        name="edit",
+        description=(
+            "Replace exactly one occurrence of old_string with new_string in a text file. "
+            "The file must have been read with the read tool since it last changed."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+    ),
+    _edit,
+)
+
+
+# --- send_image ------------------------------------------------------------------------
+
+
+async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    try:
+        path = _str_arg(args, "path")
+    except _ArgError as e:
+        return ToolOutcome.text(f"error: {e}", is_error=True)
+    result = view(path, reach=ctx.reach, model="reference")
+    if isinstance(result, Refusal):
+        return _refusal_outcome(result)
+    ctx.outbox.append(OutboundImage(result.media_type, result.data, source=path))
+    return ToolOutcome.text(
+        f"queued {path!r} ({result.media_type} {result.width}x{result.height}) "
+        "to send with your reply"
+    )
+
+
+SEND_IMAGE = Tool(
+    ToolSpec(
+        name="send_image",
+        description="Attach an image file to your reply so the user receives it.",
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    ),
+    _send_image,
+)

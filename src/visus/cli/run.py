@@ -1,0 +1,234 @@
+"""``visus run``, ``visus chat`` and ``visus usage``: the agent from the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from visus.agent import Agent
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="provider:model, e.g. openai:gpt-4.1 (default: reference)"),
+]
+DataOpt = Annotated[
+    Path | None, typer.Option("--data", help="Data folder (env VISUS_DATA)", show_default=False)
+]
+RootOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--root", help="Folder the tools may see (repeatable; default: cwd)"),
+]
+SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id to continue")]
+
+
+def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Agent:
+    from visus.agent import build_agent
+    from visus.errors import VisusError
+
+    try:
+        return build_agent(model, data=data, roots=roots or [Path.cwd()])
+    except VisusError as e:
+        typer.echo(f"visus: {e}", err=True)
+        raise typer.Exit(2) from e
+
+
+def _new_session_id() -> str:
+    import secrets
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def run(
+    prompt: Annotated[str, typer.Argument(help="The user message")],
+    model: ModelOpt = None,
+    image: Annotated[
+        list[Path] | None, typer.Option("--image", "-i", help="Image to paste (repeatable)")
+    ] = None,
+    session: SessionOpt = None,
+    root: RootOpt = None,
+    data: DataOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Run one agent turn and print the answer."""
+    from visus.agent import PastedImage
+    from visus.errors import VisusError
+
+    agent = _agent(model, data, root)
+    sid = session or _new_session_id()
+    pasted = []
+    for p in image or []:
+        try:
+            pasted.append(PastedImage(p.read_bytes(), filename=p.name))
+        except OSError as e:
+            typer.echo(f"visus: cannot read image {p}: {e.strerror}", err=True)
+            raise typer.Exit(2) from e
+
+    def stream(delta: str) -> None:
+        if not as_json:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+
+    try:
+        result = asyncio.run(agent.run_turn(sid, prompt, pasted, on_delta=stream))
+    except VisusError as e:
+        typer.echo(f"visus: {e}", err=True)
+        raise typer.Exit(1) from e
+    if as_json:
+        usage = {
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+        }
+        typer.echo(
+            json.dumps(
+                {
+                    "answer": result.answer,
+                    "usage": usage,
+                    "cost_usd": round(result.usage.cost_usd, 8),
+                    "session": result.session,
+                }
+            )
+        )
+    else:
+        sys.stdout.write("\n")
+        typer.echo(
+            f"[session {result.session} · {result.steps} step(s) · "
+            f"{result.usage.input_tokens} in / {result.usage.output_tokens} out · "
+            f"${result.usage.cost_usd:.6f}]",
+            err=True,
+        )
+
+
+def chat(
+    model: ModelOpt = None,
+    session: SessionOpt = None,
+    root: RootOpt = None,
+    data: DataOpt = None,
+) -> None:
+    """Talk to the agent interactively. /usage, /images, /view PATH, /quit."""
+    from visus.agent import PastedImage
+    from visus.errors import VisusError
+    from visus.record.messages import ImagePart
+
+    agent = _agent(model, data, root)
+    sid = session or _new_session_id()
+    typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /quit to leave")
+    pending: list[PastedImage] = []
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            break
+        cmd = line.strip()
+        if cmd in {"/quit", "/exit"}:
+            break
+        if cmd == "/usage":
+            typer.echo(_usage_text(agent, sid))
+            continue
+        if cmd == "/images":
+            if not agent.sessions.exists(sid):
+                typer.echo("no images yet")
+                continue
+            msgs = agent.sessions.load(sid).messages
+            imgs = [(m.turn, p) for m in msgs if m.kind != "assistant" for p in m.parts]
+            shown = [(t, q) for t, q in imgs if isinstance(q, ImagePart)]
+            for t, part in shown:
+                o = part.origin
+                src = o.source if o.kind == "perception" else "pasted"
+                typer.echo(f"turn {t}: {part.width}x{part.height} {part.media_type} {src}")
+            if not shown:
+                typer.echo("no images yet")
+            continue
+        if cmd.startswith("/view "):
+            line = f"call view {json.dumps({'path': cmd[6:].strip()})}"
+        if cmd.startswith("/paste "):
+            path = Path(cmd[7:].strip())
+            try:
+                pending.append(PastedImage(path.read_bytes(), filename=path.name))
+                typer.echo(f"attached {path.name} to your next message")
+            except OSError as e:
+                typer.echo(f"cannot read {path}: {e.strerror}")
+            continue
+        sys.stdout.write("agent> ")
+
+        def stream(delta: str) -> None:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+
+        try:
+            asyncio.run(agent.run_turn(sid, line, pending, on_delta=stream))
+        except VisusError as e:
+            typer.echo(f"\nerror: {e}")
+        pending = []
+        sys.stdout.write("\n")
+
+
+def _usage_text(agent: Agent, sid: str) -> str:
+    from visus.record.messages import Usage
+
+    if not agent.sessions.exists(sid):
+        return "no usage yet"
+    total = Usage()
+    for m in agent.sessions.load(sid).messages:
+        if m.kind == "assistant" and m.usage is not None:
+            total = total + m.usage
+    return (
+        f"{total.input_tokens} input + {total.output_tokens} output tokens, ${total.cost_usd:.6f}"
+    )
+
+
+def usage(
+    session: Annotated[str, typer.Argument(help="Session id")],
+    data: DataOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Tokens and cost of a session, per turn and in total."""
+    from visus.paths import data_dir, sessions_dir
+    from visus.record.messages import Usage
+    from visus.record.sessions import SessionStore
+
+    store = SessionStore(sessions_dir(data_dir(data)))
+    if not store.exists(session):
+        typer.echo(f"visus: no session {session!r}", err=True)
+        raise typer.Exit(2)
+    per_turn: dict[int, Usage] = {}
+    for m in store.load(session).messages:
+        if m.kind == "assistant" and m.usage is not None:
+            per_turn[m.turn] = per_turn.get(m.turn, Usage()) + m.usage
+    total = sum(per_turn.values(), Usage())
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "session": session,
+                    "turns": [
+                        {
+                            "turn": t,
+                            "input_tokens": u.input_tokens,
+                            "output_tokens": u.output_tokens,
+                            "cost_usd": u.cost_usd,
+                        }
+                        for t, u in sorted(per_turn.items())
+                    ],
+                    "input_tokens": total.input_tokens,
+                    "output_tokens": total.output_tokens,
+                    "cost_usd": total.cost_usd,
+                }
+            )
+        )
+        return
+    for t, u in sorted(per_turn.items()):
+        typer.echo(f"turn {t}: {u.input_tokens} in, {u.output_tokens} out, ${u.cost_usd:.6f}")
+    typer.echo(f"total: {total.input_tokens} in, {total.output_tokens} out, ${total.cost_usd:.6f}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("chat")(chat)
+    app.command("usage")(usage)
