@@ -194,3 +194,22 @@ def test_console_script_subprocess(root: Path) -> None:
         )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["source_width"] == 2000
+
+
+def test_out_unwritable_exit_2(root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "dir" / "x.png"
+    code, out, _ = run(["view", "shot.png", "--json", "--out", str(target), "--root", str(root)])
+    assert code == 2
+    payload = json.loads(out)
+    assert payload["ok"] is False
+    assert "cannot write" in payload["message"]
+
+
+def test_markup_in_names_is_printed_literally(root: Path) -> None:
+    (root / "[bold]x.png").write_bytes(noise_png(40, 30))
+    code, out, _ = run(["view", "[bold]x.png", "--root", str(root)])
+    assert code == 0
+    assert "[bold]x.png" in out
+    code, _, err = run(["view", "[b]missing[/b].png", "--root", str(root)])
+    assert code == 3
+    assert "[b]missing[/b].png" in err

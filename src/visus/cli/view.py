@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from visus.perception import DEFAULT_MODEL, Perception, Reach, Refusal, view
 
@@ -54,7 +55,7 @@ def view_command(
             if as_json:
                 typer.echo(json.dumps(failed))
             else:
-                Console(stderr=True).print(f"[red]cannot write {out}[/red]: {e}")
+                Console(stderr=True).print(f"[red]cannot write[/red] {escape(f'{out}: {e}')}")
             raise typer.Exit(EXIT_OUT_FAILED) from None
     _emit_perception(result, as_json=as_json, out=out)
 
@@ -63,8 +64,8 @@ def _emit_refusal(refusal: Refusal, *, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(refusal.to_json()))
         return
-    console = Console(stderr=True, highlight=False)
-    console.print(f"[bold red]refused[/bold red] ({refusal.reason}): {refusal.message}")
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold red]refused[/bold red] ({refusal.reason}): {escape(refusal.message)}")
 
 
 def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
@@ -74,8 +75,8 @@ def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
             payload["out"] = str(out)
         typer.echo(json.dumps(payload))
         return
-    console = Console(highlight=False)
-    console.print(f"[bold green]{p.source}[/bold green] for [bold]{p.model}[/bold]")
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"[bold green]{escape(p.source)}[/bold green] for [bold]{escape(p.model)}[/bold]")
     console.print(
         f"  sent     {p.width}x{p.height} {p.media_type}, {p.size:,} bytes, ~{p.tokens} tokens"
     )
@@ -88,7 +89,7 @@ def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
         console.print(f"  frames   first of {p.frame_count}")
     console.print(f"  digest   {p.tagged_digest}")
     if out is not None:
-        console.print(f"  written  {out}")
+        console.print(f"  written  {escape(str(out))}")
 
 
 def register(app: typer.Typer) -> None:
