@@ -7,6 +7,7 @@ image: in a user message, and inside (or hoisted after) a tool result.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from visus.errors import ContextLengthError
+from visus.errors import ContextLengthError, ImageRejectedError
 from visus.models.spec import ModelSpec
 from visus.providers import ProviderClient, ProviderSettings, resolve
 from visus.record.blobs import MemoryBlobStore
@@ -184,3 +185,111 @@ async def test_assistant_history_round_trips(reference_url: str) -> None:
         reply = await client.complete(request, model=spec, blobs=MemoryBlobStore())
         assert reply.turn == 2
         assert _seen_words(reply.text) == []
+
+
+_NOT_AN_IMAGE = base64.b64encode(b"this is not an image at all, only words").decode()
+_BAD_IMAGE_PAYLOADS: dict[str, dict[str, Any]] = {
+    "openai-chat": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:image/png;base64,{_NOT_AN_IMAGE}"},
+                    },
+                ],
+            }
+        ]
+    },
+    "openai-responses": {
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "hi"},
+                    {"type": "input_image", "image_url": f"data:image/png;base64,{_NOT_AN_IMAGE}"},
+                ],
+            }
+        ]
+    },
+    "anthropic": {
+        "max_tokens": 100,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": "image/png",
+                            "data": _NOT_AN_IMAGE,
+                        },
+                    }
+                ],
+            }
+        ],
+    },
+    "gemini": {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": _NOT_AN_IMAGE}}],
+            }
+        ]
+    },
+    "ollama": {"messages": [{"role": "user", "content": "hi", "images": [_NOT_AN_IMAGE]}]},
+    "bedrock": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"image": {"format": "png", "source": {"bytes": _NOT_AN_IMAGE}}}],
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_refused_image_maps_to_image_rejected(reference_url: str, wire: str) -> None:
+    # The server answers as each provider does for bytes that are not an image; the agent
+    # relies on this arriving as ImageRejectedError to re-fit or elide and retry.
+    client, spec = _client(reference_url, wire)
+    with pytest.raises(ImageRejectedError) as info:
+        await client.send(_BAD_IMAGE_PAYLOADS[wire], model=spec)  # type: ignore[attr-defined]
+    assert info.value.status == 400
+    assert info.value.provider == "reference"
+
+
+async def test_image_in_a_chat_tool_message_is_rejected_as_an_image(reference_url: str) -> None:
+    client, spec = _client(reference_url, "openai-chat")
+    payload = {
+        "messages": [
+            {"role": "user", "content": "look"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "view", "arguments": '{"path": "a.png"}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:image/png;base64,{_NOT_AN_IMAGE}"},
+                    }
+                ],
+            },
+        ]
+    }
+    with pytest.raises(ImageRejectedError, match="only allowed for messages with role 'user'"):
+        await client.send(payload, model=spec)  # type: ignore[attr-defined]

@@ -160,15 +160,19 @@ def _missing_key(provider: str, ref: str) -> AuthError:
     )
 
 
-def make_client(provider: str, config: ProviderConfig) -> ProviderClient:
+def make_client(
+    provider: str, config: ProviderConfig, *, label: str | None = None
+) -> ProviderClient:
     """The client class for ``provider`` (its SDK is imported here, on first use).
 
-    ``provider`` may also be a wire name, which is how ``reference:<wire>`` picks.
+    ``provider`` may also be a wire name, which is how ``reference:<wire>`` picks;
+    ``label`` is the name errors and the client carry (default: ``provider``).
 
     Example:
         >>> make_client("anthropic", ProviderConfig(api_key="x")).wire  # doctest: +SKIP
         'anthropic'
     """
+    name = label or provider
     if provider in ("openai", "openai-compatible", "openai-chat", "openai-responses"):
         from visus.providers.openai_client import OpenAIClient
 
@@ -177,26 +181,26 @@ def make_client(provider: str, config: ProviderConfig) -> ProviderClient:
             wire = "openai-responses"
         return OpenAIClient(
             config,
-            provider=provider if provider in ("openai", "openai-compatible") else "reference",
+            provider=name,
             wire=wire,  # type: ignore[arg-type]
             token_param="max_completion_tokens" if provider == "openai" else "max_tokens",
         )
     if provider == "anthropic":
         from visus.providers.anthropic_client import AnthropicClient
 
-        return AnthropicClient(config)
+        return AnthropicClient(config, provider=name)
     if provider == "gemini":
         from visus.providers.gemini_client import GeminiClient
 
-        return GeminiClient(config)
+        return GeminiClient(config, provider=name)
     if provider == "ollama":
         from visus.providers.ollama_client import OllamaClient
 
-        return OllamaClient(config)
+        return OllamaClient(config, provider=name)
     if provider == "bedrock":
         from visus.providers.bedrock_client import BedrockClient
 
-        return BedrockClient(config)
+        return BedrockClient(config, provider=name)
     raise ConfigError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
 
 
@@ -268,7 +272,7 @@ def resolve(
             cfg = dataclasses.replace(
                 cfg, aws_secret_access_key="reference", region=cfg.region or "us-east-1"
             )
-        client = make_client(wire, cfg)
+        client = make_client(wire, cfg, label="reference")
         spec = _spec("reference", "reference")
         if wire == "gemini":
             # The reference server's Gemini wire is Gemini 2.x for any id but gemini-3-*:
