@@ -1,0 +1,137 @@
+"""Tools beyond read/view/edit: the session's attachments (list, read, grep, view).
+
+Attachments live per session under the data folder
+(``<data>/sessions/<id>/attachments``); the tools find the store from the
+:class:`~visus.agent.tools.ToolContext`'s session id, so one registry serves every
+session of an agent.
+
+Example:
+    >>> reg = full_registry("/tmp/visus-data")
+    >>> [n for n in reg.names() if "attachment" in n]
+    ['list_attachments', 'read_attachment', 'grep_attachment', 'view_attachment']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from visus.agent.tools import Tool, ToolContext, ToolOutcome, ToolRegistry, perception_parts
+from visus.attachments import (
+    AttachmentStore,
+    grep_attachment,
+    list_attachments,
+    read_attachment,
+    view_attachment,
+)
+from visus.perception import Refusal
+from visus.record.messages import ToolSpec
+
+__all__ = ["attachment_tools", "full_registry"]
+
+
+def _store(data: Path, ctx: ToolContext) -> AttachmentStore:
+    return AttachmentStore.for_session(data, ctx.session_id)
+
+
+def _int(args: Mapping[str, Any], key: str) -> int | None:
+    v = args.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def attachment_tools(data: Path | str) -> list[Tool]:
+    """The four attachment tools over sessions under the data folder ``data``."""
+    root = Path(data)
+
+    async def _list(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        del args
+        return ToolOutcome.text(list_attachments(_store(root, ctx)))
+
+    async def _read(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        name = args.get("filename")
+        if not isinstance(name, str):
+            return ToolOutcome.text("error: filename must be a string", is_error=True)
+        text = read_attachment(
+            _store(root, ctx), name, offset=_int(args, "offset") or 0, limit=_int(args, "limit")
+        )
+        return ToolOutcome.text(text)
+
+    async def _grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        pattern = args.get("pattern")
+        name = args.get("filename")
+        if not isinstance(pattern, str) or (name is not None and not isinstance(name, str)):
+            return ToolOutcome.text("error: pattern (and filename) must be strings", is_error=True)
+        return ToolOutcome.text(grep_attachment(_store(root, ctx), pattern, name))
+
+    async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        name = args.get("filename")
+        if not isinstance(name, str):
+            return ToolOutcome.text("error: filename must be a string", is_error=True)
+        result = view_attachment(_store(root, ctx), name, model=ctx.model, render=ctx.reach.render)
+        if isinstance(result, Refusal):
+            return ToolOutcome.text(f"refused ({result.reason}): {result.message}", is_error=True)
+        return ToolOutcome(perception_parts(result, ctx, source=name, tool="view_attachment"))
+
+    name_only = {
+        "type": "object",
+        "properties": {"filename": {"type": "string"}},
+        "required": ["filename"],
+    }
+    return [
+        Tool(
+            ToolSpec(
+                "list_attachments",
+                "List the files the user attached to this conversation (name, bytes, type).",
+                {"type": "object", "properties": {}},
+            ),
+            _list,
+        ),
+        Tool(
+            ToolSpec(
+                "read_attachment",
+                "Read an attached text file, paged by lines. Images: use view_attachment.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "filename": {"type": "string"},
+                        "offset": {"type": "integer", "minimum": 0},
+                        "limit": {"type": "integer", "minimum": 1},
+                    },
+                    "required": ["filename"],
+                },
+            ),
+            _read,
+        ),
+        Tool(
+            ToolSpec(
+                "grep_attachment",
+                "Search attached files with a regular expression (one file or all).",
+                {
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string"},
+                        "filename": {"type": "string"},
+                    },
+                    "required": ["pattern"],
+                },
+            ),
+            _grep,
+        ),
+        Tool(
+            ToolSpec(
+                "view_attachment",
+                "See an attached file as an image (photos, screenshots, PDFs, SVG, text).",
+                name_only,
+            ),
+            _view,
+        ),
+    ]
+
+
+def full_registry(data: Path | str) -> ToolRegistry:
+    """Every built-in tool: read, view, edit, send_image and the attachment tools."""
+    registry = ToolRegistry.builtin()
+    for tool in attachment_tools(data):
+        registry.add(tool)
+    return registry

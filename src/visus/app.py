@@ -1,0 +1,136 @@
+"""The main job, composed: the tether API, the MCP endpoint and the web chat, each
+instance answered by a real :class:`~visus.agent.Agent`.
+
+This module holds no logic of its own beyond wiring: :class:`AgentRunner` adapts
+the agent to tether's :class:`~visus.tether.runner.TurnRunner` seam, and
+:func:`create_main_app` builds the one FastAPI app ``visus serve`` runs.
+
+Example:
+    >>> # app = create_main_app(data=Path(".visus-data"))
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8750)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from visus.agent import PastedImage, ToolRegistry, build_agent
+from visus.agent.extra_tools import full_registry
+from visus.paths import data_dir
+from visus.providers import ProviderSettings, default_model
+from visus.retention import RetentionPolicy
+from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnOutput
+from visus.tether.server import create_app
+
+__all__ = [
+    "DEFAULT_INSTANCE_KEY",
+    "AgentRunner",
+    "agent_runner_factory",
+    "create_main_app",
+    "default_instance",
+]
+
+#: ``extra`` key marking the instance ``visus serve`` creates for its web chat.
+DEFAULT_INSTANCE_KEY = "default"
+
+
+class AgentRunner:
+    """One tether instance's agent: sessions and blobs live in the instance folder."""
+
+    def __init__(
+        self,
+        config: InstanceConfig,
+        *,
+        settings: ProviderSettings | None = None,
+        policy: RetentionPolicy | None = None,
+    ) -> None:
+        folder = Path(config.data_dir)
+        roots: list[Path | str] = list(config.roots)
+        if not roots:
+            # The instance's own files folder; created on the first turn, because the
+            # registry creates the instance folder only after building this runner.
+            roots = [folder / "files"]
+        registry: ToolRegistry = full_registry(folder)
+        if config.tools is not None:
+            registry = registry.only(config.tools)
+        self.config = config
+        self.agent = build_agent(
+            config.model,
+            data=folder,
+            roots=roots,
+            settings=settings,
+            policy=policy,
+            tools=registry,
+        )
+
+    async def run_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+    ) -> TurnOutput:
+        del user  # who spoke is in the frame; the agent answers the session either way
+        for root in self.agent.reach.roots:
+            root.mkdir(parents=True, exist_ok=True)
+        pasted = [PastedImage(i.data, i.media_type) for i in images]
+        result = await self.agent.run_turn(session, text, pasted, on_delta=emit_delta)
+        out = tuple(ImageIn(o.media_type, o.data) for o in result.images)
+        return TurnOutput(text=result.answer, images=out)
+
+    async def aclose(self) -> None:
+        await self.agent.aclose()
+
+
+def agent_runner_factory(
+    *, settings: ProviderSettings | None = None, policy: RetentionPolicy | None = None
+) -> RunnerFactory:
+    """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance."""
+
+    def factory(config: InstanceConfig) -> AgentRunner:
+        return AgentRunner(config, settings=settings, policy=policy)
+
+    return factory
+
+
+def default_instance(app: FastAPI, model: str) -> str:
+    """The id of the web chat's instance, created on first start with ``model``."""
+    registry = app.state.registry
+    for inst in registry:
+        if inst.config.extra.get(DEFAULT_INSTANCE_KEY):
+            return str(inst.config.id)
+    inst = registry.create(model=model, extra={DEFAULT_INSTANCE_KEY: True})
+    return str(inst.config.id)
+
+
+def create_main_app(
+    *,
+    data: Path | str | None = None,
+    token: str | None = None,
+    model: str | None = None,
+    settings: ProviderSettings | None = None,
+    policy: RetentionPolicy | None = None,
+    mcp: bool = True,
+    web: bool = True,
+) -> FastAPI:
+    """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat)."""
+    folder = data_dir(data) / "serve"
+    app = create_app(
+        data_dir=folder,
+        runner_factory=agent_runner_factory(settings=settings, policy=policy),
+        token=token,
+    )
+    app.state.default_model = model or default_model(settings)
+    app.state.default_instance = default_instance(app, app.state.default_model)
+    if mcp:
+        from visus.mcp_server import mount_mcp
+
+        mount_mcp(app)
+    del web  # the web chat mounts here once visus.web lands
+    return app

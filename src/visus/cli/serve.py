@@ -1,0 +1,56 @@
+"""``visus serve``: the main job — tether API, MCP endpoint and web chat in one process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = 8750,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Data folder (env VISUS_DATA)")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model of the default instance")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="VISUS_TOKEN", help="Bearer token (required beyond loopback)"),
+    ] = None,
+    no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
+) -> None:
+    """Serve the tether API, the MCP endpoint and the web chat.
+
+    Embedded defaults: the offline reference model (when no provider key is set), data
+    under the user's data folder (or --data / VISUS_DATA), loopback only.
+    """
+    import uvicorn
+
+    from visus.app import create_main_app
+    from visus.errors import VisusError
+    from visus.paths import data_dir
+    from visus.tether.server import check_bind
+
+    try:
+        check_bind(host, token)
+        app = create_main_app(data=data, token=token, model=model, mcp=not no_mcp)
+    except VisusError as e:
+        typer.echo(f"visus: {e}", err=True)
+        raise typer.Exit(2) from e
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    typer.echo(f"visus serve · data {data_dir(data)}")
+    typer.echo(f"  web chat   {base}/")
+    typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
+    if not no_mcp:
+        typer.echo(f"  MCP        {base}/mcp")
+    typer.echo(f"  instance   {app.state.default_instance} (model {app.state.default_model})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
