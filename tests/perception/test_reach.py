@@ -131,3 +131,15 @@ def test_read_bytes_bound(tree: tuple[Path, Path]) -> None:
     assert reach.read_bytes(path, max_bytes=100) == b"x" * 100
     with pytest.raises(TooLargeError):
         reach.read_bytes(path, max_bytes=99)
+
+
+def test_read_bytes_refuses_a_path_that_leaves_the_roots(tree: tuple[Path, Path]) -> None:
+    # As if a directory were swapped for a symlink between resolve() and the read.
+    root, outside = tree
+    (root / "swapped").symlink_to(outside, target_is_directory=True)
+    reach = Reach([root])
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("the OS does not name open files")
+    with pytest.raises(ReachError):
+        reach.read_bytes(root / "swapped" / "secret.txt")
+    assert reach.read_bytes(root / "sub" / "b.txt") == b"b"

@@ -118,8 +118,9 @@ class Reach:
         """Read a file :meth:`resolve` returned, refusing more than ``max_bytes``.
 
         The size is checked before reading and again while reading (a file may
-        grow); the final path component is opened without following symlinks and
-        must still be the regular file that was resolved.
+        grow); the final path component is opened without following symlinks, and
+        where the OS names an open file (``/proc/self/fd``) that name must still lie
+        under a root, so a swap after :meth:`resolve` is caught.
         """
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
@@ -131,6 +132,10 @@ class Reach:
         except OSError as e:  # ELOOP: swapped for a symlink after resolve
             raise ReachError(f"{path.name!r} cannot be opened safely: {e}") from e
         with os.fdopen(fd, "rb") as f:
+            opened = _fd_path(fd)
+            if opened is not None and not self.contains(opened):
+                # A directory on the way was swapped for a symlink after resolve().
+                raise ReachError(f"{path.name!r} is outside the allowed roots")
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise UnsupportedTypeError(f"{path.name!r} is not a regular file")
@@ -142,3 +147,11 @@ class Reach:
         if len(data) > max_bytes:
             raise TooLargeError(f"{path.name!r} is larger than the limit of {max_bytes} bytes")
         return data
+
+
+def _fd_path(fd: int) -> Path | None:
+    """The path the kernel has for an open file descriptor, where it tells (Linux)."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
