@@ -21,7 +21,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ImageContent, TextContent
 from PIL import Image
 
-from tests.tether.doubles import Factory, live_server, png
+try:
+    from tests.tether.doubles import Factory, live_server, png
+except ImportError:  # tests/ not a package: pytest put tests/ itself on sys.path
+    from tether.doubles import Factory, live_server, png  # type: ignore[no-redef]
 from visus import limits
 from visus.mcp_server import build_server, mount_mcp, read_result
 from visus.tether.client import TetherClient

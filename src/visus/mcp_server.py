@@ -175,6 +175,9 @@ def build_server(
     view_roots = list(roots) if roots else [Path.cwd()]
     server = MCPServer(
         name,
+        # The SDK configures the root logger at this level; INFO would log every
+        # HTTP request the tools make.
+        log_level="WARNING",
         instructions=(
             "visus gives agents eyes. tether_send sends text and images to an agent "
             "instance; tether_read returns its frames with images as image content "

@@ -15,6 +15,10 @@ from visus.tether.frames import (
     UserMessagePayload,
     decode_frame,
     encode_frame,
+    encode_payload,
+    frame_size,
+    frame_to_dict,
+    payload_size,
 )
 from visus.tether.limits import FrameError, TetherLimitError, check_images
 from visus.tether.runner import ImageIn
@@ -184,3 +188,28 @@ def test_producer_checks() -> None:
     with pytest.raises(FrameError, match="media_type"):
         check_images([ImageIn("image/svg+xml", b"<svg/>")])
     check_images([ImageIn("image/png", b"\0" * (10 * MB))] * 2)  # exactly at the bounds
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        UserMessagePayload('hé "q" \u2603', (Image("image/png", b64(b"abc")),), {"n": "Zoë"}),
+        UserMessagePayload("", (Image("image/png", "AAAA"), Image("image/gif", "AA"))),
+        AssistantDone("done", (Image("image/webp", b64(png((3, 4, 5)))),)),
+        AssistantDelta("no images"),
+    ],
+)
+def test_fast_encoding_equals_the_json_encoder(payload: object) -> None:
+    frame = Frame(payload, "s", "m", 4, "t")  # type: ignore[arg-type]
+    expected = json.dumps(frame_to_dict(frame), separators=(",", ":"), ensure_ascii=False)
+    assert encode_frame(frame) == expected.encode()
+    assert json.loads(encode_frame(frame)) == frame_to_dict(frame)
+    assert frame_size(frame) == len(encode_frame(frame))
+    assert payload_size(frame.payload) == len(encode_payload(frame.payload))
+
+
+@pytest.mark.parametrize("data", ['a"b\\c', "AAAA\n", "AA=A", "é", "A"])
+def test_an_image_value_holds_only_base64(data: str) -> None:
+    # Encoders splice image data unescaped: a value that would need escaping never exists.
+    with pytest.raises(ValueError, match="base64"):
+        Image("image/png", data)

@@ -39,7 +39,7 @@ from visus.tether.frames import (
     ErrorPayload,
     Frame,
     UserMessagePayload,
-    encode_frame,
+    frame_size,
     image_from_bytes,
     now_ts,
 )
@@ -155,7 +155,7 @@ class Instance:
                 AssistantDone(out.text, tuple(map(image_from_bytes, kept))), session, reply
             )
             try:
-                check_wire(len(encode_frame(done)))
+                check_wire(frame_size(done))
             except TetherLimitError as e:
                 await self.ring.append(Frame(ErrorPayload("egress_limit", str(e)), session, reply))
                 done = Frame(AssistantDone(out.text), session, reply)

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from visus import limits
-from visus.tether.frames import Frame, encode_payload, now_ts
+from visus.tether.frames import Frame, now_ts, payload_size
 
 __all__ = ["Page", "Ring"]
 
@@ -88,7 +88,7 @@ class Ring:
         """Like :meth:`append` without waking waiters (for synchronous callers)."""
         self._last_seq += 1
         stored = replace(frame, seq=self._last_seq, ts=frame.ts or now_ts())
-        size = len(encode_payload(stored.payload))
+        size = payload_size(stored.payload)
         self._frames.append((stored, size))
         self._bytes += size
         while len(self._frames) > 1 and (

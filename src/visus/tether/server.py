@@ -75,7 +75,8 @@ _IMAGE_SCHEMA: dict[str, Any] = {
         "data": {
             "type": "string",
             "description": "standard base64 (RFC 4648), padding optional, no data-URI prefix",
-            "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}={0,2}|[A-Za-z0-9+/]{3}=?)?$",
+            "minLength": 2,
+            "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$",
         },
     },
 }
