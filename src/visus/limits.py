@@ -61,6 +61,9 @@ RING_MAX_BYTES: Final = 128 * MB
 TETHER_POLL_MAX_WAIT_SECONDS: Final = 60.0
 #: Longest session id or msg_id a tether frame may carry (characters).
 TETHER_MAX_ID_CHARS: Final = 128
+#: Turns accepted but not finished per instance; each holds its decoded images until
+#: it runs, so more are refused (429) rather than queued without bound.
+TETHER_MAX_PENDING_TURNS: Final = 8
 
 # --- network ----------------------------------------------------------------------
 NET_MAX_REDIRECTS: Final = 5
