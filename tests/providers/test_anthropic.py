@@ -139,6 +139,18 @@ async def test_overloaded_529_is_retried(stub: StubServer, spec: ModelSpec) -> N
     assert len(stub.requests) == 2
 
 
+async def test_429_then_success_counts_attempts(stub: StubServer, spec: ModelSpec) -> None:
+    limited = Reply(
+        status=429,
+        headers={"retry-after": "0"},
+        body=_error("rate_limit_error", "Number of requests exceeded"),
+    )
+    stub.script(limited, limited, Reply(body=MESSAGE))
+    reply = await _client(stub).send({"max_tokens": 10, "messages": []}, model=spec)
+    assert reply.text == "Let me look."
+    assert len(stub.requests) == 3
+
+
 async def test_429_retried_then_exhausted(stub: StubServer, spec: ModelSpec) -> None:
     stub.script(Reply(status=429, body=_error("rate_limit_error", "Number of requests exceeded")))
     with pytest.raises(RateLimitError):

@@ -161,6 +161,7 @@ async def test_429_exhausted(stub: StubServer, spec: ModelSpec) -> None:
             AuthError,
         ),
         (403, _error(403, "PERMISSION_DENIED", "denied"), AuthError),
+        (401, _error(401, "UNAUTHENTICATED", "Request had invalid credentials."), AuthError),
         (
             400,
             _error(

@@ -115,6 +115,10 @@ async def test_ollama_retries_503_then_maps_errors(stub: StubServer, spec: Model
     with pytest.raises(ImageRejectedError):
         await _ollama(stub).send({"messages": []}, model=spec)
 
+    stub.script(Reply(status=400, body={"error": "the input length exceeds the context length"}))
+    with pytest.raises(ContextLengthError):
+        await _ollama(stub).send({"messages": []}, model=spec)
+
     stub.script(Reply(status=404, body={"error": "model 'test-model' not found"}))
     with pytest.raises(ProviderError) as info:
         await _ollama(stub).send({"messages": []}, model=spec)
@@ -297,6 +301,14 @@ async def test_bedrock_throttling_retried_then_exhausted(stub: StubServer, spec:
     stub.script(_aws_error(429, "ThrottlingException", "Too many requests"), Reply(body=CONVERSE))
     assert (await _bedrock(stub).send(CONVERSE_PAYLOAD, model=spec)).text == "A dot."
     assert len(stub.requests) == 2  # botocore's own retries are off: one request per attempt
+
+    stub.script(
+        _aws_error(503, "ServiceUnavailableException", "try again"),
+        _aws_error(500, "InternalServerException", "oops"),
+        Reply(body=CONVERSE),
+    )
+    assert (await _bedrock(stub).send(CONVERSE_PAYLOAD, model=spec)).text == "A dot."
+    assert len(stub.requests) == 3
 
     stub.script(_aws_error(429, "ThrottlingException", "Too many requests"))
     with pytest.raises(RateLimitError):
