@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from visus.limits import MAX_SOURCE_BYTES
+from visus.limits import MAX_SOURCE_BYTES, MAX_TEXT_BYTES
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.perception import REFUSAL_REASONS, Perception, Reach, Refusal, view
 
@@ -493,3 +493,11 @@ def test_every_refusal_reason_is_reachable(root: Path) -> None:
     r = refused(view("nope.png", reach=reach), "not_found")
     assert r.to_json() == {"ok": False, "reason": "not_found", "message": r.message}
     assert r.source == "nope.png"
+
+
+def test_text_too_large_to_render_points_to_read(root: Path) -> None:
+
+    line = b"x = 1  # padding padding padding padding padding padding padding padding\n"
+    (root / "huge.py").write_bytes(line * (MAX_TEXT_BYTES // len(line) + 1))
+    r = refused(view("huge.py", reach=Reach([root])), "too_large")
+    assert "read('huge.py', offset=" in r.message

@@ -178,6 +178,14 @@ def _view(
             limit=limit,
             name=hint,
         )
+    except TooLargeError as e:
+        if path is not None and _as_text(data) is not None:
+            raise _Refused(
+                "too_large",
+                f"{source} is text too large to render: {_detail(e)}. Call "
+                f"read({source!r}, offset=..., limit=...) to page through its text.",
+            ) from e
+        raise
     except UnsupportedTypeError as e:
         if path is not None and _as_text(data) is not None:
             raise _Refused(
