@@ -97,7 +97,19 @@ def test_blank_image_has_no_words_and_garbage_is_undecodable() -> None:
         decode_size(make_grid(1, 1, seed=2)[0][:200])  # truncated PNG
 
 
-@pytest.mark.parametrize("size", [(2100, 10), (10, 3000), (1, 1)])
+@pytest.mark.parametrize("size", [(2100, 10), (10, 3000), (1, 2)])
 def test_thin_and_tiny_images_are_perceived_without_crashing(size: tuple[int, int]) -> None:
-    seen = perceive(_png(Image.new("RGB", size, "white")))
+    image = Image.new("RGB", size, "white")
+    image.putpixel((0, 0), (0, 0, 0))  # not one flat colour, so OCR really runs
+    seen = perceive(_png(image))
     assert (seen.width, seen.height, seen.words) == (*size, ())
+
+
+def test_a_large_image_is_read_at_its_own_coordinates() -> None:
+    png, expected = make_grid(2, 2, seed=5)
+    big = Image.open(io.BytesIO(png)).resize((2400, 1040))  # past OCR's 2000 px working size
+    seen = perceive(_png(big))
+    assert (seen.width, seen.height) == (2400, 1040)
+    words = [{"text": w.text, "x": w.x, "y": w.y, "color": w.color} for w in seen.words]
+    assert score_grid(expected, words, 2, 2)[0] == 4
+    assert all(w.box[2] > 1000 for w in seen.words if w.x > 0.5)

@@ -39,7 +39,8 @@ __all__ = ["SeenImage", "SeenWord", "decode_size", "perceive"]
 _INK_THRESHOLD = 60.0  # RGB distance from the background that counts as ink
 _MIN_SCORE = 0.5  # OCR confidence below which a line is noise
 _MIN_OCR_SIDE = 32  # pixels: thinner images are padded before OCR
-_MAX_OCR_ASPECT = 16  # and so are images more elongated than this
+_MAX_OCR_ASPECT = 4  # and so are images more elongated than this
+_OCR_MAX_SIDE = 2000  # RapidOCR's own max_side_len: larger images are shrunk to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,18 +149,26 @@ def _split_line(
     return out
 
 
-def _padded(arr: NDArray[np.uint8]) -> NDArray[np.uint8]:
-    """Pad a thin strip (right and bottom, so coordinates stay) with its own edge colour.
+def _ocr_input(rgb: Image.Image) -> tuple[NDArray[np.uint8], float]:
+    """The array RapidOCR gets (BGR) and the scale from image to array coordinates.
 
-    RapidOCR shrinks the long side to its working size; a strip like 2100 x 10 would
-    shrink to zero pixels high and crash it.
+    Large images are shrunk to RapidOCR's own working size first. Thin strips are
+    padded (right and bottom, with white, so coordinates stay) to a moderate
+    aspect ratio: the detector scales the *short* side up to its working size, so
+    a 10 x 3000 strip would otherwise become a 736 x 220000 tensor (or, very
+    wide, shrink to zero pixels and crash).
     """
+    scale = min(1.0, _OCR_MAX_SIDE / max(rgb.width, rgb.height))
+    if scale < 1.0:
+        size = (max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale)))
+        rgb = rgb.resize(size, Image.Resampling.LANCZOS)
+    arr = np.asarray(rgb, dtype=np.uint8)
     height, width = arr.shape[0], arr.shape[1]
     short = max(_MIN_OCR_SIDE, max(height, width) // _MAX_OCR_ASPECT)
     pad_h, pad_w = max(0, short - height), max(0, short - width)
-    if not pad_h and not pad_w:
-        return np.ascontiguousarray(arr)
-    return np.pad(arr, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    if pad_h or pad_w:
+        arr = np.pad(arr, ((0, pad_h), (0, pad_w), (0, 0)), constant_values=255)
+    return np.ascontiguousarray(arr[:, :, ::-1]), scale
 
 
 def perceive(data: bytes) -> SeenImage:
@@ -170,13 +179,16 @@ def perceive(data: bytes) -> SeenImage:
     rgb = _open_rgb(data)
     arr = np.asarray(rgb, dtype=np.uint8)
     height, width = arr.shape[0], arr.shape[1]
+    if bool((arr == arr[0, 0]).all()):
+        return SeenImage(width=width, height=height, words=())  # one flat colour: no text
+    ocr_arr, scale = _ocr_input(rgb)
     with _call_lock:
-        # RapidOCR expects OpenCV's BGR channel order for arrays.
-        result, _ = _ocr_engine()(_padded(arr)[:, :, ::-1], use_cls=False)
+        result, _ = _ocr_engine()(ocr_arr, use_cls=False)
     lines: list[tuple[list[list[float]], str]] = []
     for quad, text, score in result or []:
         if float(score) >= _MIN_SCORE and str(text).strip():
-            lines.append(([[float(v) for v in p] for p in quad], str(text).strip()))
+            points = [[float(v) / scale for v in p] for p in quad]
+            lines.append((points, str(text).strip()))
     lines.sort(key=lambda ln: (round(min(p[1] for p in ln[0]) / 10), min(p[0] for p in ln[0])))
     words: list[SeenWord] = []
     for quad, text in lines:
