@@ -109,3 +109,33 @@ def test_validation_errors(base_url: str, small_url: str, grid2: Grid) -> None:
     assert _code(info) == "ValidationException"
     unsigned = httpx.post(f"{base_url}/model/{MODEL}/converse", json={"messages": [user]})
     assert unsigned.status_code == 403
+
+
+def test_converse_stream_events_parse_in_boto3(base_url: str, grid2: Grid) -> None:
+    client = _client(base_url)
+    r = client.converse_stream(
+        modelId=MODEL, messages=[{"role": "user", "content": [_image(grid2.png)]}]
+    )
+    events = list(r["stream"])
+    text = "".join(
+        e["contentBlockDelta"]["delta"].get("text", "") for e in events if "contentBlockDelta" in e
+    )
+    assert_grid_seen(text, grid2)
+    assert events[0] == {"messageStart": {"role": "assistant"}}
+    assert events[-2] == {"messageStop": {"stopReason": "end_turn"}}
+    assert events[-1]["metadata"]["usage"]["inputTokens"] > 0
+    calls = list(
+        client.converse_stream(
+            modelId=MODEL,
+            toolConfig=TOOLS,
+            messages=[{"role": "user", "content": [{"text": 'call view {"path": "a"}'}]}],
+        )["stream"]
+    )
+    start = next(e["contentBlockStart"] for e in calls if "contentBlockStart" in e)
+    assert start["start"]["toolUse"]["name"] == "view"
+    deltas = [
+        e["contentBlockDelta"]["delta"]["toolUse"]["input"]
+        for e in calls
+        if "contentBlockDelta" in e
+    ]
+    assert deltas == ['{"path": "a"}']

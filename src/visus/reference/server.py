@@ -7,7 +7,7 @@ Routes (each as strict as the real service, with its error shapes):
 * Gemini: ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``
   (also under ``/v1/models/``)
 * Ollama: ``POST /api/chat``
-* Bedrock: ``POST /model/{modelId}/converse``
+* Bedrock: ``POST /model/{modelId}/converse`` and ``/converse-stream``
 
 Example:
     >>> import httpx
@@ -71,6 +71,7 @@ def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI
     route("/v1/models/{target:path}", wire_gemini.generate)  # google-genai's default version
     route("/api/chat", wire_ollama.chat)
     route("/model/{model_id:path}/converse", wire_bedrock.converse)
+    route("/model/{model_id:path}/converse-stream", wire_bedrock.converse_stream)
     return app
 
 

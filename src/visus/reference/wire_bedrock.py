@@ -16,17 +16,20 @@ Example:
 from __future__ import annotations
 
 import json
+import struct
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
 from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
 
-__all__ = ["converse"]
+__all__ = ["converse", "converse_stream"]
 
 _FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 
@@ -224,23 +227,82 @@ def _content(reply: Reply) -> list[dict[str, Any]]:
     return blocks
 
 
-async def converse(request: Request, settings: Settings) -> Response:
-    """``POST /model/{modelId}/converse``."""
+def _event(kind: str, payload: dict[str, Any]) -> bytes:
+    """One message of AWS's binary event stream (what botocore's EventStream parses)."""
+    headers = b""
+    for name, value in (
+        (":event-type", kind),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw))
+        headers += raw
+    body = json.dumps(payload).encode()
+    prelude = struct.pack(">II", 12 + len(headers) + len(body) + 4, len(headers))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def _events(reply: Reply) -> Iterator[bytes]:
+    yield _event("messageStart", {"role": "assistant"})
+    for n, block in enumerate(_content(reply)):
+        if "text" in block:
+            text = block["text"]
+            for k in range(0, len(text), 64):
+                yield _event(
+                    "contentBlockDelta",
+                    {"contentBlockIndex": n, "delta": {"text": text[k : k + 64]}},
+                )
+        else:
+            use = block["toolUse"]
+            yield _event(
+                "contentBlockStart",
+                {
+                    "contentBlockIndex": n,
+                    "start": {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}},
+                },
+            )
+            yield _event(
+                "contentBlockDelta",
+                {"contentBlockIndex": n, "delta": {"toolUse": {"input": json.dumps(use["input"])}}},
+            )
+        yield _event("contentBlockStop", {"contentBlockIndex": n})
+    yield _event("messageStop", {"stopReason": "tool_use" if reply.tool_calls else "end_turn"})
+    yield _event("metadata", {"usage": _usage(reply), "metrics": {"latencyMs": 1}})
+
+
+def _usage(reply: Reply) -> dict[str, int]:
+    return {
+        "inputTokens": reply.input_tokens,
+        "outputTokens": reply.output_tokens,
+        "totalTokens": reply.input_tokens + reply.output_tokens,
+    }
+
+
+async def _reply(request: Request, settings: Settings) -> Reply:
     if not request.headers.get("authorization", "").strip():
         raise _reject("Missing Authentication Token", 403, "AccessDeniedException")
     model = str(request.path_params.get("model_id", ""))
     body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
     conv = _conversation(body)
-    reply = await answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
+    return await answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
+
+
+async def converse(request: Request, settings: Settings) -> Response:
+    """``POST /model/{modelId}/converse``."""
+    reply = await _reply(request, settings)
     return JSONResponse(
         {
             "output": {"message": {"role": "assistant", "content": _content(reply)}},
             "stopReason": "tool_use" if reply.tool_calls else "end_turn",
-            "usage": {
-                "inputTokens": reply.input_tokens,
-                "outputTokens": reply.output_tokens,
-                "totalTokens": reply.input_tokens + reply.output_tokens,
-            },
+            "usage": _usage(reply),
             "metrics": {"latencyMs": 1},
         }
     )
+
+
+async def converse_stream(request: Request, settings: Settings) -> Response:
+    """``POST /model/{modelId}/converse-stream``: the same answer as binary stream events."""
+    reply = await _reply(request, settings)
+    return StreamingResponse(_events(reply), media_type="application/vnd.amazon.eventstream")
