@@ -96,6 +96,13 @@ GREP_TIME_BUDGET_SECONDS: Final = 2.0
 #: Longest stored attachment name (UTF-8 bytes), leaving room for a " (N)" suffix.
 ATTACHMENT_MAX_NAME_BYTES: Final = 200
 
+# --- web chat ---------------------------------------------------------------------
+#: Largest attachment upload body the web chat reads: one file at the per-file cap as
+#: base64, plus room for the JSON around it and the file's name.
+WEB_ATTACHMENT_MAX_BODY_BYTES: Final = (ATTACHMENT_MAX_FILE_BYTES + 2) // 3 * 4 + 64 * KB
+#: Characters of a session's first message shown as its title in the session list.
+WEB_SESSION_TITLE_CHARS: Final = 80
+
 # --- MCP and Telegram -------------------------------------------------------------
 MCP_MAX_RESULT_BYTES: Final = 1 * MB
 TELEGRAM_MAX_PHOTO_BYTES: Final = 10 * MB
