@@ -18,7 +18,7 @@ import pytest
 from visus.reference.server import serve_in_background
 from visus.wire import lower
 
-from .corpus import CASES, ELIDED_TEXT, VARIANTS, Variant, store
+from .corpus import CASES, ELIDED_TEXT, VARIANTS, CountingStore, Variant, store
 
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
@@ -51,7 +51,7 @@ _HEADERS = {
 
 
 def _post(base_url: str, v: Variant, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(base_url + _path(v), json=body, headers=_HEADERS[v.wire], timeout=60)
+    return httpx.post(base_url + _path(v), json=body, headers=_HEADERS[v.wire], timeout=120)
 
 
 def _answer_block(reply: Any) -> dict[str, Any]:
@@ -111,3 +111,49 @@ def test_reference_server_rejects_a_tool_message_image(base_url: str) -> None:
     body["messages"][-1]["content"] = [{"type": "text", "text": "x"}, image]
     response = _post(base_url, VARIANTS[1], body)
     assert response.status_code == 400
+
+
+def test_many_image_rule_satisfies_the_reference_anthropic_endpoint(base_url: str) -> None:
+    import base64
+    import io
+    from dataclasses import replace
+
+    from PIL import Image
+
+    from visus.record.messages import AssistantMessage, TextPart, UserMessage
+
+    from .corpus import CLAUDE
+    from .test_refit import _png, _request
+
+    blobs = CountingStore()
+    originals = [_png(2400, 40, seed=i) for i in range(21)]
+    request = _request(blobs, [(data, "image/png", 2400, 40) for data in originals])
+    # end on a tool-call line: the server validates every image but skips perceiving
+    # 21 images (OCR), which would dominate the test's time
+    done = AssistantMessage((TextPart("Seen."),), turn=1)
+    ask = UserMessage((TextPart('call view {"path": "next.png"}'),), turn=2)
+    request = replace(request, messages=(*request.messages, done, ask))
+    roomy = replace(CLAUDE, max_edge=8000, max_pixels=8000 * 8000)
+    anthropic = VARIANTS[0]
+    body = lower(request, wire="anthropic", model=roomy, blobs=blobs)
+    response = _post(base_url, anthropic, body)
+    assert response.status_code == 200, response.text
+    assert response.json()["stop_reason"] == "tool_use"
+    blocks = [
+        inner
+        for message in body["messages"]
+        for block in message["content"]
+        if block["type"] == "tool_result"
+        for inner in block.get("content", [])
+        if inner["type"] == "image"
+    ]
+    assert len(blocks) == 21
+    for block in blocks:
+        with Image.open(io.BytesIO(base64.b64decode(block["source"]["data"]))) as im:
+            assert max(im.size) <= 2000
+    # control: the same request with the original 2400 px images is refused
+    for block, data in zip(blocks, originals, strict=True):
+        block["source"]["data"] = base64.b64encode(data).decode()
+    refused = _post(base_url, anthropic, body)
+    assert refused.status_code == 400
+    assert "many-image" in refused.text
