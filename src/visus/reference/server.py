@@ -32,7 +32,14 @@ from starlette.responses import JSONResponse, Response
 
 from visus import limits
 from visus.errors import ConfigError
-from visus.reference import wire_anthropic, wire_bedrock, wire_gemini, wire_ollama, wire_openai
+from visus.reference import (
+    wire_anthropic,
+    wire_bedrock,
+    wire_gemini,
+    wire_ollama,
+    wire_openai,
+    wire_openai_responses,
+)
 from visus.reference.common import Reject, Settings
 
 __all__ = ["create_app", "serve_in_background"]
@@ -65,7 +72,7 @@ def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI
         app.add_api_route(path, endpoint, methods=["POST"], name=path)
 
     route("/v1/chat/completions", wire_openai.chat_completions)
-    route("/v1/responses", wire_openai.responses)
+    route("/v1/responses", wire_openai_responses.responses)
     route("/v1/messages", wire_anthropic.messages)
     route("/v1beta/models/{target:path}", wire_gemini.generate)
     route("/v1/models/{target:path}", wire_gemini.generate)  # google-genai's default version
