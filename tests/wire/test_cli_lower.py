@@ -35,6 +35,8 @@ def data(tmp_path: Path) -> Path:
         ToolResult("call_2", "view", (TextPart("blue.png: 3x4"), BLUE), turn=2),
     ):
         store.append(sid, message)
+    run = store.create("s2", meta={"model": "gpt-4.1"})
+    store.append(run, UserMessage((TextPart("hi"),), turn=1))
     return tmp_path
 
 
@@ -116,3 +118,17 @@ def test_unknown_session_and_wire_exit_2(data: Path) -> None:
     code, _, err = _run("s1", "--wire", "smoke-signals", "--data", str(data))
     assert code == 2
     assert "unknown wire" in err
+
+
+def test_model_from_the_session_and_the_agent_defaults(data: Path) -> None:
+    from visus.agent.loop import DEFAULT_SYSTEM
+
+    code, out, _ = _run("s2", "--data", str(data))
+    assert code == 0
+    body = json.loads(out)
+    assert body["model"] == "gpt-4.1"  # recorded in the session, default wire openai-chat
+    assert body["messages"][0] == {"role": "system", "content": DEFAULT_SYSTEM}
+    assert {"read", "view"} <= {t["function"]["name"] for t in body["tools"]}
+    code, out, _ = _run("s2", "--bare", "--data", str(data))
+    body = json.loads(out)
+    assert body == {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}

@@ -1,8 +1,10 @@
 """``visus lower``: print the exact request a session would send to a model.
 
 Loads the session with its blobs, applies retention (``model_view``) and lowers the
-view onto a wire. Base64 image data is printed in full (it is the request);
-``--abbreviate`` shortens it for reading.
+view onto a wire. The model defaults to the one the session was run with; the system
+prompt and tools are the agent's defaults (what ``visus run`` sends) unless the
+session's meta names its own, or ``--bare`` leaves them out. Base64 image data is
+printed in full (it is the request); ``--abbreviate`` shortens it for reading.
 
 Example:
     $ visus lower 20261122-064800-1a2b3c4d --wire openai-chat --model gpt-4.1 --abbreviate
@@ -20,6 +22,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from visus.agent.loop import DEFAULT_SYSTEM
+from visus.agent.tools import ToolRegistry
 from visus.errors import VisusError
 from visus.models import get_model
 from visus.paths import blobs_dir, data_dir, sessions_dir
@@ -41,10 +45,17 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _tools(meta: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+def _system(meta: Mapping[str, Any], bare: bool) -> str | None:
+    system = meta.get("system")
+    if isinstance(system, str):
+        return system
+    return None if bare else DEFAULT_SYSTEM
+
+
+def _tools(meta: Mapping[str, Any], bare: bool) -> tuple[ToolSpec, ...]:
     raw = meta.get("tools")
     if not isinstance(raw, list):
-        return ()
+        return () if bare else ToolRegistry.builtin().specs()
     return tuple(
         ToolSpec(str(t["name"]), str(t.get("description", "")), dict(t.get("parameters", {})))
         for t in raw
@@ -58,7 +69,10 @@ def lower_command(
         str | None,
         typer.Option("--wire", "-w", help=f"One of: {', '.join(WIRES)} (default: the model's)."),
     ] = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Target model.")] = DEFAULT_MODEL,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Target model (default: the session's, else Sonnet)."),
+    ] = None,
     live_turns: Annotated[
         int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
     ] = 1,
@@ -73,23 +87,27 @@ def lower_command(
     short: Annotated[
         bool, typer.Option("--abbreviate", help="Shorten base64 image data for reading.")
     ] = False,
+    bare: Annotated[
+        bool, typer.Option("--bare", help="No default system prompt or tools.")
+    ] = False,
 ) -> None:
     """Print the request JSON SESSION would send to MODEL on WIRE."""
     try:
-        spec = get_model(model)
-        chosen: Wire = wire_for_provider(spec.provider) if wire is None else _wire(wire)
         root = data_dir(data)
         sessions = SessionStore(sessions_dir(root))
         if not sessions.exists(session):
             _fail(f"no session {session!r} under {sessions_dir(root)}")
         blobs = FileBlobStore(blobs_dir(root))
         loaded = sessions.load(session, blobs=blobs)
+        recorded = loaded.meta.get("model")
+        name = model or (recorded if isinstance(recorded, str) and recorded else DEFAULT_MODEL)
+        spec = get_model(name)
+        chosen: Wire = wire_for_provider(spec.provider) if wire is None else _wire(wire)
         policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
-        system = loaded.meta.get("system")
         request = ModelRequest(
             messages=model_view(loaded.messages, policy, model=spec),
-            system=system if isinstance(system, str) else None,
-            tools=_tools(loaded.meta),
+            system=_system(loaded.meta, bare),
+            tools=_tools(loaded.meta, bare),
             max_tokens=max_tokens,
         )
         body = lower(
