@@ -108,6 +108,18 @@ def _wait_up(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("tether server did not start")
 
 
+def _post(http: httpx.Client, url: str, body: bytes) -> int:
+    """POST a frame, waiting out 429 (turns in flight) as a client should; 429s seen."""
+    busy = 0
+    while True:
+        r = http.post(url, content=body, headers={"Content-Type": "application/json"})
+        if r.status_code != 429:
+            r.raise_for_status()
+            return busy
+        busy += 1
+        time.sleep(0.01)
+
+
 def bench_ingress(http: httpx.Client, base: str) -> None:
     iid = http.post(f"{base}/v1/instances", json={"model": "bench"}).json()["id"]
     n = 60
@@ -127,17 +139,16 @@ def bench_ingress(http: httpx.Client, base: str) -> None:
 
     url = f"{base}/v1/instances/{iid}/tether"
     for body in bodies[:5]:  # warm up the connection and code paths
-        http.post(url, content=body, headers={"Content-Type": "application/json"})
+        _post(http, url, body)
     t0 = time.perf_counter()
-    for body in bodies:
-        r = http.post(url, content=body, headers={"Content-Type": "application/json"})
-        r.raise_for_status()
+    busy = sum(_post(http, url, body) for body in bodies)
     ingress = time.perf_counter() - t0
     mb = n * len(images[0]) / MB
     print(f"ingress over loopback HTTP: {n} frames x 1 MB image: {mb / ingress:8.1f} MB/s")
     print(f"in-process base64-decode + sha256 of the same bytes: {mb / decode_hash:8.1f} MB/s")
     print(f"(encode + decode + sha256 in-process: {mb / baseline:8.1f} MB/s)")
     print(f"ratio ingress / in-process decode+hash: {decode_hash / ingress:6.3f}")
+    print(f"(429 answers waited out during ingress: {busy})")
     http.delete(f"{base}/v1/instances/{iid}")
 
 
@@ -148,8 +159,7 @@ def bench_memory(http: httpx.Client, base: str, pid: int) -> None:
     image = os.urandom(5 * MB)
     body = _frame(image)
     t0 = time.perf_counter()
-    for _ in range(300):
-        http.post(url, content=body, headers={"Content-Type": "application/json"})
+    busy = sum(_post(http, url, body) for _ in range(300))
     while (info := http.get(f"{base}/v1/instances/{iid}").json())["last_seq"] < 600:
         time.sleep(0.05)  # every turn done: 300 user.message + 300 assistant.done frames
     elapsed = time.perf_counter() - t0
@@ -157,7 +167,8 @@ def bench_memory(http: httpx.Client, base: str, pid: int) -> None:
     overhead = peak - idle - limits.RING_MAX_BYTES
     print(
         f"burst: 300 frames x 5 MB image ({300 * len(body) / MB:.0f} MB on the wire) "
-        f"in {elapsed:.1f}s; ring holds {info['frames']} frames, last seq {info['last_seq']}"
+        f"in {elapsed:.1f}s; ring holds {info['frames']} frames, last seq {info['last_seq']}; "
+        f"{busy} answers of 429 waited out"
     )
     print(
         f"server RSS: idle {idle / MB:.0f} MB (peak before {idle_peak / MB:.0f} MB), "

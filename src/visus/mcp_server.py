@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from visus import limits
 from visus.errors import VisusError
-from visus.tether.frames import decode_base64
+from visus.tether.frames import base64_size, decode_base64, padded
 from visus.tether.limits import check_image, check_image_count, check_images, check_media_type
 from visus.tether.runner import ImageIn
 
@@ -98,9 +98,9 @@ def read_result(answer: dict[str, Any]) -> CallToolResult:
                 if not isinstance(image, dict):
                     raise ToolError(f"{name}: not an image object")
                 media_type = check_media_type(image.get("media_type"), f"{name}.media_type")
-                raw = decode_base64(image.get("data"), f"{name}.data")
-                check_image(len(raw), name)
-                total += len(raw)
+                size = base64_size(image.get("data"), f"{name}.data")  # checked, not decoded
+                check_image(size, name)
+                total += size
                 if total > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
                     raise ToolError(f"{name}: over TETHER_MAX_FRAME_IMAGE_BYTES for the frame")
             except (VisusError, ToolError) as e:
@@ -108,9 +108,7 @@ def read_result(answer: dict[str, Any]) -> CallToolResult:
                 continue
             stubs.append({"_mcp_index": len(images)})
             images.append(
-                ImageContent(
-                    type="image", data=base64.b64encode(raw).decode("ascii"), mime_type=media_type
-                )
+                ImageContent(type="image", data=padded(image["data"]), mime_type=media_type)
             )
         frames.append({**frame, "payload": {**payload, "images": stubs}})
     body = {**answer, "frames": frames}

@@ -42,6 +42,7 @@ class EchoRunner:
     extra: tuple[ImageIn, ...] = ()
     delay: float = 0.0
     closed: bool = False
+    gate: asyncio.Event | None = None  # turns wait here until the test sets it
 
     async def run_turn(
         self,
@@ -53,6 +54,8 @@ class EchoRunner:
         emit_delta: Callable[[str], Awaitable[None]],
     ) -> TurnOutput:
         self.calls.append(Call(session, text, tuple(images), user))
+        if self.gate is not None:
+            await self.gate.wait()
         if text == "boom":
             raise RuntimeError("the runner broke")
         for word in text.split():

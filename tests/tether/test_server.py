@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
@@ -345,3 +346,32 @@ def test_413_from_content_length_before_the_body_is_read(tmp_path: Path) -> None
         reply = _raw_http(port, head, chunks)
         assert reply.startswith(b"HTTP/1.1 413")
         assert httpx.get(f"{url}/v1/instances/{iid}").json()["last_seq"] == 0
+
+
+async def test_turns_in_flight_are_bounded(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    factory = Factory(gate=gate)
+    app = create_app(data_dir=tmp_path, runner_factory=factory)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        cap = limits.TETHER_MAX_PENDING_TURNS
+        for i in range(cap):  # separate sessions, so turns run side by side
+            await tc.send(iid, f"m{i}", session=f"s{i}")
+        assert (await tc.get_instance(iid))["pending"] == cap
+        resp = await tc._http.post(
+            f"/v1/instances/{iid}/tether", json={"type": "user.message", "payload": {"text": "x"}}
+        )
+        assert resp.status_code == 429
+        assert resp.headers["retry-after"] == "1"
+        assert resp.json()["error"]["limit"] == "TETHER_MAX_PENDING_TURNS"
+        with pytest.raises(LimitError, match="TETHER_MAX_PENDING_TURNS"):
+            await tc.send(iid, "one too many")
+        assert (await tc.get_instance(iid))["last_seq"] == cap  # refused frames never landed
+        gate.set()
+        for _ in range(100):
+            if (await tc.get_instance(iid))["pending"] == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert (await tc.get_instance(iid))["pending"] == 0
+        await tc.send(iid, "room again")
+    await app.state.registry.aclose()

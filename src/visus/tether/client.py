@@ -70,7 +70,7 @@ def _raise_for(resp: httpx.Response) -> None:
     message = f"{resp.status_code}: {message}"
     if resp.status_code == 404:
         raise NotFoundError(message)
-    if resp.status_code == 413:
+    if resp.status_code in (413, 429):
         raise LimitError(message)
     if resp.status_code == 400:
         raise InvalidInputError(message)

@@ -52,6 +52,7 @@ __all__ = [
     "Image",
     "Payload",
     "UserMessagePayload",
+    "base64_size",
     "decode_base64",
     "decode_frame",
     "decode_frames",
@@ -62,6 +63,7 @@ __all__ = [
     "image_from_bytes",
     "new_msg_id",
     "now_ts",
+    "padded",
     "payload_size",
     "payload_to_dict",
 ]
@@ -295,8 +297,12 @@ def _head(frame: Frame) -> dict[str, Any]:
 # --- decoding -----------------------------------------------------------------------
 
 
-def decode_base64(data: object, field: str) -> bytes:
-    """Standard base64 (RFC 4648), padding optional, no data-URI prefix, no whitespace."""
+def base64_size(data: object, field: str) -> int:
+    """Check ``data`` as tether base64 and return its decoded size, without decoding.
+
+    Standard base64 (RFC 4648), padding optional, no data-URI prefix, no whitespace,
+    not empty; errors are :class:`FrameError` naming ``field``.
+    """
     if not isinstance(data, str):
         raise FrameError(f"{field}: must be a base64 string", field=field)
     if data[:5].lower() == "data:":
@@ -305,16 +311,27 @@ def decode_base64(data: object, field: str) -> bytes:
             "in media_type",
             field=field,
         )
-    raw = data.encode("ascii", errors="replace")
-    n = _b64_length(raw)
+    n = _b64_length(data.encode("ascii", errors="replace"))
     if n < 0:
         raise FrameError(f"{field}: not standard base64 (RFC 4648)", field=field)
     if n == 0:
         raise FrameError(f"{field}: empty; an image has at least one byte", field=field)
-    # Exact decoded size from the length, so a huge string is refused undecoded.
-    check_image(n * 3 // 4, field.rsplit(".", 1)[0])
+    return n * 3 // 4
+
+
+def padded(data: str) -> str:
+    """Checked base64 with its padding restored (for consumers that require it)."""
+    return data + "=" * (-len(data) % 4)
+
+
+def decode_base64(data: object, field: str) -> bytes:
+    """Decode tether base64 (see :func:`base64_size`); an image past
+    TETHER_MAX_IMAGE_BYTES is refused before it is decoded."""
+    size = base64_size(data, field)
+    check_image(size, field.rsplit(".", 1)[0])
+    assert isinstance(data, str)
     try:
-        return binascii.a2b_base64(raw if len(raw) % 4 == 0 else raw + b"=" * (-len(raw) % 4))
+        return binascii.a2b_base64(padded(data).encode("ascii"))
     except binascii.Error as e:
         raise FrameError(f"{field}: not standard base64 (RFC 4648): {e}", field=field) from e
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from visus import limits
-from visus.errors import ConfigError, NotFoundError, VisusError
+from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.tether.frames import (
     AssistantDelta,
     AssistantDone,
@@ -54,7 +54,7 @@ from visus.tether.limits import (
 from visus.tether.ring import Ring
 from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnRunner
 
-__all__ = ["Instance", "Registry", "fit_egress"]
+__all__ = ["BusyError", "Instance", "Registry", "fit_egress"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,10 @@ def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[Vi
     return tuple(kept), tuple(errors)
 
 
+class BusyError(LimitError):
+    """Too many turns in flight on one instance (HTTP 429)."""
+
+
 class Instance:
     """One agent instance: config, runner, ring, and per-session turn order."""
 
@@ -112,7 +116,22 @@ class Instance:
             "created": c.created,
             "last_seq": self.ring.last_seq,
             "frames": len(self.ring),
+            "pending": self.pending,
         }
+
+    @property
+    def pending(self) -> int:
+        """Turns accepted and not finished."""
+        return len(self._tasks)
+
+    def check_capacity(self) -> None:
+        """Refuse a new turn while TETHER_MAX_PENDING_TURNS are in flight."""
+        cap = limits.TETHER_MAX_PENDING_TURNS
+        if self.pending >= cap:
+            raise BusyError(
+                f"instance {self.config.id}: {self.pending} turns in flight, the limit is "
+                f"{cap} (TETHER_MAX_PENDING_TURNS); retry when a turn is done"
+            )
 
     def start_turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> asyncio.Task[None]:
         """Run the turn for an appended ``user.message`` in the background."""

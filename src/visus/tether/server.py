@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from visus import limits
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.tether.frames import decode_frame, encode_frame
-from visus.tether.instances import Registry
+from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire
 from visus.tether.ring import Page
 from visus.tether.runner import RunnerFactory
@@ -131,6 +131,7 @@ class InstanceOut(BaseModel):
     created: str
     last_seq: int
     frames: int
+    pending: int
 
 
 class InstanceList(BaseModel):
@@ -195,6 +196,7 @@ _E = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
     404: {"model": ErrorBody, "description": "no such instance"},
     413: {"model": ErrorBody, "description": "over a tether limit; the error names it"},
+    429: {"model": ErrorBody, "description": "too many turns in flight; retry after a while"},
 }
 
 
@@ -252,6 +254,10 @@ def create_app(
         field = getattr(exc, "field", None)
         if isinstance(exc, NotFoundError):
             return _err(404, "not_found", str(exc))
+        if isinstance(exc, BusyError):
+            resp = _err(429, "busy", str(exc), limit="TETHER_MAX_PENDING_TURNS")
+            resp.headers["Retry-After"] = "1"
+            return resp
         if isinstance(exc, TetherLimitError):
             return _err(413, "too_large", str(exc), field=field, limit=exc.limit)
         if isinstance(exc, LimitError):
@@ -301,7 +307,7 @@ def create_app(
         "/instances/{instance_id}/tether",
         status_code=202,
         response_model=Accepted,
-        responses={400: _E[400], 404: _E[404], 413: _E[413]},
+        responses={400: _E[400], 404: _E[404], 413: _E[413], 429: _E[429]},
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -312,6 +318,7 @@ def create_app(
     async def ingress(instance_id: str, request: Request) -> dict[str, Any]:
         """Send one ``user.message`` frame; the turn runs in the background."""
         inst = registry.get(instance_id)
+        inst.check_capacity()  # before the body is read, and again before the turn starts
         length = request.headers.get("content-length")
         if length is not None:
             if not length.isdigit():
@@ -326,6 +333,7 @@ def create_app(
         except ValueError as e:
             raise FrameError(f"body: not JSON ({e})", field="body") from e
         decoded = decode_frame(obj, types=frozenset({"user.message"}), assign=True)
+        inst.check_capacity()
         frame = await inst.ring.append(decoded.frame)
         inst.start_turn(frame, decoded.images)
         return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
