@@ -150,6 +150,7 @@ def test_strictness(base_url: str, grid2: Grid) -> None:
     assert _post(base_url, {"contents": contents}).status_code == 400
     gemini3 = _post(base_url, {"contents": contents}, model="gemini-3-flash-preview")
     assert gemini3.status_code == 200
+    assert _post(base_url, {"contents": contents}, model="reference").status_code == 200
     assert (
         len(answer_json(gemini3.json()["candidates"][0]["content"]["parts"][0]["text"])["images"])
         == 1

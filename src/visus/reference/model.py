@@ -208,8 +208,11 @@ def _describe(conv: Conversation) -> str:
     descriptors: list[str] = []
     index = 0
     for m in conv.messages:
-        for t in m.texts:
-            descriptors.extend(_DESCRIPTOR.findall(t))
+        # Only what the model was shown counts: its own earlier answers quote the
+        # descriptors they saw, and re-quoting them would snowball turn after turn.
+        if m.role != "assistant":
+            for t in m.texts:
+                descriptors.extend(_DESCRIPTOR.findall(t))
         for im in m.images:
             index += 1
             seen = perceive_cached(im.data)

@@ -3,7 +3,8 @@
 Strict like the service: images (``inlineData``) only in user turns, image MIME types
 Gemini takes, base64 that decodes to an image, 20 MB of inline data per request,
 function responses right after the turn that made the calls (one for each), image
-parts inside ``functionResponse.parts`` only for Gemini 3 models, and
+parts inside ``functionResponse.parts`` only for models that take them (Gemini 3,
+and the reference model itself, per the catalog), and
 INVALID_ARGUMENT past the context window. REST field names are camelCase; the
 snake_case spellings the API also accepts are read too.
 
@@ -23,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
-from visus.errors import InvalidInputError, UndecodableError
+from visus.errors import InvalidInputError, UndecodableError, VisusError
 from visus.models import get_model
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
 from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
@@ -128,7 +129,12 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
     budget = _Budget()
     # Multimodal function responses are a Gemini 3 feature; the catalog knows which
     # models have it (the reference model does, like Gemini 3).
-    gemini3 = model.startswith("gemini-3") or get_model(model).images_in_tool_results
+    # Images inside functionResponse.parts: Gemini 3 only; the catalog says which
+    # models take images in tool results (the reference model does).
+    try:
+        nested_ok = get_model(model).images_in_tool_results or model.startswith("gemini-3")
+    except VisusError:
+        nested_ok = model.startswith("gemini-3") or get_model(model).images_in_tool_results
     last_calls: list[InCall] = []
     for i, content in enumerate(contents):
         if not isinstance(content, dict):
@@ -178,7 +184,7 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
                         "after a function call turn."
                     )
                 nested = response.get("parts") or []
-                if nested and not gemini3:
+                if nested and not nested_ok:
                     raise _reject(
                         f"{path}.function_response.parts: multimodal function "
                         f"responses are not supported by model {model}."

@@ -150,6 +150,10 @@ def parse_image_url(url: object, detail: object, where: str, param: str) -> InIm
 
 
 def tool_names(body: dict[str, Any], *, nested: bool) -> tuple[tuple[str, ...], str]:
+    """Names of the offered function tools (Chat nests them under ``function``).
+
+    Built-in tools (web search and the like) have no name and are not callable here.
+    """
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise reject(
@@ -157,6 +161,8 @@ def tool_names(body: dict[str, Any], *, nested: bool) -> tuple[tuple[str, ...], 
         )
     names: list[str] = []
     for i, tool in enumerate(tools):
+        if isinstance(tool, dict) and tool.get("type", "function") != "function":
+            continue
         fn = tool.get("function") if nested and isinstance(tool, dict) else tool
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise reject(
@@ -169,6 +175,7 @@ def tool_names(body: dict[str, Any], *, nested: bool) -> tuple[tuple[str, ...], 
 
 
 def require_model(body: dict[str, Any]) -> str:
+    """The request's ``model``, which OpenAI requires."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise reject("you must provide a model parameter")
