@@ -437,3 +437,14 @@ def test_attachment_image_keeps_its_position_in_user_content() -> None:
     assert out["type"] == "function_call_output"
     assert out["output"][0]["image_url"].endswith(_b64(BLUE_PNG))
     assert digest(BLUE_PNG) == BLUE.digest
+
+
+def test_wire_cap_applies_on_top_of_a_generous_model() -> None:
+    request, blobs = _many(22)
+    generous = ModelSpec(name="custom", provider="bedrock", vision=True, max_images=1000)
+    body = lower(request, wire="bedrock", model=generous, blobs=blobs)
+    assert len(_image_payloads(body)) == 20
+    text = json.dumps(body)
+    assert "viewed v0.png in turn 1; over the 20-image limit of custom" in text
+    assert "viewed v1.png in turn 1; over the 20-image limit" in text
+    assert "viewed v2.png" not in text

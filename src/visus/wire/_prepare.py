@@ -4,16 +4,17 @@ Each :class:`ImagePart` becomes a :class:`WireImage` or a text note; nothing is
 dropped. In order:
 
 1. A model without vision gets a note per image instead of pixels.
-2. Request image cap (``spec.max_images``): we never fail a request for carrying too
-   many images. The oldest re-viewable perceptions beyond the cap become descriptors
-   (the model can view them again); only if the request still holds too many do the
-   oldest user attachments become notes. Newest images always stay.
-3. Limits: an image outside the model's profile (edge, pixels, bytes, media types the
-   wire and model both take) is re-fitted with :func:`visus.media.fit`; the derived
-   blob is stored and cached by (digest, profile). Wires that count an image's bytes
-   as base64 (Anthropic) get a byte cap of 3/4 of the model's. Anthropic's many-image
-   rule: over ``limits.ANTHROPIC_MANY_IMAGES`` images, every image is fitted to
-   ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` per side.
+2. Request image cap (the smaller of ``spec.max_images`` and the wire's): we never
+   fail a request for carrying too many images. The oldest re-viewable perceptions
+   beyond the cap become descriptors (the model can view them again); only if the
+   request still holds too many do the oldest user attachments become notes. Newest
+   images always stay.
+3. Limits: an image outside the model's profile, tightened by the wire's own caps
+   (edge, pixels, bytes, media types the wire and model both take), is re-fitted
+   with :func:`visus.media.fit`; the derived blob is stored and cached by (digest,
+   profile). Wires that count an image's bytes as base64 (Anthropic) get 3/4 of the
+   byte cap. Anthropic's many-image rule: over ``limits.ANTHROPIC_MANY_IMAGES``
+   images, every image is fitted to ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
 4. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
 
 Only the blobs of images that are sent are read.
@@ -43,36 +44,50 @@ from visus.record.messages import (
 from visus.wire._prepared import Prepared, WireImage, WireMessage, WirePart, WireTool, WireUser
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 
-__all__ = ["WireRules", "missing_note", "prepare", "profile_for"]
+__all__ = ["WireRules", "max_images", "missing_note", "prepare", "profile_for"]
 
 
 @dataclass(frozen=True, slots=True)
 class WireRules:
-    """What a wire itself imposes on images, whatever the model."""
+    """What a wire itself imposes on images, whatever the model.
+
+    The caps apply on top of the model's own (the smaller wins), so a custom or
+    unknown model spec can never lower to a request the service refuses for size.
+    ``max_image_bytes`` counts base64 characters when ``base64_byte_limit``.
+    """
 
     media_types: frozenset[str]
     base64_byte_limit: bool = False
     many_images_rule: bool = False
+    max_images: int | None = None
+    max_edge: int | None = None
+    max_image_bytes: int | None = None
 
 
 def missing_note(digest: str, why: str = "is missing") -> str:
     return f"[image unavailable: blob sha256:{digest} {why}]"
 
 
-def _cap_note(part: ImagePart, turn: int, spec: ModelSpec) -> str:
+def max_images(spec: ModelSpec, rules: WireRules) -> int:
+    """Images one request may carry for ``spec`` on a wire with ``rules``."""
+    cap = spec.max_images
+    return min(cap, rules.max_images) if rules.max_images is not None else cap
+
+
+def _cap_note(part: ImagePart, turn: int, spec: ModelSpec, cap: int) -> str:
     origin = part.origin
     if isinstance(origin, PerceptionOrigin):
         page = f", page={origin.page}" if origin.page is not None else ""
         return (
             f"[image elided: viewed {origin.source} in turn {turn}; over the "
-            f"{spec.max_images}-image limit of {spec.name}; "
+            f"{cap}-image limit of {spec.name}; "
             f'call {origin.tool}("{origin.source}"{page}) to see it again]'
         )
     if isinstance(origin, AttachmentOrigin):
         name = f'"{origin.filename}"' if origin.filename else "image"
         return (
             f"[image omitted: attachment {name} from turn {turn} is over the "
-            f"{spec.max_images}-image limit of {spec.name}]"
+            f"{cap}-image limit of {spec.name}]"
         )
     assert_never(origin)
 
@@ -88,8 +103,14 @@ def profile_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
     """The profile every image in a request of ``image_count`` images must meet."""
     base = spec.profile()
     media_types = (spec.media_types & rules.media_types) or rules.media_types
-    max_bytes = base.max_bytes * 3 // 4 if rules.base64_byte_limit else base.max_bytes
+    max_bytes = base.max_bytes
+    if rules.max_image_bytes is not None:
+        max_bytes = min(max_bytes, rules.max_image_bytes)
+    if rules.base64_byte_limit:
+        max_bytes = max_bytes * 3 // 4
     max_edge = base.max_edge
+    if rules.max_edge is not None:
+        max_edge = min(max_edge, rules.max_edge)
     if rules.many_images_rule and image_count > limits.ANTHROPIC_MANY_IMAGES:
         max_edge = min(max_edge, limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE)
     return Profile(
@@ -185,7 +206,7 @@ class _Resolver:
         return replace(image, digest=digest)
 
 
-def _capped(request: ModelRequest, spec: ModelSpec) -> set[tuple[int, int]]:
+def _capped(request: ModelRequest, cap: int) -> set[tuple[int, int]]:
     """Positions (message, part) of images over the request cap, oldest first."""
     positions: list[tuple[int, int, ImagePart]] = []
     for mi, message in enumerate(request.messages):
@@ -193,7 +214,7 @@ def _capped(request: ModelRequest, spec: ModelSpec) -> set[tuple[int, int]]:
             positions.extend(
                 (mi, pi, p) for pi, p in enumerate(message.parts) if isinstance(p, ImagePart)
             )
-    excess = len(positions) - max(spec.max_images, 0)
+    excess = len(positions) - max(cap, 0)
     if excess <= 0:
         return set()
     perceptions = [(mi, pi) for mi, pi, p in positions if isinstance(p.origin, PerceptionOrigin)]
@@ -210,7 +231,8 @@ def prepare(
     refit_cache: RefitCache | None = None,
 ) -> Prepared:
     """Resolve every image of ``request`` for ``spec`` under ``rules``."""
-    capped = _capped(request, spec) if spec.vision else set()
+    cap = max_images(spec, rules)
+    capped = _capped(request, cap) if spec.vision else set()
     live = sum(
         1
         for mi, m in enumerate(request.messages)
@@ -232,7 +254,7 @@ def prepare(
             if not spec.vision:
                 return TextPart(_no_vision_note(part, spec))
             if (mi, pi) in capped:
-                return TextPart(_cap_note(part, turn, spec))
+                return TextPart(_cap_note(part, turn, spec, cap))
             return resolver.resolve(part)
         assert_never(part)
 

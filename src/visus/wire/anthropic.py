@@ -8,7 +8,7 @@ alternating roles), ``tool_result`` blocks first.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="claude-x", provider="anthropic", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
@@ -40,6 +41,10 @@ RULES = WireRules(
     # The per-image byte cap is on the base64 text (5 MB on Bedrock and Vertex).
     base64_byte_limit=True,
     many_images_rule=True,
+    # Provider bounds (WIRES.md), the same values the reference server enforces.
+    max_images=limits.REFERENCE_ANTHROPIC_MAX_IMAGES,
+    max_edge=limits.REFERENCE_ANTHROPIC_MAX_EDGE,
+    max_image_bytes=limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64,
 )
 
 _EMPTY = {"type": "text", "text": "(empty)"}

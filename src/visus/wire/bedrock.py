@@ -10,7 +10,7 @@ user-role content merges into one turn.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="anthropic.claude-x", provider="bedrock", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
@@ -40,7 +41,13 @@ from visus.wire._prepared import (
 __all__ = ["RULES", "build"]
 
 _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
-RULES = WireRules(media_types=frozenset(_FORMATS))
+RULES = WireRules(
+    media_types=frozenset(_FORMATS),
+    # Converse: 20 images, 3.75 MB and 8000 px each (WIRES.md; the reference enforces it).
+    max_images=limits.REFERENCE_BEDROCK_MAX_IMAGES,
+    max_edge=limits.REFERENCE_BEDROCK_MAX_EDGE,
+    max_image_bytes=limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES,
+)
 
 _EMPTY = {"text": "(empty)"}
 

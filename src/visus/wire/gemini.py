@@ -9,7 +9,7 @@ run of tool results and the user message after it merge into one user turn.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gemini-x", provider="gemini", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),))
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
@@ -39,7 +40,8 @@ __all__ = ["RULES", "build"]
 
 #: Image types Gemini takes inline (no gif).
 RULES = WireRules(
-    media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+    media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}),
+    max_images=limits.REFERENCE_GEMINI_MAX_IMAGES,
 )
 
 _EMPTY = {"text": "(empty)"}

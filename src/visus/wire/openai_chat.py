@@ -9,7 +9,7 @@ user message carries the images, each labelled with its call id and source.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gpt-x", provider="openai", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), system="Be brief.")
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
@@ -38,7 +39,12 @@ from visus.wire._prepared import (
 __all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
 
 #: png, jpeg, webp and non-animated gif (OpenAI images-vision guide).
-RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}))
+RULES = WireRules(
+    media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
+    # Provider bounds (WIRES.md), the same values the reference server enforces.
+    max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
+    max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+)
 
 #: Chat Completions has no error flag on tool messages; the text says it.
 ERROR_PREFIX = "[tool error] "

@@ -8,7 +8,7 @@ each tool call is a ``function_call`` item.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
+from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gpt-x", provider="openai", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), system="Be brief.")
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import Prepared, WireImage, WirePart, WireTool, WireUser, arguments_json
@@ -28,7 +29,11 @@ from visus.wire._prepared import plain as _plain
 
 __all__ = ["ERROR_PREFIX", "RULES", "build"]
 
-RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}))
+RULES = WireRules(
+    media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
+    max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
+    max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+)
 
 #: ``function_call_output`` has no error flag; the text says it.
 ERROR_PREFIX = "[tool error] "
