@@ -80,6 +80,8 @@ ANALYZE_MAX_PDF_PAGES: Final = 20
 ANALYZE_VIDEO_MAX_FRAMES: Final = 16
 #: Longest edge of one keyframe as sampled (it is fitted to the model after).
 ANALYZE_VIDEO_FRAME_EDGE: Final = 1280
+#: Largest video sent inline to a model that takes video natively (Gemini's inline cap).
+ANALYZE_VIDEO_INLINE_BYTES: Final = 20 * MB
 #: Result cache entries kept in memory by the in-memory analyze cache.
 ANALYZE_CACHE_MAX_ENTRIES: Final = 256
 
