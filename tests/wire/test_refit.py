@@ -222,3 +222,14 @@ def test_spec_limits_from_catalog_models_hold() -> None:
     (sent,) = _sent(body)
     assert max(sent.size) <= spec.max_edge
     assert sent.size[0] * sent.size[1] <= spec.max_pixels
+
+
+def test_wire_edge_cap_refits_for_a_model_that_claims_more() -> None:
+    blobs = CountingStore()
+    request = _request(blobs, [(_png(9000, 20), "image/png", 9000, 20)])
+    claims = ModelSpec(
+        name="custom", provider="bedrock", vision=True, max_edge=12_000, max_pixels=10**9
+    )
+    body = lower(request, wire="bedrock", model=claims, blobs=blobs)
+    (sent,) = _sent(body)
+    assert max(sent.size) <= 8000
