@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from PIL import Image as PILImage
 
 from visus import limits
 from visus.errors import ConfigError, InvalidInputError, LimitError, NotFoundError
@@ -374,4 +377,32 @@ async def test_turns_in_flight_are_bounded(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
         assert (await tc.get_instance(iid))["pending"] == 0
         await tc.send(iid, "room again")
+    await app.state.registry.aclose()
+
+
+async def test_egress_images_past_a_bound_are_fitted(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (40, 30), (10, 200, 30)).save(buf, format="TIFF")
+    tiff = buf.getvalue()
+    buf = io.BytesIO()
+    noise = PILImage.frombytes("RGB", (2000, 1900), os.urandom(2000 * 1900 * 3))
+    noise.save(buf, format="PNG", compress_level=1)
+    big = buf.getvalue()
+    assert len(big) > limits.TETHER_MAX_IMAGE_BYTES
+    factory = Factory(extra=(ImageIn("image/tiff", tiff), ImageIn("image/png", big)))
+    app = create_app(data_dir=tmp_path, runner_factory=factory)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        sent = await tc.send(iid, "charts")
+        frames = await poll_until_done(tc, iid, sent["msg_id"])
+        assert [f["type"] for f in frames if f["type"] == "error"] == []
+        images = decode_frame(frames[-1]).images
+        assert len(images) == 2
+        assert images[0].media_type in limits.TETHER_MEDIA_TYPES
+        with PILImage.open(io.BytesIO(images[0].data)) as im:
+            assert im.size == (40, 30)
+            assert im.getpixel((0, 0))[:3] == (10, 200, 30)
+        assert len(images[1].data) <= limits.TETHER_MAX_IMAGE_BYTES
+        with PILImage.open(io.BytesIO(images[1].data)) as im:
+            assert im.format in ("PNG", "JPEG", "WEBP", "GIF")
     await app.state.registry.aclose()

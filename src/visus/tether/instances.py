@@ -31,8 +31,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from visus import limits
+from visus import limits, media
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
+from visus.media import Profile
 from visus.tether.frames import (
     AssistantDelta,
     AssistantDone,
@@ -44,6 +45,7 @@ from visus.tether.frames import (
     now_ts,
 )
 from visus.tether.limits import (
+    FrameError,
     TetherLimitError,
     check_image,
     check_image_count,
@@ -54,17 +56,28 @@ from visus.tether.limits import (
 from visus.tether.ring import Ring
 from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnRunner
 
-__all__ = ["BusyError", "Instance", "Registry", "fit_egress"]
+__all__ = ["EGRESS_PROFILE", "BusyError", "Instance", "Registry", "fit_egress"]
 
 log = logging.getLogger(__name__)
 
 
-def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[VisusError, ...]]:
-    """Keep the egress images that fit the tether limits, in order; say why others went.
+#: What egress images are fitted into when they break a per-image bound.
+EGRESS_PROFILE = Profile(
+    max_edge=limits.MAX_SOURCE_EDGE,
+    max_pixels=limits.MAX_SOURCE_PIXELS,
+    max_bytes=limits.TETHER_MAX_IMAGE_BYTES,
+    media_types=limits.TETHER_MEDIA_TYPES,
+)
 
-    Images of another media type or over the per-image bound are dropped; past
-    the count bound the extra images are dropped; then images are dropped from
-    the end until the frame total fits.
+
+def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[VisusError, ...]]:
+    """The egress images that fit the tether limits, in order, and why others went.
+
+    An image of another media type (a tiff a tool wrote) or over the per-image bound
+    is re-fitted by :func:`visus.media.fit` (re-encoded, downscaled if need be); one
+    that cannot be fitted is dropped. Past the count bound the extra images are
+    dropped; then images are dropped from the end until the frame total fits. CPU
+    bound: call it in a worker thread.
     """
     kept: list[ImageIn] = []
     errors: list[VisusError] = []
@@ -74,8 +87,12 @@ def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[Vi
             check_media_type(image.media_type, f"{name}.media_type")
             check_image(len(image.data), name)
         except VisusError as e:
-            errors.append(e)
-            continue
+            try:
+                fitted = media.fit(image.data, EGRESS_PROFILE)
+            except VisusError as why:
+                errors.append(type(e)(f"{e}; dropped, it could not be fitted: {why}", **_kw(e)))
+                continue
+            image = ImageIn(fitted.media_type, fitted.data)
         kept.append(image)
     try:
         check_image_count(len(kept))
@@ -89,6 +106,12 @@ def fit_egress(images: Sequence[ImageIn]) -> tuple[tuple[ImageIn, ...], tuple[Vi
         while kept and sum(len(im.data) for im in kept) > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
             kept.pop()
     return tuple(kept), tuple(errors)
+
+
+def _kw(e: VisusError) -> dict[str, str]:
+    if isinstance(e, TetherLimitError):
+        return {"limit": e.limit, "field": e.field}
+    return {"field": e.field} if isinstance(e, FrameError) else {}
 
 
 class BusyError(LimitError):
@@ -166,7 +189,7 @@ class Instance:
                 note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
                 await self.ring.append(Frame(note, session, reply))
                 return
-            kept, errors = fit_egress(out.images)
+            kept, errors = await asyncio.to_thread(fit_egress, out.images)
             for err in errors:
                 code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
                 await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
