@@ -378,6 +378,7 @@ def test_image_cap_elides_oldest_perceptions_first_and_keeps_attachments() -> No
     capped = replace(CLAUDE, max_images=3)
     body = lower(request, wire="anthropic", model=capped, blobs=blobs)
     assert len(_image_payloads(body)) == 3
+    assert len(blobs.reads) == 3  # images over the cap are not even read
     text = json.dumps(body)
     assert "viewed v0.png in turn 1; over the 3-image limit of claude-test" in text
     assert 'call view(\\"v1.png\\") to see it again' in text
