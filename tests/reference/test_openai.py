@@ -275,3 +275,40 @@ def test_responses_streaming_and_unknown_call_output(base_url: str, grid2: Grid)
             model="gpt-4.1",
             input=[{"type": "function_call_output", "call_id": "nope", "output": "x"}],
         )
+
+
+def test_streamed_tool_calls_reassemble(base_url: str) -> None:
+    client = _client(base_url)
+    ask = 'call view {"path": "a.png"}\ncall view {"path": "b.png"}'
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4.1",
+            messages=[{"role": "user", "content": ask}],
+            tools=TOOLS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in chunks:
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            slot = calls.setdefault(delta.index, {"id": "", "name": "", "args": ""})
+            slot["id"] += delta.id or ""
+            if delta.function is not None:
+                slot["name"] += delta.function.name or ""
+                slot["args"] += delta.function.arguments or ""
+    assert [(c["name"], json.loads(c["args"])) for c in calls.values()] == [
+        ("view", {"path": "a.png"}),
+        ("view", {"path": "b.png"}),
+    ]
+    assert all(c["id"] for c in calls.values())
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finish[-1] == "tool_calls"
+
+    tools: list[Any] = [{"type": "function", "name": "view", "parameters": {"type": "object"}}]
+    events = list(client.responses.create(model="gpt-4.1", input=ask, tools=tools, stream=True))
+    done = events[-1]
+    assert done.type == "response.completed"
+    assert [
+        (o.name, json.loads(o.arguments)) for o in done.response.output if o.type == "function_call"
+    ] == [("view", {"path": "a.png"}), ("view", {"path": "b.png"})]
