@@ -96,7 +96,6 @@ class Agent:
     system: str | None = DEFAULT_SYSTEM
     max_steps: int = limits.AGENT_MAX_STEPS
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    _notes: list[str] = field(default_factory=list, repr=False)
 
     async def aclose(self) -> None:
         """Release the provider client's connections (call before the event loop ends)."""
@@ -132,9 +131,9 @@ class Agent:
         )
         usage = Usage()
         answer = ""
-        self._notes = []
+        notes: list[str] = []
         for step in range(1, self.max_steps + 1):
-            reply = await self._complete(history, on_delta)
+            reply = await self._complete(history, on_delta, notes)
             reply = replace(reply, turn=turn)
             if reply.usage is not None:
                 usage = usage + reply.usage
@@ -150,6 +149,7 @@ class Agent:
                     tuple(ctx.outbox),
                     "answer",
                     tuple(history),
+                    tuple(notes),
                 )
             for call in reply.tool_calls:
                 outcome = await self.tools.call(call.name, call.arguments, ctx)
@@ -170,12 +170,13 @@ class Agent:
             tuple(ctx.outbox),
             "step_limit",
             tuple(history),
+            tuple(notes),
         )
 
     # --- steps ------------------------------------------------------------------------
 
     async def _complete(
-        self, history: Sequence[Message], on_delta: DeltaCallback | None
+        self, history: Sequence[Message], on_delta: DeltaCallback | None, notes: list[str]
     ) -> AssistantMessage:
         view = model_view(history, self.policy, model=self.model)
         try:
@@ -184,12 +185,12 @@ class Agent:
             # One image must never make a session unusable: re-fit every live image
             # conservatively and retry; if that is refused too, elide them all. The
             # record keeps the originals: this changes only what this request carries.
-            self._notes.append(f"provider refused an image ({first}); re-fitted and retried")
+            notes.append(f"provider refused an image ({first}); re-fitted and retried")
             refitted = tuple(self._map_images(view, self._refit_part))
             try:
                 return await self._send(refitted, on_delta)
             except ImageRejectedError as second:
-                self._notes.append(f"provider refused the re-fitted image ({second}); elided")
+                notes.append(f"provider refused the re-fitted image ({second}); elided")
                 return await self._send(tuple(self._map_images(view, _elide_part)), on_delta)
 
     async def _send(

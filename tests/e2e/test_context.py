@@ -1,0 +1,154 @@
+"""Context behaviour over many turns, and negative controls proving the harness bites.
+
+- Eight large images viewed over eight turns complete inside a small context window,
+  and the prompt's size stays flat, because retention elides old pixels.
+- The same run keeping every image overflows that window: the reference server really
+  counts image tokens and really answers with the provider's context-length error.
+- An image inside a Chat Completions tool message is refused exactly as OpenAI does.
+- A stringified image (base64 as text) is not perceived, and a big one overflows.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from tests.e2e.conftest import make_agent, seen, view_call
+from visus.agent import Agent
+from visus.errors import ContextLengthError
+from visus.reference.grid import make_grid
+from visus.reference.server import serve_in_background
+
+WINDOW = 20_000  # tokens: a large image costs ~7.8k here, so two fit and eight do not
+
+
+@pytest.fixture(scope="module")
+def small_window_url() -> Iterator[str]:
+    with serve_in_background(context_tokens=WINDOW) as url:
+        yield url
+
+
+def large_photo(seed: int) -> bytes:
+    """A 3000x2000 noisy photo-like image with one big word on it."""
+    rng = random.Random(seed)
+    img = Image.effect_noise((3000, 2000), 40).convert("RGB")
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((200, 200, 2800, 900), fill=(255, 255, 255))
+    import matplotlib
+
+    font_path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+    font = ImageFont.truetype(str(font_path), 300)
+    word = "".join(rng.choice("bdfgkmnprstvz") + rng.choice("aou") for _ in range(3))
+    draw.text((300, 350), word, fill=(20, 60, 160), font=font)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+async def _eight_turns(agent: Agent, work: Path) -> list[int]:
+    prompts: list[int] = []
+    for turn in range(8):
+        name = f"photo{turn}.jpg"
+        (work / name).write_bytes(large_photo(turn))
+        result = await agent.run_turn("s", view_call(name))
+        data = seen(result.answer)
+        assert len(data["images"]) >= 1
+        prompts.append(result.usage.input_tokens)
+    return prompts
+
+
+async def test_eight_large_images_over_eight_turns_stay_flat(
+    small_window_url: str, tmp_path: Path, agents: list[Agent]
+) -> None:
+    agent = make_agent(small_window_url, "openai-chat", tmp_path, live_turns=1)
+    agents.append(agent)
+    usage = await _eight_turns(agent, tmp_path / "work")
+    # Flat: the last turn costs about what the second did (text grows a little).
+    assert max(usage[1:]) <= 1.5 * min(usage[1:]), usage
+
+
+async def test_keeping_every_image_overflows_the_same_window(
+    small_window_url: str, tmp_path: Path, agents: list[Agent]
+) -> None:
+    agent = make_agent(small_window_url, "openai-chat", tmp_path, live_turns=100)
+    agents.append(agent)
+    with pytest.raises(ContextLengthError):
+        await _eight_turns(agent, tmp_path / "work")
+
+
+def _tool_call_messages(tool_content: object) -> list[dict[str, object]]:
+    return [
+        {"role": "user", "content": "look"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "view", "arguments": '{"path": "grid.png"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": tool_content},
+    ]
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "view", "parameters": {"type": "object", "properties": {}}},
+    }
+]
+
+
+async def test_image_in_a_chat_completions_tool_message_is_rejected(reference_url: str) -> None:
+    png, _ = make_grid(2, 2, seed=3)
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    content = [{"type": "image_url", "image_url": {"url": url}}]
+    async with openai.AsyncOpenAI(base_url=f"{reference_url}/v1", api_key="x") as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model="gpt-4.1",
+                messages=_tool_call_messages(content),  # type: ignore[arg-type]
+                tools=TOOLS,  # type: ignore[arg-type]
+            )
+    assert "Image URLs are only allowed for messages with role 'user'" in str(info.value)
+
+
+async def test_stringified_image_is_not_perceived(reference_url: str) -> None:
+    png, expected = make_grid(2, 2, seed=4)
+    text = json.dumps({"type": "image", "data": base64.b64encode(png).decode()})
+    async with openai.AsyncOpenAI(base_url=f"{reference_url}/v1", api_key="x") as client:
+        reply = await client.chat.completions.create(
+            model="gpt-4.1",
+            messages=_tool_call_messages(text),  # type: ignore[arg-type]
+            tools=TOOLS,  # type: ignore[arg-type]
+        )
+    answer = reply.choices[0].message.content or ""
+    assert seen(answer)["images"] == []
+    assert not any(word in answer for word, *_ in expected)
+    # ...and it is billed as text: base64 length / 4 tokens, far more than the image.
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens >= len(text) // 4
+
+
+async def test_big_stringified_image_overflows_the_context(small_window_url: str) -> None:
+    photo = large_photo(1)
+    text = base64.b64encode(photo).decode()
+    async with openai.AsyncOpenAI(base_url=f"{small_window_url}/v1", api_key="x") as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model="gpt-4.1",
+                messages=_tool_call_messages(text),  # type: ignore[arg-type]
+                tools=TOOLS,  # type: ignore[arg-type]
+            )
+    assert info.value.code == "context_length_exceeded"
