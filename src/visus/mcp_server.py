@@ -250,9 +250,14 @@ def mount_mcp(
     The app's bearer gate also covers ``/mcp`` when a token is set.
 
     Example:
-        >>> import tempfile                                   # doctest: +SKIP
-        >>> app = create_app(data_dir=Path(tempfile.mkdtemp()), runner_factory=factory)
-        >>> _ = mount_mcp(app)
+        >>> import tempfile
+        >>> from visus.tether.runner import TurnOutput
+        >>> from visus.tether.server import create_app
+        >>> class Quiet:
+        ...     async def run_turn(self, **kw): return TurnOutput("")
+        >>> app = create_app(data_dir=Path(tempfile.mkdtemp()), runner_factory=lambda c: Quiet())
+        >>> mount_mcp(app).name
+        'visus'
     """
     import httpx
 

@@ -26,7 +26,7 @@ import logging
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -237,7 +237,7 @@ class Registry:
             except Exception:  # one bad instance must not keep the server down
                 log.exception("could not load instance from %s", path)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Instance]:
         return iter(sorted(self._instances.values(), key=lambda i: i.config.created))
 
     def get(self, instance_id: str) -> Instance:

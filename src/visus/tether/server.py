@@ -20,7 +20,7 @@ Example:
     >>> class Echo:
     ...     async def run_turn(self, *, text, **kw): return TurnOutput(text)
     >>> app = create_app(data_dir=Path(tempfile.mkdtemp()), runner_factory=lambda c: Echo())
-    >>> sorted(r.path for r in app.routes if r.path.startswith("/v1"))[:2]
+    >>> sorted(app.openapi()["paths"])[:2]
     ['/v1/instances', '/v1/instances/{instance_id}']
 """
 
