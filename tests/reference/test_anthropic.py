@@ -115,6 +115,18 @@ def test_tool_pairing_is_enforced(base_url: str) -> None:
     assert orphan.status_code == 400
     assert orphan.json()["type"] == "error"
     assert "`tool_use` ids were found without `tool_result`" in orphan.json()["error"]["message"]
+    unanswered = _post(
+        base_url,
+        {
+            "model": "m",
+            "max_tokens": 10,
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": [use]},
+            ],
+        },
+    )
+    assert unanswered.status_code == 400
     stray = _post(
         base_url,
         {

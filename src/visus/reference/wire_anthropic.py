@@ -268,6 +268,12 @@ def _conversation(body: dict[str, Any]) -> Conversation:
                 )
             out.append(_assistant(i, blocks))
             pending = {c.id for c in out[-1].tool_calls}
+    if pending:  # the conversation ends on calls nobody answered
+        raise _reject(
+            f"messages.{len(raw) - 1}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(sorted(pending))}. Each `tool_use` block must have "
+            "a corresponding `tool_result` block in the next message."
+        )
     tools = body.get("tools") or []
     names = tuple(str(t.get("name")) for t in tools if isinstance(t, dict))
     return Conversation(

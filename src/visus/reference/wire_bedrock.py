@@ -203,6 +203,11 @@ def _conversation(body: dict[str, Any]) -> Conversation:
                 )
         pending = [c.id for c in calls]
         out.append(InMessage(role="assistant", texts=tuple(a_texts), tool_calls=tuple(calls)))
+    if pending:
+        raise _reject(
+            f"Expected toolResult blocks at messages.{len(raw)}.content for the following "
+            f"Ids: {', '.join(sorted(pending))}"
+        )
     tools = (body.get("toolConfig") or {}).get("tools") or []
     names = tuple(str((t.get("toolSpec") or {}).get("name")) for t in tools if isinstance(t, dict))
     return Conversation(
