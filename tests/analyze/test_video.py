@@ -181,3 +181,121 @@ def test_an_image_is_not_mistaken_for_nothing(tmp_path: Path) -> None:
     # FFmpeg opens a PNG as a one-frame stream: one keyframe, not a crash.
     frames, _ = keyframes(word_png("SOLO"))
     assert len(frames) == 1
+
+
+class GeminiStub:
+    """A loopback stand-in for generateContent: records requests, answers from a script."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, Any]]]) -> None:
+        import http.server
+        import threading
+
+        self.replies = replies
+        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(size))
+                outer.requests.append((self.path, dict(self.headers), body))
+                status, reply = outer.replies[min(len(outer.requests), len(outer.replies)) - 1]
+                raw = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def gemini_config(tmp_path: Path, url: str) -> VisusConfig:
+    from visus.config import load_config
+
+    path = tmp_path / "gemini.toml"
+    path.write_text(
+        f'data_dir = "{tmp_path / "data"}"\n[providers.gemini]\n'
+        f'api_key = "gm-test-key-0123"\nbase_url = "{url}"\n'
+    )
+    return load_config(path, env={})
+
+
+_ANSWER = {
+    "candidates": [{"content": {"role": "model", "parts": [{"text": "At 0:01 it says PUMPKIN."}]}}],
+    "usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 10},
+}
+
+
+async def test_gemini_gets_the_video_natively(tmp_path: Path, video: bytes) -> None:
+    import base64
+
+    from visus.models import get_model
+
+    (tmp_path / "clip.mp4").write_bytes(video)
+    stub = GeminiStub([(429, {"error": {"message": "slow down"}}), (200, _ANSWER)])
+    try:
+        cfg = gemini_config(tmp_path, stub.url)
+        result = await video_analyze(
+            prompt="What is at 0:01?",
+            file_path="clip.mp4",
+            model="gemini:gemini-2.5-flash",
+            reach=Reach([tmp_path]),
+            config=cfg,
+        )
+    finally:
+        stub.close()
+    assert len(stub.requests) == 2  # the 429 was retried
+    path, headers, body = stub.requests[-1]
+    assert path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert headers["x-goog-api-key"] == "gm-test-key-0123"
+    video_part, text_part = body["contents"][0]["parts"]
+    assert video_part["inlineData"]["mimeType"] == "video/mp4"
+    assert base64.b64decode(video_part["inlineData"]["data"]) == video
+    assert text_part == {"text": "What is at 0:01?"}
+    spec = get_model("gemini:gemini-2.5-flash")
+    assert result.text == "At 0:01 it says PUMPKIN."
+    assert (result.input_tokens, result.output_tokens) == (1000, 10)
+    expected = (1000 * spec.input_price_per_mtok + 10 * spec.output_price_per_mtok) / 1e6
+    assert result.cost_usd == pytest.approx(expected)
+    assert result.cost_usd > 0
+
+
+async def test_gemini_native_errors_and_opt_out(tmp_path: Path, video: bytes) -> None:
+    (tmp_path / "clip.mp4").write_bytes(video)
+    (tmp_path / "noise.mp4").write_bytes(bytes(range(256)) * 40)
+    stub = GeminiStub([(400, {"error": {"message": "bad request"}})])
+    try:
+        cfg = gemini_config(tmp_path, stub.url)
+        kw: dict[str, Any] = {
+            "model": "gemini:gemini-2.5-flash",
+            "reach": Reach([tmp_path]),
+            "config": cfg,
+        }
+        with pytest.raises(AnalyzeError) as info:
+            await video_analyze(file_path="clip.mp4", **kw)
+        assert info.value.code == "LLM_ERROR"
+        assert "bad request" in str(info.value)
+        with pytest.raises(AnalyzeError) as info:
+            await video_analyze(file_path="noise.mp4", **kw)
+        assert info.value.code == "UNSUPPORTED_FILE_TYPE"
+        sent = len(stub.requests)
+        fake = FakeClient(["from frames"])
+        framed = await video_analyze(file_path="clip.mp4", native=False, client=fake, **kw)
+    finally:
+        stub.close()
+    assert sent == 1  # the noise never reached the provider
+    assert len(stub.requests) == 1  # native=False: keyframes through the client instead
+    assert framed.text == "from frames"
+    assert sum(isinstance(p, ImagePart) for p in fake.requests[0].messages[0].parts) == 3

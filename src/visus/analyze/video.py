@@ -5,9 +5,11 @@ or read from a path under the reach, decoded with PyAV (the ``video`` extra), an
 sampled at evenly spaced times: about one frame per second, at most
 ``limits.ANALYZE_VIDEO_MAX_FRAMES``. The frames go to the model as an image
 sequence, each introduced by its time (``Frame at 0:12``), so any vision model can
-answer "what happens at 0:12". Native video parts (Gemini) are not wired yet: the
-record and wires carry no video part, so video-capable models get keyframes too;
-``VIDEO_NOT_SUPPORTED`` is a model that cannot take images.
+answer "what happens at 0:12". A model that takes video natively (``ModelSpec.video``,
+Gemini) gets the whole video inline instead, up to ``limits.ANALYZE_VIDEO_INLINE_BYTES``
+(the record and wires have no video part, so that one call is made by
+``visus.analyze._gemini_video``). ``VIDEO_NOT_SUPPORTED`` is a model that takes
+neither video nor images.
 
 Example:
     >>> format_time(72.4), format_time(3725)
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from visus import limits, media
+from visus.analyze._gemini_video import ask_gemini_video
 from visus.analyze._inputs import Picture, load_source, translated
 from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
 from visus.analyze.vision import UsageSink, ask_model, record_usage, resolve_target
@@ -33,6 +36,7 @@ from visus.errors import AnalyzeError, AuthError, ConfigError
 from visus.paths import sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderClient, aclose, resolve
+from visus.record.messages import Usage
 from visus.record.sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ __all__ = [
     "keyframes",
     "video_analyze",
     "video_analyze_sync",
+    "video_media_type",
 ]
 
 DEFAULT_VIDEO_PROMPT = "Describe this video in detail."
@@ -149,6 +154,40 @@ def keyframes(
     return out, duration if duration is not None else out[-1].seconds
 
 
+# FFmpeg's demuxer names -> the MIME type a provider's video part declares.
+_DEMUXER_TYPES = (
+    ("mp4", "video/mp4"),
+    ("webm", "video/webm"),
+    ("matroska", "video/x-matroska"),
+    ("mov", "video/quicktime"),
+    ("avi", "video/x-msvideo"),
+    ("mpeg", "video/mpeg"),
+    ("flv", "video/x-flv"),
+    ("3gp", "video/3gpp"),
+)
+
+
+def video_media_type(data: bytes) -> str:
+    """The MIME type of the video in ``data``, as FFmpeg's demuxer names it.
+
+    Raises ``UNSUPPORTED_FILE_TYPE`` when FFmpeg finds no video stream.
+    """
+    av = _av()
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.video:
+                raise fail("UNSUPPORTED_FILE_TYPE", "no video stream in the file")
+            names = str(container.format.name).split(",")
+    except AnalyzeError:
+        raise
+    except (av.FFmpegError, ValueError, IndexError, OSError) as e:
+        raise fail("UNSUPPORTED_FILE_TYPE", f"not a video FFmpeg can decode: {e}") from e
+    for name, media_type in _DEMUXER_TYPES:
+        if name in names:
+            return media_type
+    raise fail("UNSUPPORTED_FILE_TYPE", f"not a video container ({names[0]})")
+
+
 async def video_analyze(
     file_url: str | None = None,
     prompt: str = DEFAULT_VIDEO_PROMPT,
@@ -163,11 +202,13 @@ async def video_analyze(
     allow_loopback_http: bool = False,
     on_usage: UsageSink | None = None,
     client: ProviderClient | None = None,
+    native: bool = True,
 ) -> AnalyzeResult:
     """Answer ``prompt`` about the video at ``file_url`` (or ``file_path`` under ``reach``).
 
     The model chain, ``session``, ``on_usage`` and ``client`` work as in
-    :func:`~visus.analyze.vision.vision_analyze`.
+    :func:`~visus.analyze.vision.vision_analyze` (``client`` serves the keyframe
+    path). ``native=False`` sends keyframes even to a model that takes video.
 
     Example:
         >>> r = asyncio.run(video_analyze("https://example.com/demo.mp4",
@@ -179,7 +220,8 @@ async def video_analyze(
     cfg = config if config is not None else load_config()
     target = resolve_target(model, cfg)
     spec = target.spec
-    if not spec.vision:
+    takes_video = native and spec.video and spec.provider == "gemini"
+    if not spec.vision and not takes_video:
         raise fail(
             "VIDEO_NOT_SUPPORTED",
             f"model {target.ref} takes neither video nor images (keyframes); name a vision model",
@@ -192,6 +234,21 @@ async def video_analyze(
         max_bytes=limits.NET_MAX_VIDEO_BYTES,
         allow_loopback_http=allow_loopback_http,
     )
+    if takes_video and len(loaded.data) <= limits.ANALYZE_VIDEO_INLINE_BYTES:
+        media_type = await asyncio.to_thread(video_media_type, loaded.data)
+        text, usage = await ask_gemini_video(
+            loaded.data, media_type, prompt, spec=spec, settings=target.settings
+        )
+        if on_usage is not None:
+            on_usage(usage)
+        summary = f"video: {loaded.label}, sent natively as {media_type}"
+        return _finish(text, usage, spec.name, cfg, session, sessions, prompt, summary)
+    if not spec.vision:
+        raise fail(
+            "VIDEO_NOT_SUPPORTED",
+            f"{loaded.label} is past {limits.ANALYZE_VIDEO_INLINE_BYTES} bytes for an inline "
+            f"video and {target.ref} takes no images for keyframes",
+        )
     frames, duration = await asyncio.to_thread(
         keyframes, loaded.data, max_frames=min(max_frames, spec.max_images)
     )
@@ -220,10 +277,24 @@ async def video_analyze(
     finally:
         if own_client:
             await aclose(client)
+    summary = f"video: {loaded.label}, {len(frames)} frames"
+    return _finish(text, usage, spec.name, cfg, session, sessions, prompt, summary)
+
+
+def _finish(
+    text: str,
+    usage: Usage,
+    model: str,
+    cfg: VisusConfig,
+    session: str | None,
+    sessions: SessionStore | None,
+    prompt: str,
+    summary: str,
+) -> AnalyzeResult:
     shown, clipped = clip(text)
     result = AnalyzeResult(
         text=shown,
-        model=spec.name,
+        model=model,
         cost_usd=usage.cost_usd,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
@@ -231,7 +302,6 @@ async def video_analyze(
     )
     if session is not None:
         store = sessions if sessions is not None else SessionStore(sessions_dir(cfg.data_dir))
-        summary = f"video: {loaded.label}, {len(frames)} frames"
         record_usage(
             store,
             session,
