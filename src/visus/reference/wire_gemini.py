@@ -127,14 +127,12 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
         ]
         out.append(InMessage(role="system", texts=tuple(lines)))
     budget = _Budget()
-    # Multimodal function responses are a Gemini 3 feature; the catalog knows which
-    # models have it (the reference model does, like Gemini 3).
-    # Images inside functionResponse.parts: Gemini 3 only; the catalog says which
-    # models take images in tool results (the reference model does).
+    # Images inside functionResponse.parts are a Gemini 3 feature; the catalog says
+    # which other models take images in tool results (the reference model does).
     try:
-        nested_ok = get_model(model).images_in_tool_results or model.startswith("gemini-3")
-    except VisusError:
         nested_ok = model.startswith("gemini-3") or get_model(model).images_in_tool_results
+    except VisusError:
+        nested_ok = False
     last_calls: list[InCall] = []
     for i, content in enumerate(contents):
         if not isinstance(content, dict):
