@@ -29,6 +29,7 @@ from visus.record.messages import (
     Usage,
 )
 from visus.record.sessions import SessionStore
+from visus.wire import RefitCache
 
 
 class Scripted:
@@ -48,6 +49,7 @@ class Scripted:
         model: ModelSpec,
         blobs: BlobReader,
         on_delta: OnDelta | None = None,
+        refit_cache: RefitCache | None = None,
     ) -> AssistantMessage:
         self.requests.append(request)
         step = self.script.pop(0)

@@ -39,6 +39,7 @@ from visus.record.messages import (
 )
 from visus.record.sessions import SessionStore
 from visus.retention import RetentionPolicy, model_view
+from visus.wire import RefitCache
 
 __all__ = ["Agent", "DeltaCallback", "PastedImage", "TurnResult"]
 
@@ -95,6 +96,8 @@ class Agent:
     policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     system: str | None = DEFAULT_SYSTEM
     max_steps: int = limits.AGENT_MAX_STEPS
+    #: Derived (re-fitted) images by source digest and profile, so a step re-uses them.
+    refit_cache: RefitCache = field(default_factory=RefitCache)
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     async def aclose(self) -> None:
@@ -198,7 +201,11 @@ class Agent:
     ) -> AssistantMessage:
         request = ModelRequest(messages=tuple(view), system=self.system, tools=self.tools.specs())
         return await self.client.complete(
-            request, model=self.model, blobs=self.blobs, on_delta=on_delta
+            request,
+            model=self.model,
+            blobs=self.blobs,
+            on_delta=on_delta,
+            refit_cache=self.refit_cache,
         )
 
     def _append(self, session_id: str, history: list[Message], message: Message) -> None:

@@ -26,6 +26,7 @@ from visus.providers import ProviderSettings, default_model, resolve
 from visus.record.blobs import FileBlobStore
 from visus.record.sessions import SessionStore
 from visus.retention import RetentionPolicy
+from visus.wire import RefitCache
 
 __all__ = ["build_agent", "ensure_reference_server"]
 
@@ -80,6 +81,7 @@ def build_agent(
         reach=Reach(list(roots) or [Path.cwd()], render=render),
         tools=tools or ToolRegistry.builtin(),
         policy=policy or RetentionPolicy(),
+        refit_cache=RefitCache(blobs_dir(root) / "refit-index.json"),
     )
     if system is not None:
         agent.system = system
