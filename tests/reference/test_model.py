@@ -80,3 +80,16 @@ def test_tokens_are_text_over_four_plus_the_image_formula(grid2: Grid) -> None:
     b64_conv = Conversation(messages=(InMessage(role="user", texts=(grid2.b64,)),))
     assert count_tokens(b64_conv, lambda im: 1000) == -(-len(grid2.b64) // 4)
     assert len(base64.b64decode(grid2.b64)) == len(grid2.png)
+
+
+def test_descriptors_quoted_by_the_assistant_are_not_counted_again() -> None:
+    note = '[image elided: viewed a.png in turn 1; call view("a.png") to see it again]'
+    conv = Conversation(
+        messages=(
+            InMessage(role="user", texts=(note,)),
+            InMessage(role="assistant", texts=(f"I saw {note}",)),
+            InMessage(role="tool", texts=(note,), tool_call_id="c"),
+            InMessage(role="user", texts=("and now?",)),
+        )
+    )
+    assert answer_json(respond(conv).text)["descriptors"] == [note, note]
