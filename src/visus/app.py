@@ -132,5 +132,8 @@ def create_main_app(
         from visus.mcp_server import mount_mcp
 
         mount_mcp(app)
-    del web  # the web chat mounts here once visus.web lands
+    if web:
+        from visus.web import mount_web
+
+        mount_web(app)
     return app

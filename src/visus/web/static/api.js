@@ -1,0 +1,121 @@
+// Talking to the server: the bearer token, JSON calls, blob URLs and the SSE reader.
+// EventSource cannot send an Authorization header, so the tether stream is read
+// with fetch and parsed here (ids, events, multi-line data, comments).
+
+const TOKEN_KEY = "visus.token";
+
+/** Take ?token= from the address bar once, keep it for this tab, drop it from the URL. */
+export function takeTokenFromURL() {
+  const url = new URL(window.location.href);
+  if (!url.searchParams.has("token")) return;
+  const given = url.searchParams.get("token") || "";
+  if (given) sessionStorage.setItem(TOKEN_KEY, given);
+  url.searchParams.delete("token");
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+}
+
+export function setToken(value) {
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+function headers(extra = {}) {
+  const out = { ...extra };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) out.Authorization = `Bearer ${token}`;
+  return out;
+}
+
+/** An error answer from the server: `{error: {code, message, limit?}}`. */
+export class ApiError extends Error {
+  constructor(status, detail) {
+    super(detail.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = detail.code || "";
+    this.limit = detail.limit || "";
+  }
+}
+
+async function checked(response) {
+  if (response.ok) return response;
+  let detail;
+  try {
+    detail = (await response.json()).error || {};
+  } catch {
+    detail = { message: `${response.status} ${response.statusText}` };
+  }
+  throw new ApiError(response.status, detail);
+}
+
+export async function getJSON(path) {
+  const response = await fetch(path, { headers: headers(), cache: "no-store" });
+  return (await checked(response)).json();
+}
+
+export async function postJSON(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json" }),
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return (await checked(response)).json();
+}
+
+const objectURLs = new Map();
+
+/** An object URL for an authenticated GET (an <img src> cannot carry the token). */
+export async function objectURL(path) {
+  if (!objectURLs.has(path)) {
+    const pending = fetch(path, { headers: headers() })
+      .then(checked)
+      .then((r) => r.blob())
+      .then((b) => URL.createObjectURL(b));
+    objectURLs.set(path, pending);
+    pending.catch(() => objectURLs.delete(path));
+  }
+  return objectURLs.get(path);
+}
+
+/**
+ * Read a server-sent event stream until it ends; `onEvent({id, event, data})` per event.
+ * Throws ApiError for an error status and whatever fetch throws when the network fails.
+ */
+export async function readEvents(path, { signal, onEvent }) {
+  const response = await checked(
+    await fetch(path, {
+      headers: headers({ Accept: "text/event-stream" }),
+      cache: "no-store",
+      signal,
+    }),
+  );
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let event = { id: null, event: "", data: null };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let start = 0;
+    for (;;) {
+      const end = buffer.indexOf("\n", start);
+      if (end < 0) break;
+      let line = buffer.slice(start, end);
+      start = end + 1;
+      if (line.endsWith("\r")) line = line.slice(0, -1);
+      if (line === "") {
+        if (event.data !== null) onEvent(event);
+        event = { id: null, event: "", data: null };
+        continue;
+      }
+      if (line.startsWith(":")) continue; // keep-alive comment
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let text = colon < 0 ? "" : line.slice(colon + 1);
+      if (text.startsWith(" ")) text = text.slice(1);
+      if (field === "data") event.data = event.data === null ? text : `${event.data}\n${text}`;
+      else if (field === "event") event.event = text;
+      else if (field === "id") event.id = text;
+    }
+    buffer = buffer.slice(start);
+  }
+}

@@ -1,0 +1,662 @@
+// The visus web chat. Messages go through the tether ingress of the default instance
+// (images inline as tether images), answers stream from the tether SSE stream, and the
+// conversation, usage, images and attachments are read from /web/api. Everything the
+// page shows from the server is put in with textContent, never parsed as HTML.
+
+import {
+  ApiError,
+  getJSON,
+  objectURL,
+  postJSON,
+  readEvents,
+  setToken,
+  takeTokenFromURL,
+} from "./api.js";
+import { base64Of, blobOfBase64, isMessageImage, mb, refusal } from "./files.js";
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("data-") || key.startsWith("aria-") || key === "role") {
+      node.setAttribute(key, value);
+    } else node[key] = value;
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+};
+
+const state = {
+  config: null,
+  sid: "",
+  conv: null,
+  stream: null,
+  tray: [],
+  sending: false,
+  pending: new Map(), // user msg_id -> {turn, bubble, text}
+  sent: new Map(), // session -> Map(turn -> [{url, type}]) images answers carried
+  sessions: [],
+};
+
+// --- small helpers -------------------------------------------------------------------
+
+function notice(message) {
+  const box = $("notice");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+function newSessionId() {
+  const now = new Date().toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15);
+  const random = Array.from(crypto.getRandomValues(new Uint8Array(3)))
+    .map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  return `web-${now}-${random}`;
+}
+
+function sessionFromHash() {
+  const match = /^#s=([A-Za-z0-9][A-Za-z0-9._-]*)$/.exec(window.location.hash);
+  return match ? match[1] : "";
+}
+
+function when(seconds) {
+  const date = new Date(seconds * 1000);
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+function money(usd) {
+  return `$${(usd || 0).toFixed(4)}`;
+}
+
+function renderText(container, text) {
+  // Fenced code blocks become <pre>; the rest keeps its line breaks.
+  const chunks = String(text).split("```");
+  chunks.forEach((chunk, i) => {
+    if (i % 2 === 1) {
+      const nl = chunk.indexOf("\n");
+      const lang = nl >= 0 ? chunk.slice(0, nl).trim() : "";
+      const code = (nl >= 0 ? chunk.slice(nl + 1) : chunk).replace(/\n$/, "");
+      const pre = el("pre", { class: "code", tabIndex: 0 }, el("code", { text: code }));
+      if (lang) pre.setAttribute("data-lang", lang);
+      pre.setAttribute("aria-label", `${lang || "code"} block`);
+      container.append(pre);
+    } else {
+      const body = chunk.replace(/^\n+|\n+$/g, "");
+      if (body) container.append(el("p", { class: "text", text: body }));
+    }
+  });
+}
+
+// --- images ------------------------------------------------------------------------
+
+function imageButton(url, label, { local = false, className = "thumb" } = {}) {
+  const img = el("img", { alt: label, loading: "lazy", decoding: "async" });
+  const button = el("button", { type: "button", class: className, "aria-label": `Open ${label} full size` }, img);
+  const ready = local ? Promise.resolve(url) : objectURL(url);
+  ready
+    .then((src) => {
+      img.src = src;
+      button.addEventListener("click", () => openLightbox(src, label, button));
+    })
+    .catch(() => {
+      button.replaceWith(el("span", { class: "missing", text: `[${label} could not be loaded]` }));
+    });
+  return button;
+}
+
+function openLightbox(src, label, opener) {
+  const dialog = $("lightbox");
+  $("lightbox-img").src = src;
+  $("lightbox-img").alt = label;
+  $("lightbox-title").textContent = label;
+  $("lightbox-open").href = src;
+  dialog.returnFocus = opener;
+  dialog.showModal();
+  $("lightbox-close").focus();
+}
+
+// --- conversation --------------------------------------------------------------------
+
+function imageLabel(image, who) {
+  const source = image.source ? ` ${image.source}` : "";
+  return `${who} image${source} (${image.width}×${image.height})`;
+}
+
+function userBubble(text, images) {
+  const bubble = el("article", { class: "msg user", "aria-label": "You said" });
+  if (text) renderText(bubble, text);
+  if (images.length) {
+    const row = el("div", { class: "images" });
+    for (const image of images) row.append(image);
+    bubble.append(row);
+  }
+  return bubble;
+}
+
+function toolBlock(message) {
+  const block = el("article", {
+    class: `msg tool${message.is_error ? " error" : ""}`,
+    "aria-label": `Result of ${message.tool_name}`,
+  });
+  block.append(el("p", { class: "tool-name", text: `${message.tool_name} result${message.is_error ? " (error)" : ""}` }));
+  if (message.text) block.append(el("pre", { class: "tool-result", tabIndex: 0, text: message.text }));
+  if (message.images.length) {
+    const row = el("div", { class: "images" });
+    for (const image of message.images) {
+      row.append(imageButton(image.url, imageLabel(image, "Viewed")));
+    }
+    block.append(row);
+  }
+  return block;
+}
+
+function assistantBubble(message) {
+  const bubble = el("article", { class: "msg assistant", "aria-label": "Assistant said" });
+  if (message.text) renderText(bubble, message.text);
+  for (const call of message.tool_calls) {
+    bubble.append(
+      el("p", { class: "tool-call", text: `→ ${call.name} ${JSON.stringify(call.arguments)}` }),
+    );
+  }
+  return bubble;
+}
+
+function sentImages(turn) {
+  const byTurn = state.sent.get(state.sid);
+  return (byTurn && byTurn.get(turn)) || [];
+}
+
+function renderConversation() {
+  const box = $("conversation");
+  box.replaceChildren();
+  const conv = state.conv;
+  if (!conv || !conv.messages.length) {
+    box.append(
+      el("p", {
+        class: "empty",
+        text: "Start by asking something. Drop, paste or pick images to ask about them; " +
+          "other files become attachments the agent can list, read and grep.",
+      }),
+    );
+  }
+  const usage = new Map(conv ? conv.turns.map((t) => [t.turn, t]) : []);
+  const messages = conv ? conv.messages : [];
+  messages.forEach((message, i) => {
+    if (message.kind === "user") {
+      const images = message.images.map((im) => imageButton(im.url, imageLabel(im, "Your")));
+      box.append(userBubble(message.text, images));
+    } else if (message.kind === "assistant") {
+      if (message.text || message.tool_calls.length) box.append(assistantBubble(message));
+    } else {
+      box.append(toolBlock(message));
+    }
+    const next = messages[i + 1];
+    if (!next || next.turn !== message.turn) {
+      const extra = sentImages(message.turn);
+      if (extra.length) {
+        const row = el("div", { class: "msg assistant sent", "aria-label": "Images the assistant sent" });
+        extra.forEach((im, k) => row.append(imageButton(im.url, `Sent image ${k + 1}`, { local: true })));
+        box.append(row);
+      }
+      const t = usage.get(message.turn);
+      if (t && t.steps) {
+        const u = t.usage;
+        box.append(
+          el("p", {
+            class: "turn-usage",
+            text: `turn ${t.turn} · ${u.input_tokens} in / ${u.output_tokens} out · ${money(u.cost_usd)}`,
+          }),
+        );
+      }
+    }
+  });
+  for (const pending of state.pending.values()) box.append(pending.user, pending.bubble);
+  box.scrollTop = box.scrollHeight;
+}
+
+function renderDetails() {
+  const conv = state.conv;
+  $("model-name").textContent = conv ? conv.model : state.config.model;
+  const body = $("usage").tBodies[0];
+  body.replaceChildren();
+  for (const t of conv ? conv.turns : []) {
+    const u = t.usage;
+    body.append(
+      el("tr", {},
+        el("th", { scope: "row", text: String(t.turn) }),
+        el("td", { text: String(u.input_tokens) }),
+        el("td", { text: String(u.output_tokens) }),
+        el("td", { text: money(u.cost_usd) })),
+    );
+  }
+  const foot = $("usage").tFoot;
+  foot.replaceChildren();
+  if (conv && conv.total) {
+    const u = conv.total;
+    foot.append(
+      el("tr", {},
+        el("th", { scope: "row", text: "All" }),
+        el("td", { text: String(u.input_tokens) }),
+        el("td", { text: String(u.output_tokens) }),
+        el("td", { text: money(u.cost_usd) })),
+    );
+  }
+  const list = $("image-list");
+  list.replaceChildren();
+  const images = conv ? conv.images : [];
+  $("images-help").textContent = images.length
+    ? `Live images reach the model as pixels; elided ones are a short note it can re-view.`
+    : "No images in this session yet.";
+  for (const image of images) {
+    const status = image.live ? "live" : "elided";
+    const label = imageLabel(image, image.origin === "attachment" ? "Your" : "Viewed");
+    list.append(
+      el("li", { class: `image-item ${status}` },
+        imageButton(image.url, label),
+        el("span", { class: `status ${status}`, text: status }),
+        el("span", { class: "meta", text: `turn ${image.turn} · ~${image.tokens} tokens` })),
+    );
+  }
+  const attachments = $("attachment-list");
+  attachments.replaceChildren();
+  for (const a of conv ? conv.attachments : []) {
+    attachments.append(el("li", { text: `${a.name} (${a.size} bytes, ${a.mime_type})` }));
+  }
+  if (!attachments.children.length) attachments.append(el("li", { class: "help", text: "None yet." }));
+}
+
+function renderSessions() {
+  const list = $("session-list");
+  list.replaceChildren();
+  const known = new Set(state.sessions.map((s) => s.id));
+  const rows = known.has(state.sid) || !state.sid
+    ? state.sessions
+    : [{ id: state.sid, title: "New chat", turns: 0, modified: Date.now() / 1000 }, ...state.sessions];
+  for (const s of rows) {
+    const button = el("button", { type: "button", class: "session" },
+      el("span", { class: "title", text: s.title }),
+      el("span", { class: "meta", text: `${s.turns} turn${s.turns === 1 ? "" : "s"} · ${when(s.modified)}` }));
+    button.dataset.sid = s.id;
+    if (s.id === state.sid) button.setAttribute("aria-current", "true");
+    button.addEventListener("click", () => {
+      openSession(s.id);
+      setPanel("nav", false);
+    });
+    list.append(el("li", {}, button));
+  }
+}
+
+async function refreshSessions() {
+  state.sessions = (await getJSON("/web/api/sessions")).sessions;
+  renderSessions();
+}
+
+async function refreshConversation() {
+  const sid = state.sid;
+  const conv = await getJSON(`/web/api/sessions/${encodeURIComponent(sid)}`);
+  if (sid !== state.sid) return conv;
+  state.conv = conv;
+  renderConversation();
+  renderDetails();
+  return conv;
+}
+
+// --- the tether stream ------------------------------------------------------------------
+
+class Stream {
+  constructor(instance, session, after) {
+    this.url = `/v1/instances/${encodeURIComponent(instance)}/tether/stream?session=${encodeURIComponent(session)}`;
+    this.cursor = after;
+    this.controller = new AbortController();
+    this.run();
+  }
+
+  stop() {
+    this.controller.abort();
+  }
+
+  async run() {
+    const { signal } = this.controller;
+    while (!signal.aborted) {
+      try {
+        await readEvents(`${this.url}&after_seq=${this.cursor}`, {
+          signal,
+          onEvent: (event) => {
+            if (event.id !== null) this.cursor = Number(event.id);
+            if (event.event === "gap") return;
+            onFrame(JSON.parse(event.data));
+          },
+        });
+      } catch (error) {
+        if (signal.aborted) return;
+        if (error instanceof ApiError && error.status === 401) {
+          askToken();
+          return;
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+function pendingFor(frame) {
+  const id = frame.msg_id.endsWith(":reply") ? frame.msg_id.slice(0, -6) : frame.msg_id;
+  return state.pending.get(id) || null;
+}
+
+async function onFrame(frame) {
+  if (frame.session !== state.sid) return;
+  const pending = pendingFor(frame);
+  if (frame.type === "assistant.delta" && pending) {
+    pending.text += frame.payload.text;
+    pending.bubble.replaceChildren();
+    renderText(pending.bubble, pending.text);
+    pending.bubble.setAttribute("aria-busy", "true");
+    return;
+  }
+  if (frame.type === "assistant.done" || frame.type === "error") {
+    if (frame.type === "error") {
+      notice(`The agent reported an error: ${frame.payload.message}`);
+    }
+    const images = (frame.type === "assistant.done" && frame.payload.images) || [];
+    if (images.length) {
+      const turn = pending ? pending.turn : lastTurn();
+      if (!state.sent.has(state.sid)) state.sent.set(state.sid, new Map());
+      const byTurn = state.sent.get(state.sid);
+      byTurn.set(turn, [
+        ...(byTurn.get(turn) || []),
+        ...images.map((im) => ({
+          url: URL.createObjectURL(blobOfBase64(im.data, im.media_type)),
+          type: im.media_type,
+        })),
+      ]);
+    }
+    if (pending && (frame.type === "assistant.done" || frame.payload.code === "turn_failed")) {
+      state.pending.delete(frame.msg_id.slice(0, -6));
+    }
+    await refreshConversation().catch(showError);
+    await refreshSessions().catch(showError);
+  }
+}
+
+function lastTurn() {
+  const turns = state.conv ? state.conv.turns : [];
+  return turns.length ? turns[turns.length - 1].turn : 0;
+}
+
+// --- sessions ---------------------------------------------------------------------------
+
+async function openSession(sid) {
+  if (state.stream) state.stream.stop();
+  state.sid = sid;
+  state.pending.clear();
+  const url = new URL(window.location.href);
+  url.hash = `s=${sid}`;
+  history.replaceState(history.state, "", url);
+  renderSessions();
+  const conv = await refreshConversation();
+  state.stream = new Stream(state.config.instance, sid, conv.last_seq);
+}
+
+// --- the composer -----------------------------------------------------------------------
+
+function renderTray() {
+  const tray = $("tray");
+  tray.replaceChildren();
+  for (const item of state.tray) {
+    const label = item.file.name || "pasted image";
+    const remove = el("button", {
+      type: "button",
+      class: "remove",
+      text: "×",
+      "aria-label": `Remove ${label}`,
+    });
+    remove.addEventListener("click", () => {
+      const index = state.tray.indexOf(item);
+      state.tray.splice(index, 1);
+      if (item.url) URL.revokeObjectURL(item.url);
+      renderTray();
+      const buttons = $("tray").querySelectorAll("button.remove");
+      (buttons[Math.min(index, buttons.length - 1)] || $("message")).focus();
+    });
+    const preview = item.kind === "image"
+      ? el("img", { src: item.url, alt: label })
+      : el("span", { class: "file-icon", text: (label.split(".").pop() || "file").slice(0, 4) });
+    tray.append(
+      el("li", { class: `tray-item ${item.kind}`, "data-kind": item.kind },
+        preview,
+        el("span", { class: "name", text: label }),
+        el("span", { class: "meta", text: `${mb(item.file.size)} · ${item.kind === "image" ? "in message" : "attachment"}` }),
+        remove),
+    );
+  }
+  tray.hidden = !state.tray.length;
+}
+
+function addFiles(files) {
+  const problems = [];
+  for (const file of files) {
+    const stored = state.conv ? state.conv.attachments : [];
+    const why = refusal(file, state.tray, state.config.limits, stored);
+    if (why) {
+      problems.push(why);
+      continue;
+    }
+    const kind = isMessageImage(file, state.config.limits) ? "image" : "attachment";
+    state.tray.push({ file, kind, url: kind === "image" ? URL.createObjectURL(file) : "" });
+  }
+  renderTray();
+  notice(problems.join(" "));
+}
+
+function showError(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    askToken();
+    return;
+  }
+  notice(error instanceof Error ? error.message : String(error));
+}
+
+async function send() {
+  if (state.sending) return;
+  const input = $("message");
+  const text = input.value.trim();
+  const items = [...state.tray];
+  if (!text && !items.length) {
+    notice("Write a message or add an image first.");
+    return;
+  }
+  // Checked again as a whole: the tray may have been filled before limits changed.
+  const limits = state.config.limits;
+  for (let i = 0; i < items.length; i += 1) {
+    const why = refusal(items[i].file, items.slice(0, i), limits, state.conv ? state.conv.attachments : []);
+    if (why) {
+      notice(why);
+      return;
+    }
+  }
+  state.sending = true;
+  $("send").disabled = true;
+  notice("");
+  try {
+    const sid = state.sid;
+    const mentions = [];
+    for (const item of items.filter((t) => t.kind === "attachment")) {
+      const info = await postJSON(`/web/api/sessions/${encodeURIComponent(sid)}/attachments`, {
+        filename: item.file.name || "attachment",
+        contentBase64: await base64Of(item.file),
+        mimeType: item.file.type,
+      });
+      mentions.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
+      state.tray.splice(state.tray.indexOf(item), 1);
+      renderTray();
+    }
+    const images = items.filter((t) => t.kind === "image");
+    const payload = { text };
+    if (mentions.length) {
+      payload.text = `${text}${text ? "\n\n" : ""}[attached to this session: ${mentions.join(", ")}]`;
+    }
+    if (images.length) {
+      payload.images = [];
+      for (const item of images) {
+        payload.images.push({ media_type: item.file.type, data: await base64Of(item.file) });
+      }
+    }
+    const body = JSON.stringify({ v: 1, type: "user.message", session: sid, payload });
+    const size = new Blob([body]).size;
+    if (size > limits.max_wire_bytes) {
+      throw new Error(`This message is ${mb(size)} as sent, over the ${mb(limits.max_wire_bytes)} limit (TETHER_MAX_WIRE_BYTES).`);
+    }
+    const accepted = await postJSON(
+      `/v1/instances/${encodeURIComponent(state.config.instance)}/tether`,
+      body,
+    );
+    const thumbs = images.map((item) => imageButton(item.url, `Your image ${item.file.name}`, { local: true }));
+    const bubble = el("article", { class: "msg assistant streaming", "aria-label": "Assistant is answering", "aria-busy": "true" },
+      el("p", { class: "text thinking", text: "…" }));
+    state.pending.set(accepted.msg_id, {
+      turn: lastTurn() + state.pending.size + 1,
+      user: userBubble(payload.text, thumbs),
+      bubble,
+      text: "",
+    });
+    state.tray = state.tray.filter((t) => !images.includes(t));
+    renderTray();
+    input.value = "";
+    renderConversation();
+    if (mentions.length) refreshConversation().catch(showError);
+  } catch (error) {
+    showError(error);
+  } finally {
+    state.sending = false;
+    $("send").disabled = false;
+  }
+}
+
+// --- panels (phone-sized screens) ------------------------------------------------------------
+
+function setPanel(which, open) {
+  const toggle = $(which === "nav" ? "toggle-nav" : "toggle-details");
+  document.body.classList.toggle(`${which}-open`, open);
+  toggle.setAttribute("aria-expanded", String(open));
+  if (open) $(which).querySelector("button, [tabindex], a")?.focus();
+}
+
+// --- auth -------------------------------------------------------------------------------
+
+function askToken() {
+  const dialog = $("token-dialog");
+  if (!dialog.open) dialog.showModal();
+}
+
+// --- wiring -----------------------------------------------------------------------------
+
+function wire() {
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  $("message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("attach").addEventListener("click", () => $("file-input").click());
+  $("file-input").addEventListener("change", (event) => {
+    addFiles([...event.target.files]);
+    event.target.value = "";
+  });
+  document.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData ? event.clipboardData.files : [])];
+    if (!files.length) return;
+    if (!event.clipboardData.types.includes("text/plain")) event.preventDefault();
+    addFiles(files);
+  });
+  const overlay = $("drop-overlay");
+  let depth = 0;
+  const carriesFiles = (event) => event.dataTransfer && [...event.dataTransfer.types].includes("Files");
+  document.addEventListener("dragenter", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    depth += 1;
+    overlay.hidden = false;
+  });
+  document.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+  });
+  document.addEventListener("dragleave", () => {
+    depth = Math.max(0, depth - 1);
+    if (!depth) overlay.hidden = true;
+  });
+  document.addEventListener("drop", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    depth = 0;
+    overlay.hidden = true;
+    addFiles([...event.dataTransfer.files]);
+    $("message").focus();
+  });
+  $("new-chat").addEventListener("click", () => {
+    openSession(newSessionId()).catch(showError);
+    setPanel("nav", false);
+    $("message").focus();
+  });
+  $("toggle-nav").addEventListener("click", () => {
+    setPanel("details", false);
+    setPanel("nav", !document.body.classList.contains("nav-open"));
+  });
+  $("toggle-details").addEventListener("click", () => {
+    setPanel("nav", false);
+    setPanel("details", !document.body.classList.contains("details-open"));
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    for (const which of ["nav", "details"]) {
+      if (document.body.classList.contains(`${which}-open`)) {
+        setPanel(which, false);
+        $(which === "nav" ? "toggle-nav" : "toggle-details").focus();
+      }
+    }
+  });
+  $("lightbox-close").addEventListener("click", () => $("lightbox").close());
+  $("lightbox").addEventListener("click", (event) => {
+    if (event.target === $("lightbox")) $("lightbox").close();
+  });
+  $("lightbox").addEventListener("close", () => {
+    const opener = $("lightbox").returnFocus;
+    if (opener && opener.isConnected) opener.focus();
+  });
+  $("token-form").addEventListener("submit", () => {
+    setToken($("token-input").value.trim());
+    start();
+  });
+}
+
+async function start() {
+  try {
+    state.config = await getJSON("/web/api/config");
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  $("model-badge").textContent = state.config.model;
+  $("model-name").textContent = state.config.model;
+  try {
+    await refreshSessions();
+    const wanted = sessionFromHash() || (state.sessions[0] && state.sessions[0].id) || newSessionId();
+    await openSession(wanted);
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    showError(error);
+  }
+}
+
+takeTokenFromURL();
+wire();
+renderTray();
+start();

@@ -1,0 +1,89 @@
+// What may be sent: the same bounds the server checks (it sends them in /web/api/config).
+// Images of a type tether carries go into the message; every other file goes to the
+// session's attachments. The page decides by the browser's own file.type, never by
+// sniffing bytes or by the name's extension.
+
+export function mb(bytes) {
+  return `${(bytes / 1048576).toFixed(1)} MB`;
+}
+
+export function isMessageImage(file, limits) {
+  return limits.image_media_types.includes(file.type);
+}
+
+/**
+ * Why `file` cannot join the tray (a message for the person), or null when it can.
+ * `tray` is the list of items already waiting; `stored` the session's attachments.
+ */
+export function refusal(file, tray, limits, stored) {
+  const name = `"${file.name || "pasted file"}"`;
+  if (file.size === 0) return `${name} is empty, so it was not added.`;
+  if (isMessageImage(file, limits)) {
+    const images = tray.filter((t) => t.kind === "image");
+    if (file.size > limits.max_image_bytes) {
+      return (
+        `${name} is ${mb(file.size)}; an image may be at most ${mb(limits.max_image_bytes)} ` +
+        "(TETHER_MAX_IMAGE_BYTES). It was not added."
+      );
+    }
+    if (images.length + 1 > limits.max_images) {
+      return (
+        `A message carries at most ${limits.max_images} images ` +
+        `(TETHER_MAX_IMAGES_PER_MESSAGE); ${name} was not added.`
+      );
+    }
+    const total = images.reduce((n, t) => n + t.file.size, 0) + file.size;
+    if (total > limits.max_message_image_bytes) {
+      return (
+        `With ${name} the images would total ${mb(total)}, over the ` +
+        `${mb(limits.max_message_image_bytes)} per message (TETHER_MAX_FRAME_IMAGE_BYTES). ` +
+        "It was not added."
+      );
+    }
+    return null;
+  }
+  const waiting = tray.filter((t) => t.kind === "attachment");
+  if (file.size > limits.attachment_max_file_bytes) {
+    return (
+      `${name} is ${mb(file.size)}; an attachment may be at most ` +
+      `${mb(limits.attachment_max_file_bytes)} (ATTACHMENT_MAX_FILE_BYTES). It was not added.`
+    );
+  }
+  if (stored.length + waiting.length + 1 > limits.attachment_max_files) {
+    return (
+      `This session may hold at most ${limits.attachment_max_files} attachments ` +
+      `(ATTACHMENT_MAX_FILES); ${name} was not added.`
+    );
+  }
+  const used =
+    stored.reduce((n, a) => n + a.size, 0) + waiting.reduce((n, t) => n + t.file.size, 0);
+  if (used + file.size > limits.attachment_max_session_bytes) {
+    return (
+      `With ${name} this session's attachments would total ${mb(used + file.size)}, over ` +
+      `${mb(limits.attachment_max_session_bytes)} (ATTACHMENT_MAX_SESSION_BYTES). ` +
+      "It was not added."
+    );
+  }
+  return null;
+}
+
+/** The file's bytes as standard base64 (no data: prefix). */
+export function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onerror = () => reject(reader.error || new Error(`cannot read ${file.name}`));
+    reader.onload = () => {
+      const url = String(reader.result);
+      resolve(url.slice(url.indexOf(",") + 1));
+    };
+    reader.readAsDataURL(file);
+  });
+}
+
+/** Bytes of base64 text as a Blob of `type` (for images an answer carries). */
+export function blobOfBase64(data, type) {
+  const raw = atob(data);
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i += 1) bytes[i] = raw.charCodeAt(i);
+  return new Blob([bytes], { type });
+}

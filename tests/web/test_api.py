@@ -1,0 +1,316 @@
+"""The web chat's JSON API over the real main app (tether + agent + reference model).
+
+No browser here: these pin what the page relies on, and that the server checks every
+bound again whatever the page did.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from visus import limits
+from visus.app import create_main_app
+from visus.providers import ProviderSettings
+from visus.reference.grid import make_grid
+
+
+def _app(data: Path, url: str, token: str | None = None) -> FastAPI:
+    return create_main_app(
+        data=data,
+        model="reference",
+        settings=ProviderSettings(reference_url=url, env={}),
+        token=token,
+    )
+
+
+@asynccontextmanager
+async def _running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    # The lifespan is entered in the test's own task (MCP's task group needs that).
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as c,
+    ):
+        c.app = app  # type: ignore[attr-defined]
+        yield c
+
+
+@pytest.fixture
+def main_app(tmp_path: Path, reference_url: str) -> FastAPI:
+    return _app(tmp_path / "data", reference_url)
+
+
+async def _turn(
+    c: httpx.AsyncClient,
+    session: str,
+    text: str,
+    images: list[bytes] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    iid = c.app.state.default_instance  # type: ignore[attr-defined]
+    payload: dict[str, Any] = {"text": text}
+    if images:
+        payload["images"] = [
+            {"media_type": "image/png", "data": base64.b64encode(im).decode()} for im in images
+        ]
+    r = await c.post(
+        f"/v1/instances/{iid}/tether",
+        json={"v": 1, "type": "user.message", "session": session, "payload": payload},
+    )
+    assert r.status_code == 202, r.text
+    after = r.json()["seq"]
+    for _ in range(60):
+        p = await c.get(
+            f"/v1/instances/{iid}/tether/poll",
+            params={"after_seq": after, "session": session, "wait": 2},
+        )
+        body = p.json()
+        after = body["next_seq"]
+        for f in body["frames"]:
+            if f["type"] in {"assistant.done", "error"}:
+                return dict(f)
+    raise AssertionError("no answer")
+
+
+async def test_config_names_the_instance_model_and_limits(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_config_names_the_instance_model_and_limits(client)
+
+
+async def _test_config_names_the_instance_model_and_limits(client: httpx.AsyncClient) -> None:
+    r = await client.get("/web/api/config")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["instance"] == client.app.state.default_instance  # type: ignore[attr-defined]
+    assert body["model"] == "reference"
+    assert body["limits"]["max_images"] == limits.TETHER_MAX_IMAGES_PER_MESSAGE
+    assert body["limits"]["max_image_bytes"] == limits.TETHER_MAX_IMAGE_BYTES
+    assert body["limits"]["attachment_max_file_bytes"] == limits.ATTACHMENT_MAX_FILE_BYTES
+    assert set(body["limits"]["image_media_types"]) == set(limits.TETHER_MEDIA_TYPES)
+
+
+async def test_page_and_assets_are_served_without_network(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_page_and_assets_are_served_without_network(client)
+
+
+async def _test_page_and_assets_are_served_without_network(client: httpx.AsyncClient) -> None:
+    page = await client.get("/")
+    assert page.status_code == 200
+    assert "text/html" in page.headers["content-type"]
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["referrer-policy"] == "no-referrer"
+    for asset in ("app.js", "api.js", "files.js", "style.css"):
+        r = await client.get(f"/web/static/{asset}")
+        assert r.status_code == 200, asset
+        assert "http://" not in r.text, asset
+        assert "https://" not in r.text, asset
+    assert "https://" not in page.text
+
+
+async def test_a_turn_shows_in_sessions_conversation_usage_and_blob(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_a_turn_shows_in_sessions_conversation_usage_and_blob(client)
+
+
+async def _test_a_turn_shows_in_sessions_conversation_usage_and_blob(
+    client: httpx.AsyncClient,
+) -> None:
+    png, expected = make_grid(2, 2, seed=3)
+    done = await _turn(client, "web-a", "What is in this grid?", [png])
+    assert done["type"] == "assistant.done"
+
+    sessions = (await client.get("/web/api/sessions")).json()["sessions"]
+    assert [(s["id"], s["title"], s["turns"]) for s in sessions] == [
+        ("web-a", "What is in this grid?", 1)
+    ]
+
+    conv = (await client.get("/web/api/sessions/web-a")).json()
+    kinds = [m["kind"] for m in conv["messages"]]
+    assert kinds == ["user", "assistant"]
+    user = conv["messages"][0]
+    assert user["text"] == "What is in this grid?"
+    [image] = user["images"]
+    assert image["url"] == f"/web/api/blobs/{image['digest']}"
+    answer = conv["messages"][1]["text"]
+    for word, *_ in expected:
+        assert word in answer
+    [turn] = conv["turns"]
+    assert turn["turn"] == 1
+    assert turn["usage"]["input_tokens"] > 0
+    assert turn["usage"]["output_tokens"] > 0
+    assert conv["total"]["input_tokens"] == turn["usage"]["input_tokens"]
+    [status] = conv["images"]
+    assert status["live"] is True
+    assert status["tokens"] > 0
+    assert status["turn"] == 1
+
+    blob = await client.get(image["url"])
+    assert blob.status_code == 200
+    assert blob.headers["content-type"] == image["media_type"]
+    assert hashlib.sha256(blob.content).hexdigest() == image["digest"]
+    assert "sandbox" in blob.headers["content-security-policy"]
+
+
+async def test_blob_keys_are_validated(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_blob_keys_are_validated(client)
+
+
+async def _test_blob_keys_are_validated(client: httpx.AsyncClient) -> None:
+    bad = await client.get("/web/api/blobs/..%2F..%2Finstance.json")
+    assert bad.status_code in {400, 404}
+    assert (await client.get("/web/api/blobs/" + "A" * 64)).status_code == 400
+    missing = await client.get("/web/api/blobs/" + "0" * 64)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
+
+
+async def test_old_viewed_images_are_listed_as_elided(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_old_viewed_images_are_listed_as_elided(client)
+
+
+async def _test_old_viewed_images_are_listed_as_elided(client: httpx.AsyncClient) -> None:
+    iid = client.app.state.default_instance  # type: ignore[attr-defined]
+    files = Path(client.app.state.registry.get(iid).config.data_dir) / "files"  # type: ignore[attr-defined]
+    files.mkdir(parents=True, exist_ok=True)
+    for i in (1, 2):
+        (files / f"g{i}.png").write_bytes(make_grid(1, 2, seed=i)[0])
+    for i in (1, 2):
+        path = json.dumps({"path": str(files / f"g{i}.png")})
+        await _turn(client, "web-v", f"call view {path}")
+    conv = (await client.get("/web/api/sessions/web-v")).json()
+    statuses = [(im["turn"], im["live"], im["origin"]) for im in conv["images"]]
+    assert statuses == [(1, False, "perception"), (2, True, "perception")]
+    tools = [m for m in conv["messages"] if m["kind"] == "tool"]
+    assert [t["tool_name"] for t in tools] == ["view", "view"]
+    assert tools[0]["images"][0]["source"].endswith("g1.png")
+
+
+async def test_attachment_upload_keeps_the_browser_mime_type(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_attachment_upload_keeps_the_browser_mime_type(client)
+
+
+async def _test_attachment_upload_keeps_the_browser_mime_type(client: httpx.AsyncClient) -> None:
+    content = base64.b64encode(b"alpha\nthe zorblat line\n").decode()
+    r = await client.post(
+        "/web/api/sessions/web-b/attachments",
+        json={"filename": "../notes.md", "contentBase64": content, "mimeType": "text/markdown"},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "notes.md"
+    assert r.json()["mime_type"] == "text/markdown"
+    listed = (await client.get("/web/api/sessions/web-b/attachments")).json()["attachments"]
+    assert [(a["name"], a["mime_type"], a["size"]) for a in listed] == [
+        ("notes.md", "text/markdown", 23)
+    ]
+    # A session with attachments but no turn yet is an empty conversation, not a 404.
+    conv = (await client.get("/web/api/sessions/web-b")).json()
+    assert conv["exists"] is False
+    assert conv["attachments"][0]["name"] == "notes.md"
+    done = await _turn(client, "web-b", 'call grep_attachment {"pattern": "zorblat"}')
+    assert done["type"] == "assistant.done"
+    conv = (await client.get("/web/api/sessions/web-b")).json()
+    [tool] = [m for m in conv["messages"] if m["kind"] == "tool"]
+    assert tool["tool_name"] == "grep_attachment"
+    assert "notes.md:2: the zorblat line" in tool["text"]
+
+
+async def test_attachment_errors_are_clear(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_attachment_errors_are_clear(client)
+
+
+async def _test_attachment_errors_are_clear(client: httpx.AsyncClient) -> None:
+    url = "/web/api/sessions/web-c/attachments"
+    r = await client.post(url, json={"filename": "x.txt", "contentBase64": "@@@", "mimeType": ""})
+    assert r.status_code == 400
+    assert "base64" in r.json()["error"]["message"]
+    r = await client.post(url, json={"filename": "x.txt", "mimeType": "text/plain"})
+    assert r.status_code == 400
+    assert "contentBase64" in r.json()["error"]["message"]
+    r = await client.post(url, content=b"not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    r = await client.post(
+        "/web/api/sessions/..%2Fx/attachments",
+        json={"filename": "x.txt", "contentBase64": "eA==", "mimeType": "text/plain"},
+    )
+    assert r.status_code in {400, 404}
+    r = await client.post(
+        "/web/api/sessions/.hidden/attachments",
+        json={"filename": "x.txt", "contentBase64": "eA==", "mimeType": "text/plain"},
+    )
+    assert r.status_code == 400
+    # One byte over the per-file cap: refused with the limit's name, nothing stored.
+    big = base64.b64encode(b"a" * (limits.ATTACHMENT_MAX_FILE_BYTES + 1)).decode()
+    r = await client.post(url, json={"filename": "big.txt", "contentBase64": big, "mimeType": ""})
+    assert r.status_code == 413
+    assert r.json()["error"]["limit"] == "ATTACHMENT_MAX_FILE_BYTES"
+    assert "ATTACHMENT_MAX_FILE_BYTES" in r.json()["error"]["message"]
+    r = await client.post(
+        url,
+        content=b"{}",
+        headers={"content-length": str(limits.WEB_ATTACHMENT_MAX_BODY_BYTES + 1)},
+    )
+    assert r.status_code == 413
+    listed = (await client.get(f"{url}")).json()["attachments"]
+    assert listed == []
+
+
+async def test_tether_checks_the_image_limits_again(main_app: FastAPI) -> None:
+    async with _running(main_app) as client:
+        await _test_tether_checks_the_image_limits_again(client)
+
+
+async def _test_tether_checks_the_image_limits_again(client: httpx.AsyncClient) -> None:
+    iid = client.app.state.default_instance  # type: ignore[attr-defined]
+    png = make_grid(1, 1, seed=1)[0]
+    image = {"media_type": "image/png", "data": base64.b64encode(png).decode()}
+    n = limits.TETHER_MAX_IMAGES_PER_MESSAGE + 1
+    frame = {
+        "type": "user.message",
+        "session": "web-d",
+        "payload": {"text": "", "images": [image] * n},
+    }
+    r = await client.post(f"/v1/instances/{iid}/tether", json=frame)
+    assert r.status_code == 413
+    assert r.json()["error"]["limit"] == "TETHER_MAX_IMAGES_PER_MESSAGE"
+    assert (await client.get("/web/api/sessions")).json()["sessions"] == []
+
+
+async def test_token_guards_the_api_but_not_the_page(tmp_path: Path, reference_url: str) -> None:
+    app = _app(tmp_path / "data", reference_url, token="s3cret")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t") as c,
+    ):
+        assert (await c.get("/")).status_code == 200
+        for path in ("/web/api/config", "/web/api/sessions", f"/web/api/blobs/{'0' * 64}"):
+            r = await c.get(path)
+            assert r.status_code == 401, path
+            assert r.json()["error"]["code"] == "unauthorized"
+        wrong = await c.get("/web/api/config", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        up = await c.post(
+            "/web/api/sessions/web-x/attachments",
+            json={"filename": "x.txt", "contentBase64": "eA==", "mimeType": "text/plain"},
+        )
+        assert up.status_code == 401
+        assert not (
+            Path(app.state.registry.get(app.state.default_instance).config.data_dir) / "sessions"
+        ).exists()
+        ok = await c.get("/web/api/config", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        assert (await c.get("/v1/instances")).status_code == 401
