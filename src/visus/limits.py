@@ -136,6 +136,10 @@ RETENTION_MEMO_MESSAGES: Final = 4096
 ANTHROPIC_MANY_IMAGES: Final = 20
 #: ... must keep every image at most this many pixels per side.
 ANTHROPIC_MANY_IMAGES_MAX_EDGE: Final = 2000
+#: Anthropic: a request is at most 32 MB; its images (base64) may take this much of it.
+ANTHROPIC_MAX_REQUEST_IMAGE_B64: Final = 30 * MB
+#: OpenAI: decoded image bytes in one request (images-vision guide: 50 MB).
+OPENAI_MAX_REQUEST_IMAGE_BYTES: Final = 50 * MB
 
 # --- reference server: the provider bounds it enforces like the real services ----
 #: Default context window of the reference model (tokens); `--context-tokens` overrides.

@@ -449,3 +449,38 @@ def test_wire_cap_applies_on_top_of_a_generous_model() -> None:
     assert "viewed v0.png in turn 1; over the 20-image limit of custom" in text
     assert "viewed v1.png in turn 1; over the 20-image limit" in text
     assert "viewed v2.png" not in text
+
+
+def test_request_byte_budget_elides_oldest_until_it_fits() -> None:
+    from visus.wire._prepare import WireRules, prepare
+    from visus.wire._prepared import WireImage, WireTool, WireUser
+
+    request, blobs = _many(3, attachments=1)
+    sizes = [len(blobs.data[d]) for d in blobs.data]
+    # room for two of the four images (they are all about the same size)
+    rules = WireRules(
+        media_types=frozenset({"image/png"}), max_request_image_bytes=2 * max(sizes) + 1
+    )
+    prepared = prepare(request, spec=GPT, rules=rules, blobs=blobs)
+    parts = [p for m in prepared.messages if isinstance(m, WireUser | WireTool) for p in m.parts]
+    kept = [p for p in parts if isinstance(p, WireImage)]
+    notes = [p.text for p in parts if isinstance(p, TextPart) and "image budget" in p.text]
+    assert len(kept) == 2
+    assert sum(p.size for p in kept) <= rules.max_request_image_bytes
+    assert [n.split(";")[0] for n in notes] == [
+        "[image elided: viewed v0.png in turn 1",
+        "[image elided: viewed v1.png in turn 1",
+    ]
+    budget = rules.max_request_image_bytes
+    assert f"over the {budget:,} bytes image budget of one request" in notes[0]
+    # counted as base64 the same budget holds fewer
+    b64_rules = replace(rules, base64_byte_limit=True)
+    prepared = prepare(request, spec=GPT, rules=b64_rules, blobs=blobs)
+    kept = [
+        p
+        for m in prepared.messages
+        if isinstance(m, WireUser | WireTool)
+        for p in m.parts
+        if isinstance(p, WireImage)
+    ]
+    assert len(kept) == 1  # the newest always stays, even alone over the budget

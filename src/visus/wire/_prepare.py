@@ -15,7 +15,9 @@ dropped. In order:
    profile). Wires that count an image's bytes as base64 (Anthropic) get 3/4 of the
    byte cap. Anthropic's many-image rule: over ``limits.ANTHROPIC_MANY_IMAGES``
    images, every image is fitted to ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
-4. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
+4. Request byte budget (where the wire has one): if the sent images together are
+   over it, images leave in the same order as for the count cap (newest stays).
+5. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
 
 Only the blobs of images that are sent are read.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, replace
-from typing import assert_never
+from typing import TypeAlias, assert_never
 
 from visus import limits
 from visus.errors import IntegrityError, MediaError, NotFoundError, StoreError
@@ -53,7 +55,8 @@ class WireRules:
 
     The caps apply on top of the model's own (the smaller wins), so a custom or
     unknown model spec can never lower to a request the service refuses for size.
-    ``max_image_bytes`` counts base64 characters when ``base64_byte_limit``.
+    ``max_image_bytes`` and ``max_request_image_bytes`` (all images of one request)
+    count base64 characters when ``base64_byte_limit``, decoded bytes otherwise.
     """
 
     media_types: frozenset[str]
@@ -62,6 +65,7 @@ class WireRules:
     max_images: int | None = None
     max_edge: int | None = None
     max_image_bytes: int | None = None
+    max_request_image_bytes: int | None = None
 
 
 def missing_note(digest: str, why: str = "is missing") -> str:
@@ -74,21 +78,18 @@ def max_images(spec: ModelSpec, rules: WireRules) -> int:
     return min(cap, rules.max_images) if rules.max_images is not None else cap
 
 
-def _cap_note(part: ImagePart, turn: int, spec: ModelSpec, cap: int) -> str:
+def _over_note(part: ImagePart, turn: int, reason: str) -> str:
+    """The note an image left out of a full request becomes (``reason``: which bound)."""
     origin = part.origin
     if isinstance(origin, PerceptionOrigin):
         page = f", page={origin.page}" if origin.page is not None else ""
         return (
-            f"[image elided: viewed {origin.source} in turn {turn}; over the "
-            f"{cap}-image limit of {spec.name}; "
+            f"[image elided: viewed {origin.source} in turn {turn}; {reason}; "
             f'call {origin.tool}("{origin.source}"{page}) to see it again]'
         )
     if isinstance(origin, AttachmentOrigin):
         name = f'"{origin.filename}"' if origin.filename else "image"
-        return (
-            f"[image omitted: attachment {name} from turn {turn} is over the "
-            f"{cap}-image limit of {spec.name}]"
-        )
+        return f"[image omitted: attachment {name} from turn {turn} is {reason}]"
     assert_never(origin)
 
 
@@ -157,6 +158,7 @@ class _Resolver:
     ) -> WireImage:
         return WireImage(
             data=base64.b64encode(data).decode("ascii"),
+            size=len(data),
             media_type=media_type,
             width=width,
             height=height,
@@ -206,20 +208,51 @@ class _Resolver:
         return replace(image, digest=digest)
 
 
-def _capped(request: ModelRequest, cap: int) -> set[tuple[int, int]]:
-    """Positions (message, part) of images over the request cap, oldest first."""
-    positions: list[tuple[int, int, ImagePart]] = []
-    for mi, message in enumerate(request.messages):
-        if isinstance(message, UserMessage | ToolResult):
-            positions.extend(
-                (mi, pi, p) for pi, p in enumerate(message.parts) if isinstance(p, ImagePart)
-            )
-    excess = len(positions) - max(cap, 0)
-    if excess <= 0:
-        return set()
-    perceptions = [(mi, pi) for mi, pi, p in positions if isinstance(p.origin, PerceptionOrigin)]
-    attachments = [(mi, pi) for mi, pi, p in positions if isinstance(p.origin, AttachmentOrigin)]
-    return set((perceptions + attachments)[:excess])
+_Position: TypeAlias = tuple[int, int]
+
+
+def _images(request: ModelRequest) -> list[tuple[_Position, ImagePart, int]]:
+    """Every image of the request, oldest first: ((message, part), image, turn)."""
+    return [
+        ((mi, pi), p, message.turn)
+        for mi, message in enumerate(request.messages)
+        if isinstance(message, UserMessage | ToolResult)
+        for pi, p in enumerate(message.parts)
+        if isinstance(p, ImagePart)
+    ]
+
+
+def _drop_order(images: list[tuple[_Position, ImagePart, int]]) -> list[_Position]:
+    """Which images leave first when a request is full: old perceptions, then attachments."""
+    perceptions = [at for at, p, _ in images if isinstance(p.origin, PerceptionOrigin)]
+    attachments = [at for at, p, _ in images if isinstance(p.origin, AttachmentOrigin)]
+    return perceptions + attachments
+
+
+def _apply_byte_budget(
+    images: list[tuple[_Position, ImagePart, int]],
+    resolved: dict[_Position, WirePart],
+    rules: WireRules,
+    budget: int,
+) -> None:
+    """Elide images (drop order) until the sent images' bytes fit ``budget``."""
+
+    def cost(part: WirePart) -> int:
+        if not isinstance(part, WireImage):
+            return 0
+        return len(part.data) if rules.base64_byte_limit else part.size
+
+    total = sum(cost(part) for part in resolved.values())
+    sent = [at for at in _drop_order(images) if isinstance(resolved[at], WireImage)]
+    turns = {at: (p, turn) for at, p, turn in images}
+    amount = f"{budget / limits.MB:g} MB" if budget >= limits.MB else f"{budget:,} bytes"
+    reason = f"over the {amount} image budget of one request"
+    for at in sent[:-1]:  # the newest image always stays
+        if total <= budget:
+            break
+        total -= cost(resolved[at])
+        part, turn = turns[at]
+        resolved[at] = TextPart(_over_note(part, turn, reason))
 
 
 def prepare(
@@ -231,40 +264,43 @@ def prepare(
     refit_cache: RefitCache | None = None,
 ) -> Prepared:
     """Resolve every image of ``request`` for ``spec`` under ``rules``."""
+    images = _images(request)
     cap = max_images(spec, rules)
-    capped = _capped(request, cap) if spec.vision else set()
-    live = sum(
-        1
-        for mi, m in enumerate(request.messages)
-        if not isinstance(m, AssistantMessage)
-        for pi, p in enumerate(m.parts)
-        if isinstance(p, ImagePart) and (mi, pi) not in capped
-    )
+    excess = len(images) - max(cap, 0)
+    capped = set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
     resolver = _Resolver(
         spec,
-        profile_for(spec, rules, live),
+        profile_for(spec, rules, len(images) - len(capped)),
         blobs,
         refit_cache if refit_cache is not None else RefitCache(),
     )
+    resolved: dict[_Position, WirePart] = {}
+    for at, part, turn in images:
+        if not spec.vision:
+            resolved[at] = TextPart(_no_vision_note(part, spec))
+        elif at in capped:
+            resolved[at] = TextPart(
+                _over_note(part, turn, f"over the {cap}-image limit of {spec.name}")
+            )
+        else:
+            resolved[at] = resolver.resolve(part)
+    if rules.max_request_image_bytes is not None:
+        _apply_byte_budget(images, resolved, rules, rules.max_request_image_bytes)
 
-    def part_for(mi: int, pi: int, part: Part, turn: int) -> WirePart:
+    def part_for(mi: int, pi: int, part: Part) -> WirePart:
         if isinstance(part, TextPart):
             return part
         if isinstance(part, ImagePart):
-            if not spec.vision:
-                return TextPart(_no_vision_note(part, spec))
-            if (mi, pi) in capped:
-                return TextPart(_cap_note(part, turn, spec, cap))
-            return resolver.resolve(part)
+            return resolved[(mi, pi)]
         assert_never(part)
 
     out: list[WireMessage] = []
     for mi, message in enumerate(request.messages):
         if isinstance(message, UserMessage):
-            parts = tuple(part_for(mi, pi, p, message.turn) for pi, p in enumerate(message.parts))
+            parts = tuple(part_for(mi, pi, p) for pi, p in enumerate(message.parts))
             out.append(WireUser(parts))
         elif isinstance(message, ToolResult):
-            parts = tuple(part_for(mi, pi, p, message.turn) for pi, p in enumerate(message.parts))
+            parts = tuple(part_for(mi, pi, p) for pi, p in enumerate(message.parts))
             out.append(WireTool(message.call_id, message.tool_name, parts, message.is_error))
         elif isinstance(message, AssistantMessage):
             out.append(message)

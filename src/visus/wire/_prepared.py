@@ -42,9 +42,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class WireImage:
-    """An image ready for a wire: ``data`` is standard base64 of the bytes to send."""
+    """An image ready for a wire: ``data`` is standard base64 of the ``size`` bytes sent."""
 
     data: str
+    size: int
     media_type: str
     width: int
     height: int

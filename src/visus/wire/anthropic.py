@@ -45,6 +45,7 @@ RULES = WireRules(
     max_images=limits.REFERENCE_ANTHROPIC_MAX_IMAGES,
     max_edge=limits.REFERENCE_ANTHROPIC_MAX_EDGE,
     max_image_bytes=limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64,
+    max_request_image_bytes=limits.ANTHROPIC_MAX_REQUEST_IMAGE_B64,
 )
 
 _EMPTY = {"type": "text", "text": "(empty)"}

@@ -42,6 +42,8 @@ __all__ = ["RULES", "build"]
 RULES = WireRules(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}),
     max_images=limits.REFERENCE_GEMINI_MAX_IMAGES,
+    # inline data per request: 20 MB historically (100 MB in 2026); the stricter is safe
+    max_request_image_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
 )
 
 _EMPTY = {"text": "(empty)"}

@@ -44,6 +44,7 @@ RULES = WireRules(
     # Provider bounds (WIRES.md), the same values the reference server enforces.
     max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
     max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+    max_request_image_bytes=limits.OPENAI_MAX_REQUEST_IMAGE_BYTES,
 )
 
 #: Chat Completions has no error flag on tool messages; the text says it.

@@ -33,6 +33,7 @@ RULES = WireRules(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
     max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
     max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+    max_request_image_bytes=limits.OPENAI_MAX_REQUEST_IMAGE_BYTES,
 )
 
 #: ``function_call_output`` has no error flag; the text says it.
