@@ -168,3 +168,12 @@ def test_bedrock_refuses_images_from_the_assistant(base_url: str, grid2: Grid) -
     )
     assert r.status_code == 400
     assert r.headers["x-amzn-errortype"] == "ValidationException"
+
+
+def test_a_busy_port_is_a_config_error() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match="cannot listen"), serve_in_background(port=port):
+            pass

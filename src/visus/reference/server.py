@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -98,6 +99,15 @@ def serve_in_background(
         ...     url.startswith("http://127.0.0.1:")
         True
     """
+    # Bind here, before the thread starts, so a busy port is an error in the caller's
+    # thread (and the chosen port is known without asking uvicorn).
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as e:
+        raise ConfigError(f"the reference server cannot listen on {host}:{port}: {e}") from e
     config = uvicorn.Config(
         create_app(context_tokens),
         host=host,
@@ -107,19 +117,23 @@ def serve_in_background(
         lifespan="off",
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="visus-reference", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="visus-reference", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + _START_TIMEOUT_SECONDS
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
             thread.join(timeout=5)
+            sock.close()
             raise ConfigError(f"the reference server did not start on {host}:{port}")
         time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()
+    bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     try:
         yield f"http://{shown}:{bound[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
