@@ -335,3 +335,40 @@ async def test_streamable_http_at_mcp_with_token(tmp_path: Path) -> None:
             item = r.content[-1]
             assert isinstance(item, ImageContent)
             assert base64.b64decode(item.data) == green
+
+
+@pytest.mark.slow
+async def test_vision_analyze_asks_the_reference_model(tmp_path: Path) -> None:
+    from PIL import ImageDraw, ImageFont
+
+    from visus.config import load_config
+    from visus.reference.server import serve_in_background
+
+    font = Path(__import__("matplotlib").get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+    sign = Image.new("RGB", (640, 240), "white")
+    ImageDraw.Draw(sign).text(
+        (60, 70), "LANTERN", fill="black", font=ImageFont.truetype(str(font), 72)
+    )
+    sign.save(tmp_path / "sign.png")
+    with serve_in_background() as url:
+        cfg = load_config(
+            env={
+                "VISUS_DATA": str(tmp_path / "data"),
+                "VISUS_PROVIDERS__REFERENCE__BASE_URL": url,
+                "VISUS_CONFIG": "",
+            }
+        )
+        tc = TetherClient("http://unused")
+        server = build_server(tc, roots=[tmp_path], analyze_config=cfg)
+        async with Client(server, mode="legacy") as client:
+            r = await client.call_tool(
+                "vision_analyze", {"prompt": "What does the sign say?", "file_path": "sign.png"}
+            )
+            assert not r.is_error, r
+            envelope = json.loads(text_of(r))
+            assert envelope["model"] == "reference"
+            assert "LANTERN" in envelope["text"]
+            r = await client.call_tool("vision_analyze", {"prompt": "?", "file_path": "nope.png"})
+            assert r.is_error
+            assert "FILE_NOT_FOUND: nope.png" in text_of(r)
+        await tc.aclose()

@@ -11,6 +11,8 @@ Tools:
 - ``tether_instances()``: the instances the tether server holds.
 - ``view(path, page?)``: the file as an image fitted so that the whole result
   stays under ``limits.MCP_MAX_RESULT_BYTES``.
+- ``vision_analyze(prompt, file_path? | file_url? | file_base64?, ...)``: one
+  question to a vision model (:func:`visus.analyze.vision_analyze`).
 
 The server talks to a tether server through :class:`~visus.tether.client.TetherClient`
 (over HTTP, or in-process when mounted with :func:`mount_mcp`). ``visus mcp`` runs
@@ -46,6 +48,7 @@ from visus.tether.runner import ImageIn
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from visus.config import VisusConfig
     from visus.tether.client import TetherClient
 
 __all__ = ["McpImage", "build_server", "mount_mcp", "read_result", "view_result"]
@@ -167,9 +170,12 @@ def build_server(
     *,
     roots: Sequence[Path | str] | None = None,
     name: str = "visus",
+    analyze_config: VisusConfig | None = None,
 ) -> MCPServer:
-    """An MCP server whose tether tools go through ``client``; ``view`` sees ``roots``
-    (default: the current directory)."""
+    """An MCP server whose tether tools go through ``client``; ``view`` and
+    ``vision_analyze`` see ``roots`` (default: the current directory).
+    ``analyze_config`` is the configuration ``vision_analyze`` resolves its model
+    with (default: ``load_config()`` at call time)."""
     view_roots = list(roots) if roots else [Path.cwd()]
     server = MCPServer(
         name,
@@ -233,6 +239,45 @@ def build_server(
         return await anyio.to_thread.run_sync(
             lambda: view_result(path, roots=view_roots, page=page)
         )
+
+    @server.tool(name="vision_analyze")
+    async def vision_analyze_tool(
+        prompt: Annotated[str, Field(description="the question about the file")],
+        file_path: Annotated[str | None, Field(description="a file under the roots")] = None,
+        file_url: Annotated[str | None, Field(description="an https URL")] = None,
+        file_base64: Annotated[str | None, Field(description="the file's bytes, base64")] = None,
+        model: Annotated[str | None, Field(description="model ref; default configured")] = None,
+        format: Annotated[
+            dict[str, Any] | None, Field(description="JSON Schema the answer must meet")
+        ] = None,
+        first_page: Annotated[int | None, Field(ge=1, description="pdf: first page")] = None,
+        last_page: Annotated[int | None, Field(ge=1, description="pdf: last page")] = None,
+    ) -> str:
+        """Ask a vision model one question about an image, PDF or screenshot-able file.
+
+        Answers the JSON envelope {text, parsed?, model, cost_usd, input_tokens,
+        output_tokens}."""
+        from visus.analyze import vision_analyze
+        from visus.perception import Reach
+
+        pages = None
+        if first_page is not None or last_page is not None:
+            pages = (first_page or 1, last_page or first_page or 1)
+        try:
+            result = await vision_analyze(
+                prompt,
+                file_path=file_path,
+                file_url=file_url,
+                file_base64=file_base64,
+                model=model,
+                format=format,
+                pages=pages,
+                reach=Reach(view_roots),
+                config=analyze_config,
+            )
+        except VisusError as e:
+            raise ToolError(str(e)) from e
+        return json.dumps(result.to_dict())
 
     return server
 
