@@ -562,3 +562,37 @@ async def test_llm_error_when_the_key_is_missing(root: Path, tmp_path: Path) -> 
         if os_key is not None:
             os.environ["ANTHROPIC_API_KEY"] = os_key
     assert "ANTHROPIC_API_KEY" in str(err)
+
+
+async def test_pages_without_a_pdf_is_invalid_input(root: Path, cfg: VisusConfig) -> None:
+    (root / "s.png").write_bytes(word_png("ORCHID"))
+    fake = FakeClient(["ok"])
+    await expect(
+        "INVALID_INPUT",
+        file_path="s.png",
+        pages=(1, 1),
+        reach=Reach([root]),
+        config=cfg,
+        client=fake,
+    )
+    assert fake.requests == []
+
+
+async def test_a_failed_structured_call_still_counts_its_cost(root: Path, cfg: VisusConfig) -> None:
+    (root / "s.png").write_bytes(word_png("ORCHID"))
+    store = SessionStore(cfg.data_dir / "sessions")
+    fake = FakeClient(["no json", "still none"], usage=Usage(7, 3, 0.125))
+    await expect(
+        "RESPONSE_NOT_JSON",
+        file_path="s.png",
+        format={"type": "object"},
+        reach=Reach([root]),
+        config=cfg,
+        client=fake,
+        session="f1",
+        sessions=store,
+    )
+    reply = store.load("f1").messages[-1]
+    assert reply.kind == "assistant"
+    assert reply.usage == Usage(14, 6, 0.25)
+    assert reply.text.startswith("RESPONSE_NOT_JSON: ")

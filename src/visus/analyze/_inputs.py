@@ -62,6 +62,7 @@ class Picture:
     width: int
     height: int
     caption: str
+    page: int | None = None
 
 
 @contextlib.contextmanager
@@ -143,7 +144,9 @@ async def load_source(
 
 
 def _picture(fitted: media.Fitted, caption: str) -> Picture:
-    return Picture(fitted.data, fitted.media_type, fitted.width, fitted.height, caption)
+    return Picture(
+        fitted.data, fitted.media_type, fitted.width, fitted.height, caption, fitted.page
+    )
 
 
 def pictures(
@@ -158,8 +161,9 @@ def pictures(
     """The images one file becomes for ``spec``: one raster or SVG, or PDF pages.
 
     PDFs become rendered pages ``pages`` (1-based, inclusive; default all) and at
-    most ``limits.ANALYZE_MAX_PDF_PAGES`` of them. Text files are refused: the
-    vision model would only read a screenshot of what ``read`` gives as text.
+    most ``limits.ANALYZE_MAX_PDF_PAGES`` of them (``pages`` is ignored for images).
+    Even PDF-capable models get pages: the record has no document part yet. Text
+    files are refused: the model would only read a screenshot of what ``read`` gives.
     """
     head = f"File {index} of {count}: {loaded.label}" if count > 1 else f"File: {loaded.label}"
     with translated(loaded.label):

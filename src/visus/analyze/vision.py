@@ -326,6 +326,8 @@ async def vision_analyze(
         pics.extend(
             pictures(item, spec=spec, render=reach.render, pages=pages, index=i, count=len(loaded))
         )
+    if pages is not None and not any(p.page is not None for p in pics):
+        raise fail("INVALID_INPUT", "pages applies to PDFs and no file is a PDF")
     if len(pics) > spec.max_images:
         raise fail(
             "PDF_TOO_MANY_PAGES" if len(pics) > len(loaded) else "INVALID_INPUT",
@@ -349,14 +351,10 @@ async def vision_analyze(
     try:
         text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
     except AnalyzeError as e:
-        if spent and (session is not None):
-            failed = AnalyzeResult(str(e), spec.name, 0.0, 0, 0)
+        if spent:  # a failed call may still have cost something: count it
             total = sum(spent, Usage())
-            failed = dataclasses.replace(
-                failed,
-                cost_usd=total.cost_usd,
-                input_tokens=total.input_tokens,
-                output_tokens=total.output_tokens,
+            failed = AnalyzeResult(
+                str(e), spec.name, total.cost_usd, total.input_tokens, total.output_tokens
             )
             _record(session, sessions, cfg, prompt, summary, failed)
         raise
