@@ -7,7 +7,7 @@ images that decode, at most 20 MB each and 500 per request, and the
 ``context_length_exceeded`` error past the context window.
 
 Example:
-    >>> _error(400, "bad", param="messages")["error"]["type"]
+    >>> _error("bad", param="messages")["error"]["type"]
     'invalid_request_error'
 """
 
@@ -54,22 +54,19 @@ _FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
-def _error(
-    status: int,
-    message: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    kind: str = "invalid_request_error",
-) -> dict[str, Any]:
+def _error(message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error envelope."""
+    kind = "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def reject(message: str, *, param: str | None = None, code: str | None = None) -> Reject:
-    return Reject(400, _error(400, message, param=param, code=code))
+    """A 400 in OpenAI's envelope."""
+    return Reject(400, _error(message, param=param, code=code))
 
 
 def bad_json(message: str) -> Reject:
+    """OpenAI's answer to a body that is not JSON."""
     return reject(
         "We could not parse the JSON body of your request. (HINT: This likely means you "
         "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, "
@@ -78,6 +75,7 @@ def bad_json(message: str) -> Reject:
 
 
 def too_long(tokens: int, window: int) -> Reject:
+    """OpenAI's ``context_length_exceeded``."""
     return reject(
         f"This model's maximum context length is {window} tokens. However, your messages "
         f"resulted in {tokens} tokens. Please reduce the length of the messages.",
@@ -93,7 +91,6 @@ def check_auth(request: Request) -> None:
         raise Reject(
             401,
             _error(
-                401,
                 "You didn't provide an API key. You need to provide your API key in an "
                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
             ),
@@ -329,6 +326,7 @@ def _chat_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def response_id(prefix: str, body: dict[str, Any]) -> str:
+    """A deterministic id: the same request always gets the same one."""
     return prefix + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
 
 
