@@ -194,7 +194,9 @@ def perceive(data: bytes) -> SeenImage:
     for quad, text in lines:
         for word, box in _split_line(text, quad, width, height):
             x0, y0, x1, y1 = box
-            patch = arr[y0 : max(y1, y0 + 1), x0 : max(x1, x0 + 1)]
+            # At least one pixel, even for a box squeezed against the right or bottom edge.
+            px, py = min(x0, width - 1), min(y0, height - 1)
+            patch = arr[py : max(y1, py + 1), px : max(x1, px + 1)]
             colour = _ink(patch)
             words.append(
                 SeenWord(
