@@ -484,3 +484,17 @@ def test_request_byte_budget_elides_oldest_until_it_fits() -> None:
         if isinstance(p, WireImage)
     ]
     assert len(kept) == 1  # the newest always stays, even alone over the budget
+
+
+class _BrokenStore(CountingStore):
+    def get(self, key: str) -> bytes:
+        from visus.errors import StoreError
+
+        raise StoreError("disk on fire")
+
+
+def test_unreadable_store_becomes_a_note_not_a_crash() -> None:
+    for v in VARIANTS:
+        body = lower(CASES["one_view"](), wire=v.wire, model=v.spec, blobs=_BrokenStore())
+        assert f"blob sha256:{RED.digest} cannot be read (disk on fire)" in json.dumps(body)
+        assert _image_payloads(body) == []

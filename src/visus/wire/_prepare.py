@@ -108,7 +108,7 @@ def profile_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
     if rules.max_image_bytes is not None:
         max_bytes = min(max_bytes, rules.max_image_bytes)
     if rules.base64_byte_limit:
-        max_bytes = max_bytes * 3 // 4
+        max_bytes = max_bytes // 4 * 3  # so that 4 * ceil(n / 3) base64 chars still fit
     max_edge = base.max_edge
     if rules.max_edge is not None:
         max_edge = min(max_edge, rules.max_edge)
@@ -140,14 +140,21 @@ class _Resolver:
         self.blobs = blobs
         self.cache = cache
 
+    def _read(self, digest: str) -> bytes | TextPart:
+        try:
+            return self.blobs.get(digest)
+        except NotFoundError:
+            return TextPart(missing_note(digest))
+        except IntegrityError:
+            return TextPart(missing_note(digest, "is corrupt"))
+        except StoreError as e:
+            return TextPart(missing_note(digest, f"cannot be read ({e})"))
+
     def resolve(self, part: ImagePart) -> WirePart:
         if _fits(part.media_type, part.width, part.height, part.size, self.profile):
-            try:
-                data = self.blobs.get(part.digest)
-            except NotFoundError:
-                return TextPart(missing_note(part.digest))
-            except IntegrityError:
-                return TextPart(missing_note(part.digest, "is corrupt"))
+            data = self._read(part.digest)
+            if isinstance(data, TextPart):
+                return data
             if len(data) <= self.profile.max_bytes:
                 return self._image(data, part, part.media_type, part.width, part.height)
             return self._refit(part, data)
@@ -177,12 +184,10 @@ class _Resolver:
                 image = self._image(derived, part, entry.media_type, entry.width, entry.height)
                 return replace(image, digest=entry.digest)
         if data is None:
-            try:
-                data = self.blobs.get(part.digest)
-            except NotFoundError:
-                return TextPart(missing_note(part.digest))
-            except IntegrityError:
-                return TextPart(missing_note(part.digest, "is corrupt"))
+            read = self._read(part.digest)
+            if isinstance(read, TextPart):
+                return read
+            data = read
         from visus.media import fit  # media is heavy (Pillow); only refits need it
 
         try:
