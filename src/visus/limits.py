@@ -113,6 +113,16 @@ TELEGRAM_MAX_PHOTO_SIDES_SUM: Final = 10_000
 TELEGRAM_MAX_PHOTO_RATIO: Final = 20
 TELEGRAM_MAX_CAPTION_CHARS: Final = 1024
 TELEGRAM_MAX_TEXT_CHARS: Final = 4096
+#: Photos (or documents) one sendMediaGroup call carries.
+TELEGRAM_MAX_MEDIA_GROUP: Final = 10
+#: Least time between two edits of a streamed message (Telegram allows ~1 per second).
+TELEGRAM_EDIT_INTERVAL_SECONDS: Final = 1.0
+#: Quiet time after an album's last photo before the album counts as complete.
+TELEGRAM_ALBUM_WINDOW_SECONDS: Final = 1.0
+#: Retries of one Bot API call after a 429 or a network error.
+TELEGRAM_MAX_RETRIES: Final = 5
+#: Longest wait between retries, whatever retry_after asks for (seconds).
+TELEGRAM_MAX_RETRY_AFTER_SECONDS: Final = 60.0
 
 # --- agent ------------------------------------------------------------------------
 AGENT_MAX_STEPS: Final = 25
