@@ -168,10 +168,18 @@ def test_big_jpeg_is_decoded_reduced_by_dct_scaling(monkeypatch: pytest.MonkeyPa
     assert f.media_type == "image/jpeg"
 
 
-def test_small_fitting_png_passes_through_unchanged() -> None:
-    data = encode(screenshot(300, 200), "PNG")
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP"])
+def test_small_fitting_image_passes_through_unchanged(fmt: str) -> None:
+    data = encode(screenshot(300, 200), fmt)
     f = load(data, profile=CLAUDE)
     assert f.data == data
+    # Grey JPEGs, GIFs and formats the profile does not take are re-encoded.
+    grey = encode(screenshot(300, 200).convert("L"), "JPEG")
+    assert load(grey, profile=CLAUDE).data != grey
+    gif = encode(screenshot(300, 200), "GIF")
+    assert load(gif, profile=CLAUDE).data != gif
+    no_webp = Profile(1568, 1_150_000, 5_000_000, frozenset({"image/png", "image/jpeg"}))
+    assert fit(data, no_webp).data != data or fmt != "WEBP"
     # A 16-bit PNG that also "fits" is re-encoded to 8 bits, not handed on.
     deep = encode(Image.new("I;16", (30, 20), 4000), "PNG")
     assert load(deep, profile=CLAUDE).data != deep

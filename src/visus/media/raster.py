@@ -133,6 +133,10 @@ def decode(header: Header, profile: Profile) -> Image.Image:
     return normalise(im)
 
 
+def _raw_mode(args: object) -> str:
+    return str(args[0] if isinstance(args, tuple) and args else args)
+
+
 def _can_pass_through(header: Header, data: bytes, profile: Profile) -> bool:
     """The source bytes already meet ``profile`` and need no normalising."""
     im = header.image
@@ -140,9 +144,7 @@ def _can_pass_through(header: Header, data: bytes, profile: Profile) -> bool:
     if media_type is None or media_type not in profile.media_types:
         return False
     # 8-bit RGB(A) only: a 16-bit PNG decodes to "RGB" but its tile's raw mode says more.
-    raw_modes = {
-        t.args if isinstance(t.args, str) else str(t.args) for t in getattr(im, "tile", None) or ()
-    }
+    raw_modes = {_raw_mode(t.args) for t in getattr(im, "tile", None) or ()}
     return (
         im.mode in ("RGB", "RGBA")
         and raw_modes <= {"RGB", "RGBA", "RGBX", "YCbCr"}
