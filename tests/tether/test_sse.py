@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import signal
+import socket
+import threading
+import time
 from pathlib import Path
 
 import httpx
 
 from visus.tether.client import TetherClient
-from visus.tether.server import create_app
+from visus.tether.server import create_app, tether_server
 
 from .doubles import Factory, live_server
 
@@ -81,3 +85,35 @@ async def test_client_stream_yields_frames(tmp_path: Path) -> None:
                     break
             assert [f.seq for f in got] == [2, 3, 4]
             assert got[-1].payload.text == "echo: hi there"  # type: ignore[union-attr]
+
+
+def test_exit_ends_open_streams_so_shutdown_does_not_hang(tmp_path: Path) -> None:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory())
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = tether_server(app, log_level="warning")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    iid = httpx.post(f"{base}/v1/instances", json={"model": "m"}).json()["id"]
+    lines: list[str] = []
+
+    def reader() -> None:
+        with httpx.stream("GET", f"{base}/v1/instances/{iid}/tether/stream", timeout=None) as r:
+            lines.extend(r.iter_lines())  # returns only when the server ends the stream
+
+    client = threading.Thread(target=reader, daemon=True)
+    client.start()
+    while not lines:
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    server.handle_exit(signal.SIGTERM, None)  # what Ctrl-C / SIGTERM call
+    thread.join(5)
+    client.join(5)
+    sock.close()
+    assert not thread.is_alive()
+    assert not client.is_alive()
+    assert time.monotonic() - t0 < 5
+    assert lines[0] == "retry: 1000"

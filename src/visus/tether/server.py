@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -60,6 +61,8 @@ __all__ = [
     "encode_page",
     "is_loopback",
     "serve",
+    "stop_streams",
+    "tether_server",
 ]
 
 log = logging.getLogger(__name__)
@@ -217,6 +220,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.loop = asyncio.get_running_loop()  # for stop_streams from a signal
         async with AsyncExitStack() as stack:
             hooks: list[Callable[[], AbstractAsyncContextManager[Any]]] = app.state.lifespan_hooks
             for hook in hooks:
@@ -426,7 +430,7 @@ async def _events(
     ring: Any, cursor: int, session: str | None, closed: Callable[[], bool]
 ) -> AsyncIterator[bytes]:
     yield b"retry: 1000\n\n"
-    while not closed():
+    while not closed() and not ring.closed:
         page: Page = await ring.wait_read(
             cursor, session=session, limit=100, timeout=SSE_KEEPALIVE_SECONDS
         )
@@ -438,6 +442,42 @@ async def _events(
         if not page.frames and not page.gap:
             yield b": keep-alive\n\n"
         cursor = page.next_seq
+
+
+def stop_streams(app: FastAPI) -> None:
+    """End every open SSE stream of ``app`` (thread-safe; call when the server is asked
+    to exit, before it waits for connections to close: clients resume with
+    Last-Event-ID once it is back)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(app.state, "loop", None)
+    if loop is None or loop.is_closed():
+        return
+
+    async def close() -> None:
+        for inst in app.state.registry:
+            await inst.ring.close()
+
+    loop.call_soon_threadsafe(lambda: loop.create_task(close()))
+
+
+def tether_server(app: FastAPI, **config: Any) -> Any:
+    """A ``uvicorn.Server`` for ``app`` that ends SSE streams when asked to exit.
+
+    Plain uvicorn waits for every connection to close before it shuts down, and an
+    SSE stream never closes by itself; this server ends them first. ``config`` is
+    passed to ``uvicorn.Config``.
+
+    Example:
+        >>> import tempfile                                  # doctest: +SKIP
+        >>> tether_server(app, host="127.0.0.1", port=8750).run()
+    """
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            stop_streams(app)
+
+    return _Server(uvicorn.Config(app, **config))
 
 
 def is_loopback(host: str) -> bool:
@@ -475,7 +515,6 @@ def serve(
         $ visus serve --host 127.0.0.1 --port 8750
     """
     import platformdirs
-    import uvicorn
 
     check_bind(host, token)
     folder = data_dir or Path(platformdirs.user_data_dir("visus")) / "serve"
@@ -488,4 +527,4 @@ def serve(
     print(f"visus tether API  {base}/v1  (OpenAPI: {base}/openapi.json)")
     if mcp:
         print(f"visus MCP         {base}/mcp")
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    tether_server(app, host=host, port=port, log_level=log_level).run()
