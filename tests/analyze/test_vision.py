@@ -596,3 +596,14 @@ async def test_a_failed_structured_call_still_counts_its_cost(root: Path, cfg: V
     assert reply.kind == "assistant"
     assert reply.usage == Usage(14, 6, 0.25)
     assert reply.text.startswith("RESPONSE_NOT_JSON: ")
+
+
+async def test_reference_without_a_url_starts_the_embedded_server(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VISUS_REFERENCE_URL", raising=False)
+    (root / "s.png").write_bytes(word_png("TULIP"))
+    cfg = load_config(env={"VISUS_DATA": str(tmp_path / "d")})
+    assert cfg.provider_settings(env={}).url("reference") is None
+    result = await vision_analyze("Read", file_path="s.png", reach=Reach([root]), config=cfg)
+    assert words_seen(result.text) == [["TULIP"]]

@@ -30,12 +30,12 @@ from visus import limits, media
 from visus.analyze._gemini_video import ask_gemini_video
 from visus.analyze._inputs import Picture, load_source, translated
 from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
-from visus.analyze.vision import UsageSink, ask_model, record_usage, resolve_target
+from visus.analyze.vision import UsageSink, ask_model, connect, record_usage, resolve_target
 from visus.config import VisusConfig, load_config
-from visus.errors import AnalyzeError, AuthError, ConfigError
+from visus.errors import AnalyzeError
 from visus.paths import sessions_dir
 from visus.perception import Reach
-from visus.providers import ProviderClient, aclose, resolve
+from visus.providers import ProviderClient, aclose
 from visus.record.messages import Usage
 from visus.record.sessions import SessionStore
 
@@ -266,12 +266,7 @@ async def video_analyze(
     )
     own_client = client is None
     if client is None:
-        try:
-            client, _ = resolve(target.ref, config=target.settings)
-        except AuthError as e:
-            raise fail("LLM_ERROR", f"{target.ref}: {e}") from e
-        except ConfigError as e:
-            raise fail("VIDEO_NOT_SUPPORTED", f"no provider for {target.ref}: {e}") from e
+        client = await connect(target, unavailable="VIDEO_NOT_SUPPORTED")
     try:
         text, _, usage = await ask_model(client, spec, pics, question, None, on_usage=on_usage)
     finally:

@@ -32,7 +32,7 @@ from typing import Any
 from visus import limits
 from visus.analyze._inputs import Loaded, Picture, load_source, pictures
 from visus.analyze._schema import find_json, instructions, normalise_format, retry_prompt
-from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
+from visus.analyze._values import AnalyzeCode, AnalyzeResult, FileSource, clip, fail
 from visus.analyze.cache import AnalyzeCache, cache_key
 from visus.config import VisusConfig, load_config
 from visus.errors import AnalyzeError, AuthError, ConfigError, VisusError
@@ -59,6 +59,7 @@ __all__ = [
     "Target",
     "UsageSink",
     "ask_model",
+    "connect",
     "record_usage",
     "resolve_target",
     "vision_analyze",
@@ -87,8 +88,7 @@ def resolve_target(model: str | None, config: VisusConfig) -> Target:
     """Apply the model chain: ``model`` > ``auxiliary.vision.model`` > ``default_model``.
 
     The auxiliary provider, key and base URL apply when the model comes from the
-    configuration (they default to the main provider's). ``reference`` gets the
-    in-process reference server when no URL is configured.
+    configuration (they default to the main provider's).
 
     Example:
         >>> from visus.config import load_config
@@ -115,17 +115,34 @@ def resolve_target(model: str | None, config: VisusConfig) -> Target:
             if chosen.base_url:
                 urls[provider] = chosen.base_url
             settings = dataclasses.replace(settings, api_keys=keys, base_urls=urls)
-        provider = parse_model_ref(ref)[0]
         spec = get_model(ref)
     except AnalyzeError:
         raise
     except VisusError as e:
         raise fail("VISION_NOT_SUPPORTED", f"cannot resolve model {model!r}: {e}") from e
-    if provider == "reference" and not settings.url("reference"):
+    return Target(ref=ref, spec=spec, settings=settings)
+
+
+async def connect(target: Target, *, unavailable: AnalyzeCode) -> ProviderClient:
+    """A client for ``target``; ``reference`` gets the in-process server when no URL is set.
+
+    A missing key is ``LLM_ERROR``; a provider that cannot be set up (no base URL,
+    unknown provider) is ``unavailable`` (``VISION_NOT_SUPPORTED`` or
+    ``VIDEO_NOT_SUPPORTED``).
+    """
+    settings = target.settings
+    if parse_model_ref(target.ref)[0] == "reference" and not settings.url("reference"):
         from visus.agent.runtime import ensure_reference_server
 
-        settings = dataclasses.replace(settings, reference_url=ensure_reference_server())
-    return Target(ref=ref, spec=spec, settings=settings)
+        url = await asyncio.to_thread(ensure_reference_server)
+        settings = dataclasses.replace(settings, reference_url=url)
+    try:
+        client, _ = resolve(target.ref, config=settings)
+    except AuthError as e:
+        raise fail("LLM_ERROR", f"{target.ref}: {e}") from e
+    except ConfigError as e:
+        raise fail(unavailable, f"no provider for {target.ref}: {e}") from e
+    return client
 
 
 def _sources(
@@ -342,12 +359,7 @@ async def vision_analyze(
 
     own_client = client is None
     if client is None:
-        try:
-            client, _ = resolve(target.ref, config=target.settings)
-        except AuthError as e:
-            raise fail("LLM_ERROR", f"{target.ref}: {e}") from e
-        except ConfigError as e:
-            raise fail("VISION_NOT_SUPPORTED", f"no provider for {target.ref}: {e}") from e
+        client = await connect(target, unavailable="VISION_NOT_SUPPORTED")
     try:
         text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
     except AnalyzeError as e:
