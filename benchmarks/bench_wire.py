@@ -2,9 +2,10 @@
 
 1. Lowering a 2000-message session (500 turns) with 400 viewed images under the
    default retention window (``live_turns=1``) against a session of the same length
-   with 40 images: blob reads are counted through the store and must equal the live
-   images (1); time must follow live images, not total ones. A third run with every
-   image kept live (``live_turns`` = all turns) shows what grows when live images do.
+   with 40 images, on the Anthropic wire (claude-sonnet-4-6) and the Responses wire
+   (gpt-4.1): blob reads are counted through the store and must equal the live images
+   (1); time must follow live images, not total ones. A run with every turn live shows
+   what grows when live images do (Anthropic's 100-image cap keeps 100 of them).
 2. Token trajectory of a 50-turn session that views one fresh 1568 px screenshot per
    turn (1568x980, text-heavy UI, fitted for claude-sonnet-4-6 as view does): prompt
    image tokens of each request with retention, with none (every image kept), and with the
@@ -24,7 +25,6 @@ import random
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from visus.record.messages import (
     UserMessage,
 )
 from visus.retention import RetentionPolicy, model_view
-from visus.wire import lower
+from visus.wire import Wire, lower
 
 MODEL = "claude-sonnet-4-6"
 TURNS = 500  # x 4 messages = 2000
@@ -116,22 +116,25 @@ def _session(blobs: FileBlobStore, image_turns: set[int], size: tuple[int, int])
 
 
 def _lower_once(
-    messages: list[Message], blobs: FileBlobStore, policy: RetentionPolicy, spec: ModelSpec
+    messages: list[Message],
+    blobs: FileBlobStore,
+    policy: RetentionPolicy,
+    spec: ModelSpec,
+    wire: Wire,
 ) -> tuple[float, int, int]:
     reader = CountingReader(blobs)
     gc.collect()
     start = time.perf_counter()
     view = model_view(messages, policy, model=spec)
-    body = lower(ModelRequest(messages=view), wire="anthropic", model=spec, blobs=reader)
+    body = lower(ModelRequest(messages=view), wire=wire, model=spec, blobs=reader)
     elapsed = time.perf_counter() - start
     return elapsed, reader.reads, len(json.dumps(body))
 
 
 def bench_reads_and_time() -> None:
-    print("1. lowering a 2000-message session (anthropic wire, claude-sonnet-4-6)")
-    spec = get_model(MODEL)
-    # all-live row: lift the catalog's 100-image request cap so all 400 stay pixels
-    uncapped = replace(spec, max_images=400)
+    print("1. lowering a 2000-message session (model_view + lower)")
+    claude = get_model(MODEL)
+    gpt = get_model("gpt-4.1")  # 500-image cap: all 400 can stay live
     window = RetentionPolicy()
     everything = RetentionPolicy(live_turns=TURNS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,26 +142,33 @@ def bench_reads_and_time() -> None:
         size = (480, 300)
         many = _session(blobs, set(range(TURNS - 399, TURNS + 1)), size)
         few = _session(blobs, set(range(TURNS - 39, TURNS + 1)), size)
-        runs = {
-            "40 images, default window": (few, window, spec),
-            "400 images, default window": (many, window, spec),
-            "400 images, all kept live": (many, everything, uncapped),
+        runs: dict[str, tuple[list[Message], RetentionPolicy, ModelSpec, Wire]] = {
+            "anthropic, 40 images, window": (few, window, claude, "anthropic"),
+            "anthropic, 400 images, window": (many, window, claude, "anthropic"),
+            "anthropic, 400 images, all live": (many, everything, claude, "anthropic"),
+            "responses, 40 images, window": (few, window, gpt, "openai-responses"),
+            "responses, 400 images, window": (many, window, gpt, "openai-responses"),
+            "responses, 400 images, all live": (many, everything, gpt, "openai-responses"),
         }
         samples: dict[str, list[tuple[float, int, int]]] = {k: [] for k in runs}
         for _ in range(REPEATS):  # interleaved, so machine noise hits every row alike
-            for name, (messages, policy, model) in runs.items():
-                samples[name].append(_lower_once(messages, blobs, policy, model))
-    print(f"   {'session':<30}{'median ms':>11}{'blob reads':>12}{'request bytes':>15}")
+            for name, (messages, policy, model, wire) in runs.items():
+                samples[name].append(_lower_once(messages, blobs, policy, model, wire))
+    print(f"   {'request':<34}{'median ms':>11}{'blob reads':>12}{'request bytes':>15}")
     medians: dict[str, float] = {}
     for name, rows in samples.items():
         medians[name] = statistics.median(r[0] for r in rows)
         reads, size_ = rows[-1][1], rows[-1][2]
-        print(f"   {name:<30}{medians[name] * 1000:>11.2f}{reads:>12}{size_:>15,}")
-    few_t, many_t, all_t = medians.values()
-    print(f"   time, 400 vs 40 images under the default window: {many_t / few_t:.2f}x")
-    print(f"   time, all 400 live vs default window: {all_t / many_t:.1f}x")
+        print(f"   {name:<34}{medians[name] * 1000:>11.2f}{reads:>12}{size_:>15,}")
+    for wire in ("anthropic", "responses"):
+        few_t, many_t, all_t = (medians[k] for k in medians if k.startswith(wire))
+        print(
+            f"   {wire}: 400 vs 40 images, default window: {many_t / few_t:.2f}x time; "
+            f"all live vs window: {all_t / many_t:.1f}x"
+        )
     reads = [rows[-1][1] for rows in samples.values()]
-    assert reads == [1, 1, 400], reads
+    # Anthropic's 100-image cap leaves the oldest 300 as descriptors, never read
+    assert reads == [1, 1, 100, 1, 1, 400], reads
 
 
 def _image_tokens_in(body: dict[str, Any], spec: Any) -> int:
