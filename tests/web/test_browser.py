@@ -1,0 +1,378 @@
+"""The web chat in real Chromium (Debian's, driven by Playwright) against the real main
+app: tether, the agent and the offline reference model, which OCRs every image it
+receives and answers with the words it read.
+
+Screenshots of the main states go to ``test-artifacts/web/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from PIL import Image
+
+from visus import limits
+from visus.app import create_main_app
+from visus.attachments import AttachmentStore
+from visus.providers import ProviderSettings
+from visus.reference.grid import make_grid
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+ANSWER_TIMEOUT_MS = 30_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian chromium is not installed (run: bash scripts/setup-browser.sh)",
+    ),
+]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+class Served:
+    """The main app under uvicorn in a thread on a free loopback port."""
+
+    def __init__(self, data: Path, reference_url: str) -> None:
+        self.data = data
+        self.app = create_main_app(
+            data=data,
+            model="reference",
+            settings=ProviderSettings(reference_url=reference_url, env={}),
+        )
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            ws="none",
+            lifespan="on",
+            # An open SSE stream would otherwise hold a graceful shutdown open.
+            timeout_graceful_shutdown=2,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert self.thread.is_alive(), "the web app did not start"
+            assert time.monotonic() < deadline, "the web app did not start in time"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    @property
+    def instance_dir(self) -> Path:
+        iid = self.app.state.default_instance
+        return Path(self.app.state.registry.get(iid).config.data_dir)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, reference_url: str) -> Iterator[Served]:
+    s = Served(tmp_path_factory.mktemp("web") / "data", reference_url)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Any]:
+    """Open the chat in a fresh browser context; every context closes after the test,
+    so no SSE stream holds a server's shutdown open."""
+    contexts: list[Any] = []
+
+    def _open(url: str, **options: Any) -> Any:
+        context = browser.new_context(**options)
+        contexts.append(context)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.errors = errors
+        page.goto(url)
+        page.wait_for_selector("body[data-ready=true]")
+        return page
+
+    yield _open
+    for context in contexts:
+        context.close()
+
+
+def _new_chat(page: Any) -> str:
+    if not page.is_visible("#new-chat"):  # a phone: the sessions are in a drawer
+        page.click("#toggle-nav")
+    page.click("#new-chat")
+    page.wait_for_function("location.hash.startsWith('#s=web-')")
+    page.wait_for_selector(".conversation .empty")
+    return str(page.evaluate("location.hash.slice(3)"))
+
+
+_DROP_JS = """
+async ([b64, size, name, type, selector]) => {
+  const bytes = b64 !== null
+    ? Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))
+    : new Uint8Array(size);
+  const file = new File([bytes], name, { type });
+  const dt = new DataTransfer();
+  dt.items.add(file);
+  const target = document.querySelector(selector);
+  for (const kind of ["dragenter", "dragover", "drop"]) {
+    const init = { dataTransfer: dt, bubbles: true, cancelable: true };
+    target.dispatchEvent(new DragEvent(kind, init));
+  }
+}
+"""
+
+_PASTE_JS = """
+async ([b64, name, type]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const dt = new DataTransfer();
+  dt.items.add(new File([bytes], name, { type }));
+  const box = document.querySelector("#message");
+  box.focus();
+  const init = { clipboardData: dt, bubbles: true, cancelable: true };
+  box.dispatchEvent(new ClipboardEvent("paste", init));
+}
+"""
+
+
+def _drop(page: Any, data: bytes | None, name: str, mime: str, *, size: int = 0) -> None:
+    b64 = None if data is None else base64.b64encode(data).decode()
+    page.evaluate(_DROP_JS, [b64, size, name, mime, "#conversation"])
+
+
+def _last_answer(page: Any, words: list[str]) -> str:
+    """Wait until one assistant message holds every word; return its text."""
+    page.wait_for_function(
+        """(words) => [...document.querySelectorAll('.msg.assistant:not(.streaming)')]
+             .some((m) => words.every((w) => m.innerText.includes(w)))""",
+        arg=words,
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    texts = page.locator(".msg.assistant:not(.streaming)").all_inner_texts()
+    return next(t for t in reversed(texts) if all(w in t for w in words))
+
+
+def test_drop_a_grid_ask_reload_and_restart(
+    open_page: Any, tmp_path: Path, reference_url: str
+) -> None:
+    first = Served(tmp_path / "data", reference_url)
+    try:
+        page = open_page(first.url, viewport={"width": 1280, "height": 860})
+        png, expected = make_grid(2, 2, seed=11)
+        words = [w for w, *_ in expected]
+        _drop(page, png, "grid.png", "image/png")
+        assert page.locator("#tray .tray-item.image").count() == 1
+        assert page.locator("#tray img").get_attribute("alt") == "grid.png"
+        page.fill("#message", "Which words are in this grid?")
+        page.screenshot(path=str(SHOTS / "01-dropped-image.png"))
+        page.press("#message", "Enter")
+        answer = _last_answer(page, words)
+        for word in words:
+            assert word in answer
+        assert page.locator("#tray .tray-item").count() == 0
+        assert page.input_value("#message") == ""
+        # The user's image is shown from the blob store; the side panel knows it.
+        page.wait_for_selector(".msg.user .thumb img[src^='blob:']")
+        page.wait_for_selector("#image-list .image-item.live")
+        assert page.locator("#usage tbody tr").count() == 1
+        assert page.inner_text("#model-name") == "reference"
+        page.screenshot(path=str(SHOTS / "02-answer.png"))
+
+        # Openable full size: a modal dialog with the image, closed by Escape.
+        page.click(".msg.user .thumb")
+        page.wait_for_selector("#lightbox[open]")
+        width = page.evaluate("document.querySelector('#lightbox-img').naturalWidth")
+        assert width == Image.open(io.BytesIO(png)).width  # the full image, not a thumbnail
+        page.screenshot(path=str(SHOTS / "03-lightbox.png"))
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#lightbox:not([open])", state="attached")
+
+        sid = page.evaluate("location.hash.slice(3)")
+        page.reload()
+        page.wait_for_selector("body[data-ready=true]")
+        assert _last_answer(page, words)
+        assert (
+            page.locator("#session-list [aria-current=true]")
+            .inner_text()
+            .startswith("Which words are in this grid?")
+        )
+        assert page.errors == []
+        page.context.close()  # the browser lets go of its SSE stream
+    finally:
+        first.stop()
+
+    second = Served(tmp_path / "data", reference_url)
+    try:
+        page = open_page(second.url, viewport={"width": 1280, "height": 860})
+        page.click(f"#session-list button[data-sid='{sid}']")
+        assert _last_answer(page, words)
+        assert page.evaluate("location.hash") == f"#s={sid}"
+        page.screenshot(path=str(SHOTS / "04-after-restart.png"))
+        assert page.errors == []
+        page.context.close()
+    finally:
+        second.stop()
+
+
+def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    png, expected = make_grid(1, 2, seed=21)
+    page.evaluate(_PASTE_JS, [base64.b64encode(png).decode(), "image.png", "image/png"])
+    page.wait_for_selector("#tray .tray-item.image")
+    page.press("#message", "Enter")  # an image alone is a message
+    answer = _last_answer(page, [w for w, *_ in expected])
+    assert "Image 1" in answer
+    assert page.errors == []
+
+
+def test_file_picker_attachment_is_grepped(open_page: Any, served: Served) -> None:
+    page = open_page(served.url)
+    sid = _new_chat(page)
+    notes = b"first line\nthe zorblat is here\nlast line\n"
+    page.set_input_files(
+        "#file-input", files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": notes}]
+    )
+    page.wait_for_selector("#tray .tray-item.attachment")
+    page.fill("#message", 'call grep_attachment {"pattern": "zorblat"}')
+    page.press("#message", "Enter")
+    result = page.wait_for_selector(".msg.tool .tool-result", timeout=ANSWER_TIMEOUT_MS)
+    assert "notes.md:2: the zorblat is here" in result.inner_text()
+    assert "grep_attachment" in page.inner_text(".msg.tool .tool-name")
+    # Stored with the browser's own MIME type, and listed in the side panel.
+    [info] = AttachmentStore.for_session(served.instance_dir, sid).list()
+    assert (info.name, info.mime_type, info.size) == ("notes.md", "text/markdown", len(notes))
+    page.wait_for_selector("#attachment-list li:has-text('notes.md')")
+    # The message told the agent about the file.
+    assert "notes.md (text/markdown" in page.locator(".msg.user").first.inner_text()
+    page.screenshot(path=str(SHOTS / "05-grep-attachment.png"))
+    assert page.errors == []
+
+
+def test_limits_are_checked_in_the_page_and_nothing_is_sent(open_page: Any, served: Served) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+
+    over = limits.TETHER_MAX_IMAGE_BYTES + 1
+    _drop(page, None, "huge.png", "image/png", size=over)
+    notice = page.locator("#notice")
+    assert notice.is_visible()
+    assert "TETHER_MAX_IMAGE_BYTES" in notice.inner_text()
+    assert "10.0 MB" in notice.inner_text()
+    assert page.locator("#tray .tray-item").count() == 0
+    page.screenshot(path=str(SHOTS / "06-limit-message.png"))
+    page.click("#send")  # nothing to send: the page says so
+    assert "Write a message" in notice.inner_text()
+
+    big = limits.ATTACHMENT_MAX_FILE_BYTES + 1
+    _drop(page, None, "big.log", "text/plain", size=big)
+    assert "ATTACHMENT_MAX_FILE_BYTES" in notice.inner_text()
+    assert page.locator("#tray .tray-item").count() == 0
+
+    png = make_grid(1, 1, seed=5)[0]
+    for i in range(limits.TETHER_MAX_IMAGES_PER_MESSAGE + 1):
+        _drop(page, png, f"g{i}.png", "image/png")
+    assert page.locator("#tray .tray-item.image").count() == limits.TETHER_MAX_IMAGES_PER_MESSAGE
+    assert "TETHER_MAX_IMAGES_PER_MESSAGE" in notice.inner_text()
+    # Removable before sending, with the keyboard.
+    page.focus("#tray .remove >> nth=0")
+    page.keyboard.press("Enter")
+    assert (
+        page.locator("#tray .tray-item.image").count() == limits.TETHER_MAX_IMAGES_PER_MESSAGE - 1
+    )
+    assert page.evaluate("document.activeElement.classList.contains('remove')")
+    page.wait_for_timeout(300)
+    assert posts == []
+    assert page.errors == []
+
+
+def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: Served) -> None:
+    files = served.instance_dir / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    png = make_grid(1, 2, seed=31)[0]
+    (files / "out.png").write_bytes(png)
+    page = open_page(served.url)
+    _new_chat(page)
+    args = json.dumps({"path": str(files / "out.png")})
+    page.fill("#message", f"call send_image {args}")
+    page.press("#message", "Enter")
+    sent = page.wait_for_selector(".msg.sent .thumb img[src^='blob:']", timeout=ANSWER_TIMEOUT_MS)
+    assert sent.evaluate("img => img.naturalWidth") > 0
+    page.click(".msg.sent .thumb")
+    page.wait_for_selector("#lightbox[open]")
+    assert page.evaluate("document.querySelector('#lightbox-img').naturalWidth") > 0
+    page.keyboard.press("Escape")
+    # The opener gets the focus back.
+    assert page.evaluate("document.activeElement.classList.contains('thumb')")
+    assert page.errors == []
+
+
+def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None:
+    page = open_page(served.url, viewport={"width": 390, "height": 844}, is_mobile=True)
+    _new_chat(page)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    # The side panels are drawers on a phone: hidden until asked for.
+    assert not page.is_visible("#details")
+    assert not page.is_visible("#nav")
+    page.focus("#toggle-details")
+    page.keyboard.press("Enter")
+    assert page.is_visible("#details")
+    assert page.get_attribute("#toggle-details", "aria-expanded") == "true"
+    page.screenshot(path=str(SHOTS / "07-phone-details.png"))
+    page.keyboard.press("Escape")
+    assert not page.is_visible("#details")
+    assert page.evaluate("document.activeElement.id") == "toggle-details"
+    # Shift+Enter is a new line, not a send.
+    page.focus("#message")
+    page.keyboard.type("line one")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("line two")
+    assert page.input_value("#message") == "line one\nline two"
+    assert posts == []
+    # Tab from the message box reaches the send button; every control is labelled.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "send"
+    for selector in ("#attach", "#toggle-nav", "#toggle-details", "#new-chat"):
+        name = page.locator(selector).get_attribute("aria-label") or page.inner_text(selector)
+        assert name.strip(), selector
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390  # nothing forces sideways scrolling
+    page.screenshot(path=str(SHOTS / "08-phone.png"))
+    assert page.errors == []
