@@ -16,7 +16,7 @@ dropped. In order:
    byte cap. Anthropic's many-image rule: over ``limits.ANTHROPIC_MANY_IMAGES``
    images, every image is fitted to ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
 4. Request byte budget (where the wire has one): if the sent images together are
-   over it, images leave in the same order as for the count cap (newest stays).
+   over it, images leave in the same order as for the count cap (the last stays).
 5. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
 
 Only the blobs of images that are sent are read.
@@ -252,7 +252,7 @@ def _apply_byte_budget(
     turns = {at: (p, turn) for at, p, turn in images}
     amount = f"{budget / limits.MB:g} MB" if budget >= limits.MB else f"{budget:,} bytes"
     reason = f"over the {amount} image budget of one request"
-    for at in sent[:-1]:  # the newest image always stays
+    for at in sent[:-1]:  # the last to go always stays: one image is never over budget
         if total <= budget:
             break
         total -= cost(resolved[at])
