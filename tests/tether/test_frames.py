@@ -15,6 +15,7 @@ from visus.tether.frames import (
     UserMessagePayload,
     decode_frame,
     encode_frame,
+    encode_outgoing,
     encode_payload,
     frame_size,
     frame_to_dict,
@@ -213,3 +214,20 @@ def test_an_image_value_holds_only_base64(data: str) -> None:
     # Encoders splice image data unescaped: a value that would need escaping never exists.
     with pytest.raises(ValueError, match="base64"):
         Image("image/png", data)
+
+
+def test_outgoing_frames_leave_seq_and_ts_to_the_server() -> None:
+    frame = Frame(UserMessagePayload("hi", (Image("image/png", "AAAA"),), {"id": 1}), "s", "m")
+    out = json.loads(encode_outgoing(frame))
+    assert out == {
+        "v": 1,
+        "type": "user.message",
+        "session": "s",
+        "msg_id": "m",
+        "payload": {
+            "text": "hi",
+            "images": [{"media_type": "image/png", "data": "AAAA"}],
+            "user": {"id": 1},
+        },
+    }
+    assert decode_frame(out, assign=True).frame.payload == frame.payload

@@ -31,7 +31,7 @@ from visus.tether.frames import (
     Frame,
     UserMessagePayload,
     decode_frame,
-    encode_frame,
+    encode_outgoing,
     image_from_bytes,
     new_msg_id,
 )
@@ -167,9 +167,7 @@ class TetherClient:
             session=session or "default",
             msg_id=msg_id or new_msg_id(),
         )
-        obj = json.loads(encode_frame(frame))
-        del obj["seq"], obj["ts"]  # the server gives both
-        body = json.dumps(obj, separators=(",", ":")).encode()
+        body = encode_outgoing(frame)
         check_wire(len(body))
         result: dict[str, Any] = await self._json(
             "POST",

@@ -57,6 +57,7 @@ __all__ = [
     "decode_frame",
     "decode_frames",
     "encode_frame",
+    "encode_outgoing",
     "encode_payload",
     "frame_size",
     "frame_to_dict",
@@ -281,6 +282,12 @@ def encode_frame(frame: Frame) -> bytes:
     """The one wire encoding of a frame: compact JSON, keys in protocol order."""
     head = _dumps(_head(frame))[:-1] + b',"payload":'
     return b"".join([head, *_payload_parts(frame.payload), b"}"])
+
+
+def encode_outgoing(frame: Frame) -> bytes:
+    """A frame as a producer POSTs it: no ``seq`` and no ``ts`` (the server gives both)."""
+    head = {"v": frame.v, "type": frame.type, "session": frame.session, "msg_id": frame.msg_id}
+    return b"".join([_dumps(head)[:-1], b',"payload":', *_payload_parts(frame.payload), b"}"])
 
 
 def _head(frame: Frame) -> dict[str, Any]:
