@@ -80,8 +80,18 @@ def pdf_bytes(words: Sequence[str]) -> bytes:
     return buf.getvalue()
 
 
-def video_bytes(words: Sequence[str], *, fps: int = 10, codec: str = "mpeg4") -> bytes:
-    """An MP4 where second ``i`` shows ``words[i]`` (PyAV encodes numpy frames)."""
+def video_bytes(
+    words: Sequence[str],
+    *,
+    fps: int = 10,
+    codec: str = "mpeg4",
+    seconds: int = 1,
+    gop: int | None = None,
+) -> bytes:
+    """An MP4 showing each of ``words`` for ``seconds`` (PyAV encodes numpy frames).
+
+    ``gop`` spaces the keyframes (so seeking lands before the wanted time).
+    """
     import av
     import numpy as np
 
@@ -90,9 +100,11 @@ def video_bytes(words: Sequence[str], *, fps: int = 10, codec: str = "mpeg4") ->
         stream = out.add_stream(codec, rate=fps)
         stream.width, stream.height, stream.pix_fmt = 640, 240, "yuv420p"
         stream.bit_rate = 4_000_000
+        if gop is not None:
+            stream.codec_context.gop_size = gop
         for word in words:
             frame_rgb = np.asarray(word_image(word))
-            for _ in range(fps):
+            for _ in range(fps * seconds):
                 frame = av.VideoFrame.from_ndarray(frame_rgb, format="rgb24")
                 for packet in stream.encode(frame):
                     out.mux(packet)

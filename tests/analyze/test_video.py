@@ -69,6 +69,19 @@ def test_keyframes_are_bounded(video: bytes) -> None:
     assert (frames[0].width, frames[0].height) == (320, 120)
 
 
+def test_long_video_is_sampled_by_seeking_to_the_right_frames() -> None:
+    from visus.reference.model import perceive_cached
+
+    names = ("ALPHA", "BRAVO", "CHARLIE", "DELTA")
+    # 5 s per word, keyframes every 7 frames: every seek lands before its time.
+    video = video_bytes(names, fps=4, seconds=5, gop=7)
+    frames, duration = keyframes(video, max_frames=4)
+    assert duration == pytest.approx(20.0, abs=0.3)
+    assert [f.label for f in frames] == ["0:00", "0:05", "0:10", "0:15"]
+    seen = [[w.text for w in perceive_cached(f.png).words] for f in frames]  # type: ignore[union-attr]
+    assert seen == [[n] for n in names]
+
+
 def test_h264_decodes_too() -> None:
     frames, _ = keyframes(video_bytes(WORDS[:2], codec="libx264"))
     assert [f.label for f in frames] == ["0:00", "0:01"]

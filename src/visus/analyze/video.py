@@ -108,6 +108,55 @@ def _duration(container: av.container.InputContainer, stream: Any) -> float | No
     return None
 
 
+# Sample times further apart than this are reached by seeking to the keyframe before
+# each one; closer ones by decoding straight through (seeking would decode the same
+# group of pictures again and again).
+_SEEK_SPACING_SECONDS = 4.0
+_EPSILON = 1e-3
+
+
+def _frame_time(frame: Any, base: Fraction, start: float) -> float:
+    return float(frame.pts * base) - start if frame.pts is not None else 0.0
+
+
+def _straight(
+    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+) -> list[Keyframe]:
+    base: Fraction = stream.time_base
+    out: list[Keyframe] = []
+    wanted = list(times)
+    for frame in container.decode(stream):
+        if len(out) >= len(wanted):
+            break
+        at = _frame_time(frame, base, start)
+        if at + _EPSILON >= wanted[len(out)]:
+            png, w, h = _png(av, frame, max_edge)
+            out.append(Keyframe(max(at, 0.0), png, w, h))
+            # A long gap between frames may cover several sample times: one frame each.
+            while len(out) < len(wanted) and at + _EPSILON >= wanted[len(out)]:
+                wanted.pop(len(out))
+    return out
+
+
+def _seeking(
+    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+) -> list[Keyframe]:
+    base: Fraction = stream.time_base
+    out: list[Keyframe] = []
+    for t in times:
+        container.seek(int((t + start) / base), stream=stream, backward=True, any_frame=False)
+        for frame in container.decode(stream):
+            at = _frame_time(frame, base, start)
+            if at + _EPSILON >= t:
+                if not out or at > out[-1].seconds + _EPSILON:
+                    png, w, h = _png(av, frame, max_edge)
+                    out.append(Keyframe(max(at, 0.0), png, w, h))
+                break
+        else:
+            break  # past the last frame
+    return out
+
+
 def keyframes(
     data: bytes,
     *,
@@ -117,7 +166,8 @@ def keyframes(
     """Evenly spaced frames of the video in ``data`` and its duration in seconds.
 
     About one frame per second (``ceil(duration)``), at most ``max_frames``; frame
-    ``i`` is the first whose time is at or after ``i * duration / n``. Raises
+    ``i`` is the first whose time is at or after ``i * duration / n``. Short spacings
+    decode straight through; long videos seek to each time. Raises
     ``UNSUPPORTED_FILE_TYPE`` for bytes FFmpeg cannot decode as video.
     """
     av = _av()
@@ -129,22 +179,15 @@ def keyframes(
                 raise fail("UNSUPPORTED_FILE_TYPE", "no video stream in the file")
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            base: Fraction = stream.time_base or Fraction(1, 1_000_000)
-            start = float((stream.start_time or 0) * base)
+            if stream.time_base is None:
+                raise fail("UNSUPPORTED_FILE_TYPE", "the video stream has no time base")
+            start = float((stream.start_time or 0) * stream.time_base)
             duration = _duration(container, stream)
             count = min(max_frames, max(1, math.ceil(duration or 1)))
             times = [i * (duration or 0) / count for i in range(count)]
-            out: list[Keyframe] = []
-            for frame in container.decode(stream):
-                at = float(frame.pts * base) - start if frame.pts is not None else 0.0
-                if len(out) >= len(times):
-                    break
-                if at + 1e-3 >= times[len(out)]:
-                    png, w, h = _png(av, frame, max_edge)
-                    out.append(Keyframe(max(at, 0.0), png, w, h))
-                    # A long gap between frames may cover several sample times.
-                    while len(out) < len(times) and at + 1e-3 >= times[len(out)]:
-                        times.pop(len(out))
+            spacing = (duration or 0) / count
+            sample = _seeking if spacing >= _SEEK_SPACING_SECONDS else _straight
+            out = sample(av, container, stream, times, start, max_edge)
     except AnalyzeError:
         raise
     except (av.FFmpegError, ValueError, IndexError, OSError) as e:
