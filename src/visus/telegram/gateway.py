@@ -1,0 +1,417 @@
+"""The gateway: Telegram chats bridged to one tether instance.
+
+Each chat is its own tether session (``tg-<chat_id>``). Incoming messages pass the
+allowlist and the size checks (:mod:`.ingress`) and are sent with
+:meth:`~visus.tether.TetherClient.send`; one long-poll loop reads the instance's
+frames and hands each ``tg-`` session's frames to that chat's
+:class:`~visus.telegram.egress.ChatReply`, through a queue per chat so a slow
+upload in one chat never holds up another.
+
+Example:
+    >>> async def main():                                            # doctest: +SKIP
+    ...     async with TetherClient("http://127.0.0.1:8750", "tok") as tether:
+    ...         gw = Gateway(tether, "i-0123", allowed_chats=(1234,))
+    ...         app = build_application("123:ABC")
+    ...         await run_gateway(app, gw, stop=asyncio.Event())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hmac
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from telegram.constants import ChatAction
+from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+
+from telegram import Bot, Message, Update
+from visus import limits
+from visus.errors import VisusError
+from visus.telegram.egress import ChatReply
+from visus.telegram.ingress import (
+    AlbumCollector,
+    Refusal,
+    check_refs,
+    download,
+    file_ref,
+    is_allowed,
+    message_text,
+)
+from visus.telegram.retry import with_retry
+from visus.tether.client import TetherClient
+from visus.tether.frames import AssistantDelta, AssistantDone, ErrorPayload, Frame, padded
+from visus.tether.runner import ImageIn
+
+__all__ = [
+    "SESSION_PREFIX",
+    "Gateway",
+    "Webhook",
+    "build_application",
+    "chat_of_session",
+    "run_gateway",
+    "session_of_chat",
+]
+
+log = logging.getLogger(__name__)
+
+SESSION_PREFIX = "tg-"
+_SESSION = re.compile(r"tg-(-?\d+)")
+
+REFUSED = (
+    "Sorry, this bot only talks to people it has been set up for. "
+    "Ask its owner to allow chat {chat} (or user {user})."
+)
+UNSUPPORTED = "Sorry, I can read text, photos and image files; this kind of message I cannot."
+
+
+def session_of_chat(chat_id: int) -> str:
+    """The tether session of a chat.
+
+    Example:
+        >>> session_of_chat(-100123)
+        'tg--100123'
+    """
+    return f"{SESSION_PREFIX}{chat_id}"
+
+
+def chat_of_session(session: str) -> int | None:
+    """The chat of a gateway session, or None for another client's session.
+
+    Example:
+        >>> chat_of_session("tg--100123"), chat_of_session("web-1")
+        (-100123, None)
+    """
+    m = _SESSION.fullmatch(session)
+    return int(m.group(1)) if m else None
+
+
+def _images(done: AssistantDone) -> list[ImageIn]:
+    return [ImageIn(i.media_type, base64.b64decode(padded(i.data))) for i in done.images]
+
+
+class _Chat:
+    """One chat's egress queue and the worker draining it in order."""
+
+    def __init__(self, reply: ChatReply) -> None:
+        self.reply = reply
+        self.queue: asyncio.Queue[Frame] = asyncio.Queue()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            frame = await self.queue.get()
+            try:
+                p = frame.payload
+                if isinstance(p, AssistantDelta):
+                    await self.reply.delta(frame.msg_id, p.text)
+                elif isinstance(p, AssistantDone):
+                    await self.reply.done(frame.msg_id, p.text, _images(p))
+                elif isinstance(p, ErrorPayload):
+                    await self.reply.error(frame.msg_id, _error_text(p))
+            except Exception:  # one bad frame must not stop this chat's replies
+                log.exception("telegram: egress of frame %s failed", frame.seq)
+            finally:
+                self.queue.task_done()
+
+
+def _error_text(p: ErrorPayload) -> str:
+    if p.code == "turn_failed":
+        return f"Sorry, something went wrong while answering: {p.message}"
+    return f"Note: {p.message}"
+
+
+class Gateway:
+    """Bridges the chats of one bot to one tether instance (see the module doc).
+
+    ``allowed_chats`` / ``allowed_users`` (ids, or ``@usernames``) form the
+    allowlist; everyone else gets a polite refusal and the attempt is logged.
+    """
+
+    def __init__(
+        self,
+        tether: TetherClient,
+        instance: str,
+        *,
+        allowed_chats: Iterable[int] = (),
+        allowed_users: Iterable[int | str] = (),
+        album_window: float = limits.TELEGRAM_ALBUM_WINDOW_SECONDS,
+        edit_interval: float = limits.TELEGRAM_EDIT_INTERVAL_SECONDS,
+        retries: int = limits.TELEGRAM_MAX_RETRIES,
+        poll_wait: float = limits.TETHER_POLL_MAX_WAIT_SECONDS / 2,
+    ) -> None:
+        self.tether = tether
+        self.instance = instance
+        self.allowed_chats = tuple(allowed_chats)
+        self.allowed_users = tuple(allowed_users)
+        self.edit_interval = edit_interval
+        self.retries = retries
+        self.poll_wait = poll_wait
+        self.albums = AlbumCollector(self._on_album, window=album_window)
+        self._bot: Bot | None = None
+        self._chats: dict[int, _Chat] = {}
+        self._pump: asyncio.Task[None] | None = None
+
+    @property
+    def bot(self) -> Bot:
+        if self._bot is None:
+            raise RuntimeError("Gateway.install(application) was not called")
+        return self._bot
+
+    def install(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Register the message handler on ``application`` and use its bot for replies."""
+        self._bot = application.bot
+        application.add_handler(MessageHandler(filters.UpdateType.MESSAGE, self._on_message))
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start relaying the instance's frames from now on (earlier ones are history)."""
+        info = await self.tether.get_instance(self.instance)
+        self._pump = asyncio.create_task(self._relay(int(info["last_seq"])))
+
+    async def aclose(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+        await self.albums.aclose()
+        for chat in self._chats.values():
+            chat.reply.close()
+            chat.task.cancel()
+        await asyncio.gather(*(c.task for c in self._chats.values()), return_exceptions=True)
+        self._chats.clear()
+
+    # --- ingress ----------------------------------------------------------------------
+
+    async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None:
+            return
+        user = message.from_user
+        user_id = user.id if user else None
+        username = user.username if user else None
+        if not is_allowed(
+            message.chat_id,
+            user_id,
+            username,
+            allowed_chats=self.allowed_chats,
+            allowed_users=self.allowed_users,
+        ):
+            log.warning(
+                "telegram: refused a message from chat %s, user %s (@%s): not on the allowlist",
+                message.chat_id,
+                user_id,
+                username,
+            )
+            await self._say(message.chat_id, REFUSED.format(chat=message.chat_id, user=user_id))
+            return
+        if message.media_group_id is not None:
+            self.albums.add(message)
+            return
+        await self.forward([message])
+
+    async def _on_album(self, messages: list[Message], count: int) -> None:
+        if count > len(messages):  # parts past what we keep: the refusal still counts them
+            await self._say(
+                messages[0].chat_id,
+                f"Sorry, that album has {count} images; I take at most "
+                f"{limits.TETHER_MAX_IMAGES_PER_MESSAGE} images per message. Please send fewer.",
+            )
+            return
+        await self.forward(messages)
+
+    async def forward(self, messages: Sequence[Message]) -> None:
+        """Check, download and send one message (or album) to its chat's session."""
+        first = messages[0]
+        chat_id = first.chat_id
+        refs = [r for r in map(file_ref, messages) if r is not None]
+        text = message_text(messages)
+        if not refs and not text:
+            await self._say(chat_id, UNSUPPORTED)
+            return
+        try:
+            check_refs(refs)  # before a single byte is downloaded
+            if refs:
+                await self._typing(chat_id)
+            images = [await download(self.bot, r, retries=self.retries) for r in refs]
+        except Refusal as e:
+            await self._say(chat_id, str(e))
+            return
+        except Exception as e:
+            log.exception("telegram: downloading the images of chat %s failed", chat_id)
+            await self._say(chat_id, f"Sorry, I could not fetch that image ({type(e).__name__}).")
+            return
+        user = first.from_user
+        who: dict[str, Any] | None = None
+        if user is not None:
+            who = {"id": str(user.id), "name": user.full_name}
+            if user.username:
+                who["username"] = user.username
+        self._chat(chat_id)  # its egress worker exists before the first frame comes back
+        try:
+            await self.tether.send(
+                self.instance, text, images, session=session_of_chat(chat_id), user=who
+            )
+        except VisusError as e:
+            log.warning("telegram: tether refused the message of chat %s: %s", chat_id, e)
+            await self._say(chat_id, f"Sorry, the agent could not take that message: {e}")
+            return
+        if not refs:
+            await self._typing(chat_id)
+
+    async def _say(self, chat_id: int, text: str) -> None:
+        try:
+            await with_retry(
+                lambda: self.bot.send_message(chat_id, text),
+                what="sendMessage",
+                retries=self.retries,
+            )
+        except Exception:
+            log.exception("telegram: replying to chat %s failed", chat_id)
+
+    async def _typing(self, chat_id: int) -> None:
+        with contextlib.suppress(Exception):  # a courtesy; never worth failing a message
+            await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+
+    # --- egress -----------------------------------------------------------------------
+
+    def _chat(self, chat_id: int) -> _Chat:
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            reply = ChatReply(
+                self.bot, chat_id, edit_interval=self.edit_interval, retries=self.retries
+            )
+            chat = self._chats[chat_id] = _Chat(reply)
+        return chat
+
+    async def _relay(self, after: int) -> None:
+        while True:
+            try:
+                page = await self.tether.poll(self.instance, after, wait=self.poll_wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("telegram: polling tether failed (%s); retrying", e)
+                await asyncio.sleep(1.0)
+                continue
+            if page.gap:
+                log.warning("telegram: frames after seq %s were dropped by the ring", after)
+            for frame in page.frames:
+                chat_id = chat_of_session(frame.session)
+                if chat_id is not None and frame.type != "user.message":
+                    self._chat(chat_id).queue.put_nowait(frame)
+            after = page.next_seq
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait until every chat's egress queue is empty (tests, orderly shutdown)."""
+        async with asyncio.timeout(timeout):
+            for chat in list(self._chats.values()):
+                await chat.queue.join()
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """Webhook mode: Telegram POSTs updates to ``url``; we listen on ``listen:port``.
+
+    ``secret`` is checked against ``X-Telegram-Bot-Api-Secret-Token``.
+    """
+
+    url: str
+    listen: str = "127.0.0.1"
+    port: int = 8443
+    secret: str | None = None
+
+
+def build_application(
+    token: str, *, base_url: str | None = None, webhook: bool = False
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """A python-telegram-bot Application for ``token``.
+
+    ``base_url`` points it at another Bot API server (a local one, or a fake in
+    tests): methods go to ``{base_url}/bot<token>/`` and files to
+    ``{base_url}/file/bot<token>/``.
+    """
+    builder = ApplicationBuilder().token(token)
+    if base_url:
+        root = base_url.rstrip("/")
+        builder = builder.base_url(f"{root}/bot").base_file_url(f"{root}/file/bot")
+    if webhook:
+        builder = builder.updater(None)
+    return builder.build()
+
+
+async def run_gateway(
+    application: Application[Any, Any, Any, Any, Any, Any],
+    gateway: Gateway,
+    *,
+    stop: asyncio.Event,
+    webhook: Webhook | None = None,
+    poll_interval: float = 0.0,
+    poll_timeout: int = 10,
+) -> None:
+    """Run the bot until ``stop`` is set: long polling by default, else the webhook."""
+    gateway.install(application)
+    async with application:
+        await gateway.start()
+        await application.start()
+        try:
+            if webhook is None:
+                assert application.updater is not None
+                await application.updater.start_polling(
+                    poll_interval=poll_interval,
+                    timeout=poll_timeout,
+                    allowed_updates=[Update.MESSAGE],
+                )
+                await stop.wait()
+                await application.updater.stop()
+            else:
+                await _serve_webhook(application, webhook, stop)
+        finally:
+            await application.stop()
+            await gateway.aclose()
+
+
+async def _serve_webhook(
+    application: Application[Any, Any, Any, Any, Any, Any], hook: Webhook, stop: asyncio.Event
+) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    path = "/" + hook.url.split("://", 1)[-1].partition("/")[2]
+
+    async def receive(request: Request) -> Response:
+        given = request.headers.get("x-telegram-bot-api-secret-token", "")
+        if hook.secret and not hmac.compare_digest(given.encode(), hook.secret.encode()):
+            return Response(status_code=403)
+        try:
+            update = Update.de_json(await request.json(), application.bot)
+        except Exception:
+            return Response(status_code=400)
+        await application.update_queue.put(update)
+        return Response(status_code=200)
+
+    web = Starlette(routes=[Route(path, receive, methods=["POST"])])
+    server = uvicorn.Server(
+        uvicorn.Config(web, host=hook.listen, port=hook.port, log_level="warning", lifespan="off")
+    )
+    await with_retry(
+        lambda: application.bot.set_webhook(
+            hook.url, secret_token=hook.secret, allowed_updates=[Update.MESSAGE]
+        ),
+        what="setWebhook",
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        await stop.wait()
+    finally:
+        server.should_exit = True
+        await serving
