@@ -425,6 +425,9 @@ async def test_invalid_input(root: Path, cfg: VisusConfig) -> None:
     await expect("INVALID_INPUT", files=[{"path": "s.png"}], **kw)
     await expect("INVALID_INPUT", files=[], **kw)
     await expect("INVALID_INPUT", files=[{"file_path": "s.png"}], file_path="s.png", **kw)
+    fake = FakeClient(["never"])
+    await expect("INVALID_INPUT", file_path="s.png", session="../escape", client=fake, **kw)
+    assert fake.requests == []  # refused before anything was paid for
 
 
 async def test_file_not_found_missing_or_outside_the_reach(

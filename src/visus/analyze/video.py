@@ -30,7 +30,14 @@ from visus import limits, media
 from visus.analyze._gemini_video import ask_gemini_video
 from visus.analyze._inputs import Picture, load_source, translated
 from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
-from visus.analyze.vision import UsageSink, ask_model, connect, record_usage, resolve_target
+from visus.analyze.vision import (
+    UsageSink,
+    ask_model,
+    check_session,
+    connect,
+    record_usage,
+    resolve_target,
+)
 from visus.config import VisusConfig, load_config
 from visus.errors import AnalyzeError
 from visus.paths import sessions_dir
@@ -259,6 +266,7 @@ async def video_analyze(
     """
     if not isinstance(prompt, str) or not prompt.strip():
         raise fail("INVALID_INPUT", "prompt must be a non-empty string")
+    check_session(session)
     source = FileSource.of(file_path=file_path, file_url=file_url)
     cfg = config if config is not None else load_config()
     target = resolve_target(model, cfg)

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,13 +53,14 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
-from visus.record.sessions import SessionStore
+from visus.record.sessions import SessionStore, validate_session_id
 
 __all__ = [
     "SYSTEM_PROMPT",
     "Target",
     "UsageSink",
     "ask_model",
+    "check_session",
     "connect",
     "record_usage",
     "resolve_target",
@@ -226,6 +228,16 @@ async def ask_model(
     return text, value, total
 
 
+def check_session(session: str | None) -> None:
+    """Refuse a malformed session id before any model call is paid for."""
+    if session is None:
+        return
+    try:
+        validate_session_id(session)
+    except VisusError as e:
+        raise fail("INVALID_INPUT", str(e)) from e
+
+
 def record_usage(
     sessions: SessionStore,
     session: str,
@@ -295,6 +307,7 @@ async def vision_analyze(
         >>> r.to_dict()["text"]  # doctest: +SKIP
     """
     prompt = _check_prompt(prompt)
+    check_session(session)
     sources = _sources(file_path, file_url, file_base64, files)
     schema = normalise_format(format) if format is not None else None
     cfg = config if config is not None else load_config()
@@ -385,7 +398,9 @@ async def vision_analyze(
         clipped=clipped,
     )
     if cache is not None and key is not None:
-        cache.put(key, {**result.to_dict(), "clipped": clipped})
+        # The cache is best effort: a full disk must not lose an answer already paid for.
+        with contextlib.suppress(OSError):
+            cache.put(key, {**result.to_dict(), "clipped": clipped})
     _record(session, sessions, cfg, prompt, summary, result)
     return result
 
