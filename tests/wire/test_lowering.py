@@ -498,3 +498,24 @@ def test_unreadable_store_becomes_a_note_not_a_crash() -> None:
         body = lower(CASES["one_view"](), wire=v.wire, model=v.spec, blobs=_BrokenStore())
         assert f"blob sha256:{RED.digest} cannot be read (disk on fire)" in json.dumps(body)
         assert _image_payloads(body) == []
+
+
+def test_lowering_a_retention_view_is_idempotent_through_retention() -> None:
+    from visus.retention import RetentionPolicy, model_view
+
+    request = CASES["elided"]()
+    live_red = replace(
+        request,
+        messages=tuple(
+            replace(m, parts=(TextPart("red.png: 4x3 png"), RED)) if m == request.messages[2] else m
+            for m in request.messages
+        ),
+    )
+    once = model_view(live_red.messages, RetentionPolicy())
+    twice = model_view(once, RetentionPolicy())
+    for v in VARIANTS:
+        a = _lower(replace(live_red, messages=once), v)
+        b = _lower(replace(live_red, messages=twice), v)
+        assert json.dumps(a) == json.dumps(b), v.name
+        assert len(_image_payloads(a)) == 1  # turn 1's image left the window
+        assert 'call view(\\"red.png\\") to see it again' in json.dumps(a)
