@@ -1,0 +1,132 @@
+"""The tether API's HTTP shapes: pydantic models and the ingress frame's JSON Schema.
+
+They exist for the OpenAPI spec (``/openapi.json``) and response validation; the
+ingress body itself is checked by :func:`visus.tether.frames.decode_frame`.
+
+Example:
+    >>> FRAME_IN_SCHEMA["properties"]["payload"]["required"]
+    ['text']
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from visus import limits
+
+__all__ = [
+    "FRAME_IN_SCHEMA",
+    "Accepted",
+    "ErrorBody",
+    "ErrorDetail",
+    "FrameOut",
+    "InstanceCreate",
+    "InstanceList",
+    "InstanceOut",
+    "PollOut",
+]
+
+_IMAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["media_type", "data"],
+    "properties": {
+        "media_type": {"type": "string", "enum": sorted(limits.TETHER_MEDIA_TYPES)},
+        "data": {
+            "type": "string",
+            "description": "standard base64 (RFC 4648), padding optional, no data-URI prefix",
+            "minLength": 2,
+            "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$",
+        },
+    },
+}
+#: JSON Schema of an ingress frame, as published in the OpenAPI spec.
+FRAME_IN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "payload"],
+    "properties": {
+        "v": {"type": "integer", "enum": [1]},
+        "type": {"type": "string", "enum": ["user.message"]},
+        "session": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+            "maxLength": limits.TETHER_MAX_ID_CHARS,
+        },
+        "msg_id": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+            "maxLength": limits.TETHER_MAX_ID_CHARS,
+        },
+        "ts": {"type": "string"},
+        "payload": {
+            "type": "object",
+            "required": ["text"],
+            "properties": {
+                "text": {"type": "string"},
+                "images": {
+                    "type": "array",
+                    "items": _IMAGE_SCHEMA,
+                    "maxItems": limits.TETHER_MAX_IMAGES_PER_MESSAGE,
+                },
+                "user": {"type": ["object", "null"]},
+            },
+        },
+    },
+}
+
+
+class InstanceCreate(BaseModel):
+    model: str = Field(min_length=1, pattern=r"\S", description="catalog id of the model")
+    tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
+    roots: list[Annotated[str, Field(pattern="^/")]] | None = Field(
+        None, description="absolute folders the tools may reach"
+    )
+
+
+class InstanceOut(BaseModel):
+    id: str
+    model: str
+    tools: list[str] | None
+    roots: list[str]
+    created: str
+    last_seq: int
+    frames: int
+    pending: int
+
+
+class InstanceList(BaseModel):
+    instances: list[InstanceOut]
+
+
+class Accepted(BaseModel):
+    seq: int
+    msg_id: str
+    session: str
+
+
+class FrameOut(BaseModel):
+    v: int
+    type: str
+    ts: str
+    session: str
+    seq: int
+    msg_id: str
+    payload: dict[str, Any]
+
+
+class PollOut(BaseModel):
+    frames: list[FrameOut]
+    next_seq: int
+    gap: bool
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    limit: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
