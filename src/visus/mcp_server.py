@@ -214,7 +214,9 @@ def build_server(
         after_seq: Annotated[int, Field(ge=0, description="next_seq of the last read")] = 0,
         wait_ms: Annotated[int, Field(ge=0, description="wait this long for a frame")] = 0,
     ) -> CallToolResult:
-        """Read frames after after_seq; images come as image items, stubbed in the JSON."""
+        """Read frames after after_seq (pass the seq tether_send returned to skip your own
+        message); images come as image items, each stubbed in the JSON as
+        {"_mcp_index": N}. Use next_seq from the answer as the next after_seq."""
         wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
         try:
             answer = await client.poll_raw(instance, after_seq, session=session_id, wait=wait)

@@ -32,6 +32,8 @@ async def test_seq_is_monotonic_and_read_pages() -> None:
     page = ring.read(page.next_seq)
     assert [f.seq for f in page.frames] == [5]
     assert page.next_seq == 5
+    frames, next_seq, gap = ring.read(3)
+    assert ([f.seq for f in frames], next_seq, gap) == ([4, 5], 5, False)
     empty = ring.read(5)
     assert empty.frames == ()
     assert empty.next_seq == 5

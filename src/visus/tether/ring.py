@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from visus import limits
 from visus.tether.frames import Frame, now_ts, payload_size
@@ -41,6 +43,10 @@ class Page:
     frames: tuple[Frame, ...]
     next_seq: int
     gap: bool
+
+    def __iter__(self) -> Iterator[Any]:
+        """Unpacks as ``frames, next_seq, gap = ring.read(...)``."""
+        return iter((self.frames, self.next_seq, self.gap))
 
 
 class Ring:
