@@ -176,3 +176,18 @@ def test_stringified_image_overflows_the_context(small_url: str, grid2: Grid) ->
     assert info.value.code == 400
     assert info.value.status == "INVALID_ARGUMENT"
     assert "exceeds the maximum number of tokens allowed (2000)" in (info.value.message or "")
+
+
+def test_streamed_function_calls(base_url: str) -> None:
+    config = types.GenerateContentConfig(
+        tools=[VIEW], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
+    )
+    chunks = list(
+        _client(base_url).models.generate_content_stream(
+            model="gemini-2.5-flash", contents='call view {"path": "a"}', config=config
+        )
+    )
+    calls = [c for chunk in chunks for c in chunk.function_calls or []]
+    assert [(c.name, c.args) for c in calls] == [("view", {"path": "a"})]
+    assert chunks[-1].candidates is not None
+    assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP

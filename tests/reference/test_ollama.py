@@ -93,3 +93,20 @@ def test_errors(base_url: str, small_url: str, grid2: Grid) -> None:
     missing = httpx.post(f"{base_url}/api/chat", json={"messages": []})
     assert missing.status_code == 400
     assert json.loads(missing.text) == {"error": "model is required"}
+
+
+def test_streamed_tool_calls(base_url: str) -> None:
+    parts = list(
+        ollama.Client(host=base_url).chat(
+            model="llava",
+            messages=[
+                {"role": "user", "content": 'call view {"path": "a"}\ncall view {"path": "b"}'}
+            ],
+            tools=TOOLS,
+            stream=True,
+        )
+    )
+    calls = [c for p in parts for c in p.message.tool_calls or []]
+    assert [dict(c.function.arguments) for c in calls] == [{"path": "a"}, {"path": "b"}]
+    assert parts[-1].done
+    assert parts[-1].eval_count is not None
