@@ -238,3 +238,15 @@ def test_decoded_jpeg_stays_small_in_memory() -> None:
     header = raster_mod.read_header(im)
     out = raster_mod.decode(header, SMALL)
     assert out.size == (300, 225)  # 1/8 scale: 2400/8 >= 256
+
+
+def test_mpo_phone_photo_is_decoded_reduced_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    frames = [photo(2000, 1500), photo(2000, 1500, seed=2)]
+    data = encode(frames[0], "MPO", save_all=True, append_images=frames[1:])
+    assert decoded(data).format == "MPO"
+    seen: list[tuple[int, int]] = []
+    real = raster_mod.normalise
+    monkeypatch.setattr(raster_mod, "normalise", lambda im: seen.append(im.size) or real(im))
+    f = load(data, profile=SMALL)
+    assert seen == [(500, 375)]  # 1/4 DCT scale, not 2000x1500
+    assert (f.width, f.height, f.frame_count) == (256, 192, 2)

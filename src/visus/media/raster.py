@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass
 from typing import cast
 
-from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
 from visus import limits
 from visus.errors import TooLargeError
@@ -124,7 +124,8 @@ def decode(header: Header, profile: Profile) -> Image.Image:
     """Decode the first frame, reduced where the codec allows, oriented and normalised."""
     im = header.image
     tw, th = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
-    if header.format == "JPEG" and (tw, th) != (header.width, header.height):
+    # MPO (phone photos with an MPF block) is a JPEG subclass: draft works there too.
+    if isinstance(im, JpegImagePlugin.JpegImageFile) and (tw, th) != (header.width, header.height):
         request = (th, tw) if header.orientation in _SWAPS_AXES else (tw, th)
         im.draft(None, request)
     im.load()
