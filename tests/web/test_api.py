@@ -185,7 +185,7 @@ async def _test_old_viewed_images_are_listed_as_elided(client: httpx.AsyncClient
     files = Path(client.app.state.registry.get(iid).config.data_dir) / "files"  # type: ignore[attr-defined]
     files.mkdir(parents=True, exist_ok=True)
     for i in (1, 2):
-        (files / f"g{i}.png").write_bytes(make_grid(1, 2, seed=i)[0])
+        (files / f"g{i}.png").write_bytes(make_grid(1, 1, seed=i)[0])
     for i in (1, 2):
         path = json.dumps({"path": str(files / f"g{i}.png")})
         await _turn(client, "web-v", f"call view {path}")

@@ -54,17 +54,20 @@ sync_api = pytest.importorskip("playwright.sync_api")
 class Served:
     """The main app under uvicorn in a thread on a free loopback port."""
 
-    def __init__(self, data: Path, reference_url: str) -> None:
+    def __init__(
+        self, data: Path, reference_url: str, *, token: str | None = None, port: int = 0
+    ) -> None:
         self.data = data
         self.app = create_main_app(
             data=data,
             model="reference",
             settings=ProviderSettings(reference_url=reference_url, env={}),
+            token=token,
         )
         config = uvicorn.Config(
             self.app,
             host="127.0.0.1",
-            port=0,
+            port=port,
             log_level="warning",
             ws="none",
             lifespan="on",
@@ -79,8 +82,8 @@ class Served:
             assert self.thread.is_alive(), "the web app did not start"
             assert time.monotonic() < deadline, "the web app did not start in time"
             time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
 
     @property
     def instance_dir(self) -> Path:
@@ -115,7 +118,7 @@ def open_page(browser: Any) -> Iterator[Any]:
     so no SSE stream holds a server's shutdown open."""
     contexts: list[Any] = []
 
-    def _open(url: str, **options: Any) -> Any:
+    def _open(url: str, *, ready: bool = True, **options: Any) -> Any:
         context = browser.new_context(**options)
         contexts.append(context)
         page = context.new_page()
@@ -123,7 +126,8 @@ def open_page(browser: Any) -> Iterator[Any]:
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.errors = errors
         page.goto(url)
-        page.wait_for_selector("body[data-ready=true]")
+        if ready:
+            page.wait_for_selector("body[data-ready=true]")
         return page
 
     yield _open
@@ -186,6 +190,16 @@ def _last_answer(page: Any, words: list[str]) -> str:
     return next(t for t in reversed(texts) if all(w in t for w in words))
 
 
+def _answers(page: Any, words: list[str]) -> int:
+    return int(
+        page.evaluate(
+            """(words) => [...document.querySelectorAll('.msg.assistant:not(.streaming)')]
+                 .filter((m) => words.every((w) => m.innerText.includes(w))).length""",
+            words,
+        )
+    )
+
+
 def test_drop_a_grid_ask_reload_and_restart(
     open_page: Any, tmp_path: Path, reference_url: str
 ) -> None:
@@ -231,21 +245,62 @@ def test_drop_a_grid_ask_reload_and_restart(
             .startswith("Which words are in this grid?")
         )
         assert page.errors == []
-        page.context.close()  # the browser lets go of its SSE stream
     finally:
-        first.stop()
+        first.stop()  # the page stays open: its stream breaks and reconnects
 
-    second = Served(tmp_path / "data", reference_url)
+    second = Served(tmp_path / "data", reference_url, port=first.port)
     try:
-        page = open_page(second.url, viewport={"width": 1280, "height": 860})
-        page.click(f"#session-list button[data-sid='{sid}']")
-        assert _last_answer(page, words)
-        assert page.evaluate("location.hash") == f"#s={sid}"
-        page.screenshot(path=str(SHOTS / "04-after-restart.png"))
+        # The open page finds the restarted server and goes on with the same session.
+        page.wait_for_selector("body[data-stream=live]", timeout=15_000)
+        page.fill("#message", "And after the restart?")
+        page.press("#message", "Enter")
+        page.wait_for_function(
+            """(words) => [...document.querySelectorAll('.msg.assistant:not(.streaming)')]
+                 .filter((m) => words.every((w) => m.innerText.includes(w))).length === 2""",
+            arg=words,
+            timeout=ANSWER_TIMEOUT_MS,
+        )
+        assert page.locator("#usage tbody tr").count() == 2
+        # A fresh visit lists the session and opens it from the list.
+        fresh = open_page(second.url, viewport={"width": 1280, "height": 860})
+        fresh.click(f"#session-list button[data-sid='{sid}']")
+        assert _last_answer(fresh, words)
+        assert _answers(fresh, words) == 2
+        assert fresh.evaluate("location.hash") == f"#s={sid}"
+        fresh.screenshot(path=str(SHOTS / "04-after-restart.png"))
         assert page.errors == []
+        assert fresh.errors == []
         page.context.close()
+        fresh.context.close()
     finally:
         second.stop()
+
+
+def test_token_from_the_address_bar_is_kept_for_the_tab(
+    open_page: Any, tmp_path: Path, reference_url: str
+) -> None:
+    served = Served(tmp_path / "data", reference_url, token="s3cret-token")
+    try:
+        page = open_page(f"{served.url}/?token=s3cret-token")
+        assert "token" not in page.url  # gone from the address bar (and history)
+        assert page.evaluate("sessionStorage.getItem('visus.token')") == "s3cret-token"
+        page.fill("#message", "hello")
+        page.press("#message", "Enter")
+        assert "I see no images" in _last_answer(page, ["I see no images"])
+        page.reload()  # same tab: still in
+        page.wait_for_selector("body[data-ready=true]")
+        # Another tab without the token is asked for it, and nothing is shown before.
+        other = open_page(served.url, ready=False)
+        other.wait_for_selector("#token-dialog[open]")
+        assert other.locator("#session-list li").count() == 0
+        other.fill("#token-input", "s3cret-token")
+        other.press("#token-input", "Enter")
+        other.wait_for_selector("body[data-ready=true]")
+        assert other.locator("#session-list li").count() == 1
+        page.context.close()
+        other.context.close()
+    finally:
+        served.stop()
 
 
 def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> None:

@@ -80,7 +80,7 @@ export async function objectURL(path) {
  * Read a server-sent event stream until it ends; `onEvent({id, event, data})` per event.
  * Throws ApiError for an error status and whatever fetch throws when the network fails.
  */
-export async function readEvents(path, { signal, onEvent }) {
+export async function readEvents(path, { signal, onEvent, onOpen }) {
   const response = await checked(
     await fetch(path, {
       headers: headers({ Accept: "text/event-stream" }),
@@ -88,6 +88,7 @@ export async function readEvents(path, { signal, onEvent }) {
       signal,
     }),
   );
+  if (onOpen) onOpen();
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   let event = { id: null, event: "", data: null };

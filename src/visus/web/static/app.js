@@ -319,10 +319,20 @@ class Stream {
 
   async run() {
     const { signal } = this.controller;
+    let broken = false;
     while (!signal.aborted) {
       try {
+        if (broken) {
+          // The server may have restarted with a new, empty ring whose seqs start
+          // again from 0: take the cursor it gives now, and show what happened meanwhile.
+          const conv = await refreshConversation();
+          if (signal.aborted) return;
+          if (conv.last_seq < this.cursor) this.cursor = 0;
+          broken = false;
+        }
         await readEvents(`${this.url}&after_seq=${this.cursor}`, {
           signal,
+          onOpen: () => linkStatus("live"),
           onEvent: (event) => {
             if (event.id !== null) this.cursor = Number(event.id);
             if (event.event === "gap") return;
@@ -336,9 +346,18 @@ class Stream {
           return;
         }
       }
+      broken = true;
+      linkStatus("reconnecting");
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
+}
+
+function linkStatus(status) {
+  document.body.dataset.stream = status;
+  const box = $("link-status");
+  box.textContent = status === "live" ? "" : "Reconnecting to the server…";
+  box.hidden = status === "live";
 }
 
 function pendingFor(frame) {

@@ -7,6 +7,13 @@ export function mb(bytes) {
   return `${(bytes / 1048576).toFixed(1)} MB`;
 }
 
+/** `bytes` for a message about `cap`: exact when both would read the same in MB. */
+function sizeOf(bytes, cap) {
+  if (mb(bytes) !== mb(cap)) return [mb(bytes), mb(cap)];
+  const exact = (n) => `${n.toLocaleString("en")} bytes`;
+  return [`${exact(bytes)} (${mb(bytes)})`, `${exact(cap)} (${mb(cap)})`];
+}
+
 export function isMessageImage(file, limits) {
   return limits.image_media_types.includes(file.type);
 }
@@ -21,8 +28,9 @@ export function refusal(file, tray, limits, stored) {
   if (isMessageImage(file, limits)) {
     const images = tray.filter((t) => t.kind === "image");
     if (file.size > limits.max_image_bytes) {
+      const [got, cap] = sizeOf(file.size, limits.max_image_bytes);
       return (
-        `${name} is ${mb(file.size)}; an image may be at most ${mb(limits.max_image_bytes)} ` +
+        `${name} is ${got}; an image may be at most ${cap} ` +
         "(TETHER_MAX_IMAGE_BYTES). It was not added."
       );
     }
@@ -44,9 +52,10 @@ export function refusal(file, tray, limits, stored) {
   }
   const waiting = tray.filter((t) => t.kind === "attachment");
   if (file.size > limits.attachment_max_file_bytes) {
+    const [got, cap] = sizeOf(file.size, limits.attachment_max_file_bytes);
     return (
-      `${name} is ${mb(file.size)}; an attachment may be at most ` +
-      `${mb(limits.attachment_max_file_bytes)} (ATTACHMENT_MAX_FILE_BYTES). It was not added.`
+      `${name} is ${got}; an attachment may be at most ${cap} ` +
+      "(ATTACHMENT_MAX_FILE_BYTES). It was not added."
     );
   }
   if (stored.length + waiting.length + 1 > limits.attachment_max_files) {
