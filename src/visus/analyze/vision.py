@@ -328,10 +328,6 @@ async def vision_analyze(
         )
     summary = "files: " + ", ".join(item.label for item in loaded)
 
-    def sink(usage: Usage) -> None:
-        if on_usage is not None:
-            on_usage(usage)
-
     key = None
     if cache is not None:
         key = cache_key([x.digest for x in loaded], prompt, target.ref, schema, pages)
@@ -368,7 +364,8 @@ async def vision_analyze(
 
     def count(usage: Usage) -> None:
         spent.append(usage)
-        sink(usage)
+        if on_usage is not None:
+            on_usage(usage)
 
     own_client = client is None
     if client is None:
