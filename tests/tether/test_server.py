@@ -406,3 +406,30 @@ async def test_egress_images_past_a_bound_are_fitted(tmp_path: Path) -> None:
         with PILImage.open(io.BytesIO(images[1].data)) as im:
             assert im.format in ("PNG", "JPEG", "WEBP", "GIF")
     await app.state.registry.aclose()
+
+
+async def test_turns_of_one_session_run_in_order(tmp_path: Path) -> None:
+    factory = Factory(delay=0.01)
+    app = create_app(data_dir=tmp_path, runner_factory=factory)
+    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        sent = [await tc.send(iid, f"{w} {w} {w}", session="s") for w in ("a", "b", "c")]
+        other = await tc.send(iid, "z", session="t")
+        seen: list[dict[str, Any]] = []
+        after = 0
+        while sum(f["type"] == "assistant.done" for f in seen) < 4:
+            raw = await tc.poll_raw(iid, after, wait=5)
+            seen += raw["frames"]
+            after = raw["next_seq"]
+        replies = [f["msg_id"] for f in seen if f["type"] != "user.message" and f["session"] == "s"]
+        # Each reply's deltas and done are contiguous, and the replies come in send order.
+        order = [m for i, m in enumerate(replies) if i == 0 or replies[i - 1] != m]
+        assert order == [f"{s['msg_id']}:reply" for s in sent]
+        assert any(f["msg_id"] == f"{other['msg_id']}:reply" for f in seen)
+        assert [c.text for c in factory.runners[iid].calls if c.session == "s"] == [
+            "a a a",
+            "b b b",
+            "c c c",
+        ]
+        assert app.state.registry.get(iid)._locks == {}  # no lock outlives its session's turns
+    await app.state.registry.aclose()

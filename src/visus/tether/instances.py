@@ -126,7 +126,7 @@ class Instance:
         self.runner = runner
         self.ring = ring or Ring()
         self.closed = False
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def describe(self) -> dict[str, Any]:
@@ -167,41 +167,52 @@ class Instance:
         payload = frame.payload
         assert isinstance(payload, UserMessagePayload)
         session, reply = frame.session, f"{frame.msg_id}:reply"
-        lock = self._locks.setdefault(session, asyncio.Lock())
+        # Turns of one session run in order; a session's lock lives while it has turns.
+        lock, users = self._locks.get(session, (asyncio.Lock(), 0))
+        self._locks[session] = (lock, users + 1)
+        try:
+            async with lock:
+                await self._run(payload, session, reply, images)
+        finally:
+            lock, users = self._locks[session]
+            if users == 1:
+                del self._locks[session]
+            else:
+                self._locks[session] = (lock, users - 1)
 
+    async def _run(
+        self, payload: UserMessagePayload, session: str, reply: str, images: tuple[ImageIn, ...]
+    ) -> None:
         async def emit_delta(text: str) -> None:
             if text:
                 await self.ring.append(Frame(AssistantDelta(text), session, reply))
 
-        async with lock:
-            try:
-                out = await self.runner.run_turn(
-                    session=session,
-                    text=payload.text,
-                    images=images,
-                    user=payload.user,
-                    emit_delta=emit_delta,
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # a failed turn is a frame, never a dead server
-                log.exception("turn failed on instance %s", self.config.id)
-                note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
-                await self.ring.append(Frame(note, session, reply))
-                return
-            kept, errors = await asyncio.to_thread(fit_egress, out.images)
-            for err in errors:
-                code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
-                await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
-            done = Frame(
-                AssistantDone(out.text, tuple(map(image_from_bytes, kept))), session, reply
+        try:
+            out = await self.runner.run_turn(
+                session=session,
+                text=payload.text,
+                images=images,
+                user=payload.user,
+                emit_delta=emit_delta,
             )
-            try:
-                check_wire(frame_size(done))
-            except TetherLimitError as e:
-                await self.ring.append(Frame(ErrorPayload("egress_limit", str(e)), session, reply))
-                done = Frame(AssistantDone(out.text), session, reply)
-            await self.ring.append(done)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a failed turn is a frame, never a dead server
+            log.exception("turn failed on instance %s", self.config.id)
+            note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
+            await self.ring.append(Frame(note, session, reply))
+            return
+        kept, errors = await asyncio.to_thread(fit_egress, out.images)
+        for err in errors:
+            code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
+            await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
+        done = Frame(AssistantDone(out.text, tuple(map(image_from_bytes, kept))), session, reply)
+        try:
+            check_wire(frame_size(done))
+        except TetherLimitError as e:
+            await self.ring.append(Frame(ErrorPayload("egress_limit", str(e)), session, reply))
+            done = Frame(AssistantDone(out.text), session, reply)
+        await self.ring.append(done)
 
     async def aclose(self) -> None:
         """Cancel turns in flight and close the runner (if it can be closed)."""
