@@ -202,7 +202,7 @@ class Instance:
             note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
             await self.ring.append(Frame(note, session, reply))
             return
-        kept, errors = await asyncio.to_thread(fit_egress, out.images)
+        kept, errors = await asyncio.to_thread(fit_egress, out.images) if out.images else ((), ())
         for err in errors:
             code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
             await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
