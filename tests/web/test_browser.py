@@ -125,6 +125,10 @@ def open_page(browser: Any) -> Iterator[Any]:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.errors = errors
+        # Console errors include CSP violations and failed loads (a missing asset).
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+        page.console_errors = console
         page.goto(url)
         if ready:
             page.wait_for_selector("body[data-ready=true]")
@@ -245,6 +249,7 @@ def test_drop_a_grid_ask_reload_and_restart(
             .startswith("Which words are in this grid?")
         )
         assert page.errors == []
+        assert page.console_errors == []
     finally:
         first.stop()  # the page stays open: its stream breaks and reconnects
 
@@ -313,6 +318,7 @@ def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> No
     answer = _last_answer(page, [w for w, *_ in expected])
     assert "Image 1" in answer
     assert page.errors == []
+    assert page.console_errors == []
 
 
 def test_file_picker_attachment_is_grepped(open_page: Any, served: Served) -> None:
@@ -336,6 +342,7 @@ def test_file_picker_attachment_is_grepped(open_page: Any, served: Served) -> No
     assert "notes.md (text/markdown" in page.locator(".msg.user").first.inner_text()
     page.screenshot(path=str(SHOTS / "05-grep-attachment.png"))
     assert page.errors == []
+    assert page.console_errors == []
 
 
 def test_limits_are_checked_in_the_page_and_nothing_is_sent(open_page: Any, served: Served) -> None:
@@ -375,6 +382,7 @@ def test_limits_are_checked_in_the_page_and_nothing_is_sent(open_page: Any, serv
     page.wait_for_timeout(300)
     assert posts == []
     assert page.errors == []
+    assert page.console_errors == []
 
 
 def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: Served) -> None:
@@ -396,6 +404,7 @@ def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: S
     # The opener gets the focus back.
     assert page.evaluate("document.activeElement.classList.contains('thumb')")
     assert page.errors == []
+    assert page.console_errors == []
 
 
 def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None:
@@ -431,3 +440,4 @@ def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None
     assert width <= 390  # nothing forces sideways scrolling
     page.screenshot(path=str(SHOTS / "08-phone.png"))
     assert page.errors == []
+    assert page.console_errors == []

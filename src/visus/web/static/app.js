@@ -12,7 +12,7 @@ import {
   setToken,
   takeTokenFromURL,
 } from "./api.js";
-import { base64Of, blobOfBase64, isMessageImage, mb, refusal } from "./files.js";
+import { base64Of, blobOfBase64, human, isMessageImage, mb, refusal } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, props = {}, ...children) => {
@@ -262,7 +262,7 @@ function renderDetails() {
   const attachments = $("attachment-list");
   attachments.replaceChildren();
   for (const a of conv ? conv.attachments : []) {
-    attachments.append(el("li", { text: `${a.name} (${a.size} bytes, ${a.mime_type})` }));
+    attachments.append(el("li", { text: `${a.name} (${human(a.size)}, ${a.mime_type || "no type"})` }));
   }
   if (!attachments.children.length) attachments.append(el("li", { class: "help", text: "None yet." }));
 }
@@ -447,7 +447,7 @@ function renderTray() {
       el("li", { class: `tray-item ${item.kind}`, "data-kind": item.kind },
         preview,
         el("span", { class: "name", text: label }),
-        el("span", { class: "meta", text: `${mb(item.file.size)} · ${item.kind === "image" ? "in message" : "attachment"}` }),
+        el("span", { class: "meta", text: `${human(item.file.size)} · ${item.kind === "image" ? "in message" : "attachment"}` }),
         remove),
     );
   }

@@ -7,6 +7,13 @@ export function mb(bytes) {
   return `${(bytes / 1048576).toFixed(1)} MB`;
 }
 
+/** A size for people: bytes, KB or MB. */
+export function human(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1048576) return `${(bytes / 1024).toFixed(1)} KB`;
+  return mb(bytes);
+}
+
 /** `bytes` for a message about `cap`: exact when both would read the same in MB. */
 function sizeOf(bytes, cap) {
   if (mb(bytes) !== mb(cap)) return [mb(bytes), mb(cap)];
