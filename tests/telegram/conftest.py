@@ -148,3 +148,10 @@ def scripted_app(tmp_path: Path, script: Script) -> FastAPI:
         return ScriptedRunner(script)
 
     return create_app(data_dir=tmp_path / "tether", runner_factory=factory)
+
+
+@pytest.fixture(autouse=True)
+def _ptb_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    # python-telegram-bot 22 warns when RetryAfter is built unless this opt-in is set
+    # (visus telegram sets it too); warnings are errors here.
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")

@@ -115,6 +115,7 @@ def prepare_image(image: ImageIn) -> Outgoing:
 def _preview(text: str) -> str:
     """What the streamed message shows: the text so far, clipped to one message."""
     limit = limits.TELEGRAM_MAX_TEXT_CHARS
+    text = text.rstrip()  # Telegram drops it anyway; an edit for it would change nothing
     if tg_len(text) <= limit:
         return text
     cut = limit - 1
@@ -213,6 +214,7 @@ class ChatReply:
         """Finish reply ``reply_id``: images first, then the text (see the module doc)."""
         self._start(reply_id)
         self._cancel_flush()
+        text = text.rstrip()  # as Telegram would show it; compared with what is shown
         async with self._lock:
             if images:
                 await self._done_with_images(text, images)

@@ -100,6 +100,7 @@ class _Chat:
 
     def __init__(self, reply: ChatReply) -> None:
         self.reply = reply
+        self.finished = 0  # replies ended (assistant.done, or a failed turn's note)
         self.queue: asyncio.Queue[Frame] = asyncio.Queue()
         self.task = asyncio.create_task(self._run())
 
@@ -112,8 +113,10 @@ class _Chat:
                     await self.reply.delta(frame.msg_id, p.text)
                 elif isinstance(p, AssistantDone):
                     await self.reply.done(frame.msg_id, p.text, _images(p))
+                    self.finished += 1
                 elif isinstance(p, ErrorPayload):
                     await self.reply.error(frame.msg_id, _error_text(p))
+                    self.finished += p.code == "turn_failed"
             except Exception:  # one bad frame must not stop this chat's replies
                 log.exception("telegram: egress of frame %s failed", frame.seq)
             finally:
@@ -307,6 +310,11 @@ class Gateway:
                 if chat_id is not None and frame.type != "user.message":
                     self._chat(chat_id).queue.put_nowait(frame)
             after = page.next_seq
+
+    def finished(self, chat_id: int) -> int:
+        """Replies to ``chat_id`` delivered so far (each ``assistant.done`` or failed turn)."""
+        chat = self._chats.get(chat_id)
+        return chat.finished if chat else 0
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait until every chat's egress queue is empty (tests, orderly shutdown)."""
