@@ -441,3 +441,36 @@ def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None
     page.screenshot(path=str(SHOTS / "08-phone.png"))
     assert page.errors == []
     assert page.console_errors == []
+
+
+def test_side_panel_shows_live_and_elided_images(open_page: Any, served: Served) -> None:
+    files = served.instance_dir / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    for i in (1, 2):
+        (files / f"seen{i}.png").write_bytes(make_grid(1, 1, seed=40 + i)[0])
+    page = open_page(served.url, viewport={"width": 1280, "height": 860})
+    _new_chat(page)
+    for i in (1, 2):
+        args = json.dumps({"path": str(files / f"seen{i}.png")})
+        page.fill("#message", f"call view {args}")
+        page.press("#message", "Enter")
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('#usage tbody tr').length === n",
+            arg=i,
+            timeout=ANSWER_TIMEOUT_MS,
+        )
+    # The default policy keeps pixels for the current turn only: turn 1's view is elided.
+    page.wait_for_selector("#image-list .image-item.elided")
+    items = page.locator("#image-list .image-item").all_inner_texts()
+    assert len(items) == 2
+    assert "elided" in items[0]
+    assert "turn 1" in items[0]
+    assert "live" in items[1]
+    assert "turn 2" in items[1]
+    # The viewed images also appear in the conversation, inside the tool results.
+    assert page.locator(".msg.tool .thumb").count() == 2
+    assert page.locator(".msg.tool figure.elided .thumb").count() == 1
+    assert page.locator("#usage tfoot tr").count() == 1
+    page.screenshot(path=str(SHOTS / "09-live-and-elided.png"))
+    assert page.errors == []
+    assert page.console_errors == []

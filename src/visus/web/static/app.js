@@ -135,7 +135,7 @@ function userBubble(text, images) {
   return bubble;
 }
 
-function toolBlock(message) {
+function toolBlock(message, elided) {
   const block = el("article", {
     class: `msg tool${message.is_error ? " error" : ""}`,
     "aria-label": `Result of ${message.tool_name}`,
@@ -145,7 +145,13 @@ function toolBlock(message) {
   if (message.images.length) {
     const row = el("div", { class: "images" });
     for (const image of message.images) {
-      row.append(imageButton(image.url, imageLabel(image, "Viewed")));
+      const button = imageButton(image.url, imageLabel(image, "Viewed"));
+      if (elided.has(`${message.turn}:${image.digest}`)) {
+        row.append(
+          el("figure", { class: "elided" }, button,
+            el("figcaption", { text: "elided: the model now sees a note; it can view it again" })),
+        );
+      } else row.append(button);
     }
     block.append(row);
   }
@@ -182,6 +188,9 @@ function renderConversation() {
     );
   }
   const usage = new Map(conv ? conv.turns.map((t) => [t.turn, t]) : []);
+  const elided = new Set(
+    (conv ? conv.images : []).filter((im) => !im.live).map((im) => `${im.turn}:${im.digest}`),
+  );
   const messages = conv ? conv.messages : [];
   messages.forEach((message, i) => {
     if (message.kind === "user") {
@@ -190,7 +199,7 @@ function renderConversation() {
     } else if (message.kind === "assistant") {
       if (message.text || message.tool_calls.length) box.append(assistantBubble(message));
     } else {
-      box.append(toolBlock(message));
+      box.append(toolBlock(message, elided));
     }
     const next = messages[i + 1];
     if (!next || next.turn !== message.turn) {
