@@ -35,6 +35,7 @@ class Call:
     params: dict[str, str]
     files: dict[str, tuple[str, bytes]]
     at: float
+    result: Any = None
 
     def json(self, name: str) -> Any:
         return json.loads(self.params[name])
@@ -80,6 +81,21 @@ class FakeBotAPI:
     def sent(self, *methods: str) -> list[Call]:
         with self.lock:
             return [c for c in self.calls if c.method in methods]
+
+    def chat_view(self, chat_id: int) -> list[str]:
+        """The text messages of a chat as the user finally sees them, in order."""
+        shown: dict[int, str] = {}
+        with self.lock:
+            for c in self.calls:
+                if c.params.get("chat_id") != str(chat_id):
+                    continue
+                if c.method == "sendMessage" and isinstance(c.result, dict):
+                    shown[c.result["message_id"]] = c.params["text"]
+                elif c.method == "editMessageText" and c.result is not None:
+                    shown[int(c.params["message_id"])] = c.params["text"]
+                elif c.method == "deleteMessage":
+                    shown.pop(int(c.params["message_id"]), None)
+        return list(shown.values())
 
     def methods(self) -> list[str]:
         with self.lock:
@@ -166,12 +182,16 @@ def _app(fake: FakeBotAPI) -> Starlette:
         if name == "getUpdates":
             return JSONResponse({"ok": True, "result": await _updates(fake, params)})
         with fake.lock:
-            fake.calls.append(Call(name, params, files, time.monotonic()))
+            call = Call(name, params, files, time.monotonic())
+            fake.calls.append(call)
             queued = fake.failures.get(name)
             failure = queued.pop(0) if queued else None
         if failure is not None:
             return JSONResponse(failure[1], failure[0])
-        return JSONResponse({"ok": True, "result": fake.answer(name, params)})
+        result = fake.answer(name, params)
+        with fake.lock:
+            call.result = result
+        return JSONResponse({"ok": True, "result": result})
 
     async def download(request: Request) -> Response:
         path = request.path_params["path"]
