@@ -314,9 +314,18 @@ def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> No
     png, expected = make_grid(1, 2, seed=21)
     page.evaluate(_PASTE_JS, [base64.b64encode(png).decode(), "image.png", "image/png"])
     page.wait_for_selector("#tray .tray-item.image")
+    # Watch for the answer streaming in (deltas) before the final render replaces it.
+    page.evaluate(
+        """() => new MutationObserver(() => {
+             const s = document.querySelector('.msg.assistant.streaming');
+             if (s && s.innerText.includes('Image 1')) window.sawStream = true;
+           }).observe(document.body, { subtree: true, childList: true, characterData: true })"""
+    )
     page.press("#message", "Enter")  # an image alone is a message
     answer = _last_answer(page, [w for w, *_ in expected])
     assert "Image 1" in answer
+    assert page.evaluate("window.sawStream === true")
+    assert page.locator(".msg.assistant.streaming").count() == 0
     assert page.errors == []
     assert page.console_errors == []
 
