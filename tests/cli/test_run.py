@@ -259,14 +259,29 @@ def test_chat_streams_an_answer_and_prints_usage(env: Path) -> None:
     assert int(match.group(2)) == sum(u.output_tokens for u in steps) > 0
 
 
-def test_chat_view_command_sees_the_grid_and_lists_it(env: Path) -> None:
+def test_chat_view_command_attaches_the_grid_to_the_next_message(env: Path) -> None:
     expected = write_grid(env, 2, 2, seed=51)
-    result = invoke("chat", "--data", str(env / "data"), input="/view grid.png\n/images\n/quit\n")
+    result = invoke(
+        "chat",
+        "--data",
+        str(env / "data"),
+        input="/view grid.png\nWhat is in the picture?\n/images\n/quit\n",
+    )
     assert result.exit_code == 0, (result.stdout, result.exception)
+    assert re.search(r"attached .*600x260.* to your next message", result.stdout), result.stdout
     answer = result.stdout.split("agent> ", 1)[1]
     images = seen(answer)["images"]
     assert score_grid(expected, images[0]["words"], 2, 2)[0] == 4
-    assert re.search(r"turn 1: 600x260 image/png \S*grid\.png", result.stdout)
+    assert re.search(r"turn 1: 600x260 image/png .*grid\.png", result.stdout)
+
+
+def test_chat_view_of_a_missing_file_says_why_and_sends_nothing(env: Path) -> None:
+    data = env / "data"
+    result = invoke("chat", "--data", str(data), input="/view nothing.png\n/images\n/quit\n")
+    assert result.exit_code == 0, (result.stdout, result.exception)
+    assert "cannot view" in result.stdout
+    assert "agent> " not in result.stdout  # no turn ran
+    assert "no images yet" in result.stdout
 
 
 def test_chat_paste_attaches_to_the_next_message(env: Path) -> None:
@@ -289,17 +304,18 @@ def test_chat_resumes_a_session_and_ends_on_eof(env: Path) -> None:
     assert re.search(r"[1-9]\d* input \+ [1-9]\d* output tokens", result.stdout)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat runs each turn in a new asyncio.run loop while the provider client keeps "
-    "its connection pool from the first: the second turn fails with 'Event loop is closed'",
-)
 def test_chat_second_turn_in_one_process(env: Path) -> None:
     data = env / "data"
-    result = invoke("chat", "--data", str(data), input="hello\nagain\n/quit\n")
+    # Each turn runs on the same event loop as the client's connections (a loop per
+    # turn used to fail the second turn with "Event loop is closed").
+    result = invoke("chat", "--data", str(data), input="hello\nagain\nthird\n/quit\n")
     assert result.exit_code == 0, (result.stdout, result.exception)
-    assert result.stdout.count("agent> I see no images") == 2
+    assert result.stdout.count("agent> I see no images") == 3
     assert "error" not in result.stdout
+    sid = re.search(r"session (\S+) ·", result.stdout)
+    assert sid
+    messages = SessionStore(data / "sessions").load(sid.group(1)).messages
+    assert [m.turn for m in messages] == [1, 1, 2, 2, 3, 3]
 
 
 # --- errors -------------------------------------------------------------------------
