@@ -225,30 +225,45 @@ async def _updates(fake: FakeBotAPI, params: dict[str, str]) -> list[dict[str, A
 
 
 @contextmanager
-def serve_fake_bot() -> Iterator[FakeBotAPI]:
-    fake = FakeBotAPI()
+def serve_app(app: Any, *, lifespan: str = "off") -> Iterator[str]:
+    """Run an ASGI app with uvicorn on 127.0.0.1 and a free port, in a thread.
+
+    Open long polls are not waited for at shutdown beyond a moment.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        _app(fake), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan=lifespan,
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("fake Bot API did not start")
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("test server did not start")
         time.sleep(0.01)
-    fake.url = f"http://127.0.0.1:{port}"
     try:
-        yield fake
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextmanager
+def serve_fake_bot() -> Iterator[FakeBotAPI]:
+    fake = FakeBotAPI()
+    with serve_app(_app(fake)) as url:
+        fake.url = url
+        yield fake
 
 
 # --- updates as Telegram sends them -----------------------------------------------------

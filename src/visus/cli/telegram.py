@@ -1,0 +1,105 @@
+"""``visus telegram``: the Telegram gateway (long polling by default, or a webhook).
+
+Example:
+    $ TELEGRAM_BOT_TOKEN=123:ABC visus telegram --allow-chat 4242
+    $ visus telegram --server http://127.0.0.1:8750 --server-token T --allow-user @ann
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def telegram_command(
+    token: Annotated[
+        str | None,
+        typer.Option(help="Bot token (default: TELEGRAM_BOT_TOKEN or config telegram.bot_token)."),
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a visus serve to talk to (default: config telegram.server_url; "
+            "none: an instance in this process)."
+        ),
+    ] = None,
+    server_token: Annotated[
+        str | None, typer.Option(help="Bearer token of that server (config telegram.server_token).")
+    ] = None,
+    instance: Annotated[
+        str | None, typer.Option(help="Instance id on that server (default: one of our own).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model of a new instance.")
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="Data folder (env VISUS_DATA).")] = None,
+    allow_chat: Annotated[
+        list[int] | None,
+        typer.Option(help="Chat id allowed to talk to the agent (repeatable; adds to config)."),
+    ] = None,
+    allow_user: Annotated[
+        list[str] | None,
+        typer.Option(help="User id or @username allowed (repeatable; adds to config)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Bot API server root (default https://api.telegram.org)."),
+    ] = None,
+    webhook_url: Annotated[
+        str | None, typer.Option(help="Public HTTPS URL for webhook mode (default: polling).")
+    ] = None,
+    listen: Annotated[str, typer.Option(help="Webhook listen address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Webhook listen port.")] = 8443,
+    webhook_secret: Annotated[
+        str | None, typer.Option(help="Secret Telegram sends with each webhook call.")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="visus.toml to read.")] = None,
+) -> None:
+    """Bridge Telegram chats to a visus agent: photos in, images out."""
+    import asyncio
+    import logging
+
+    from visus.config import load_config
+    from visus.errors import VisusError
+    from visus.telegram.gateway import Webhook
+    from visus.telegram.service import BotOptions, serve_bot
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        cfg = load_config(config).telegram
+        bot_token = token or (cfg.bot_token.get_secret_value() if cfg.bot_token else None)
+        users: list[int | str] = list(cfg.allowed_users)
+        users += [int(u) if u.lstrip("-").isdigit() else u for u in allow_user or ()]
+        options = BotOptions(
+            token=bot_token or "",
+            allowed_chats=(*cfg.allowed_chats, *(allow_chat or ())),
+            allowed_users=tuple(users),
+            server_url=server or cfg.server_url,
+            server_token=server_token
+            or (cfg.server_token.get_secret_value() if cfg.server_token else None),
+            instance=instance,
+            model=model,
+            data=data,
+            base_url=base_url,
+            webhook=Webhook(webhook_url, listen, port, webhook_secret) if webhook_url else None,
+        )
+        if not options.allowed_chats and not options.allowed_users:
+            typer.echo(
+                "visus telegram: no chat or user is allowed yet; everyone gets a refusal "
+                "naming their ids (add them with --allow-chat / --allow-user or "
+                "[telegram] allowed_chats / allowed_users).",
+                err=True,
+            )
+        asyncio.run(serve_bot(options))
+    except VisusError as e:
+        typer.echo(f"visus: {e}", err=True)
+        raise typer.Exit(2) from e
+
+
+def register(app: typer.Typer) -> None:
+    app.command("telegram")(telegram_command)
