@@ -118,6 +118,8 @@ def create_main_app(
     policy: RetentionPolicy | None = None,
     mcp: bool = True,
     web: bool = True,
+    host: str = "127.0.0.1",
+    roots: Sequence[Path | str] | None = None,
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat)."""
     folder = data_dir(data) / "serve"
@@ -131,7 +133,9 @@ def create_main_app(
     if mcp:
         from visus.mcp_server import mount_mcp
 
-        mount_mcp(app)
+        # MCP's view tool sees ``roots`` (default: the working directory); ``host`` feeds
+        # the SDK's DNS-rebinding check.
+        mount_mcp(app, roots=roots, host=host)
     if web:
         from visus.web import mount_web
 

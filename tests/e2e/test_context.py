@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import random
 from collections.abc import Iterator
@@ -24,10 +25,11 @@ from PIL import Image, ImageDraw, ImageFont
 from tests.e2e.conftest import make_agent, seen, view_call
 from visus.agent import Agent
 from visus.errors import ContextLengthError
+from visus.models import get_model, image_tokens
 from visus.reference.grid import make_grid
 from visus.reference.server import serve_in_background
 
-WINDOW = 20_000  # tokens: a large image costs ~7.8k here, so two fit and eight do not
+WINDOW = 7_000  # tokens: a large image costs ~2.8k here, so two fit and eight do not
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +39,23 @@ def small_window_url() -> Iterator[str]:
 
 
 def large_photo(seed: int) -> bytes:
-    """A 3000x2000 noisy photo-like image with one big word on it."""
+    """A 1800x1200 photo-like JPEG (smooth gradients, a few shapes) with one big word."""
     rng = random.Random(seed)
-    img = Image.effect_noise((3000, 2000), 40).convert("RGB")
+    w, h = 1800, 1200
+    img = Image.linear_gradient("L").resize((w, h)).convert("RGB")
+    tint = Image.new("RGB", (w, h), (rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+    img = Image.blend(img, tint, 0.5)
     draw = ImageDraw.Draw(img)
-    draw.rectangle((200, 200, 2800, 900), fill=(255, 255, 255))
+    for _ in range(6):
+        x, y = rng.randrange(w), rng.randrange(700, h)
+        draw.ellipse((x, y, x + 200, y + 150), fill=(rng.randrange(256), 90, 60))
+    draw.rectangle((100, 100, 1700, 600), fill=(255, 255, 255))
     import matplotlib
 
     font_path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
-    font = ImageFont.truetype(str(font_path), 300)
+    font = ImageFont.truetype(str(font_path), 220)
     word = "".join(rng.choice("bdfgkmnprstvz") + rng.choice("aou") for _ in range(3))
-    draw.text((300, 350), word, fill=(20, 60, 160), font=font)
+    draw.text((180, 220), word, fill=(20, 60, 160), font=font)
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=90)
     return buf.getvalue()
@@ -71,8 +79,13 @@ async def test_eight_large_images_over_eight_turns_stay_flat(
     agent = make_agent(small_window_url, "openai-chat", tmp_path, live_turns=1)
     agents.append(agent)
     usage = await _eight_turns(agent, tmp_path / "work")
-    # Flat: the last turn costs about what the second did (text grows a little).
-    assert max(usage[1:]) <= 1.5 * min(usage[1:]), usage
+    # Flat in images: each turn carries exactly one live image, so a turn costs the
+    # previous one plus only the text the conversation gained (the answers); keeping
+    # the older images would add a whole image (~2.8k tokens here) every turn.
+    per_image = image_tokens(get_model("reference"), 1800, 1200)
+    growth = [b - a for a, b in itertools.pairwise(usage)]
+    assert all(g < per_image / 2 for g in growth), (usage, per_image)
+    assert max(usage) < WINDOW
 
 
 async def test_keeping_every_image_overflows_the_same_window(

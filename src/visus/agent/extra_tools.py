@@ -1,4 +1,5 @@
-"""Tools beyond read/view/edit: the session's attachments (list, read, grep, view).
+"""Tools beyond read/view/edit: the session's attachments (list, read, grep, view),
+and vision_analyze / video_analyze.
 
 Attachments live per session under the data folder
 (``<data>/sessions/<id>/attachments``); the tools find the store from the
@@ -130,8 +131,11 @@ def attachment_tools(data: Path | str) -> list[Tool]:
 
 
 def full_registry(data: Path | str) -> ToolRegistry:
-    """Every built-in tool: read, view, edit, send_image and the attachment tools."""
+    """Every built-in tool: read, view, edit, send_image, the attachment tools,
+    vision_analyze and video_analyze."""
+    from visus.analyze.tool import VIDEO_ANALYZE, VISION_ANALYZE
+
     registry = ToolRegistry.builtin()
-    for tool in attachment_tools(data):
+    for tool in [*attachment_tools(data), VISION_ANALYZE, VIDEO_ANALYZE]:
         registry.add(tool)
     return registry

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from visus import limits
-from visus.agent.tools import OutboundImage, ToolContext, ToolRegistry
+from visus.agent.tools import TOOL_USAGE_KEY, OutboundImage, ToolContext, ToolRegistry
 from visus.errors import ImageRejectedError, InvalidInputError, MediaError
 from visus.media import fit
 from visus.media.types import Profile
@@ -155,13 +155,19 @@ class Agent:
                     tuple(notes),
                 )
             for call in reply.tool_calls:
+                spent: list[Usage] = ctx.extras.setdefault(TOOL_USAGE_KEY, [])
+                before = len(spent)
                 outcome = await self.tools.call(call.name, call.arguments, ctx)
+                tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
+                if tool_cost is not None:
+                    usage = usage + tool_cost
                 result = ToolResult(
                     call_id=call.id,
                     tool_name=call.name,
                     parts=outcome.parts,
                     is_error=outcome.is_error,
                     turn=turn,
+                    usage=tool_cost,
                 )
                 self._append(session_id, history, result)
         return TurnResult(

@@ -26,6 +26,7 @@ from visus.record.blobs import BlobStore
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
 
 __all__ = [
+    "TOOL_USAGE_KEY",
     "OutboundImage",
     "Tool",
     "ToolContext",
@@ -33,6 +34,11 @@ __all__ = [
     "ToolRegistry",
     "perception_parts",
 ]
+
+
+#: ``ToolContext.extras`` key of the list of :class:`~visus.record.messages.Usage` that
+#: tools spent on models themselves (vision_analyze); the loop records and bills it.
+TOOL_USAGE_KEY = "tool_usage"
 
 
 @dataclass(frozen=True, slots=True)

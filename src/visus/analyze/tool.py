@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from visus.agent.tools import Tool, ToolContext, ToolOutcome
+from visus.agent.tools import TOOL_USAGE_KEY, Tool, ToolContext, ToolOutcome
 from visus.analyze._values import fail
 from visus.analyze.video import DEFAULT_VIDEO_PROMPT, video_analyze
 from visus.analyze.vision import vision_analyze
@@ -30,8 +30,7 @@ from visus.record.messages import ToolSpec, Usage
 
 __all__ = ["TOOL_USAGE_KEY", "VIDEO_ANALYZE", "VISION_ANALYZE", "tool_usage"]
 
-#: ``ctx.extras`` key of the list of :class:`Usage` the analyze tools spent.
-TOOL_USAGE_KEY = "tool_usage"
+# ``ctx.extras[TOOL_USAGE_KEY]``: the list of Usage tools spent; the agent loop bills it.
 
 _SOURCE_PROPS: dict[str, Any] = {
     "file_path": {"type": "string", "description": "A file inside the allowed roots"},

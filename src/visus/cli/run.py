@@ -57,7 +57,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Run one agent turn and print the answer."""
-    from visus.agent import PastedImage
+    from visus.agent import PastedImage, TurnResult
     from visus.errors import VisusError
 
     agent = _agent(model, data, root)
@@ -75,8 +75,14 @@ def run(
             sys.stdout.write(delta)
             sys.stdout.flush()
 
+    async def one_turn() -> TurnResult:
+        try:
+            return await agent.run_turn(sid, prompt, pasted, on_delta=stream)
+        finally:
+            await agent.aclose()
+
     try:
-        result = asyncio.run(agent.run_turn(sid, prompt, pasted, on_delta=stream))
+        result = asyncio.run(one_turn())
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(1) from e
@@ -111,62 +117,87 @@ def chat(
     root: RootOpt = None,
     data: DataOpt = None,
 ) -> None:
-    """Talk to the agent interactively. /usage, /images, /view PATH, /quit."""
-    from visus.agent import PastedImage
-    from visus.errors import VisusError
-    from visus.record.messages import ImagePart
+    """Talk to the agent interactively.
 
+    Commands: /usage (tokens and cost so far), /images (this session's images),
+    /view PATH (see a file and attach it to your next message), /paste PATH (attach an
+    image file as is), /quit.
+    """
     agent = _agent(model, data, root)
     sid = session or _new_session_id()
     typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /quit to leave")
+    # One event loop for the whole chat: the provider client's connections belong to it.
+    asyncio.run(_chat(agent, sid))
+
+
+async def _chat(agent: Agent, sid: str) -> None:
+    from visus.agent import PastedImage
+    from visus.errors import VisusError
+    from visus.perception import Refusal, view
+
     pending: list[PastedImage] = []
-    while True:
-        try:
-            line = input("you> ")
-        except EOFError:
-            break
-        cmd = line.strip()
-        if cmd in {"/quit", "/exit"}:
-            break
-        if cmd == "/usage":
-            typer.echo(_usage_text(agent, sid))
-            continue
-        if cmd == "/images":
-            if not agent.sessions.exists(sid):
-                typer.echo("no images yet")
-                continue
-            msgs = agent.sessions.load(sid).messages
-            imgs = [(m.turn, p) for m in msgs if m.kind != "assistant" for p in m.parts]
-            shown = [(t, q) for t, q in imgs if isinstance(q, ImagePart)]
-            for t, part in shown:
-                o = part.origin
-                src = o.source if o.kind == "perception" else "pasted"
-                typer.echo(f"turn {t}: {part.width}x{part.height} {part.media_type} {src}")
-            if not shown:
-                typer.echo("no images yet")
-            continue
-        if cmd.startswith("/view "):
-            line = f"call view {json.dumps({'path': cmd[6:].strip()})}"
-        if cmd.startswith("/paste "):
-            path = Path(cmd[7:].strip())
+
+    def stream(delta: str) -> None:
+        sys.stdout.write(delta)
+        sys.stdout.flush()
+
+    try:
+        while True:
             try:
-                pending.append(PastedImage(path.read_bytes(), filename=path.name))
-                typer.echo(f"attached {path.name} to your next message")
-            except OSError as e:
-                typer.echo(f"cannot read {path}: {e.strerror}")
+                line = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                break
+            cmd = line.strip()
+            if cmd in {"/quit", "/exit"}:
+                break
+            if cmd == "/usage":
+                typer.echo(_usage_text(agent, sid))
+                continue
+            if cmd == "/images":
+                typer.echo(_images_text(agent, sid))
+                continue
+            if cmd.startswith("/view "):
+                result = view(cmd[6:].strip(), reach=agent.reach, model=agent.model)
+                if isinstance(result, Refusal):
+                    typer.echo(f"cannot view: {result.message}")
+                else:
+                    pending.append(PastedImage(result.data, result.media_type, cmd[6:].strip()))
+                    typer.echo(f"attached {result.describe()} to your next message")
+                continue
+            if cmd.startswith("/paste "):
+                path = Path(cmd[7:].strip())
+                try:
+                    pending.append(PastedImage(path.read_bytes(), filename=path.name))
+                    typer.echo(f"attached {path.name} to your next message")
+                except OSError as e:
+                    typer.echo(f"cannot read {path}: {e.strerror}")
+                continue
+            sys.stdout.write("agent> ")
+            try:
+                await agent.run_turn(sid, line, pending, on_delta=stream)
+            except VisusError as e:
+                typer.echo(f"\nerror: {e}")
+            pending = []
+            sys.stdout.write("\n")
+    finally:
+        await agent.aclose()
+
+
+def _images_text(agent: Agent, sid: str) -> str:
+    from visus.record.messages import ImagePart
+
+    if not agent.sessions.exists(sid):
+        return "no images yet"
+    lines = []
+    for m in agent.sessions.load(sid).messages:
+        if m.kind == "assistant":
             continue
-        sys.stdout.write("agent> ")
-
-        def stream(delta: str) -> None:
-            sys.stdout.write(delta)
-            sys.stdout.flush()
-
-        try:
-            asyncio.run(agent.run_turn(sid, line, pending, on_delta=stream))
-        except VisusError as e:
-            typer.echo(f"\nerror: {e}")
-        pending = []
-        sys.stdout.write("\n")
+        for part in m.parts:
+            if isinstance(part, ImagePart):
+                o = part.origin
+                src = o.source if o.kind == "perception" else f"pasted {o.filename or ''}"
+                lines.append(f"turn {m.turn}: {part.width}x{part.height} {part.media_type} {src}")
+    return "\n".join(lines) or "no images yet"
 
 
 def _usage_text(agent: Agent, sid: str) -> str:
@@ -176,7 +207,7 @@ def _usage_text(agent: Agent, sid: str) -> str:
         return "no usage yet"
     total = Usage()
     for m in agent.sessions.load(sid).messages:
-        if m.kind == "assistant" and m.usage is not None:
+        if m.kind != "user" and m.usage is not None:
             total = total + m.usage
     return (
         f"{total.input_tokens} input + {total.output_tokens} output tokens, ${total.cost_usd:.6f}"
@@ -199,7 +230,7 @@ def usage(
         raise typer.Exit(2)
     per_turn: dict[int, Usage] = {}
     for m in store.load(session).messages:
-        if m.kind == "assistant" and m.usage is not None:
+        if m.kind != "user" and m.usage is not None:
             per_turn[m.turn] = per_turn.get(m.turn, Usage()) + m.usage
     total = sum(per_turn.values(), Usage())
     if as_json:

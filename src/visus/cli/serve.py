@@ -22,22 +22,26 @@ def serve(
         typer.Option(envvar="VISUS_TOKEN", help="Bearer token (required beyond loopback)"),
     ] = None,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option("--root", help="Folder MCP's view tool may see (repeatable; default: cwd)"),
+    ] = None,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
     Embedded defaults: the offline reference model (when no provider key is set), data
     under the user's data folder (or --data / VISUS_DATA), loopback only.
     """
-    import uvicorn
-
     from visus.app import create_main_app
     from visus.errors import VisusError
     from visus.paths import data_dir
-    from visus.tether.server import check_bind
+    from visus.tether.server import check_bind, tether_server
 
     try:
         check_bind(host, token)
-        app = create_main_app(data=data, token=token, model=model, mcp=not no_mcp)
+        app = create_main_app(
+            data=data, token=token, model=model, mcp=not no_mcp, host=host, roots=root
+        )
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
@@ -49,7 +53,8 @@ def serve(
     if not no_mcp:
         typer.echo(f"  MCP        {base}/mcp")
     typer.echo(f"  instance   {app.state.default_instance} (model {app.state.default_model})")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
+    tether_server(app, host=host, port=port, log_level="warning").run()
 
 
 def register(app: typer.Typer) -> None:

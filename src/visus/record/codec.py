@@ -104,21 +104,25 @@ def message_to_dict(m: Message) -> dict[str, Any]:
         out["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in m.tool_calls
         ]
-        out["usage"] = (
-            None
-            if m.usage is None
-            else {
-                "input_tokens": m.usage.input_tokens,
-                "output_tokens": m.usage.output_tokens,
-                "cost_usd": m.usage.cost_usd,
-            }
-        )
+        out["usage"] = _usage_to_dict(m.usage)
     elif isinstance(m, ToolResult):
         out.update(extra)
         out["parts"] = [_part_to_dict(p) for p in m.parts]
+        if m.usage is not None:
+            out["usage"] = _usage_to_dict(m.usage)
     else:
         assert_never(m)
     return out
+
+
+def _usage_to_dict(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+    }
 
 
 # --- decoding -------------------------------------------------------------------
@@ -292,7 +296,13 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
         if kind == "tool":
             for key in ("call_id", "tool_name"):
                 _str(d, key, "")
-            return _check_scalars(ToolResult(parts=_parts(d), **_scalars(ToolResult, d)))
+            return _check_scalars(
+                ToolResult(
+                    parts=_parts(d),
+                    usage=_usage_from_dict(d.get("usage")),
+                    **_scalars(ToolResult, d),
+                )
+            )
     except TypeError as e:  # a required field missing from the record
         raise _bad(str(kind), str(e)) from e
     raise _bad("kind", f"unknown message kind {kind!r}")

@@ -141,6 +141,8 @@ class ToolResult:
     parts: tuple[Part, ...]
     is_error: bool = False
     turn: int = 1
+    #: What the tool itself spent on models (e.g. vision_analyze), if anything.
+    usage: Usage | None = None
     kind: Literal["tool"] = "tool"
 
     @property
