@@ -8,7 +8,7 @@ from PIL import Image
 
 from visus.errors import InvalidInputError, TooLargeError
 from visus.media import Profile, classify, fit, load, target_size
-from visus.media.fit import encode as fit_encode
+from visus.media.fitting import encode as fit_encode
 
 ALL = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
 

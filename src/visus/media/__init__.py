@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from visus.media.fit import classify, target_size
+from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe
 from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
 

@@ -17,7 +17,7 @@ from visus.errors import (
 )
 from visus.media import pdf, raster, svg, text
 from visus.media._guard import translated
-from visus.media.fit import check_profile, encode
+from visus.media.fitting import check_profile, encode
 from visus.media.types import Fitted, Probe, Profile, SourceKind
 
 __all__ = ["fit", "load", "probe"]

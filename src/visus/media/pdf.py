@@ -17,7 +17,7 @@ from PIL import Image
 
 from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UndecodableError
-from visus.media.fit import target_size
+from visus.media.fitting import target_size
 
 __all__ = ["PdfPage", "open_pdf", "render_pdf"]
 

@@ -15,7 +15,7 @@ from PIL import ExifTags, Image, ImageOps, JpegImagePlugin, UnidentifiedImageErr
 
 from visus import limits
 from visus.errors import TooLargeError
-from visus.media.fit import encode, target_size
+from visus.media.fitting import classify, encode, resize, target_size
 from visus.media.types import Fitted, Profile
 
 __all__ = ["Header", "decode", "identify", "load_raster", "read_header"]
@@ -174,7 +174,14 @@ def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
             source_kind="raster",
             frame_count=header.frame_count,
         )
-    enc = encode(decoded, profile)
+    content = classify(decoded)
+    size = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
+    fitted = resize(decoded, size, content)
+    if fitted is not decoded:
+        # Free the decoded frame before encoding: it is the largest buffer we hold.
+        decoded.close()
+        header.image.close()
+    enc = encode(fitted, profile, content=content)
     return Fitted(
         data=enc.data,
         media_type=enc.media_type,

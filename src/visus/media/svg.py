@@ -32,7 +32,7 @@ from PIL import Image
 from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
 from visus.media._fonts import font_path
-from visus.media.fit import target_size
+from visus.media.fitting import target_size
 
 __all__ = ["ParsedSvg", "parse_svg", "render_svg"]
 

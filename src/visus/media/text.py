@@ -24,7 +24,7 @@ from pygments.util import ClassNotFound
 from visus import limits
 from visus.errors import InvalidInputError
 from visus.media._fonts import font_path
-from visus.media.fit import target_size
+from visus.media.fitting import target_size
 
 __all__ = ["TextPage", "decode_text", "render_text", "split_lines"]
 

@@ -8,6 +8,7 @@ the output strictly smaller, so the loop ends.
 
 from __future__ import annotations
 
+import heapq
 import io
 import math
 from collections.abc import Iterator
@@ -19,7 +20,15 @@ from PIL import Image
 from visus.errors import InvalidInputError, TooLargeError
 from visus.media.types import Profile
 
-__all__ = ["Content", "Encoded", "check_profile", "classify", "encode", "target_size"]
+__all__ = [
+    "Content",
+    "Encoded",
+    "check_profile",
+    "classify",
+    "encode",
+    "resize",
+    "target_size",
+]
 
 Content = Literal["photo", "graphic"]
 
@@ -31,6 +40,8 @@ _MAX_SHRINK = 0.85
 _MIN_SHRINK = 0.25
 # The content measure samples at most this many pixels per side (nearest neighbour).
 _SAMPLE_EDGE = 96
+# Output rows per band when resampling (see resize).
+_BAND_ROWS = 32
 # A graphic has most of its pixels in few exact colours (flat fills, text on a background).
 _TOP_COLOURS = 16
 _GRAPHIC_SHARE = 0.5
@@ -89,7 +100,7 @@ def classify(im: Image.Image) -> Content:
         sample = sample.convert("RGBA")
     n = sample.width * sample.height
     colours = sample.getcolors(n) or []
-    top = sum(sorted((c for c, _ in colours), reverse=True)[:_TOP_COLOURS])
+    top = sum(heapq.nlargest(_TOP_COLOURS, (c for c, _ in colours)))
     return "graphic" if top >= _GRAPHIC_SHARE * n else "photo"
 
 
@@ -124,7 +135,7 @@ def _encodings(im: Image.Image, media_type: str, content: Content) -> Iterator[b
         # 4:2:0 chroma is invisible in photos; text and lines keep full chroma.
         subsampling = 2 if content == "photo" else 0
         for q in _LOSSY_QUALITIES:
-            yield _save(flat, "JPEG", quality=q, optimize=True, subsampling=subsampling)
+            yield _save(flat, "JPEG", quality=q, subsampling=subsampling)
     elif media_type == _WEBP:
         if content == "graphic" or _has_alpha(im):
             yield _save(im, "WEBP", lossless=True, quality=80, method=4)
@@ -142,11 +153,31 @@ def _palette(im: Image.Image) -> Image.Image:
     return im.quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
 
 
-def _resize(im: Image.Image, size: tuple[int, int]) -> Image.Image:
+def resize(im: Image.Image, size: tuple[int, int], content: Content) -> Image.Image:
+    """``im`` resampled to ``size``: Lanczos for graphics (crisp text and edges); for
+    photos Pillow's antialiased bilinear (a triangle filter over the whole footprint),
+    which is twice as fast and indistinguishable on natural images at these factors.
+
+    Large images are resampled in horizontal bands (Pillow's ``box`` reads the filter's
+    support from outside each band, so the seams are invisible): the intermediate of
+    the two-pass resample then stays a band high instead of a whole image.
+    """
     if im.size == size:
         return im
-    # reducing_gap: a cheap box reduce first, Lanczos only for the last factor of 3.
-    return im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    resample = Image.Resampling.LANCZOS if content == "graphic" else Image.Resampling.BILINEAR
+    w, h = im.size
+    tw, th = size
+    if th <= _BAND_ROWS:
+        return im.resize(size, resample, reducing_gap=3.0)
+    out = Image.new(im.mode, size)
+    step = h / th
+    for y0 in range(0, th, _BAND_ROWS):
+        y1 = min(th, y0 + _BAND_ROWS)
+        band = im.resize(
+            (tw, y1 - y0), resample, box=(0, y0 * step, w, y1 * step), reducing_gap=3.0
+        )
+        out.paste(band, (0, y0))
+    return out
 
 
 def encode(im: Image.Image, profile: Profile, *, content: Content | None = None) -> Encoded:
@@ -172,7 +203,7 @@ def encode(im: Image.Image, profile: Profile, *, content: Content | None = None)
     media_type = next(t for t in _order(kind, alpha) if t in profile.media_types)
     size = target_size(im.width, im.height, profile.max_edge, profile.max_pixels)
     while True:
-        resized = _resize(im, size)
+        resized = resize(im, size, kind)
         smallest = 0
         for data in _encodings(resized, media_type, kind):
             if len(data) <= profile.max_bytes:
