@@ -418,6 +418,13 @@ def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: S
 
 def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None:
     page = open_page(served.url, viewport={"width": 390, "height": 844}, is_mobile=True)
+    # The first Tab reaches the skip link, which jumps to the message box.
+    hash_before = page.evaluate("location.hash")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "message"
+    assert page.evaluate("location.hash") == hash_before  # the session stays in the URL
     _new_chat(page)
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)

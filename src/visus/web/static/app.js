@@ -651,6 +651,16 @@ function wire() {
       }
     }
   });
+  // The address bar's #s=<session> keeps the open session across reloads: the skip
+  // link moves focus without touching it, and an edited hash opens that session.
+  document.querySelector(".skip-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("message").focus();
+  });
+  window.addEventListener("hashchange", () => {
+    const wanted = sessionFromHash();
+    if (wanted && wanted !== state.sid && state.config) openSession(wanted).catch(showError);
+  });
   $("lightbox-close").addEventListener("click", () => $("lightbox").close());
   $("lightbox").addEventListener("click", (event) => {
     if (event.target === $("lightbox")) $("lightbox").close();
