@@ -192,3 +192,13 @@ async def test_allowed_user_by_username_in_any_chat(
         await until(lambda: script.turns, what="a turn")
         await b.gateway.drain()
     assert script.turns[0].session == f"tg-{group}"
+
+
+async def test_start_command_is_answered_by_the_gateway_not_the_agent(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    async with bridge(fake, scripted_app):
+        fake.push(text_update(CHAT, "/start"))
+        await until(lambda: fake.sent("sendMessage"), what="greeting")
+    assert "up to 4 photos" in fake.sent("sendMessage")[0].params["text"]
+    assert not script.turns

@@ -68,6 +68,11 @@ REFUSED = (
     "Ask its owner to allow chat {chat} (or user {user})."
 )
 UNSUPPORTED = "Sorry, I can read text, photos and image files; this kind of message I cannot."
+GREETING = (
+    "Hello! Send me text, a photo, an image file or an album of up to {n} photos, and "
+    "I will look at it. Images I make come back as photos."
+)
+_GREETING_COMMANDS = frozenset({"/start", "/help"})
 
 
 def session_of_chat(chat_id: int) -> str:
@@ -216,6 +221,11 @@ class Gateway:
             return
         if message.media_group_id is not None:
             self.albums.add(message)
+            return
+        if (message.text or "").split("@", 1)[0].strip() in _GREETING_COMMANDS:
+            # Telegram clients send /start first; it is not a question for the agent.
+            n = limits.TETHER_MAX_IMAGES_PER_MESSAGE
+            await self._say(message.chat_id, GREETING.format(n=n))
             return
         await self.forward([message])
 
