@@ -124,8 +124,10 @@ TELEGRAM_MAX_RETRIES: Final = 5
 #: Longest wait between retries, whatever retry_after asks for (seconds).
 TELEGRAM_MAX_RETRY_AFTER_SECONDS: Final = 60.0
 
-# --- agent ------------------------------------------------------------------------
+# --- agent ---------------------------------------------------------------------------
 AGENT_MAX_STEPS: Final = 25
+#: Longest side of an image the agent sends out (send_image); bytes per tether's bound.
+OUTBOUND_MAX_EDGE: Final = 4096
 
 # --- providers --------------------------------------------------------------------
 #: Seconds one provider request may take (connect + read) before it counts as failed.

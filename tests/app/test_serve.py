@@ -95,3 +95,32 @@ async def test_default_instance_is_stable_across_restarts(
     second = _app(tmp_path, reference_url)
     assert first.state.default_instance == second.state.default_instance
     await asyncio.sleep(0)
+
+
+async def test_send_image_comes_back_in_assistant_done(tmp_path: Path, reference_url: str) -> None:
+    app = _app(tmp_path, reference_url)
+    iid = app.state.default_instance
+    files = Path(app.state.registry.get(iid).config.data_dir) / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    png, _ = make_grid(2, 2, seed=8)
+    (files / "chart.png").write_bytes(png)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as client,
+    ):
+        frame = {
+            "v": 1,
+            "type": "user.message",
+            "session": "out-1",
+            "payload": {"text": 'call send_image {"path": "chart.png"}'},
+        }
+        r = await client.post(f"/v1/instances/{iid}/tether", json=frame)
+        assert r.status_code in {200, 201, 202}, r.text
+        frames = await _poll_done(client, iid, "out-1")
+    done = next(f for f in frames if f["type"] == "assistant.done")
+    images = done["payload"]["images"]
+    assert len(images) == 1
+    assert images[0]["media_type"] == "image/png"
+    assert base64.b64decode(images[0]["data"]) == png  # small enough to leave unchanged
+    assert "ref" not in images[0]

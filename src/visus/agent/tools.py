@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from visus import limits
 from visus.errors import VisusError
+from visus.media import load
+from visus.media.types import Profile
 from visus.models import ModelSpec
 from visus.perception import Perception, Reach, Refusal, read, view
 from visus.record.blobs import BlobStore
@@ -35,6 +38,14 @@ __all__ = [
     "perception_parts",
 ]
 
+
+#: What ``send_image`` fits outgoing images to: tether's per-image bound and formats.
+OUTBOUND_PROFILE = Profile(
+    max_edge=limits.OUTBOUND_MAX_EDGE,
+    max_pixels=limits.OUTBOUND_MAX_EDGE**2,
+    max_bytes=limits.TETHER_MAX_IMAGE_BYTES,
+    media_types=limits.TETHER_MEDIA_TYPES,
+)
 
 #: ``ToolContext.extras`` key of the list of :class:`~visus.record.messages.Usage` that
 #: tools spent on models themselves (vision_analyze); the loop records and bills it.
@@ -340,12 +351,13 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         path = _str_arg(args, "path")
     except _ArgError as e:
         return ToolOutcome.text(f"error: {e}", is_error=True)
-    result = view(path, reach=ctx.reach, model="reference")
-    if isinstance(result, Refusal):
-        return _refusal_outcome(result)
-    ctx.outbox.append(OutboundImage(result.media_type, result.data, source=path))
+    # Fitted for what leaves the agent (tether's per-image bound), not for the model.
+    # Errors (missing, outside reach, undecodable) become an error result in call().
+    data = ctx.reach.read_bytes(ctx.reach.resolve(path))
+    fitted = load(data, profile=OUTBOUND_PROFILE, render=ctx.reach.render, name=path)
+    ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
     return ToolOutcome.text(
-        f"queued {path!r} ({result.media_type} {result.width}x{result.height}) "
+        f"queued {path!r} ({fitted.media_type} {fitted.width}x{fitted.height}) "
         "to send with your reply"
     )
 
