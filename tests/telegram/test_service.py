@@ -205,3 +205,37 @@ def test_cli_runs_the_gateway_until_interrupted(
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out.decode(errors="replace")
+
+
+async def test_replies_finished_while_the_gateway_was_down_are_delivered_on_restart(
+    fake: FakeBotAPI, tether_url: str, tmp_path: Path
+) -> None:
+    from visus.tether.client import TetherClient
+
+    options = BotOptions(
+        token=TOKEN,
+        allowed_chats=(CHAT,),
+        server_url=tether_url,
+        server_token="tok-secret",
+        model="reference",
+        data=tmp_path / "data",
+        base_url=fake.url,
+        poll_wait=1.0,
+    )
+    assert await _run(options, fake, "before") == ["echo: before"]
+    iid = json.loads((tmp_path / "data" / "telegram" / "instances.json").read_text())[tether_url]
+    async with TetherClient(tether_url, "tok-secret") as tc:
+        await tc.send(iid, "while away", session=f"tg-{CHAT}")
+        for _ in range(100):
+            page = await tc.poll(iid, 0, session=f"tg-{CHAT}", wait=0.2)
+            if sum(f.type == "assistant.done" for f in page.frames) == 2:
+                break
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_bot(options, stop=stop))
+    try:
+        await until(lambda: "echo: while away" in fake.chat_view(CHAT), what="replayed reply")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    # Delivered once, and the reply already delivered before the restart is not repeated.
+    assert fake.chat_view(CHAT) == ["echo: before", "echo: while away"]

@@ -21,10 +21,13 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import json
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from telegram.constants import ChatAction
@@ -152,6 +155,7 @@ class Gateway:
         edit_interval: float = limits.TELEGRAM_EDIT_INTERVAL_SECONDS,
         retries: int = limits.TELEGRAM_MAX_RETRIES,
         poll_wait: float = limits.TETHER_POLL_MAX_WAIT_SECONDS / 2,
+        cursor_file: Path | None = None,
     ) -> None:
         self.tether = tether
         self.instance = instance
@@ -160,6 +164,7 @@ class Gateway:
         self.edit_interval = edit_interval
         self.retries = retries
         self.poll_wait = poll_wait
+        self.cursor_file = cursor_file
         self.albums = AlbumCollector(self._on_album, window=album_window)
         self._bot: Bot | None = None
         self._chats: dict[int, _Chat] = {}
@@ -179,9 +184,42 @@ class Gateway:
     # --- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start relaying the instance's frames from now on (earlier ones are history)."""
+        """Start relaying the instance's frames.
+
+        From now on; or, with a ``cursor_file`` saved by an earlier run against the
+        same instance, from where that run stopped, so replies finished while the
+        gateway was down still reach their chats.
+        """
         info = await self.tether.get_instance(self.instance)
-        self._pump = asyncio.create_task(self._relay(int(info["last_seq"])))
+        last = int(info["last_seq"])
+        saved = self._saved_cursor()
+        after = saved if saved is not None and saved <= last else last
+        if after < last:
+            log.info("telegram: resuming the relay after seq %s (now at %s)", after, last)
+        self._pump = asyncio.create_task(self._relay(after))
+
+    def _saved_cursor(self) -> int | None:
+        if self.cursor_file is None:
+            return None
+        try:
+            saved = json.loads(self.cursor_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(saved, dict) or saved.get("instance") != self.instance:
+            return None
+        seq = saved.get("next_seq")
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
+
+    def _save_cursor(self, next_seq: int) -> None:
+        if self.cursor_file is None:
+            return
+        try:
+            self.cursor_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.cursor_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"instance": self.instance, "next_seq": next_seq}))
+            os.replace(tmp, self.cursor_file)
+        except OSError as e:
+            log.warning("telegram: could not save the relay cursor: %s", e)
 
     async def aclose(self) -> None:
         if self._pump is not None:
@@ -319,6 +357,8 @@ class Gateway:
                 chat_id = chat_of_session(frame.session)
                 if chat_id is not None and frame.type != "user.message":
                     self._chat(chat_id).queue.put_nowait(frame)
+            if page.next_seq != after:
+                self._save_cursor(page.next_seq)
             after = page.next_seq
 
     def finished(self, chat_id: int) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from visus import limits
 from visus.errors import ConfigError, NotFoundError
 from visus.paths import data_dir
 from visus.telegram.gateway import Gateway, Webhook, build_application, run_gateway
@@ -50,6 +51,8 @@ class BotOptions:
     data: Path | None = None
     base_url: str | None = None
     webhook: Webhook | None = None
+    #: Longest a tether long poll is held open (seconds).
+    poll_wait: float = limits.TETHER_POLL_MAX_WAIT_SECONDS / 2
 
 
 def _remembered(data: Path, server_url: str) -> str | None:
@@ -129,11 +132,15 @@ async def serve_bot(options: BotOptions, *, stop: asyncio.Event | None = None) -
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
     async with tether_for(options) as (client, instance):
+        # A remote server keeps its frames across our restarts: resume where we stopped.
+        cursor = data_dir(options.data) / "telegram" / "cursor.json"
         gateway = Gateway(
             client,
             instance,
             allowed_chats=options.allowed_chats,
             allowed_users=options.allowed_users,
+            poll_wait=options.poll_wait,
+            cursor_file=cursor if options.server_url else None,
         )
         application = build_application(
             options.token, base_url=options.base_url, webhook=options.webhook is not None
