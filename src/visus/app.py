@@ -20,8 +20,9 @@ from fastapi import FastAPI
 
 from visus.agent import PastedImage, ToolRegistry, build_agent
 from visus.agent.extra_tools import full_registry
+from visus.config import load_config
 from visus.paths import data_dir
-from visus.providers import ProviderSettings, default_model
+from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
 from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnOutput
 from visus.tether.server import create_app
@@ -128,7 +129,7 @@ def create_main_app(
         runner_factory=agent_runner_factory(settings=settings, policy=policy),
         token=token,
     )
-    app.state.default_model = model or default_model(settings)
+    app.state.default_model = model or load_config().default_model
     app.state.default_instance = default_instance(app, app.state.default_model)
     if mcp:
         from visus.mcp_server import mount_mcp

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from visus import limits
 from visus.agent.tools import TOOL_USAGE_KEY, OutboundImage, ToolContext, ToolRegistry
@@ -98,7 +99,13 @@ class Agent:
     max_steps: int = limits.AGENT_MAX_STEPS
     #: Derived (re-fitted) images by source digest and profile, so a step re-uses them.
     refit_cache: RefitCache = field(default_factory=RefitCache)
+    #: The ``provider:model`` ref the agent was built from (kept in session meta).
+    model_ref: str = ""
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # session id -> (log file signature after our last write, the messages it holds)
+    _cache: dict[str, tuple[tuple[int, int], list[Message]]] = field(
+        default_factory=dict, repr=False
+    )
 
     async def aclose(self) -> None:
         """Release the provider client's connections (call before the event loop ends)."""
@@ -113,10 +120,7 @@ class Agent:
         on_delta: DeltaCallback | None = None,
     ) -> TurnResult:
         """Run one user turn to its final answer; everything is recorded as it happens."""
-        if not self.sessions.exists(session_id):
-            self.sessions.create(session_id, meta={"model": self.model.name})
-        loaded = self.sessions.load(session_id, blobs=self.blobs)
-        history: list[Message] = list(loaded.messages)
+        history = self._history(session_id)
         turn = max((m.turn for m in history), default=0) + 1
 
         user = UserMessage(parts=self._user_parts(text, images), turn=turn)
@@ -214,9 +218,23 @@ class Agent:
             refit_cache=self.refit_cache,
         )
 
+    def _history(self, session_id: str) -> list[Message]:
+        """The session's messages: from memory while the log is as this agent left
+        it, else (first use, or another writer appended) loaded from disk."""
+        if not self.sessions.exists(session_id):
+            meta = {"model": self.model_ref or self.model.name}
+            self.sessions.create(session_id, meta=meta)
+        cached = self._cache.get(session_id)
+        if cached is not None and cached[0] == _signature(self.sessions.path(session_id)):
+            return cached[1]
+        history = list(self.sessions.load(session_id, blobs=self.blobs).messages)
+        self._cache[session_id] = (_signature(self.sessions.path(session_id)), history)
+        return history
+
     def _append(self, session_id: str, history: list[Message], message: Message) -> None:
         self.sessions.append(session_id, message)
         history.append(message)
+        self._cache[session_id] = (_signature(self.sessions.path(session_id)), history)
 
     # --- images -----------------------------------------------------------------------
 
@@ -267,6 +285,11 @@ class Agent:
             parts = tuple(fn(p) if isinstance(p, ImagePart) else p for p in m.parts)
             out.append(replace(m, parts=parts))
         return out
+
+
+def _signature(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _elide_part(part: ImagePart) -> Part:

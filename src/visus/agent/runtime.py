@@ -20,9 +20,10 @@ from pathlib import Path
 
 from visus.agent.loop import Agent
 from visus.agent.tools import ToolRegistry
+from visus.config import VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, sessions_dir
 from visus.perception import Reach
-from visus.providers import ProviderSettings, default_model, resolve
+from visus.providers import ProviderSettings, resolve
 from visus.record.blobs import FileBlobStore
 from visus.record.sessions import SessionStore
 from visus.retention import RetentionPolicy
@@ -59,29 +60,45 @@ def build_agent(
     *,
     data: Path | str | None = None,
     roots: Sequence[Path | str] = (),
-    render: bool = True,
+    render: bool | None = None,
     settings: ProviderSettings | None = None,
     policy: RetentionPolicy | None = None,
     tools: ToolRegistry | None = None,
     system: str | None = None,
+    config: VisusConfig | None = None,
 ) -> Agent:
-    """An agent for ``model`` (default: the first configured provider, else ``reference``)."""
-    settings = settings or ProviderSettings()
-    ref = model or default_model(settings)
+    """An agent for ``model``; whatever is not given comes from ``visus.toml``.
+
+    ``config`` defaults to :func:`visus.config.load_config` (``VISUS_CONFIG``, the
+    user's config dir, ``VISUS_*`` env vars): its default model (``reference`` when no
+    provider key is set), provider keys and URLs, data folder, reach and retention.
+    """
+    cfg = config if config is not None else load_config()
+    cfg.register_models()
+    settings = settings or cfg.provider_settings()
+    ref = model or cfg.default_model
     is_reference = ref == "reference" or ref.startswith("reference:")
     if is_reference and not settings.url("reference"):
         settings = replace(settings, reference_url=ensure_reference_server())
     client, spec = resolve(ref, config=settings)
-    root = data_dir(data)
+    root = data_dir(data if data is not None else cfg.data_dir)
+    reach_roots: Sequence[Path | str] = roots or cfg.reach.roots or [Path.cwd()]
+    retention = cfg.retention
     agent = Agent(
         client=client,
         model=spec,
         sessions=SessionStore(sessions_dir(root)),
         blobs=FileBlobStore(blobs_dir(root)),
-        reach=Reach(list(roots) or [Path.cwd()], render=render),
+        reach=Reach(list(reach_roots), render=cfg.reach.render if render is None else render),
         tools=tools or ToolRegistry.builtin(),
-        policy=policy or RetentionPolicy(),
+        policy=policy
+        or RetentionPolicy(
+            live_turns=retention.live_turns,
+            chunk=retention.chunk,
+            image_token_budget=retention.image_token_budget,
+        ),
         refit_cache=RefitCache(blobs_dir(root) / "refit-index.json"),
+        model_ref=ref,
     )
     if system is not None:
         agent.system = system

@@ -11,7 +11,10 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -24,6 +27,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _global(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="visus.toml to use (default: $VISUS_CONFIG, else the user's config dir)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Give LLM agents eyes: view files as images, run agents, serve them."""
+    if config is not None:
+        # Every command loads its configuration through visus.config, which reads this.
+        os.environ["VISUS_CONFIG"] = str(config)
 
 
 def _register_all() -> None:

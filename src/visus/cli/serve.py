@@ -33,11 +33,14 @@ def serve(
     under the user's data folder (or --data / VISUS_DATA), loopback only.
     """
     from visus.app import create_main_app
+    from visus.config import load_config
     from visus.errors import VisusError
     from visus.paths import data_dir
     from visus.tether.server import check_bind, tether_server
 
     try:
+        server = load_config().server
+        token = token or (server.token.get_secret_value() if server.token else None)
         check_bind(host, token)
         app = create_main_app(
             data=data, token=token, model=model, mcp=not no_mcp, host=host, roots=root
