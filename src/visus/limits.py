@@ -123,6 +123,10 @@ TELEGRAM_ALBUM_WINDOW_SECONDS: Final = 1.0
 TELEGRAM_MAX_RETRIES: Final = 5
 #: Longest wait between retries, whatever retry_after asks for (seconds).
 TELEGRAM_MAX_RETRY_AFTER_SECONDS: Final = 60.0
+#: How often "typing…" is renewed while the agent works (Telegram shows it ~5 s).
+TELEGRAM_TYPING_INTERVAL_SECONDS: Final = 4.0
+#: Longest the gateway keeps showing "typing…" for one wait on the agent.
+TELEGRAM_TYPING_MAX_SECONDS: Final = 300.0
 
 # --- agent ---------------------------------------------------------------------------
 AGENT_MAX_STEPS: Final = 25
@@ -152,6 +156,22 @@ ANTHROPIC_MANY_IMAGES_MAX_EDGE: Final = 2000
 ANTHROPIC_MAX_REQUEST_IMAGE_B64: Final = 30 * MB
 #: OpenAI: decoded image bytes in one request (images-vision guide: 50 MB).
 OPENAI_MAX_REQUEST_IMAGE_BYTES: Final = 50 * MB
+#: Native PDF documents (WIRES.md). Anthropic: a request is at most 32 MB, so one
+#: document's base64 may take what images may; 100 pages on 200k-context models ...
+ANTHROPIC_MAX_PDF_B64: Final = 30 * MB
+ANTHROPIC_MAX_PDF_PAGES: Final = 100
+#: ... and 600 pages on models whose context window is larger than this (tokens).
+ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS: Final = 200_000
+ANTHROPIC_MAX_PDF_PAGES_LARGE_CONTEXT: Final = 600
+#: OpenAI file inputs: 32 MB of PDF content and 100 pages per request.
+OPENAI_MAX_PDF_BYTES: Final = 32 * MB
+OPENAI_MAX_PDF_PAGES: Final = 100
+#: Gemini: 1000 pages per document (bytes count against the inline request budget).
+GEMINI_MAX_PDF_PAGES: Final = 1000
+#: Bedrock Converse: 4.5 MB per document, 5 documents per request, name length we send.
+BEDROCK_MAX_DOCUMENT_BYTES: Final = 4_718_592
+BEDROCK_MAX_DOCUMENTS: Final = 5
+BEDROCK_MAX_DOCUMENT_NAME_CHARS: Final = 200
 
 # --- reference server: the provider bounds it enforces like the real services ----
 #: Default context window of the reference model (tokens); `--context-tokens` overrides.
