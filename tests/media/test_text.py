@@ -147,3 +147,9 @@ def test_small_profile_still_renders_a_fitting_page() -> None:
     assert max(f.width, f.height) <= 200
     assert f.width * f.height <= 200 * 150
     assert f.size <= 60_000
+
+
+def test_long_names_do_not_widen_the_page() -> None:
+    long = load(b"x = 1\n", profile=CLAUDE, name="/deep/" + "d" * 500 + "/" + "n" * 400 + ".py")
+    # Unclipped, the 400-character basename alone would be over 2,600 px wide.
+    assert long.source_width < 130 * 14

@@ -209,7 +209,13 @@ def render_text(
     label = f"lines {first + 1}-{last} of {total}"
     if clipped:
         label += f" (line {last} clipped)"
-    header = f"{name} · {label}" if name else label
+    header = label
+    if name:
+        # The file's own name, clipped so a long path cannot widen (and shrink) the page.
+        shown = _visible(name.replace("\\", "/").rsplit("/", 1)[-1])
+        room = max(8, limits.TEXT_WRAP_COLUMNS - len(label) - 3)
+        shown = shown if len(shown) <= room else shown[: room - 1] + _CLIPPED
+        header = f"{shown} · {label}"
     image = _draw(header, rows, cols, len(str(last)), max_edge, max_pixels)
     return TextPage(image, first + 1, last, total)
 
