@@ -48,13 +48,14 @@ def test_every_pillow_format_loads_and_fits(fmt: str) -> None:
     assert f.frame_count == 1
 
 
-def test_exif_orientation_is_applied() -> None:
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
+def test_exif_orientation_is_applied(fmt: str) -> None:
     # Red left half, blue right half, stored with orientation 6 (rotate 90 CW to view).
     im = Image.new("RGB", (200, 100), (255, 0, 0))
     im.paste((0, 0, 255), (100, 0, 200, 100))
     exif = Image.Exif()
     exif[0x0112] = 6
-    data = encode(im, "JPEG", exif=exif, quality=95)
+    data = encode(im, fmt, exif=exif, quality=95)
     f = load(data, profile=CLAUDE)
     assert (f.source_width, f.source_height) == (100, 200)
     out = decoded(f.data).convert("RGB")
