@@ -11,6 +11,7 @@ from visus.record.codec import message_from_dict, message_to_dict
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     Message,
     PerceptionOrigin,
@@ -40,6 +41,7 @@ MESSAGES: list[Message] = [
         tool_calls=(
             ToolCall("call_1", "view", {"path": "a.png", "page": 2, "nested": {"x": [1, 2.5]}}),
             ToolCall("call_2", "read"),
+            ToolCall("call_3", "view", {"path": "b.png"}, signature="c2lnbmF0dXJl"),
         ),
         turn=3,
         model="claude-sonnet-4-6",
@@ -59,6 +61,14 @@ MESSAGES: list[Message] = [
         turn=3,
     ),
     ToolResult(call_id="c", tool_name="edit", parts=(TextPart("boom"),), is_error=True, turn=4),
+    UserMessage(
+        parts=(
+            TextPart("summarise this"),
+            DocumentPart(D1, "application/pdf", 48213, 12, AttachmentOrigin("report.pdf")),
+            DocumentPart(D2, "application/pdf", 900, 1, PerceptionOrigin("docs/a.pdf")),
+        ),
+        turn=5,
+    ),
 ]
 
 
@@ -82,12 +92,72 @@ def _all_keys(value: Any) -> set[str]:
 def test_every_dataclass_field_is_written() -> None:
     # A field someone adds to a message or part must reach the record.
     keys = set().union(*(_all_keys(message_to_dict(m)) for m in MESSAGES))
-    for cls in (UserMessage, AssistantMessage, ToolResult, TextPart, ImagePart, ToolCall, Usage):
+    for cls in (
+        UserMessage,
+        AssistantMessage,
+        ToolResult,
+        TextPart,
+        ImagePart,
+        DocumentPart,
+        ToolCall,
+        Usage,
+    ):
         for f in dataclasses.fields(cls):
             assert f.name in keys, (cls.__name__, f.name)
     for cls2 in (PerceptionOrigin, AttachmentOrigin):
         for f in dataclasses.fields(cls2):
             assert f.name in keys, (cls2.__name__, f.name)
+
+
+def test_tool_call_without_signature_writes_no_signature_key() -> None:
+    # Records written before signatures existed (and calls without one) stay unchanged.
+    d = message_to_dict(AssistantMessage(tool_calls=(ToolCall("c1", "view", {}),)))
+    assert d["tool_calls"] == [{"id": "c1", "name": "view", "arguments": {}}]
+    back = message_from_dict(d)
+    assert isinstance(back, AssistantMessage) and back.tool_calls[0].signature is None
+
+
+def test_document_part_record_holds_no_bytes() -> None:
+    doc = DocumentPart(D1, "application/pdf", 30 * 1024 * 1024, 600, AttachmentOrigin("big.pdf"))
+    text = json.dumps(message_to_dict(UserMessage(parts=(doc,))), separators=(",", ":"))
+    assert len(text) < 300
+
+
+@pytest.mark.parametrize(
+    ("part", "field"),
+    [
+        ({"digest": "nothex", "page_count": 1}, "digest"),
+        ({"digest": "a" * 64, "page_count": -1}, "page_count"),
+        ({"digest": "a" * 64}, "page_count"),
+    ],
+)
+def test_bad_document_part_names_the_field(part: dict[str, Any], field: str) -> None:
+    record = {
+        "v": 1,
+        "kind": "user",
+        "parts": [
+            {
+                "kind": "document",
+                "media_type": "application/pdf",
+                "size": 10,
+                "origin": {"kind": "attachment", "filename": "a.pdf"},
+                **part,
+            }
+        ],
+    }
+    with pytest.raises(InvalidInputError, match=field):
+        message_from_dict(record)
+
+
+def test_bad_signature_is_refused() -> None:
+    record = {
+        "v": 1,
+        "kind": "assistant",
+        "parts": [],
+        "tool_calls": [{"id": "c", "name": "view", "arguments": {}, "signature": 5}],
+    }
+    with pytest.raises(InvalidInputError, match="signature"):
+        message_from_dict(record)
 
 
 def test_no_image_bytes_in_record() -> None:

@@ -7,6 +7,7 @@ from visus.record.codec import message_from_dict, message_to_dict
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     Message,
     ModelRequest,
@@ -26,6 +27,7 @@ __all__ = [
     "AssistantMessage",
     "AttachmentOrigin",
     "BlobStore",
+    "DocumentPart",
     "FileBlobStore",
     "ImagePart",
     "LoadedSession",

@@ -26,6 +26,7 @@ from visus.record.blobs import validate_digest
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     Message,
     Origin,
@@ -81,7 +82,23 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
             "height": part.height,
             "origin": origin_to_dict(part.origin),
         }
+    if isinstance(part, DocumentPart):
+        return {
+            "kind": "document",
+            "digest": part.digest,
+            "media_type": part.media_type,
+            "size": part.size,
+            "page_count": part.page_count,
+            "origin": origin_to_dict(part.origin),
+        }
     assert_never(part)
+
+
+def _tool_call_to_dict(call: ToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+    if call.signature is not None:  # written only when present: older records stay as they were
+        out["signature"] = call.signature
+    return out
 
 
 def message_to_dict(m: Message) -> dict[str, Any]:
@@ -101,9 +118,7 @@ def message_to_dict(m: Message) -> dict[str, Any]:
     elif isinstance(m, AssistantMessage):
         out.update(extra)
         out["parts"] = [_part_to_dict(p) for p in m.parts]
-        out["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in m.tool_calls
-        ]
+        out["tool_calls"] = [_tool_call_to_dict(c) for c in m.tool_calls]
         out["usage"] = _usage_to_dict(m.usage)
     elif isinstance(m, ToolResult):
         out.update(extra)
@@ -200,7 +215,24 @@ def _part_from_dict(value: object, where: str) -> Part:
             height=_int(d, "height", where),
             origin=_origin_from_dict(d.get("origin"), f"{where}.origin"),
         )
+    if kind == "document":
+        return DocumentPart(
+            digest=_digest(d, where),
+            media_type=_str(d, "media_type", where),
+            size=_int(d, "size", where),
+            page_count=_int(d, "page_count", where),
+            origin=_origin_from_dict(d.get("origin"), f"{where}.origin"),
+        )
     raise _bad(f"{where}.kind", f"unknown part kind {kind!r}")
+
+
+def _digest(d: Mapping[str, Any], where: str) -> str:
+    digest = _str(d, "digest", where)
+    try:
+        validate_digest(digest)
+    except InvalidKeyError as e:
+        raise _bad(f"{where}.digest", str(e)) from e
+    return digest
 
 
 def _parts(d: Mapping[str, Any]) -> tuple[Part, ...]:
@@ -253,7 +285,12 @@ def _tool_call_from_dict(value: object, where: str) -> ToolCall:
     arguments = d.get("arguments", {})
     if not isinstance(arguments, dict):
         raise _bad(f"{where}.arguments", "expected an object")
-    return ToolCall(id=_str(d, "id", where), name=_str(d, "name", where), arguments=arguments)
+    return ToolCall(
+        id=_str(d, "id", where),
+        name=_str(d, "name", where),
+        arguments=arguments,
+        signature=_opt_str(d, "signature", where),
+    )
 
 
 def message_from_dict(d: Mapping[str, Any]) -> Message:

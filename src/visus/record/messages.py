@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "AssistantMessage",
     "AttachmentOrigin",
+    "DocumentPart",
     "ImagePart",
     "Message",
     "ModelRequest",
@@ -81,16 +82,45 @@ class ImagePart:
     kind: Literal["image"] = "image"
 
 
-Part: TypeAlias = TextPart | ImagePart
+@dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """A reference to a document blob (a PDF) sent natively to models that take one.
+
+    Like :class:`ImagePart` it holds no bytes: ``digest`` is the lowercase hex
+    sha256 of the blob, ``size`` its length and ``page_count`` its pages (wires
+    check page caps without opening it). Models without document support get a
+    text note instead (see :mod:`visus.wire`).
+
+    Example:
+        >>> doc = DocumentPart("ab" * 32, "application/pdf", 1234, 2,
+        ...                    AttachmentOrigin("report.pdf"))
+        >>> doc.kind, doc.page_count
+        ('document', 2)
+    """
+
+    digest: str
+    media_type: str
+    size: int
+    page_count: int
+    origin: Origin
+    kind: Literal["document"] = "document"
+
+
+Part: TypeAlias = TextPart | ImagePart | DocumentPart
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A call the assistant asked for. ``arguments`` is a decoded JSON object."""
+    """A call the assistant asked for. ``arguments`` is a decoded JSON object.
+
+    ``signature`` is an opaque token some providers attach to a call and require
+    back on the same call in later turns (Gemini's ``thoughtSignature``, base64).
+    """
 
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

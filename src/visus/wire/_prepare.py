@@ -19,7 +19,12 @@ dropped. In order:
    over it, images leave in the same order as for the count cap (the last stays).
 5. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
 
-Only the blobs of images that are sent are read.
+Documents (:class:`DocumentPart`, PDFs) are sent as they are, never re-fitted: a
+model without ``spec.pdf``, a wire without documents (``rules.documents``), a PDF
+past the wire's page or byte cap, or one beyond the wire's document count (oldest
+leave first) becomes a text note naming it, and so does a missing blob.
+
+Only the blobs of images and documents that are sent are read.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from visus.models.spec import ModelSpec
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     ModelRequest,
     Part,
@@ -43,10 +49,26 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
-from visus.wire._prepared import Prepared, WireImage, WireMessage, WirePart, WireTool, WireUser
+from visus.wire._prepared import (
+    Prepared,
+    WireDocument,
+    WireImage,
+    WireMessage,
+    WirePart,
+    WireTool,
+    WireUser,
+)
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 
-__all__ = ["WireRules", "max_images", "missing_note", "prepare", "profile_for"]
+__all__ = [
+    "WireRules",
+    "document_filename",
+    "max_document_pages",
+    "max_images",
+    "missing_note",
+    "prepare",
+    "profile_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +88,41 @@ class WireRules:
     max_edge: int | None = None
     max_image_bytes: int | None = None
     max_request_image_bytes: int | None = None
+    #: Documents (PDF): whether the wire carries them natively at all, and its caps
+    #: (bytes count as base64 when ``base64_byte_limit``, like images).
+    documents: bool = True
+    max_documents: int | None = None
+    max_document_bytes: int | None = None
+    max_document_pages: int | None = None
+    #: A larger page cap for models whose context is over
+    #: ``limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (Anthropic: 600 instead of 100).
+    max_document_pages_large_context: int | None = None
+
+
+def max_document_pages(spec: ModelSpec, rules: WireRules) -> int | None:
+    """Pages one natively sent PDF may have for ``spec`` on a wire with ``rules``."""
+    large = rules.max_document_pages_large_context
+    if large is not None and spec.context_tokens > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS:
+        return large
+    return rules.max_document_pages
+
+
+def document_filename(origin: PerceptionOrigin | AttachmentOrigin) -> str:
+    """The file name a document goes by on the wire: its own, ending in ``.pdf``."""
+    if isinstance(origin, PerceptionOrigin):
+        raw = origin.source.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    elif isinstance(origin, AttachmentOrigin):
+        raw = origin.filename or ""
+    else:
+        assert_never(origin)
+    name = raw.strip() or "document.pdf"
+    return name if name.lower().endswith(".pdf") else f"{name}.pdf"
+
+
+def _document_what(part: DocumentPart) -> str:
+    origin = part.origin
+    what = origin.source if isinstance(origin, PerceptionOrigin) else origin.filename
+    return f"{what or 'document'}, {part.page_count} pages"
 
 
 def missing_note(digest: str, why: str = "is missing") -> str:
@@ -260,6 +317,78 @@ def _apply_byte_budget(
         resolved[at] = TextPart(_over_note(part, turn, reason))
 
 
+def _documents(
+    request: ModelRequest, spec: ModelSpec, rules: WireRules, blobs: BlobReader
+) -> dict[_Position, WirePart]:
+    """Every document of the request as a :class:`WireDocument` or a note."""
+    docs = [
+        ((mi, pi), p)
+        for mi, message in enumerate(request.messages)
+        if isinstance(message, UserMessage | ToolResult)
+        for pi, p in enumerate(message.parts)
+        if isinstance(p, DocumentPart)
+    ]
+    out: dict[_Position, WirePart] = {}
+    if not docs:
+        return out
+    page_cap = max_document_pages(spec, rules)
+    count_cap = rules.max_documents
+    over_count = len(docs) - count_cap if count_cap is not None else 0
+    for n, (at, part) in enumerate(docs):
+        what = _document_what(part)
+        if not spec.pdf:
+            out[at] = TextPart(
+                f"[document not sent: {spec.name} does not take PDF documents natively ({what})]"
+            )
+        elif not rules.documents or part.media_type != "application/pdf":
+            out[at] = TextPart(
+                f"[document not sent: this wire carries no {part.media_type} documents ({what})]"
+            )
+        elif page_cap is not None and part.page_count > page_cap:
+            out[at] = TextPart(
+                f"[document not sent: {what}; {spec.name} takes at most {page_cap} pages "
+                "per document]"
+            )
+        elif n < over_count:
+            out[at] = TextPart(
+                f"[document not sent: {what}; over the {count_cap}-document limit of one request]"
+            )
+        else:
+            out[at] = _read_document(part, spec, rules, blobs)
+    return out
+
+
+def _read_document(
+    part: DocumentPart, spec: ModelSpec, rules: WireRules, blobs: BlobReader
+) -> WirePart:
+    try:
+        data = blobs.get(part.digest)
+    except NotFoundError:
+        return TextPart(f"[document unavailable: blob sha256:{part.digest} is missing]")
+    except IntegrityError:
+        return TextPart(f"[document unavailable: blob sha256:{part.digest} is corrupt]")
+    except StoreError as e:
+        return TextPart(f"[document unavailable: blob sha256:{part.digest} cannot be read ({e})]")
+    encoded = base64.b64encode(data).decode("ascii")
+    cap = rules.max_document_bytes
+    if cap is not None:
+        size = len(encoded) if rules.base64_byte_limit else len(data)
+        if size > cap:
+            return TextPart(
+                f"[document not sent: {_document_what(part)} is {len(data):,} bytes; "
+                f"over the {cap / limits.MB:g} MB document limit of {spec.name}]"
+            )
+    return WireDocument(
+        data=encoded,
+        size=len(data),
+        media_type=part.media_type,
+        page_count=part.page_count,
+        filename=document_filename(part.origin),
+        digest=part.digest,
+        origin=part.origin,
+    )
+
+
 def prepare(
     request: ModelRequest,
     *,
@@ -291,11 +420,12 @@ def prepare(
             resolved[at] = resolver.resolve(part)
     if rules.max_request_image_bytes is not None:
         _apply_byte_budget(images, resolved, rules, rules.max_request_image_bytes)
+    resolved.update(_documents(request, spec, rules, blobs))
 
     def part_for(mi: int, pi: int, part: Part) -> WirePart:
         if isinstance(part, TextPart):
             return part
-        if isinstance(part, ImagePart):
+        if isinstance(part, ImagePart | DocumentPart):
             return resolved[(mi, pi)]
         assert_never(part)
 

@@ -3,8 +3,10 @@
 ``prepare`` (in :mod:`visus.wire._prepare`) turns a :class:`ModelRequest` into a
 :class:`Prepared` request: every :class:`ImagePart` is resolved either to a
 :class:`WireImage` (base64 bytes inside the target model's limits) or to a
-:class:`TextPart` note (missing blob, over the image cap, no vision). Wire modules
-then only arrange these values into their provider's JSON; they never read blobs.
+:class:`TextPart` note (missing blob, over the image cap, no vision), and every
+:class:`DocumentPart` to a :class:`WireDocument` or a note (model or wire without
+native documents, over a page or byte cap). Wire modules then only arrange these
+values into their provider's JSON; they never read blobs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from visus.record.messages import (
 
 __all__ = [
     "Prepared",
+    "WireDocument",
     "WireImage",
+    "WireMedia",
     "WireMessage",
     "WirePart",
     "WireTool",
@@ -34,6 +38,8 @@ __all__ = [
     "arguments_json",
     "image_label",
     "image_stub",
+    "media_label",
+    "media_stub",
     "merge_roles",
     "plain",
     "source_text",
@@ -58,7 +64,30 @@ class WireImage:
         return f"data:{self.media_type};base64,{self.data}"
 
 
-WirePart: TypeAlias = TextPart | WireImage
+@dataclass(frozen=True, slots=True)
+class WireDocument:
+    """A PDF ready for a wire: ``data`` is standard base64 of the ``size`` bytes sent.
+
+    ``filename`` is what the document is called on wires that want a name (always
+    ends in ``.pdf``; wires with stricter name rules sanitise it).
+    """
+
+    data: str
+    size: int
+    media_type: str
+    page_count: int
+    filename: str
+    digest: str
+    origin: Origin
+    kind: Literal["wire-document"] = "wire-document"
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.data}"
+
+
+WireMedia: TypeAlias = WireImage | WireDocument
+WirePart: TypeAlias = TextPart | WireImage | WireDocument
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +111,11 @@ class WireTool:
     @property
     def images(self) -> tuple[WireImage, ...]:
         return tuple(p for p in self.parts if isinstance(p, WireImage))
+
+    @property
+    def media(self) -> tuple[WireMedia, ...]:
+        """Images and documents, in order: what a wire hoists out of a tool result."""
+        return tuple(p for p in self.parts if isinstance(p, WireImage | WireDocument))
 
 
 WireMessage: TypeAlias = WireUser | AssistantMessage | WireTool
@@ -120,6 +154,26 @@ def image_stub(image: WireImage) -> str:
     """What stays in a tool message whose image the wire carries in a later user turn."""
     return (
         f"[image: {source_text(image.origin)}, {image.width}x{image.height}; "
+        "shown in the user message after these tool results]"
+    )
+
+
+def media_label(call_id: str, part: WireMedia) -> str:
+    """:func:`image_label` for images; for a document, its name and page count."""
+    if isinstance(part, WireImage):
+        return image_label(call_id, part)
+    return (
+        f"[document from tool call {call_id}: {source_text(part.origin)}, "
+        f"{part.filename}, {part.page_count} pages]"
+    )
+
+
+def media_stub(part: WireMedia) -> str:
+    """:func:`image_stub` for images; the same kind of stub for a document."""
+    if isinstance(part, WireImage):
+        return image_stub(part)
+    return (
+        f"[document: {source_text(part.origin)}, {part.filename}, {part.page_count} pages; "
         "shown in the user message after these tool results]"
     )
 

@@ -1,7 +1,8 @@
 """Anthropic Messages API (``POST /v1/messages``) request bodies.
 
-Images ride natively everywhere the API allows them: in user turns and inside
-``tool_result`` content. Tool results are user-role content, so a run of tool
+Images and PDF documents (``document`` blocks, on models with ``spec.pdf``) ride
+natively everywhere the API allows them: in user turns and inside ``tool_result``
+content. Tool results are user-role content, so a run of tool
 results and the user message after it merge into one user turn (the API requires
 alternating roles), ``tool_result`` blocks first.
 
@@ -25,6 +26,7 @@ from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
+    WireDocument,
     WireImage,
     WirePart,
     WireTool,
@@ -46,6 +48,10 @@ RULES = WireRules(
     max_edge=limits.REFERENCE_ANTHROPIC_MAX_EDGE,
     max_image_bytes=limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64,
     max_request_image_bytes=limits.ANTHROPIC_MAX_REQUEST_IMAGE_B64,
+    # PDFs: 32 MB per request, 100 pages (600 on contexts over 200k tokens).
+    max_document_bytes=limits.ANTHROPIC_MAX_PDF_B64,
+    max_document_pages=limits.ANTHROPIC_MAX_PDF_PAGES,
+    max_document_pages_large_context=limits.ANTHROPIC_MAX_PDF_PAGES_LARGE_CONTEXT,
 )
 
 _EMPTY = {"type": "text", "text": "(empty)"}
@@ -59,6 +65,12 @@ def _block(part: WirePart) -> dict[str, Any] | None:
         return {
             "type": "image",
             "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
+        }
+    if isinstance(part, WireDocument):
+        return {
+            "type": "document",
+            "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
+            "title": part.filename,
         }
     assert_never(part)
 

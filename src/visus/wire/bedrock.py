@@ -4,8 +4,10 @@ Image bytes are base64 text in JSON, as the REST API takes them (boto3 takes raw
 bytes in the same place). Tool results are user-role ``toolResult`` blocks; their
 images ride inside ``toolResult.content`` where the model allows it
 (``spec.images_in_tool_results``), else they follow the run's tool results as
-labelled image blocks in the same user turn. Roles alternate, so consecutive
-user-role content merges into one turn.
+labelled image blocks in the same user turn. PDFs (models with ``spec.pdf``) are
+``document`` blocks (format ``pdf``, a ``name`` sanitised to Bedrock's rules and
+unique within the request) and go wherever images go. Roles alternate, so
+consecutive user-role content merges into one turn.
 
 Example:
     >>> from visus.wire import lower
@@ -21,6 +23,7 @@ from visus.record.messages import ModelRequest, UserMessage, TextPart
 
 from __future__ import annotations
 
+import re
 from typing import Any, assert_never
 
 from visus import limits
@@ -28,17 +31,19 @@ from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
+    WireDocument,
     WireImage,
+    WireMedia,
     WirePart,
     WireTool,
     WireUser,
-    image_label,
-    image_stub,
+    media_label,
+    media_stub,
     merge_roles,
     plain,
 )
 
-__all__ = ["RULES", "build"]
+__all__ = ["RULES", "build", "document_name"]
 
 _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 RULES = WireRules(
@@ -47,30 +52,65 @@ RULES = WireRules(
     max_images=limits.REFERENCE_BEDROCK_MAX_IMAGES,
     max_edge=limits.REFERENCE_BEDROCK_MAX_EDGE,
     max_image_bytes=limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES,
+    max_documents=limits.BEDROCK_MAX_DOCUMENTS,
+    max_document_bytes=limits.BEDROCK_MAX_DOCUMENT_BYTES,
 )
 
 _EMPTY = {"text": "(empty)"}
 
 
-def _image(image: WireImage) -> dict[str, Any]:
-    return {"image": {"format": _FORMATS[image.media_type], "source": {"bytes": image.data}}}
+_NAME_DROP = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
+_SPACES = re.compile(r"\s+")
 
 
-def _block(part: WirePart) -> dict[str, Any] | None:
+def document_name(filename: str) -> str:
+    """A Converse document name: letters, digits, single spaces, hyphens, () and [].
+
+    Example:
+        >>> document_name("Q3 report_final.v2.pdf")
+        'Q3 reportfinalv2'
+    """
+    stem = filename[:-4] if filename.lower().endswith(".pdf") else filename
+    name = _SPACES.sub(" ", _NAME_DROP.sub("", stem)).strip()
+    return name[: limits.BEDROCK_MAX_DOCUMENT_NAME_CHARS].strip() or "document"
+
+
+class _Names:
+    """Gives each document of one request a distinct sanitised name."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, int] = {}
+
+    def __call__(self, filename: str) -> str:
+        base = document_name(filename)
+        n = self.used.get(base, 0) + 1
+        self.used[base] = n
+        return base if n == 1 else f"{base} ({n})"
+
+
+def _media(item: WireMedia, names: _Names) -> dict[str, Any]:
+    if isinstance(item, WireImage):
+        return {"image": {"format": _FORMATS[item.media_type], "source": {"bytes": item.data}}}
+    return {
+        "document": {"format": "pdf", "name": names(item.filename), "source": {"bytes": item.data}}
+    }
+
+
+def _block(part: WirePart, names: _Names) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         return {"text": part.text} if part.text else None
-    if isinstance(part, WireImage):
-        return _image(part)
+    if isinstance(part, WireImage | WireDocument):
+        return _media(part, names)
     assert_never(part)
 
 
-def _tool_result(message: WireTool, native: bool) -> dict[str, Any]:
+def _tool_result(message: WireTool, native: bool, names: _Names) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     for part in message.parts:
-        if isinstance(part, WireImage) and not native:
-            content.append({"text": image_stub(part)})
+        if isinstance(part, WireImage | WireDocument) and not native:
+            content.append({"text": media_stub(part)})
             continue
-        block = _block(part)
+        block = _block(part, names)
         if block is not None:
             content.append(block)
     result: dict[str, Any] = {"toolUseId": message.call_id, "content": content or [dict(_EMPTY)]}
@@ -91,18 +131,19 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
 def build(prepared: Prepared) -> dict[str, Any]:
     """The Converse body for ``prepared`` (the model id goes in the URL)."""
     native = prepared.model.images_in_tool_results
+    names = _Names()
     turns: list[tuple[str, list[Any]]] = []
     run: list[WireTool] = []
 
     def close_run() -> None:
         if not run:
             return
-        blocks: list[dict[str, Any]] = [_tool_result(m, native) for m in run]
+        blocks: list[dict[str, Any]] = [_tool_result(m, native, names) for m in run]
         if not native:
             for m in run:
-                for image in m.images:
-                    blocks.append({"text": image_label(m.call_id, image)})
-                    blocks.append(_image(image))
+                for item in m.media:
+                    blocks.append({"text": media_label(m.call_id, item)})
+                    blocks.append(_media(item, names))
         run.clear()
         turns.append(("user", blocks))
 
@@ -112,7 +153,8 @@ def build(prepared: Prepared) -> dict[str, Any]:
             continue
         close_run()
         if isinstance(message, WireUser):
-            turns.append(("user", [b for b in map(_block, message.parts) if b is not None]))
+            blocks = [_block(p, names) for p in message.parts]
+            turns.append(("user", [b for b in blocks if b is not None]))
         elif isinstance(message, AssistantMessage):
             turns.append(("assistant", _assistant(message)))
         else:

@@ -3,8 +3,12 @@
 Tool results are ``functionResponse`` parts in a user turn. On models that take
 images in tool results (Gemini 3: ``spec.images_in_tool_results``) the images ride
 inside ``functionResponse.parts``; on older models they follow the run's function
-responses as ordinary labelled parts in the same user turn. Roles alternate, so a
-run of tool results and the user message after it merge into one user turn.
+responses as ordinary labelled parts in the same user turn. PDFs (models with
+``spec.pdf``) are ``inlineData`` parts with mimeType ``application/pdf`` and go
+wherever images go. Roles alternate, so a run of tool results and the user message
+after it merge into one user turn. A tool call's ``signature`` (the
+``thoughtSignature`` Gemini returned on it) is sent back on its ``functionCall`` part,
+which Gemini 3 requires.
 
 Example:
     >>> from visus.wire import lower
@@ -26,12 +30,14 @@ from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
+    WireDocument,
     WireImage,
+    WireMedia,
     WirePart,
     WireTool,
     WireUser,
-    image_label,
-    image_stub,
+    media_label,
+    media_stub,
     merge_roles,
     plain,
 )
@@ -44,19 +50,21 @@ RULES = WireRules(
     max_images=limits.REFERENCE_GEMINI_MAX_IMAGES,
     # inline data per request: 20 MB historically (100 MB in 2026); the stricter is safe
     max_request_image_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
+    max_document_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
+    max_document_pages=limits.GEMINI_MAX_PDF_PAGES,
 )
 
 _EMPTY = {"text": "(empty)"}
 
 
-def _inline(image: WireImage) -> dict[str, Any]:
+def _inline(image: WireMedia) -> dict[str, Any]:
     return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
 
 
 def _part(part: WirePart) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         return {"text": part.text} if part.text else None
-    if isinstance(part, WireImage):
+    if isinstance(part, WireImage | WireDocument):
         return _inline(part)
     assert_never(part)
 
@@ -66,9 +74,9 @@ def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
     for part in message.parts:
         if isinstance(part, TextPart):
             pieces.append(part.text)
-        elif isinstance(part, WireImage):
+        elif isinstance(part, WireImage | WireDocument):
             if not native:
-                pieces.append(("\n" if pieces else "") + image_stub(part))
+                pieces.append(("\n" if pieces else "") + media_stub(part))
         else:
             assert_never(part)
     text = "".join(pieces)
@@ -77,17 +85,20 @@ def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
         "name": message.tool_name,
         "response": {"error": text} if message.is_error else {"output": text},
     }
-    if native and message.images:
-        response["parts"] = [_inline(image) for image in message.images]
+    if native and message.media:
+        response["parts"] = [_inline(item) for item in message.media]
     return {"functionResponse": response}
 
 
 def _model(message: AssistantMessage) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"text": p.text} for p in message.parts if p.text]
-    parts.extend(
-        {"functionCall": {"id": c.id, "name": c.name, "args": plain(c.arguments)}}
-        for c in message.tool_calls
-    )
+    for c in message.tool_calls:
+        part: dict[str, Any] = {
+            "functionCall": {"id": c.id, "name": c.name, "args": plain(c.arguments)}
+        }
+        if c.signature is not None:
+            part["thoughtSignature"] = c.signature
+        parts.append(part)
     return parts
 
 
@@ -103,9 +114,9 @@ def build(prepared: Prepared) -> dict[str, Any]:
         parts: list[dict[str, Any]] = [_function_response(m, native) for m in run]
         if not native:
             for m in run:
-                for image in m.images:
-                    parts.append({"text": image_label(m.call_id, image)})
-                    parts.append(_inline(image))
+                for item in m.media:
+                    parts.append({"text": media_label(m.call_id, item)})
+                    parts.append(_inline(item))
         run.clear()
         turns.append(("user", parts))
 

@@ -5,6 +5,8 @@ user messages, which every vision model reads. A user's own images are marked in
 its text where they stood (``[image 1: ...]``). Tool images are hoisted: the tool
 message keeps its text plus a stub, and after the run of tool messages one user
 message carries the images, its text labelling each with its call id and source.
+Ollama takes no documents: a PDF is a text note (``RULES.documents`` is false, so
+``prepare`` already turned it into one).
 
 Example:
     >>> from visus.wire import lower
@@ -25,6 +27,7 @@ from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
+    WireDocument,
     WireImage,
     WireTool,
     WireUser,
@@ -37,7 +40,13 @@ from visus.wire._prepared import (
 __all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
 
 #: What Ollama's image decoding reliably takes.
-RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}))
+RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}), documents=False)
+
+
+def _document_note(part: WireDocument) -> str:
+    # Unreachable through ``lower`` (RULES.documents is false); kept so no part is dropped.
+    return f"[document not sent: Ollama takes no documents ({part.filename})]"
+
 
 ERROR_PREFIX = "[tool error] "
 HOIST_INTRO = "Images returned by the tool calls above:"
@@ -54,6 +63,8 @@ def _user(message: WireUser) -> dict[str, Any]:
             pieces.append(
                 f"[image {len(images)}: {source_text(part.origin)}, {part.width}x{part.height}]"
             )
+        elif isinstance(part, WireDocument):
+            pieces.append(_document_note(part))
         else:
             assert_never(part)
     out: dict[str, Any] = {"role": "user", "content": "\n".join(pieces)}
@@ -69,6 +80,8 @@ def _tool(message: WireTool) -> dict[str, Any]:
             pieces.append(part.text)
         elif isinstance(part, WireImage):
             pieces.append(("\n" if pieces else "") + image_stub(part))
+        elif isinstance(part, WireDocument):
+            pieces.append(("\n" if pieces else "") + _document_note(part))
         else:
             assert_never(part)
     text = "".join(pieces)

@@ -5,6 +5,8 @@ openai-compatible server). A tool message therefore keeps its text plus a stub
 naming each image, the tool messages of a run stay adjacent to the assistant message
 holding their ``tool_calls``, and right after the last tool message of the run ONE
 user message carries the images, each labelled with its call id and source.
+PDFs (models with ``spec.pdf``) are ``file`` parts (``file_data`` as a data URL
+and a ``filename``), allowed in user messages only, so they are hoisted the same way.
 
 Example:
     >>> from visus.wire import lower
@@ -26,17 +28,19 @@ from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
+    WireDocument,
     WireImage,
+    WireMedia,
     WirePart,
     WireTool,
     WireUser,
     arguments_json,
-    image_label,
-    image_stub,
+    media_label,
+    media_stub,
     plain,
 )
 
-__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
+__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "HOIST_INTRO_FILES", "RULES", "build"]
 
 #: png, jpeg, webp and non-animated gif (OpenAI images-vision guide).
 RULES = WireRules(
@@ -45,12 +49,16 @@ RULES = WireRules(
     max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
     max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
     max_request_image_bytes=limits.OPENAI_MAX_REQUEST_IMAGE_BYTES,
+    max_document_bytes=limits.OPENAI_MAX_PDF_BYTES,
+    max_document_pages=limits.OPENAI_MAX_PDF_PAGES,
 )
 
 #: Chat Completions has no error flag on tool messages; the text says it.
 ERROR_PREFIX = "[tool error] "
 #: First line of the user message that carries a run's tool images.
 HOIST_INTRO = "Images returned by the tool calls above:"
+#: The same line when the hoisted parts include documents.
+HOIST_INTRO_FILES = "Images and documents returned by the tool calls above:"
 
 
 def _content_part(part: WirePart) -> dict[str, Any]:
@@ -58,6 +66,8 @@ def _content_part(part: WirePart) -> dict[str, Any]:
         return {"type": "text", "text": part.text}
     if isinstance(part, WireImage):
         return {"type": "image_url", "image_url": {"url": part.data_url}}
+    if isinstance(part, WireDocument):
+        return {"type": "file", "file": {"filename": part.filename, "file_data": part.data_url}}
     assert_never(part)
 
 
@@ -75,8 +85,8 @@ def _tool_text(message: WireTool) -> str:
     for part in message.parts:
         if isinstance(part, TextPart):
             pieces.append(part.text)
-        elif isinstance(part, WireImage):
-            pieces.append(("\n" if pieces else "") + image_stub(part))
+        elif isinstance(part, WireImage | WireDocument):
+            pieces.append(("\n" if pieces else "") + media_stub(part))
         else:
             assert_never(part)
     text = "".join(pieces)
@@ -99,9 +109,9 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-def hoisted_images(run: list[WireTool]) -> list[tuple[str, WireImage]]:
-    """Each image of a run of tool messages with the call id that produced it."""
-    return [(m.call_id, image) for m in run for image in m.images]
+def hoisted_images(run: list[WireTool]) -> list[tuple[str, WireMedia]]:
+    """Each image (or document) of a run of tool messages with the call id that produced it."""
+    return [(m.call_id, item) for m in run for item in m.media]
 
 
 def build(prepared: Prepared) -> dict[str, Any]:
@@ -116,10 +126,12 @@ def build(prepared: Prepared) -> dict[str, Any]:
         run.clear()
         if not images:
             return
-        content: list[dict[str, Any]] = [{"type": "text", "text": HOIST_INTRO}]
-        for call_id, image in images:
-            content.append({"type": "text", "text": image_label(call_id, image)})
-            content.append(_content_part(image))
+        files = any(isinstance(item, WireDocument) for _, item in images)
+        intro = HOIST_INTRO_FILES if files else HOIST_INTRO
+        content: list[dict[str, Any]] = [{"type": "text", "text": intro}]
+        for call_id, item in images:
+            content.append({"type": "text", "text": media_label(call_id, item)})
+            content.append(_content_part(item))
         messages.append({"role": "user", "content": content})
 
     for message in prepared.messages:

@@ -1,9 +1,11 @@
 """OpenAI Responses API (``POST /v1/responses``) request bodies.
 
-Tool images ride natively: ``function_call_output.output`` is a list of
-``input_text`` / ``input_image`` items when the result holds an image, a plain
-string otherwise. Assistant text is an input message with role ``assistant``;
-each tool call is a ``function_call`` item.
+Tool images and PDFs ride natively: ``function_call_output.output`` is a list of
+``input_text`` / ``input_image`` / ``input_file`` items when the result holds an
+image or a document, a plain string otherwise. PDFs (models with ``spec.pdf``) are
+``input_file`` items with ``file_data`` as a data URL and a ``filename``. Assistant
+text is an input message with role ``assistant``; each tool call is a
+``function_call`` item.
 
 Example:
     >>> from visus.wire import lower
@@ -24,7 +26,15 @@ from typing import Any, assert_never
 from visus import limits
 from visus.record.messages import AssistantMessage, TextPart
 from visus.wire._prepare import WireRules
-from visus.wire._prepared import Prepared, WireImage, WirePart, WireTool, WireUser, arguments_json
+from visus.wire._prepared import (
+    Prepared,
+    WireDocument,
+    WireImage,
+    WirePart,
+    WireTool,
+    WireUser,
+    arguments_json,
+)
 from visus.wire._prepared import plain as _plain
 
 __all__ = ["ERROR_PREFIX", "RULES", "build"]
@@ -34,6 +44,8 @@ RULES = WireRules(
     max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
     max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
     max_request_image_bytes=limits.OPENAI_MAX_REQUEST_IMAGE_BYTES,
+    max_document_bytes=limits.OPENAI_MAX_PDF_BYTES,
+    max_document_pages=limits.OPENAI_MAX_PDF_PAGES,
 )
 
 #: ``function_call_output`` has no error flag; the text says it.
@@ -45,6 +57,8 @@ def _item(part: WirePart) -> dict[str, Any]:
         return {"type": "input_text", "text": part.text}
     if isinstance(part, WireImage):
         return {"type": "input_image", "image_url": part.data_url, "detail": "auto"}
+    if isinstance(part, WireDocument):
+        return {"type": "input_file", "filename": part.filename, "file_data": part.data_url}
     assert_never(part)
 
 
@@ -60,7 +74,7 @@ def _user(message: WireUser) -> dict[str, Any]:
 def _output(message: WireTool) -> dict[str, Any]:
     prefix = ERROR_PREFIX if message.is_error else ""
     output: str | list[dict[str, Any]]
-    if message.images:
+    if message.media:
         output = [_item(p) for p in message.parts]
         if prefix:
             output.insert(0, {"type": "input_text", "text": prefix.strip()})
