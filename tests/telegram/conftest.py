@@ -50,7 +50,7 @@ class Script:
     """What the scripted agent answers: deltas (with a pause between), then the end."""
 
     deltas: Sequence[str] = ()
-    pause: float = 0.0
+    pause: float | Sequence[float] = 0.0  # after each delta (one value, or one per delta)
     text: str | None = None  # None: the deltas joined
     images: tuple[ImageIn, ...] = ()
     turns: list[Turn] = field(default_factory=list)
@@ -71,9 +71,9 @@ class ScriptedRunner:
     ) -> TurnOutput:
         s = self.script
         s.turns.append(Turn(session, text, tuple(images), user))
-        for d in s.deltas:
+        for i, d in enumerate(s.deltas):
             await emit_delta(d)
-            await asyncio.sleep(s.pause)
+            await asyncio.sleep(s.pause if isinstance(s.pause, float) else s.pause[i])
         return TurnOutput("".join(s.deltas) if s.text is None else s.text, s.images)
 
 
@@ -109,6 +109,7 @@ async def bridge(
     allowed_users: Sequence[int | str] = (),
     edit_interval: float = 0.3,
     album_window: float = 0.3,
+    typing_interval: float = 4.0,
 ) -> AsyncIterator[Bridge]:
     """Run the gateway against ``fake`` and the tether ``app`` until the block ends."""
     async with app.router.lifespan_context(app):
@@ -125,6 +126,7 @@ async def bridge(
                 edit_interval=edit_interval,
                 retries=3,
                 poll_wait=1.0,
+                typing_interval=typing_interval,
             )
             application = build_application(TOKEN, base_url=fake.url)
             stop = asyncio.Event()

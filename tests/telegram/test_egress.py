@@ -220,3 +220,29 @@ async def test_oversized_agent_image_is_fitted_before_sendphoto(
     w, h = _size(data)
     assert w + h <= limits.TELEGRAM_MAX_PHOTO_SIDES_SUM
     assert json.loads(json.dumps(photo.params))["caption"] == "wide"
+
+
+async def test_a_pause_in_the_stream_still_shows_the_latest_text(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    # "b" arrives inside the throttle window, then the stream pauses: a trailing edit
+    # shows "a b" without waiting for the next delta.
+    script.deltas, script.pause = ("a ", "b ", "c"), (0.0, 1.2, 0.0)
+    await _ask(fake, scripted_app, script, edit_interval=0.3)
+    texts = [c.params["text"] for c in fake.sent("sendMessage", "editMessageText")]
+    assert texts == ["a", "a b", "a b c"]
+
+
+async def test_typing_is_renewed_while_the_agent_works_and_stops_with_the_preview(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    # The agent thinks for 1 s before its first delta, then streams for another second.
+    script.deltas, script.pause = ("", "first ", "second"), (1.0, 0.5, 0.5)
+    await _ask(fake, scripted_app, script, typing_interval=0.2)
+    calls = fake.sent("sendChatAction", "sendMessage")
+    actions = [c for c in calls if c.method == "sendChatAction"]
+    assert all(c.params["action"] == "typing" for c in actions)
+    assert 3 <= len(actions) <= 8  # renewed every 0.2 s during the 1 s wait
+    first_text = next(i for i, c in enumerate(calls) if c.method == "sendMessage")
+    # Once the preview shows, typing stops (at most one renewal was already under way).
+    assert sum(c.method == "sendChatAction" for c in calls[first_text:]) <= 1

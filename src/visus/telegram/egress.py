@@ -153,6 +153,11 @@ class ChatReply:
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def streaming(self) -> bool:
+        """True while a streamed preview of the current reply is on screen."""
+        return self._message is not None
+
     async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         return await with_retry(call, what=what, retries=self.retries)
 

@@ -104,13 +104,36 @@ def _images(done: AssistantDone) -> list[ImageIn]:
 
 
 class _Chat:
-    """One chat's egress queue and the worker draining it in order."""
+    """One chat's egress queue, the worker draining it in order, and its typing status."""
 
-    def __init__(self, reply: ChatReply) -> None:
+    def __init__(self, reply: ChatReply, typing_interval: float) -> None:
         self.reply = reply
+        self.typing_interval = typing_interval
         self.finished = 0  # replies ended (assistant.done, or a failed turn's note)
+        self.pending = 0  # messages sent on whose reply has not ended
         self.queue: asyncio.Queue[Frame] = asyncio.Queue()
         self.task = asyncio.create_task(self._run())
+        self.typing: asyncio.Task[None] | None = None
+
+    def expect_reply(self) -> None:
+        """A message went to the agent: show "typing…" until its reply starts."""
+        self.pending += 1
+        if self.typing is None or self.typing.done():
+            self.typing = asyncio.create_task(self._type())
+
+    async def _type(self) -> None:
+        # Telegram shows a chat action for about 5 s: renew it while the agent works,
+        # until the streamed preview appears or the reply ends (bounded in any case).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.TELEGRAM_TYPING_MAX_SECONDS
+        while self.pending > 0 and not self.reply.streaming and loop.time() < deadline:
+            with contextlib.suppress(Exception):  # a courtesy; never worth an error
+                await self.reply.bot.send_chat_action(self.reply.chat_id, ChatAction.TYPING)
+            await asyncio.sleep(self.typing_interval)
+
+    def _ended(self) -> None:
+        self.finished += 1
+        self.pending = max(0, self.pending - 1)
 
     async def _run(self) -> None:
         while True:
@@ -121,10 +144,11 @@ class _Chat:
                     await self.reply.delta(frame.msg_id, p.text)
                 elif isinstance(p, AssistantDone):
                     await self.reply.done(frame.msg_id, p.text, _images(p))
-                    self.finished += 1
+                    self._ended()
                 elif isinstance(p, ErrorPayload):
                     await self.reply.error(frame.msg_id, _error_text(p))
-                    self.finished += p.code == "turn_failed"
+                    if p.code == "turn_failed":
+                        self._ended()
             except Exception:  # one bad frame must not stop this chat's replies
                 log.exception("telegram: egress of frame %s failed", frame.seq)
             finally:
@@ -156,6 +180,7 @@ class Gateway:
         retries: int = limits.TELEGRAM_MAX_RETRIES,
         poll_wait: float = limits.TETHER_POLL_MAX_WAIT_SECONDS / 2,
         cursor_file: Path | None = None,
+        typing_interval: float = limits.TELEGRAM_TYPING_INTERVAL_SECONDS,
     ) -> None:
         self.tether = tether
         self.instance = instance
@@ -165,6 +190,7 @@ class Gateway:
         self.retries = retries
         self.poll_wait = poll_wait
         self.cursor_file = cursor_file
+        self.typing_interval = typing_interval
         self.albums = AlbumCollector(self._on_album, window=album_window)
         self._bot: Bot | None = None
         self._chats: dict[int, _Chat] = {}
@@ -230,6 +256,8 @@ class Gateway:
         for chat in self._chats.values():
             chat.reply.close()
             chat.task.cancel()
+            if chat.typing is not None:
+                chat.typing.cancel()
         await asyncio.gather(*(c.task for c in self._chats.values()), return_exceptions=True)
         self._chats.clear()
 
@@ -288,8 +316,6 @@ class Gateway:
             return
         try:
             check_refs(refs)  # before a single byte is downloaded
-            if refs:
-                await self._typing(chat_id)
             images = [await download(self.bot, r, retries=self.retries) for r in refs]
         except Refusal as e:
             await self._say(chat_id, str(e))
@@ -304,7 +330,7 @@ class Gateway:
             who = {"id": str(user.id), "name": user.full_name}
             if user.username:
                 who["username"] = user.username
-        self._chat(chat_id)  # its egress worker exists before the first frame comes back
+        chat = self._chat(chat_id)  # its worker exists before the first frame comes back
         try:
             await self.tether.send(
                 self.instance, text, images, session=session_of_chat(chat_id), user=who
@@ -313,8 +339,7 @@ class Gateway:
             log.warning("telegram: tether refused the message of chat %s: %s", chat_id, e)
             await self._say(chat_id, f"Sorry, the agent could not take that message: {e}")
             return
-        if not refs:
-            await self._typing(chat_id)
+        chat.expect_reply()
 
     async def _say(self, chat_id: int, text: str) -> None:
         try:
@@ -326,10 +351,6 @@ class Gateway:
         except Exception:
             log.exception("telegram: replying to chat %s failed", chat_id)
 
-    async def _typing(self, chat_id: int) -> None:
-        with contextlib.suppress(Exception):  # a courtesy; never worth failing a message
-            await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
-
     # --- egress -----------------------------------------------------------------------
 
     def _chat(self, chat_id: int) -> _Chat:
@@ -338,7 +359,7 @@ class Gateway:
             reply = ChatReply(
                 self.bot, chat_id, edit_interval=self.edit_interval, retries=self.retries
             )
-            chat = self._chats[chat_id] = _Chat(reply)
+            chat = self._chats[chat_id] = _Chat(reply, self.typing_interval)
         return chat
 
     async def _relay(self, after: int) -> None:
