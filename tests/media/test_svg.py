@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import resvg_py
-from media_corpus import CLAUDE, decoded, encode, near, pixel
+from media_corpus import CLAUDE, decoded, encode, near, pixel, png_header_only
 from PIL import Image
 
 from visus import limits
@@ -221,3 +221,21 @@ def test_deep_documents_do_not_crash_the_process(depth: int, kind: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() in ("rendered", "refused UndecodableError")
+
+
+def test_embedded_raster_bomb_is_dropped_before_the_renderer() -> None:
+    # resvg would try to allocate 4.8 GB for this header (and abort the process).
+    bomb = base64.b64encode(png_header_only(40_000, 40_000)).decode()
+    ok = base64.b64encode(encode(Image.new("RGB", (4, 4), (0, 0, 255)), "PNG")).decode()
+    doc = svg(
+        f'<image href="data:image/png;base64,{bomb}" width="100" height="100"/>'
+        f'<image x="100" href="data:image/png;base64,{ok}" width="100" height="100"/>'
+        '<image href="data:image/png;base64,!!notbase64" width="10" height="10"/>'
+    )
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    assert bomb not in parsed.text
+    assert "notbase64" not in parsed.text
+    assert ok in parsed.text
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert near(pixel(out, (150, 50)), (0, 0, 255, 255), 10)

@@ -6,7 +6,8 @@ directory), so before the renderer sees a document we:
 - refuse a DOCTYPE with an internal subset (``<!ENTITY``: entity expansion, XXE);
   a plain ``<!DOCTYPE svg PUBLIC ...>`` line is dropped, it is never fetched;
 - drop every ``href``/``xlink:href`` that is not a ``#fragment`` or a raster ``data:``
-  URI (``data:image/svg+xml`` would hand resvg a nested document we did not clean);
+  URI (``data:image/svg+xml`` would hand resvg a nested document we did not clean)
+  whose header Pillow reads and whose size passes our decode bounds;
 - drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in
   attributes and ``<style>``.
 
@@ -18,11 +19,13 @@ overflows a default 8 MB stack (a segfault, not an exception).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import math
 import re
 import threading
+import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -119,6 +122,30 @@ def _clean_css(value: str) -> str:
     return _CSS_IMPORT.sub("", _CSS_URL.sub("none", value))
 
 
+def _safe_data_image(uri: str) -> bool:
+    """A raster ``data:`` URI whose header Pillow reads and whose size is in bounds.
+
+    resvg decodes embedded rasters itself, with no bomb check: a 40000 x 40000 PNG
+    header in a data URI makes it allocate 4.8 GB (and abort the process).
+    """
+    if not _SAFE_DATA.match(uri):
+        return False
+    meta, sep, payload = uri.partition(",")
+    if not sep:
+        return False
+    try:
+        if meta.lower().endswith(";base64"):
+            raw = base64.b64decode("".join(payload.split()), validate=True)
+        else:
+            raw = urllib.parse.unquote_to_bytes(payload)
+        with Image.open(io.BytesIO(raw)) as im:
+            w, h = im.size
+    except (ValueError, OSError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+        # binascii.Error is a ValueError; UnidentifiedImageError an OSError.
+        return False
+    return w * h <= limits.MAX_SOURCE_PIXELS and max(w, h) <= limits.MAX_SOURCE_EDGE
+
+
 def _sanitise(root: ET.Element) -> None:
     for element in root.iter():
         for key in list(element.attrib):
@@ -126,7 +153,7 @@ def _sanitise(root: ET.Element) -> None:
             local = key.rsplit("}", 1)[-1]
             if local == "href":
                 v = value.strip()
-                if not (v.startswith("#") or _SAFE_DATA.match(v)):
+                if not (v.startswith("#") or _safe_data_image(v)):
                     del element.attrib[key]
             elif "url(" in value.lower() or "@import" in value.lower():
                 element.attrib[key] = _clean_css(value)
