@@ -125,3 +125,10 @@ def test_mutated_inputs_never_escape_as_foreign_errors(
 def test_arbitrary_bytes_never_escape_as_foreign_errors(data: bytes) -> None:
     with contextlib.suppress(MediaError, InvalidInputError):
         load(data, profile=CLAUDE)
+
+
+def test_every_kind_is_deterministic() -> None:
+    for data in (encode(photo(900, 700), "JPEG"), pdf_bytes(1, draw=True), SVG, b"x = 1\n"):
+        first, second = load(data, profile=CLAUDE), load(data, profile=CLAUDE)
+        assert first.data == second.data
+        assert first.digest == second.digest
