@@ -6,27 +6,22 @@
 import {
   ApiError,
   getJSON,
-  objectURL,
   postJSON,
   readEvents,
   setToken,
   takeTokenFromURL,
 } from "./api.js";
 import { base64Of, blobOfBase64, human, isMessageImage, mb, refusal } from "./files.js";
-
-const $ = (id) => document.getElementById(id);
-const el = (tag, props = {}, ...children) => {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("data-") || key.startsWith("aria-") || key === "role") {
-      node.setAttribute(key, value);
-    } else node[key] = value;
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-};
+import {
+  $,
+  el,
+  imageButton,
+  renderConversation,
+  renderDetails,
+  renderSessions,
+  renderText,
+  userBubble,
+} from "./view.js";
 
 const state = {
   config: null,
@@ -61,245 +56,14 @@ function sessionFromHash() {
   return match ? match[1] : "";
 }
 
-function when(seconds) {
-  const date = new Date(seconds * 1000);
-  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
-}
-
-function money(usd) {
-  return `$${(usd || 0).toFixed(4)}`;
-}
-
-function renderText(container, text) {
-  // Fenced code blocks become <pre>; the rest keeps its line breaks.
-  const chunks = String(text).split("```");
-  chunks.forEach((chunk, i) => {
-    if (i % 2 === 1) {
-      const nl = chunk.indexOf("\n");
-      const lang = nl >= 0 ? chunk.slice(0, nl).trim() : "";
-      const code = (nl >= 0 ? chunk.slice(nl + 1) : chunk).replace(/\n$/, "");
-      const pre = el("pre", { class: "code", tabIndex: 0 }, el("code", { text: code }));
-      if (lang) pre.setAttribute("data-lang", lang);
-      pre.setAttribute("aria-label", `${lang || "code"} block`);
-      container.append(pre);
-    } else {
-      const body = chunk.replace(/^\n+|\n+$/g, "");
-      if (body) container.append(el("p", { class: "text", text: body }));
-    }
-  });
-}
-
-// --- images ------------------------------------------------------------------------
-
-function imageButton(url, label, { local = false, className = "thumb" } = {}) {
-  const img = el("img", { alt: label, loading: "lazy", decoding: "async" });
-  const button = el("button", { type: "button", class: className, "aria-label": `Open ${label} full size` }, img);
-  const ready = local ? Promise.resolve(url) : objectURL(url);
-  ready
-    .then((src) => {
-      img.src = src;
-      button.addEventListener("click", () => openLightbox(src, label, button));
-    })
-    .catch(() => {
-      button.replaceWith(el("span", { class: "missing", text: `[${label} could not be loaded]` }));
-    });
-  return button;
-}
-
-function openLightbox(src, label, opener) {
-  const dialog = $("lightbox");
-  $("lightbox-img").src = src;
-  $("lightbox-img").alt = label;
-  $("lightbox-title").textContent = label;
-  $("lightbox-open").href = src;
-  dialog.returnFocus = opener;
-  dialog.showModal();
-  $("lightbox-close").focus();
-}
-
-// --- conversation --------------------------------------------------------------------
-
-function imageLabel(image, who) {
-  const source = image.source ? ` ${image.source}` : "";
-  return `${who} image${source} (${image.width}×${image.height})`;
-}
-
-function userBubble(text, images) {
-  const bubble = el("article", { class: "msg user", "aria-label": "You said" });
-  if (text) renderText(bubble, text);
-  if (images.length) {
-    const row = el("div", { class: "images" });
-    for (const image of images) row.append(image);
-    bubble.append(row);
-  }
-  return bubble;
-}
-
-function toolBlock(message, elided) {
-  const block = el("article", {
-    class: `msg tool${message.is_error ? " error" : ""}`,
-    "aria-label": `Result of ${message.tool_name}`,
-  });
-  block.append(el("p", { class: "tool-name", text: `${message.tool_name} result${message.is_error ? " (error)" : ""}` }));
-  if (message.text) block.append(el("pre", { class: "tool-result", tabIndex: 0, text: message.text }));
-  if (message.images.length) {
-    const row = el("div", { class: "images" });
-    for (const image of message.images) {
-      const button = imageButton(image.url, imageLabel(image, "Viewed"));
-      if (elided.has(`${message.turn}:${image.digest}`)) {
-        row.append(
-          el("figure", { class: "elided" }, button,
-            el("figcaption", { text: "elided: the model now sees a note; it can view it again" })),
-        );
-      } else row.append(button);
-    }
-    block.append(row);
-  }
-  return block;
-}
-
-function assistantBubble(message) {
-  const bubble = el("article", { class: "msg assistant", "aria-label": "Assistant said" });
-  if (message.text) renderText(bubble, message.text);
-  for (const call of message.tool_calls) {
-    bubble.append(
-      el("p", { class: "tool-call", text: `→ ${call.name} ${JSON.stringify(call.arguments)}` }),
-    );
-  }
-  return bubble;
-}
-
-function sentImages(turn) {
-  const byTurn = state.sent.get(state.sid);
-  return (byTurn && byTurn.get(turn)) || [];
-}
-
-function renderConversation() {
-  const box = $("conversation");
-  box.replaceChildren();
-  const conv = state.conv;
-  if (!conv || !conv.messages.length) {
-    box.append(
-      el("p", {
-        class: "empty",
-        text: "Start by asking something. Drop, paste or pick images to ask about them; " +
-          "other files become attachments the agent can list, read and grep.",
-      }),
-    );
-  }
-  const usage = new Map(conv ? conv.turns.map((t) => [t.turn, t]) : []);
-  const elided = new Set(
-    (conv ? conv.images : []).filter((im) => !im.live).map((im) => `${im.turn}:${im.digest}`),
-  );
-  const messages = conv ? conv.messages : [];
-  messages.forEach((message, i) => {
-    if (message.kind === "user") {
-      const images = message.images.map((im) => imageButton(im.url, imageLabel(im, "Your")));
-      box.append(userBubble(message.text, images));
-    } else if (message.kind === "assistant") {
-      if (message.text || message.tool_calls.length) box.append(assistantBubble(message));
-    } else {
-      box.append(toolBlock(message, elided));
-    }
-    const next = messages[i + 1];
-    if (!next || next.turn !== message.turn) {
-      const extra = sentImages(message.turn);
-      if (extra.length) {
-        const row = el("div", { class: "msg assistant sent", "aria-label": "Images the assistant sent" });
-        extra.forEach((im, k) => row.append(imageButton(im.url, `Sent image ${k + 1}`, { local: true })));
-        box.append(row);
-      }
-      const t = usage.get(message.turn);
-      if (t && t.steps) {
-        const u = t.usage;
-        box.append(
-          el("p", {
-            class: "turn-usage",
-            text: `turn ${t.turn} · ${u.input_tokens} in / ${u.output_tokens} out · ${money(u.cost_usd)}`,
-          }),
-        );
-      }
-    }
-  });
-  for (const pending of state.pending.values()) box.append(pending.user, pending.bubble);
-  box.scrollTop = box.scrollHeight;
-}
-
-function renderDetails() {
-  const conv = state.conv;
-  $("model-name").textContent = conv ? conv.model : state.config.model;
-  const body = $("usage").tBodies[0];
-  body.replaceChildren();
-  for (const t of conv ? conv.turns : []) {
-    const u = t.usage;
-    body.append(
-      el("tr", {},
-        el("th", { scope: "row", text: String(t.turn) }),
-        el("td", { text: String(u.input_tokens) }),
-        el("td", { text: String(u.output_tokens) }),
-        el("td", { text: money(u.cost_usd) })),
-    );
-  }
-  const foot = $("usage").tFoot;
-  foot.replaceChildren();
-  if (conv && conv.total) {
-    const u = conv.total;
-    foot.append(
-      el("tr", {},
-        el("th", { scope: "row", text: "All" }),
-        el("td", { text: String(u.input_tokens) }),
-        el("td", { text: String(u.output_tokens) }),
-        el("td", { text: money(u.cost_usd) })),
-    );
-  }
-  const list = $("image-list");
-  list.replaceChildren();
-  const images = conv ? conv.images : [];
-  $("images-help").textContent = images.length
-    ? `Live images reach the model as pixels; elided ones are a short note it can re-view.`
-    : "No images in this session yet.";
-  for (const image of images) {
-    const status = image.live ? "live" : "elided";
-    const label = imageLabel(image, image.origin === "attachment" ? "Your" : "Viewed");
-    list.append(
-      el("li", { class: `image-item ${status}` },
-        imageButton(image.url, label),
-        el("span", { class: `status ${status}`, text: status }),
-        el("span", { class: "meta", text: `turn ${image.turn} · ~${image.tokens} tokens` })),
-    );
-  }
-  const attachments = $("attachment-list");
-  attachments.replaceChildren();
-  for (const a of conv ? conv.attachments : []) {
-    attachments.append(el("li", { text: `${a.name} (${human(a.size)}, ${a.mime_type || "no type"})` }));
-  }
-  if (!attachments.children.length) attachments.append(el("li", { class: "help", text: "None yet." }));
-}
-
-function renderSessions() {
-  const list = $("session-list");
-  list.replaceChildren();
-  const known = new Set(state.sessions.map((s) => s.id));
-  const rows = known.has(state.sid) || !state.sid
-    ? state.sessions
-    : [{ id: state.sid, title: "New chat", turns: 0, modified: Date.now() / 1000 }, ...state.sessions];
-  for (const s of rows) {
-    const button = el("button", { type: "button", class: "session" },
-      el("span", { class: "title", text: s.title }),
-      el("span", { class: "meta", text: `${s.turns} turn${s.turns === 1 ? "" : "s"} · ${when(s.modified)}` }));
-    button.dataset.sid = s.id;
-    if (s.id === state.sid) button.setAttribute("aria-current", "true");
-    button.addEventListener("click", () => {
-      openSession(s.id);
-      setPanel("nav", false);
-    });
-    list.append(el("li", {}, button));
-  }
+function pickSession(sid) {
+  openSession(sid).catch(showError);
+  setPanel("nav", false);
 }
 
 async function refreshSessions() {
   state.sessions = (await getJSON("/web/api/sessions")).sessions;
-  renderSessions();
+  renderSessions(state, pickSession);
 }
 
 async function refreshConversation() {
@@ -307,8 +71,8 @@ async function refreshConversation() {
   const conv = await getJSON(`/web/api/sessions/${encodeURIComponent(sid)}`);
   if (sid !== state.sid) return conv;
   state.conv = conv;
-  renderConversation();
-  renderDetails();
+  renderConversation(state);
+  renderDetails(state);
   return conv;
 }
 
@@ -423,7 +187,7 @@ async function openSession(sid) {
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
   history.replaceState(history.state, "", url);
-  renderSessions();
+  renderSessions(state, pickSession);
   const conv = await refreshConversation();
   state.stream = new Stream(state.config.instance, sid, conv.last_seq);
 }
@@ -553,7 +317,7 @@ async function send() {
     state.tray = state.tray.filter((t) => !images.includes(t));
     renderTray();
     input.value = "";
-    renderConversation();
+    renderConversation(state);
     if (mentions.length) refreshConversation().catch(showError);
   } catch (error) {
     showError(error);
