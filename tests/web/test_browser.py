@@ -417,7 +417,9 @@ def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: S
 
 
 def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None:
-    page = open_page(served.url, viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = open_page(
+        served.url, viewport={"width": 390, "height": 844}, is_mobile=True, color_scheme="dark"
+    )
     # The first Tab reaches the skip link, which jumps to the message box.
     hash_before = page.evaluate("location.hash")
     page.keyboard.press("Tab")
