@@ -192,3 +192,5 @@ REFERENCE_GEMINI_MAX_IMAGES: Final = 3600
 REFERENCE_BEDROCK_MAX_IMAGE_BYTES: Final = 3_932_160
 REFERENCE_BEDROCK_MAX_EDGE: Final = 8000
 REFERENCE_BEDROCK_MAX_IMAGES: Final = 20
+#: Longest side of a PDF page as the reference model renders it to perceive a document.
+REFERENCE_PDF_PAGE_EDGE: Final = 1568

@@ -8,9 +8,12 @@ naming its source and the call that brings it back::
     [image elided: viewed shots/login.png in turn 3; call view("shots/login.png") to see it again]
 
 Images a user attached (:class:`~visus.record.messages.AttachmentOrigin`) are never
-elided automatically. The view keeps every message and every part in place (an
-elided image is replaced by exactly one text part), so callers can line up a view
-with its record position by position.
+elided automatically. Native documents (:class:`~visus.record.messages.DocumentPart`,
+PDFs) follow the same rule: a re-viewable one (perception origin) leaves the window
+like an image, as ``[document elided: ...]``; an attached one stays. Documents do not
+count against ``image_token_budget`` (it measures images only). The view keeps every
+message and every part in place (an elided image is replaced by exactly one text
+part), so callers can line up a view with its record position by position.
 
 Two knobs beyond the window:
 
@@ -59,6 +62,7 @@ from visus.errors import InvalidInputError
 from visus.models import image_tokens
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
+    DocumentPart,
     ImagePart,
     Message,
     Part,
@@ -126,18 +130,28 @@ def first_live_turn(messages: Sequence[Message], policy: RetentionPolicy = DEFAU
     return policy.first_live_turn(current_turn(messages))
 
 
-def elided_descriptor(part: ImagePart, turn: int) -> str:
-    """The text a re-viewable image becomes once it leaves the live window.
+def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
+    """The text a re-viewable image (or document) becomes once it leaves the live window.
 
     Example:
         >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
         ...                  PerceptionOrigin("r.pdf", tool="view", page=3))
         >>> print(elided_descriptor(shot, 2))
         [image elided: viewed r.pdf page 3 in turn 2; call view("r.pdf", page=3) to see it again]
+        >>> doc = DocumentPart("ab" * 32, "application/pdf", 10, 4,
+        ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
+        >>> print(elided_descriptor(doc, 2))
+        [document elided: r.pdf (4 pages) in turn 2; call fetch_pdf("r.pdf") to see it again]
     """
     origin = part.origin
     if not isinstance(origin, PerceptionOrigin):
         raise InvalidInputError("only re-viewable (perception) images have a descriptor")
+    if isinstance(part, DocumentPart):
+        args = json.dumps(origin.source, ensure_ascii=False)
+        return (
+            f"[document elided: {origin.source} ({part.page_count} pages) in turn {turn}; "
+            f"call {origin.tool}({args}) to see it again]"
+        )
     # json.dumps quotes the source the way a model writes a string argument.
     args = json.dumps(origin.source, ensure_ascii=False)
     where = origin.source
@@ -150,7 +164,7 @@ def elided_descriptor(part: ImagePart, turn: int) -> str:
 
 
 def _reviewable(part: Part) -> bool:
-    return isinstance(part, ImagePart) and isinstance(part.origin, PerceptionOrigin)
+    return isinstance(part, ImagePart | DocumentPart) and isinstance(part.origin, PerceptionOrigin)
 
 
 def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
@@ -163,7 +177,7 @@ def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
 def _elide(message: Message, elide: set[int]) -> Message:
     parts = tuple(
         TextPart(elided_descriptor(p, message.turn))
-        if i in elide and isinstance(p, ImagePart)
+        if i in elide and isinstance(p, ImagePart | DocumentPart)
         else p
         for i, p in enumerate(message.parts)
     )

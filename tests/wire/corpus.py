@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from visus.errors import NotFoundError
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     ModelRequest,
     PerceptionOrigin,
@@ -38,6 +39,20 @@ GREEN_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR42mOUW2DDwMDAxMDAwMDAAAALxAD+QZCamwAAAABJRU5ErkJggg=="
 )  # 2x2
 MISSING_DIGEST = "0" * 64
+#: Two blank 72 x 72 pt pages, written once by pypdfium2 (``PdfDocument.new()``,
+#: ``new_page(72, 72)`` twice, ``save``) and pinned so snapshots never move.
+TWO_PAGE_PDF = base64.b64decode(
+    "JVBERi0xLjcNCiWhs8XXDQoxIDAgb2JqDQo8PC9QYWdlcyAyIDAgUiAvVHlwZS9DYXRhbG9nPj4NCmVuZG9iag0KMiAw"
+    "IG9iag0KPDwvQ291bnQgMi9LaWRzWyA0IDAgUiAgNSAwIFIgXS9UeXBlL1BhZ2VzPj4NCmVuZG9iag0KMyAwIG9iag0K"
+    "PDwvQ3JlYXRpb25EYXRlKEQ6MjAyNjExMjIwNzM5MTkrMDAnMDAnKS9DcmVhdG9yKFBERml1bSk+Pg0KZW5kb2JqDQo0"
+    "IDAgb2JqDQo8PC9NZWRpYUJveFsgMCAwIDcyIDcyXS9QYXJlbnQgMiAwIFIgL1Jlc291cmNlczw8Pj4vUm90YXRlIDAv"
+    "VHlwZS9QYWdlPj4NCmVuZG9iag0KNSAwIG9iag0KPDwvTWVkaWFCb3hbIDAgMCA3MiA3Ml0vUGFyZW50IDIgMCBSIC9S"
+    "ZXNvdXJjZXM8PD4+L1JvdGF0ZSAwL1R5cGUvUGFnZT4+DQplbmRvYmoNCnhyZWYNCjAgNg0KMDAwMDAwMDAwMCA2NTUz"
+    "NSBmDQowMDAwMDAwMDE3IDAwMDAwIG4NCjAwMDAwMDAwNjYgMDAwMDAgbg0KMDAwMDAwMDEyOSAwMDAwMCBuDQowMDAw"
+    "MDAwMjA2IDAwMDAwIG4NCjAwMDAwMDAyOTcgMDAwMDAgbg0KdHJhaWxlcg0KPDwNCi9Sb290IDEgMCBSDQovSW5mbyAz"
+    "IDAgUg0KL1NpemUgNi9JRFs8NDMwNjQwNUFDMkM0OThCMUQzNDZFQUZBQTlFQUVERDU+PDQzMDY0MDVBQzJDNDk4QjFE"
+    "MzQ2RUFGQUE5RUFFREQ1Pl0+Pg0Kc3RhcnR4cmVmDQozODgNCiUlRU9GDQo="
+)
 
 
 def digest(data: bytes) -> str:
@@ -85,7 +100,12 @@ class ReadOnlyStore:
 
 
 def store() -> CountingStore:
-    return CountingStore((RED_PNG, "image/png"), (BLUE_PNG, "image/png"), (GREEN_PNG, "image/png"))
+    return CountingStore(
+        (RED_PNG, "image/png"),
+        (BLUE_PNG, "image/png"),
+        (GREEN_PNG, "image/png"),
+        (TWO_PAGE_PDF, "application/pdf"),
+    )
 
 
 def view_image(data: bytes, source: str, w: int, h: int, page: int | None = None) -> ImagePart:
@@ -107,6 +127,18 @@ def attachment(data: bytes, filename: str, w: int, h: int) -> ImagePart:
         width=w,
         height=h,
         origin=AttachmentOrigin(filename=filename),
+    )
+
+
+def document(
+    origin: AttachmentOrigin | PerceptionOrigin, data: bytes = TWO_PAGE_PDF
+) -> DocumentPart:
+    return DocumentPart(
+        digest=digest(data),
+        media_type="application/pdf",
+        size=len(data),
+        page_count=2,
+        origin=origin,
     )
 
 
@@ -267,6 +299,46 @@ def mixed_parallel() -> ModelRequest:
     )
 
 
+FETCH_TOOL = ToolSpec(
+    name="fetch_pdf",
+    description="Fetch a PDF for the model to read natively.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+
+
+def pdf_document() -> ModelRequest:
+    """A PDF the user attached and one a tool returned (beside an image) in one run."""
+    return ModelRequest(
+        messages=(
+            UserMessage(
+                (
+                    TextPart("Compare my report with the spec."),
+                    document(AttachmentOrigin("Q3 report_final.v2.pdf")),
+                ),
+                turn=1,
+            ),
+            AssistantMessage(
+                tool_calls=(
+                    call("call_d", "fetch_pdf", "docs/spec.pdf"),
+                    call("call_i", "view", "red.png"),
+                ),
+                turn=1,
+            ),
+            ToolResult(
+                "call_d",
+                "fetch_pdf",
+                (
+                    TextPart("docs/spec.pdf: 2 pages"),
+                    document(PerceptionOrigin("docs/spec.pdf", tool="fetch_pdf")),
+                ),
+                turn=1,
+            ),
+            ToolResult("call_i", "view", (TextPart("red.png: 4x3 png"), RED), turn=1),
+        ),
+        tools=(FETCH_TOOL, VIEW_TOOL),
+    )
+
+
 CASES: dict[str, Callable[[], ModelRequest]] = {
     "text_only": text_only,
     "one_view": one_view,
@@ -277,6 +349,7 @@ CASES: dict[str, Callable[[], ModelRequest]] = {
     "error_result": error_result,
     "system_and_tools": system_and_tools,
     "mixed_parallel": mixed_parallel,
+    "pdf_document": pdf_document,
 }
 
 
@@ -325,4 +398,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ollama", "ollama", LLAVA),
     Variant("bedrock-native", "bedrock", BEDROCK_NATIVE),
     Variant("bedrock-hoisted", "bedrock", BEDROCK_HOISTED),
+)
+
+#: The same variants on models that take PDFs natively (Ollama's wire still has none).
+PDF_VARIANTS: tuple[Variant, ...] = tuple(
+    replace(v, spec=replace(v.spec, pdf=True)) for v in VARIANTS
 )

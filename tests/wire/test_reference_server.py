@@ -18,7 +18,16 @@ import pytest
 from visus.reference.server import serve_in_background
 from visus.wire import lower
 
-from .corpus import CASES, ELIDED_TEXT, VARIANTS, CountingStore, Variant, store
+from .corpus import (
+    CASES,
+    ELIDED_TEXT,
+    PDF_VARIANTS,
+    VARIANTS,
+    CountingStore,
+    Variant,
+    pdf_document,
+    store,
+)
 
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
@@ -83,6 +92,7 @@ EXPECTED_SIZES: dict[str, list[list[int]]] = {
     "error_result": [],
     "system_and_tools": [],
     "mixed_parallel": [[4, 3]],
+    "pdf_document": [[4, 3]],  # models without pdf: the documents are notes
 }
 
 
@@ -101,6 +111,25 @@ def test_reference_server_accepts_and_sees_every_image(
         # Gemini tool output is a JSON object; the server reads it as JSON text
         seen = [d.replace('\\"', '"') for d in block["descriptors"]]
         assert ELIDED_TEXT in seen
+
+
+@pytest.mark.parametrize("variant", PDF_VARIANTS, ids=lambda v: v.name)
+def test_reference_server_reads_native_documents_page_by_page(
+    base_url: str, variant: Variant
+) -> None:
+    body = lower(pdf_document(), wire=variant.wire, model=variant.spec, blobs=store())
+    response = _post(base_url, variant, body)
+    assert response.status_code == 200, response.text
+    block = _answer_block(response.json())
+    wheres = [im["where"] for im in block["images"]]
+    sizes = [[im["width"], im["height"]] for im in block["images"]]
+    if variant.wire == "ollama":  # no documents on this wire: only the image is seen
+        assert sizes == [[4, 3]]
+        return
+    # the user's PDF (2 pages), the tool's PDF (2 pages), then the tool's image
+    assert sizes[-1] == [4, 3]
+    assert len(sizes) == 5
+    assert [w.rsplit("/", 1)[-1] for w in wheres[:4]] == ["page 1", "page 2"] * 2
 
 
 def test_reference_server_rejects_a_tool_message_image(base_url: str) -> None:

@@ -14,6 +14,11 @@ offered tool names); :func:`respond` answers it:
 
 Only image parts are perceived: base64 pasted into text is just text, counted at
 four characters a token, which is how a stringified image overflows the context.
+A native PDF document part is perceived page by page: the wire parsers turn it into
+one rendered image per page (:func:`document_pages`, ``where`` ending in
+``/page N``), so pages are OCRed, described and counted like images (a page costs
+what an image of its rendered size costs under the provider's formula; the PDF's
+own text layer is not counted separately).
 
 Example:
     >>> conv = Conversation(messages=(InMessage(role="user", texts=("call view {}",)),),
@@ -34,7 +39,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from visus.errors import MediaError
+from visus import limits
+from visus.errors import InvalidInputError, MediaError, VisusError
 from visus.reference.vision import SeenImage, perceive
 
 __all__ = [
@@ -47,6 +53,7 @@ __all__ = [
     "Reply",
     "Role",
     "count_tokens",
+    "document_pages",
     "perceive_cached",
     "respond",
     "text_tokens",
@@ -150,6 +157,64 @@ def perceive_cached(data: bytes) -> SeenImage | None:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return seen
+
+
+_pages: OrderedDict[str, tuple[InImage, ...]] = OrderedDict()
+
+
+def document_pages(data: bytes, where: str, *, max_pages: int | None = None) -> tuple[InImage, ...]:
+    """A PDF's pages rendered as images (PNG), ``where`` of each ``"<where>/page N"``.
+
+    Raises :class:`~visus.errors.InvalidInputError` when ``data`` is not a PDF we can
+    open, or has more than ``max_pages`` pages (the wire turns either into its
+    provider's 400). Rendered pages are cached by content, like OCR results.
+
+    Example:
+        >>> document_pages(b"not a pdf", "messages.0.content.1")
+        Traceback (most recent call last):
+        ...
+        visus.errors.InvalidInputError: messages.0.content.1: the document is not a valid PDF
+    """
+    from visus import media  # heavy (pypdfium2, Pillow); only documents need it
+    from visus.media.types import Profile
+
+    key = hashlib.sha256(data).hexdigest()
+    with _cache_lock:
+        hit = _pages.get(key)
+    if hit is None:
+        try:
+            kind = media.probe(data)
+        except VisusError as e:
+            raise InvalidInputError(f"{where}: the document is not a valid PDF") from e
+        if kind.kind != "pdf":
+            raise InvalidInputError(f"{where}: the document is not a valid PDF")
+        count = kind.page_count or 1
+        if max_pages is not None and count > max_pages:
+            raise InvalidInputError(f"{where}: the PDF has {count} pages; at most {max_pages}")
+        edge = limits.REFERENCE_PDF_PAGE_EDGE
+        profile = Profile(
+            max_edge=edge,
+            max_pixels=edge * edge,
+            max_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+            media_types=frozenset({"image/png"}),
+        )
+        rendered: list[InImage] = []
+        for n in range(1, count + 1):
+            try:
+                page = media.load(data, profile=profile, page=n)
+            except VisusError as e:
+                raise InvalidInputError(f"{where}: page {n} of the PDF cannot be read") from e
+            rendered.append(InImage(page.data, page.width, page.height, where=f"/page {n}"))
+        hit = tuple(rendered)
+        with _cache_lock:
+            _pages[key] = hit
+            while len(_pages) > _CACHE_SIZE:
+                _pages.popitem(last=False)
+    if max_pages is not None and len(hit) > max_pages:
+        raise InvalidInputError(f"{where}: the PDF has {len(hit)} pages; at most {max_pages}")
+    return tuple(
+        InImage(p.data, p.width, p.height, where=f"{where}{p.where}", detail=p.detail) for p in hit
+    )
 
 
 def text_tokens(text: str) -> int:

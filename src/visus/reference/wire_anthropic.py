@@ -5,7 +5,9 @@ content, base64 media types checked against the bytes, 5 MB of base64 and 8000 p
 per image (2000 px once a request holds more than 20 images), 100 images per
 request, every ``tool_use`` answered by a ``tool_result`` in the very next user
 message (and no ``tool_result`` without its ``tool_use``), and "prompt is too
-long" past the context window.
+long" past the context window. ``document`` blocks with a base64 ``application/pdf``
+source are read in user turns and tool results (30 MB of base64, 100 pages; 600 on
+models whose context is over 200k tokens), each page perceived like an image.
 
 Example:
     >>> _error("invalid_request_error", "x")["type"]
@@ -23,9 +25,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
-from visus.errors import InvalidInputError, UndecodableError
+from visus.errors import InvalidInputError, UndecodableError, VisusError
+from visus.models import get_model
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
-from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
+from visus.reference.model import (
+    Conversation,
+    InCall,
+    InImage,
+    InMessage,
+    Reply,
+    document_pages,
+)
 
 __all__ = ["messages"]
 
@@ -108,6 +118,32 @@ def _image(block: dict[str, Any], path: str, many: bool) -> InImage:
     return InImage(data=checked.data, width=checked.width, height=checked.height, where=path)
 
 
+def _document(block: dict[str, Any], path: str, max_pages: int) -> tuple[InImage, ...]:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise _reject(f"{path}.source: Field required")
+    kind = source.get("type")
+    if kind != "base64":
+        raise _reject(
+            f"{path}.source: the reference server reads base64 PDF sources only, not {kind!r}"
+        )
+    if source.get("media_type") != "application/pdf":
+        raise _reject(f"{path}.source.base64.media_type: Input should be 'application/pdf'")
+    raw = source.get("data")
+    if isinstance(raw, str) and len(raw) > limits.ANTHROPIC_MAX_PDF_B64:
+        raise _reject(f"{path}.source.base64: document exceeds the maximum request size")
+    try:
+        data = b64decode(raw)
+    except InvalidInputError as e:
+        raise _reject(f"{path}.source.base64.data: Could not process document") from e
+    try:
+        return document_pages(data, path, max_pages=max_pages)
+    except InvalidInputError as e:
+        if "pages" in str(e):
+            raise _reject(f"{path}: A maximum of {max_pages} PDF pages may be provided.") from e
+        raise _reject(f"{path}.source.base64.data: The PDF specified was not valid.") from e
+
+
 def _texts(value: object, path: str) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -136,7 +172,9 @@ def _count_images(raw: list[Any]) -> int:
     return count
 
 
-def _user(i: int, content: list[Any], many: bool, calls: set[str]) -> list[InMessage]:
+def _user(
+    i: int, content: list[Any], many: bool, calls: set[str], max_pages: int
+) -> list[InMessage]:
     out: list[InMessage] = []
     texts: list[str] = []
     images: list[InImage] = []
@@ -148,6 +186,8 @@ def _user(i: int, content: list[Any], many: bool, calls: set[str]) -> list[InMes
             texts.extend(_texts([block], path))
         elif kind == "image":
             images.append(_image(block, path, many))
+        elif kind == "document":
+            images.extend(_document(block, path, max_pages))
         elif kind == "tool_result":
             call_id = block.get("tool_use_id")
             if call_id not in calls:
@@ -168,9 +208,9 @@ def _user(i: int, content: list[Any], many: bool, calls: set[str]) -> list[InMes
                     r_images.append(_image(part, ppath, many))
                 elif isinstance(part, dict) and part.get("type") == "text":
                     r_texts.extend(_texts([part], ppath))
-                elif not (
-                    isinstance(part, dict) and part.get("type") in {"document", "search_result"}
-                ):
+                elif isinstance(part, dict) and part.get("type") == "document":
+                    r_images.extend(_document(part, ppath, max_pages))
+                elif not (isinstance(part, dict) and part.get("type") == "search_result"):
                     raise _reject(
                         f"{ppath}: Input tag found using 'type' does not match any "
                         "of the expected tags: 'text', 'image', 'search_result', "
@@ -242,6 +282,15 @@ def _conversation(body: dict[str, Any]) -> Conversation:
             f"{limits.REFERENCE_ANTHROPIC_MAX_IMAGES} maximum"
         )
     many = n_images > limits.ANTHROPIC_MANY_IMAGES
+    try:
+        large = get_model(str(body.get("model"))).context_tokens
+    except VisusError:
+        large = 0
+    max_pages = (
+        limits.ANTHROPIC_MAX_PDF_PAGES_LARGE_CONTEXT
+        if large > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS
+        else limits.ANTHROPIC_MAX_PDF_PAGES
+    )
     out: list[InMessage] = []
     system = body.get("system")
     if system is not None:
@@ -256,7 +305,7 @@ def _conversation(body: dict[str, Any]) -> Conversation:
         if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
             raise _reject(f"messages.{i}.content: Input should be a valid list")
         if role == "user":
-            out.extend(_user(i, blocks, many, pending))
+            out.extend(_user(i, blocks, many, pending, max_pages))
             pending = set()
         else:
             if pending:

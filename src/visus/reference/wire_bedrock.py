@@ -6,7 +6,10 @@ errors from the ``x-amzn-ErrorType`` header plus a ``{"message"}`` body. Strict
 like the service: the conversation starts with a user message and alternates,
 images only in user content and ``toolResult`` content, formats png/jpeg/gif/webp
 matching the bytes, 3.75 MB and 8000 px per image, 20 images per request, and
-every ``toolUse`` answered by a ``toolResult`` in the next message.
+every ``toolUse`` answered by a ``toolResult`` in the next message. ``document``
+blocks (format ``pdf`` only here; 4.5 MB each, 5 per request, a name of letters,
+digits, single spaces, hyphens, parentheses and brackets, unique in the request)
+go wherever images may, each page perceived like an image.
 
 Example:
     >>> _reject("x").headers["x-amzn-ErrorType"]
@@ -16,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -27,7 +31,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
-from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
+from visus.reference.model import (
+    Conversation,
+    InCall,
+    InImage,
+    InMessage,
+    Reply,
+    document_pages,
+)
 
 __all__ = ["converse", "converse_stream"]
 
@@ -44,6 +55,56 @@ def _too_long(tokens: int, window: int) -> Reject:
 
 class _Count:
     images = 0
+
+    def __init__(self) -> None:
+        self.documents: set[str] = set()
+
+
+_DOC_NAME = re.compile(r"[A-Za-z0-9\s\-()\[\]]+")
+_DOUBLE_SPACE = re.compile(r"\s\s")
+
+
+def _document(block: object, path: str, count: _Count) -> tuple[InImage, ...]:
+    if not isinstance(block, dict):
+        raise _reject(
+            f"1 validation error detected: Value at '{path}' failed to satisfy "
+            "constraint: Member must not be null"
+        )
+    fmt = block.get("format")
+    if fmt != "pdf":
+        raise _reject(
+            f"The document at {path} has format {fmt!r}; the reference server reads pdf only."
+        )
+    name = block.get("name")
+    if not isinstance(name, str) or not _DOC_NAME.fullmatch(name) or _DOUBLE_SPACE.search(name):
+        raise _reject(
+            f"The document file name at {path}.name can only contain alphanumeric characters, "
+            "whitespace characters, hyphens, parentheses, and square brackets. The name can't "
+            "contain more than one consecutive whitespace character."
+        )
+    if name in count.documents:
+        raise _reject(f"Duplicate document name {name!r} at {path}.name.")
+    count.documents.add(name)
+    if len(count.documents) > limits.BEDROCK_MAX_DOCUMENTS:
+        raise _reject(
+            f"Too many documents in the request: at most {limits.BEDROCK_MAX_DOCUMENTS} "
+            "are allowed."
+        )
+    source = block.get("source")
+    raw = source.get("bytes") if isinstance(source, dict) else None
+    try:
+        data = b64decode(raw)
+    except InvalidInputError as e:
+        raise _reject(f"Could not parse the base64 bytes at {path}.source.bytes") from e
+    if len(data) > limits.BEDROCK_MAX_DOCUMENT_BYTES:
+        raise _reject(
+            f"The document at {path} is {len(data)} bytes, over the maximum of "
+            f"{limits.BEDROCK_MAX_DOCUMENT_BYTES} bytes (4.5 MB)."
+        )
+    try:
+        return document_pages(data, path)
+    except InvalidInputError as e:
+        raise _reject(f"The provided document at {path} could not be processed: {e}") from e
 
 
 def _image(block: object, path: str, count: _Count) -> InImage:
@@ -115,6 +176,8 @@ def _user(i: int, content: list[Any], pending: list[str], count: _Count) -> list
             texts.append(block["text"])
         elif "image" in block:
             images.append(_image(block["image"], f"{path}.image", count))
+        elif "document" in block:
+            images.extend(_document(block["document"], f"{path}.document", count))
         elif isinstance(block.get("toolResult"), dict):
             result = block["toolResult"]
             r_texts: list[str] = []
@@ -129,6 +192,12 @@ def _user(i: int, content: list[Any], pending: list[str], count: _Count) -> list
                 elif "image" in part:
                     r_images.append(
                         _image(part["image"], f"{path}.toolResult.content.{k}.image", count)
+                    )
+                elif "document" in part:
+                    r_images.extend(
+                        _document(
+                            part["document"], f"{path}.toolResult.content.{k}.document", count
+                        )
                     )
             out.append(
                 InMessage(
@@ -186,9 +255,11 @@ def _conversation(body: dict[str, Any]) -> Conversation:
         a_texts: list[str] = []
         calls: list[InCall] = []
         for j, block in enumerate(blocks):
-            if "image" in block:
+            if "image" in block or "document" in block:
+                kind = "image" if "image" in block else "document"
                 raise _reject(
-                    f"messages.{i}.content.{j}: image blocks are not allowed in assistant messages."
+                    f"messages.{i}.content.{j}: {kind} blocks are not allowed in assistant "
+                    "messages."
                 )
             if isinstance(block.get("text"), str):
                 a_texts.append(block["text"])

@@ -5,7 +5,9 @@ Gemini takes, base64 that decodes to an image, 20 MB of inline data per request,
 function responses right after the turn that made the calls (one for each), image
 parts inside ``functionResponse.parts`` only for models that take them (Gemini 3,
 and the reference model itself, per the catalog), and
-INVALID_ARGUMENT past the context window. REST field names are camelCase; the
+INVALID_ARGUMENT past the context window. ``application/pdf`` inline data is a
+document (1000 pages at most; its bytes count against the inline budget) that goes
+wherever images may, each page perceived like an image. REST field names are camelCase; the
 snake_case spellings the API also accepts are read too.
 
 Example:
@@ -27,7 +29,14 @@ from visus import limits
 from visus.errors import InvalidInputError, UndecodableError, VisusError
 from visus.models import get_model
 from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
-from visus.reference.model import Conversation, InCall, InImage, InMessage, Reply
+from visus.reference.model import (
+    Conversation,
+    InCall,
+    InImage,
+    InMessage,
+    Reply,
+    document_pages,
+)
 
 __all__ = ["generate"]
 
@@ -80,11 +89,12 @@ class _Budget:
         self.images = 0
 
 
-def _inline(blob: object, path: str, budget: _Budget) -> InImage:
+def _inline(blob: object, path: str, budget: _Budget) -> tuple[InImage, ...]:
+    """An inline image (one), or an inline PDF's rendered pages."""
     if not isinstance(blob, dict):
         raise _reject(f"Invalid value at '{path}': expected an object")
     mime = _get(blob, "mimeType", "mime_type")
-    if mime not in _IMAGE_TYPES:
+    if mime not in _IMAGE_TYPES and mime != "application/pdf":
         raise _reject(f"Unsupported MIME type: {mime}")
     raw = blob.get("data")
     try:
@@ -95,12 +105,17 @@ def _inline(blob: object, path: str, budget: _Budget) -> InImage:
             f"Invalid value at '{path}.data' (TYPE_BYTES), Base64 decoding failed for \"{shown}\""
         ) from e
     budget.bytes += len(data)
-    budget.images += 1
     if budget.bytes > limits.REFERENCE_GEMINI_MAX_INLINE_BYTES:
         raise _reject(
             f"Request payload size exceeds the limit: "
             f"{limits.REFERENCE_GEMINI_MAX_INLINE_BYTES} bytes."
         )
+    if mime == "application/pdf":
+        try:
+            return document_pages(data, path, max_pages=limits.GEMINI_MAX_PDF_PAGES)
+        except InvalidInputError as e:
+            raise _reject(f"Unable to process input PDF: {e}") from e
+    budget.images += 1
     if budget.images > limits.REFERENCE_GEMINI_MAX_IMAGES:
         raise _reject(f"Too many images: at most {limits.REFERENCE_GEMINI_MAX_IMAGES} per request.")
     try:
@@ -110,7 +125,7 @@ def _inline(blob: object, path: str, budget: _Budget) -> InImage:
             "Unable to process input image. Please retry or report in "
             "https://developers.generativeai.google/guide/troubleshooting"
         ) from e
-    return InImage(data=data, width=checked.width, height=checked.height, where=path)
+    return (InImage(data=data, width=checked.width, height=checked.height, where=path),)
 
 
 def _conversation(body: dict[str, Any], model: str) -> Conversation:
@@ -161,7 +176,7 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
             elif blob is not None:
                 if role == "model":
                     raise _reject(f"{path}: inline image data is only supported in user turns.")
-                images.append(_inline(blob, f"{path}.inline_data", budget))
+                images.extend(_inline(blob, f"{path}.inline_data", budget))
             elif isinstance(call, dict):
                 if role != "model":
                     raise _reject(
@@ -188,13 +203,14 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
                         f"responses are not supported by model {model}."
                     )
                 r_images = [
-                    _inline(
+                    image
+                    for k, p in enumerate(nested)
+                    if isinstance(p, dict) and _get(p, "inlineData", "inline_data") is not None
+                    for image in _inline(
                         _get(p, "inlineData", "inline_data"),
                         f"{path}.function_response.parts[{k}].inline_data",
                         budget,
                     )
-                    for k, p in enumerate(nested)
-                    if isinstance(p, dict) and _get(p, "inlineData", "inline_data") is not None
                 ]
                 name = str(response.get("name", ""))
                 call_id = response.get("id") or name

@@ -4,7 +4,9 @@ As strict as the real service where it matters to visus: images only in user
 messages (the exact 400 OpenAI gives for an image in a tool message), tool
 messages directly after the assistant message holding their calls, data-URL
 images that decode, at most 20 MB each and 500 per request, and the
-``context_length_exceeded`` error past the context window.
+``context_length_exceeded`` error past the context window. PDF ``file`` parts
+(``file_data`` as a data URL, with a ``filename``) are read in user messages (32 MB,
+100 pages; each page perceived like an image) and refused in any other role.
 
 Example:
     >>> _error("bad", param="messages")["error"]["type"]
@@ -33,12 +35,21 @@ from visus.reference.common import (
     now,
     read_json,
 )
-from visus.reference.model import NEUTRAL_ROLES, Conversation, InCall, InImage, InMessage, Reply
+from visus.reference.model import (
+    NEUTRAL_ROLES,
+    Conversation,
+    InCall,
+    InImage,
+    InMessage,
+    Reply,
+    document_pages,
+)
 
 __all__ = [
     "bad_json",
     "chat_completions",
     "check_auth",
+    "parse_file_data",
     "parse_image_url",
     "reject",
     "require_model",
@@ -146,6 +157,49 @@ def parse_image_url(url: object, detail: object, where: str, param: str) -> InIm
     )
 
 
+def parse_file_data(
+    file_data: object, filename: object, where: str, param: str
+) -> tuple[InImage, ...]:
+    """Decode an inline PDF file input (``file_data`` data URL) into its rendered pages."""
+    if not isinstance(filename, str) or not filename:
+        raise reject(
+            f"Missing required parameter: '{param}.filename'.",
+            param=f"{param}.filename",
+            code="missing_required_parameter",
+        )
+    match = _DATA_URL.match(file_data) if isinstance(file_data, str) else None
+    if match is None:
+        raise reject(
+            "Invalid file data: expected a base64-encoded data URL.",
+            param=f"{param}.file_data",
+            code="invalid_value",
+        )
+    if match.group("mime") != "application/pdf":
+        raise reject(
+            f"Invalid file data: unsupported MIME type '{match.group('mime')}'. "
+            "Supported: 'application/pdf'.",
+            param=f"{param}.file_data",
+            code="invalid_value",
+        )
+    try:
+        data = b64decode(match.group("data"))
+    except InvalidInputError as e:
+        raise reject("Invalid base64 file_data.", param=param, code="invalid_value") from e
+    if len(data) > limits.OPENAI_MAX_PDF_BYTES:
+        raise reject(
+            f"File too large: {len(data)} bytes exceeds the limit of "
+            f"{limits.OPENAI_MAX_PDF_BYTES} bytes.",
+            param=param,
+            code="file_too_large",
+        )
+    try:
+        return document_pages(data, where, max_pages=limits.OPENAI_MAX_PDF_PAGES)
+    except InvalidInputError as e:
+        raise reject(
+            f"Invalid file '{filename}': {e}", param=f"{param}.file_data", code="invalid_value"
+        ) from e
+
+
 def tool_names(body: dict[str, Any], *, nested: bool) -> tuple[tuple[str, ...], str]:
     """Names of the offered function tools (Chat nests them under ``function``).
 
@@ -219,7 +273,32 @@ def _chat_message(i: int, m: object, images_seen: int) -> InMessage:
                 detail = spec.get("detail", "auto") if isinstance(spec, dict) else "auto"
                 where = f"messages[{i}] (user) part {j}"
                 images.append(parse_image_url(url, detail, where, f"messages.[{i}].content.[{j}]"))
-            elif kind in {"input_audio", "file", "refusal"}:
+            elif kind == "file" and role == "user":
+                spec = part.get("file")
+                if not isinstance(spec, dict) or "file_data" not in spec:
+                    raise reject(
+                        f"Missing required parameter: 'messages[{i}].content[{j}].file.file_data'"
+                        " (the reference server has no file storage for file_id).",
+                        param=f"messages[{i}].content[{j}].file",
+                        code="missing_required_parameter",
+                    )
+                where = f"messages[{i}] (user) part {j}"
+                images.extend(
+                    parse_file_data(
+                        spec.get("file_data"),
+                        spec.get("filename"),
+                        where,
+                        f"messages[{i}].content[{j}].file",
+                    )
+                )
+            elif kind in {"file", "input_audio"} and role != "user":
+                raise reject(
+                    f"Invalid value: '{kind}'. Supported values are: 'text'"
+                    + (" and 'refusal'." if role == "assistant" else "."),
+                    param=f"messages[{i}].content[{j}].type",
+                    code="invalid_value",
+                )
+            elif kind in {"input_audio", "refusal"}:
                 continue  # accepted by the service; the reference model does not read them
             else:
                 raise reject(

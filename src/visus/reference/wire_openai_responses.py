@@ -1,7 +1,8 @@
 """OpenAI Responses wire: ``POST /v1/responses``, streaming (SSE events) and not.
 
-Images (``input_image``) are taken in user messages and inside
-``function_call_output.output``; every ``function_call_output`` needs its
+Images (``input_image``) and PDFs (``input_file`` with ``file_data`` and a
+``filename``; 32 MB, 100 pages, each page perceived like an image) are taken in
+user messages and inside ``function_call_output.output``; every ``function_call_output`` needs its
 ``function_call`` and every call its output, as the service requires.
 
 Example:
@@ -25,6 +26,7 @@ from visus.reference.model import NEUTRAL_ROLES, Conversation, InCall, InImage, 
 from visus.reference.wire_openai import (
     bad_json,
     check_auth,
+    parse_file_data,
     parse_image_url,
     reject,
     require_model,
@@ -59,14 +61,13 @@ def _responses_content(
     )
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in allowed or (kind == "input_image" and role not in {"user", "tool"}):
+        media = {"input_image", "input_file"}
+        if kind not in allowed or (kind in media and role not in {"user", "tool"}):
             raise reject(
                 f"Invalid value: '{kind}'. Supported values are: "
                 + " and ".join(
                     f"'{a}'"
-                    for a in sorted(
-                        allowed - {"input_image"} if role not in {"user", "tool"} else allowed
-                    )
+                    for a in sorted(allowed - media if role not in {"user", "tool"} else allowed)
                 )
                 + ".",
                 param=f"input[{i}].content[{j}]",
@@ -88,6 +89,23 @@ def _responses_content(
                     part.get("detail", "auto"),
                     where,
                     f"input[{i}].content[{j}].image_url",
+                )
+            )
+        elif kind == "input_file":
+            if "file_data" not in part:
+                raise reject(
+                    f"Missing required parameter: 'input[{i}].content[{j}].file_data' "
+                    "(the reference server has no file storage for file_id or file_url).",
+                    param=f"input[{i}].content[{j}]",
+                    code="missing_required_parameter",
+                )
+            where = f"input[{i}] ({role}) part {j}"
+            images.extend(
+                parse_file_data(
+                    part.get("file_data"),
+                    part.get("filename"),
+                    where,
+                    f"input[{i}].content[{j}]",
                 )
             )
     return texts, images
