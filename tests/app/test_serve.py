@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -124,3 +125,6 @@ async def test_send_image_comes_back_in_assistant_done(tmp_path: Path, reference
     assert images[0]["media_type"] == "image/png"
     assert base64.b64decode(images[0]["data"]) == png  # small enough to leave unchanged
     assert "ref" not in images[0]
+    # The record keeps what was sent, by reference, so surfaces can show it again.
+    log = next((tmp_path / "data" / "serve").rglob("out-1.jsonl")).read_text()
+    assert hashlib.sha256(png).hexdigest() in log

@@ -356,10 +356,21 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     data = ctx.reach.read_bytes(ctx.reach.resolve(path))
     fitted = load(data, profile=OUTBOUND_PROFILE, render=ctx.reach.render, name=path)
     ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
-    return ToolOutcome.text(
+    # The record keeps what was sent (a surface re-showing the conversation needs it);
+    # it is re-viewable from its path, so retention may elide it like a view.
+    image = ImagePart(
+        digest=ctx.blobs.put(fitted.data, fitted.media_type),
+        media_type=fitted.media_type,
+        size=fitted.size,
+        width=fitted.width,
+        height=fitted.height,
+        origin=PerceptionOrigin(source=path),
+    )
+    note = TextPart(
         f"queued {path!r} ({fitted.media_type} {fitted.width}x{fitted.height}) "
         "to send with your reply"
     )
+    return ToolOutcome((note, image))
 
 
 SEND_IMAGE = Tool(

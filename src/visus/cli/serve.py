@@ -51,7 +51,7 @@ def serve(
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
     typer.echo(f"visus serve · data {data_dir(data)}")
-    typer.echo(f"  web chat   {base}/")
+    typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     if not no_mcp:
         typer.echo(f"  MCP        {base}/mcp")
