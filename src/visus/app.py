@@ -2,8 +2,10 @@
 instance answered by a real :class:`~visus.agent.Agent`.
 
 This module holds no logic of its own beyond wiring: :class:`AgentRunner` adapts
-the agent to tether's :class:`~visus.tether.runner.TurnRunner` seam, and
-:func:`create_main_app` builds the one FastAPI app ``visus serve`` runs.
+the agent to tether's :class:`~visus.tether.runner.TurnRunner` seam,
+:func:`full_registry` gathers every built-in tool (the agent's own, the attachment
+tools and ``analyze``'s, which sit above the agent) and :func:`create_main_app` builds
+the one FastAPI app ``visus serve`` runs.
 
 Example:
     >>> # app = create_main_app(data=Path(".visus-data"))
@@ -19,7 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from visus.agent import PastedImage, ToolRegistry, build_agent
-from visus.agent.extra_tools import full_registry
+from visus.agent.extra_tools import attachment_tools
 from visus.config import load_config
 from visus.paths import data_dir
 from visus.providers import ProviderSettings
@@ -33,10 +35,27 @@ __all__ = [
     "agent_runner_factory",
     "create_main_app",
     "default_instance",
+    "full_registry",
 ]
 
 #: ``extra`` key marking the instance ``visus serve`` creates for its web chat.
 DEFAULT_INSTANCE_KEY = "default"
+
+
+def full_registry(data: Path | str) -> ToolRegistry:
+    """Every built-in tool: read, view, edit, send_image, the attachment tools,
+    vision_analyze and video_analyze.
+
+    Example:
+        >>> "vision_analyze" in full_registry("/tmp/visus-data").names()
+        True
+    """
+    from visus.analyze.tool import VIDEO_ANALYZE, VISION_ANALYZE
+
+    registry = ToolRegistry.builtin()
+    for tool in [*attachment_tools(data), VISION_ANALYZE, VIDEO_ANALYZE]:
+        registry.add(tool)
+    return registry
 
 
 class AgentRunner:

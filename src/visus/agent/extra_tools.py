@@ -1,14 +1,14 @@
-"""Tools beyond read/view/edit: the session's attachments (list, read, grep, view),
-and vision_analyze / video_analyze.
+"""Tools beyond read/view/edit: the session's attachments (list, read, grep, view).
 
 Attachments live per session under the data folder
 (``<data>/sessions/<id>/attachments``); the tools find the store from the
 :class:`~visus.agent.tools.ToolContext`'s session id, so one registry serves every
-session of an agent.
+session of an agent. The full registry ``visus serve`` uses (these plus
+vision_analyze / video_analyze, which live above the agent in ``analyze/``) is
+assembled by :func:`visus.app.full_registry`.
 
 Example:
-    >>> reg = full_registry("/tmp/visus-data")
-    >>> [n for n in reg.names() if "attachment" in n]
+    >>> [t.name for t in attachment_tools("/tmp/visus-data")]
     ['list_attachments', 'read_attachment', 'grep_attachment', 'view_attachment']
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from visus.agent.tools import Tool, ToolContext, ToolOutcome, ToolRegistry, perception_parts
+from visus.agent.tools import Tool, ToolContext, ToolOutcome, perception_parts
 from visus.attachments import (
     AttachmentStore,
     grep_attachment,
@@ -29,7 +29,7 @@ from visus.attachments import (
 from visus.perception import Refusal
 from visus.record.messages import ToolSpec
 
-__all__ = ["attachment_tools", "full_registry"]
+__all__ = ["attachment_tools"]
 
 
 def _store(data: Path, ctx: ToolContext) -> AttachmentStore:
@@ -128,14 +128,3 @@ def attachment_tools(data: Path | str) -> list[Tool]:
             _view,
         ),
     ]
-
-
-def full_registry(data: Path | str) -> ToolRegistry:
-    """Every built-in tool: read, view, edit, send_image, the attachment tools,
-    vision_analyze and video_analyze."""
-    from visus.analyze.tool import VIDEO_ANALYZE, VISION_ANALYZE
-
-    registry = ToolRegistry.builtin()
-    for tool in [*attachment_tools(data), VISION_ANALYZE, VIDEO_ANALYZE]:
-        registry.add(tool)
-    return registry

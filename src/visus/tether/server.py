@@ -119,7 +119,8 @@ def create_app(
     ``runner_factory`` builds the agent behind each instance (see
     :mod:`visus.tether.runner`). With ``token`` set every ``/v1`` route needs
     ``Authorization: Bearer <token>``. ``app.state.lifespan_hooks`` takes more
-    async context managers to run for the app's lifetime (``mount_mcp`` uses it).
+    async context managers to run for the app's lifetime (``visus.mcp_server.mount_mcp``
+    uses it).
     """
     registry = Registry(Path(data_dir), runner_factory)
 
@@ -410,25 +411,21 @@ def serve(
     *,
     runner_factory: RunnerFactory,
     data_dir: Path | None = None,
-    mcp: bool = True,
     log_level: str = "info",
 ) -> None:
-    """Run the API (and the MCP endpoint at ``/mcp``) until interrupted.
+    """Run the tether API alone until interrupted.
+
+    ``visus serve`` runs the composed app instead (tether, ``/mcp`` and the web
+    chat): :func:`visus.app.create_main_app`. Tether itself knows no surface above it.
 
     Example:
-        $ visus serve --host 127.0.0.1 --port 8750
+        >>> # serve("127.0.0.1", 8750, runner_factory=lambda config: MyRunner())
     """
     import platformdirs
 
     check_bind(host, token)
     folder = data_dir or Path(platformdirs.user_data_dir("visus")) / "serve"
     app = create_app(data_dir=folder, runner_factory=runner_factory, token=token)
-    if mcp:
-        from visus.mcp_server import mount_mcp
-
-        mount_mcp(app)
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     print(f"visus tether API  {base}/v1  (OpenAPI: {base}/openapi.json)")
-    if mcp:
-        print(f"visus MCP         {base}/mcp")
     tether_server(app, host=host, port=port, log_level=log_level).run()

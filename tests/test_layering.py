@@ -1,0 +1,322 @@
+"""DESIGN.md's one-way flow, checked on the source with ``ast``.
+
+Every ``import`` in ``src/visus`` counts: module level, inside functions (a lazy
+import still creates the dependency) and under ``TYPE_CHECKING``. A top-level unit
+(a package such as ``media/`` or a module such as ``net.py``) may import only the
+units :data:`ALLOWED` lists for it; imports inside one unit are free. The table reads
+top-down like DESIGN.md's pipeline: foundation -> media -> models -> perception ->
+record -> retention -> wire -> providers -> the library around the agent -> agent ->
+surfaces. Anything the table does not allow must be in :data:`EXCEPTIONS` with its
+reason, or the test names the offending import (file, line).
+
+Heavy decoders (Pillow, pypdfium2, resvg, Pygments) are imported only by ``media/``;
+each provider SDK only by its provider module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "visus"
+
+FOUNDATION = ("errors", "limits", "paths")
+#: The pipeline's core, in DESIGN.md's order: each may import the ones before it.
+#: ``models`` holds data (catalog, specs, token formulas); it sits right after
+#: ``media`` because a spec carries a media ``Profile``, and everything from
+#: perception on reads specs.
+CORE = ("media", "models", "perception", "record", "retention", "wire", "providers")
+#: What the agent builds on besides the core: the URL fetcher, ``visus.toml``
+#: (which builds provider settings) and the attachment store whose tools the agent
+#: registers.
+LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments")
+#: The agent and everything below it: what a surface may use.
+BASE = (*LIBRARY, "agent")
+
+
+def _below(unit: str) -> frozenset[str]:
+    return frozenset(FOUNDATION + CORE[: CORE.index(unit)])
+
+
+#: unit -> the units it may import (besides itself).
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "__init__": frozenset(),  # ``visus`` itself: only the version
+    **{name: frozenset() for name in FOUNDATION},
+    **{name: _below(name) for name in CORE},
+    "net": frozenset(FOUNDATION),
+    "config": frozenset((*FOUNDATION, *CORE)),
+    "attachments": frozenset((*FOUNDATION, *CORE)),
+    "agent": frozenset(LIBRARY),
+    # surfaces
+    "analyze": frozenset(BASE),  # its tools are agent tools (agent.tools.Tool)
+    # tether runs any TurnRunner; frames and bounds are its own, images come as
+    # media values. It must not know the agent (app.py adapts one to the other).
+    "tether": frozenset((*FOUNDATION, "media")),
+    "mcp_server": frozenset((*BASE, "analyze", "tether")),
+    "web": frozenset((*BASE, "analyze", "tether")),
+    "app": frozenset((*BASE, "analyze", "tether", "mcp_server", "web")),
+    # the gateway talks tether; without a remote server it runs app's main app
+    "telegram": frozenset((*BASE, "tether", "app")),
+    "cli": frozenset((*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram"))
+    | {"reference"},
+    # reference/ is a test peer standing in for an outside provider: it may use
+    # media (to render documents it is sent) and models (token counts, model ids),
+    # nothing of the pipeline it is there to test.
+    "reference": frozenset((*FOUNDATION, "media", "models")),
+}
+
+#: (importing module, imported unit) -> why this edge against the table is intended.
+EXCEPTIONS: Mapping[tuple[str, str], str] = {
+    (
+        "visus.agent.runtime",
+        "reference",
+    ): "build_agent serves the offline `reference` provider in-process when it is chosen"
+    " (lazy; reference imports nothing above models, so no cycle)",
+}
+
+#: third-party top-level name -> the paths (relative to src/visus) that may import it.
+THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
+    # reference/ stands in for an outside service and measures pixels with Pillow.
+    "PIL": ("media/", "reference/"),
+    "pypdfium2": ("media/",),
+    "resvg_py": ("media/",),
+    "pygments": ("media/",),
+    "openai": ("providers/openai_client.py",),
+    "anthropic": ("providers/anthropic_client.py",),
+    "google.genai": ("providers/gemini_client.py",),
+    "ollama": ("providers/ollama_client.py",),
+    "boto3": ("providers/bedrock_client.py",),
+    "botocore": ("providers/bedrock_client.py",),
+    "telegram": ("telegram/",),
+    "mcp": ("mcp_server.py",),
+    "typer": ("cli/",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One imported module name, where it is imported."""
+
+    module: str  # importing module, dotted
+    path: str  # relative to src/visus
+    line: int
+    target: str  # imported module (or module.name for ``from m import name``)
+
+    def __str__(self) -> str:
+        return f"{self.module} (src/visus/{self.path}:{self.line}) imports {self.target}"
+
+
+def module_name(path: Path, root: Path) -> tuple[str, bool]:
+    """Dotted name of ``path`` under the package directory ``root``; is it a package."""
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def imports_of(path: Path, root: Path) -> Iterator[Import]:
+    """Every import in the file, at any depth, relative ones resolved."""
+    module, is_package = module_name(path, root)
+    rel = path.relative_to(root).as_posix()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, rel, node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                base = package[: len(package) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # ``from visus import media`` imports the unit ``media``.
+                yield Import(module, rel, node.lineno, f"{source}.{alias.name}")
+
+
+def unit_of(dotted: str) -> str:
+    """``visus.media.load`` -> ``media``; ``visus`` / ``visus.__version__`` -> ``__init__``."""
+    parts = dotted.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
+
+
+def all_imports(root: Path = SRC) -> list[Import]:
+    return [i for p in sorted(root.rglob("*.py")) for i in imports_of(p, root)]
+
+
+def layer_violations(
+    imports: list[Import],
+    allowed: Mapping[str, frozenset[str]] = ALLOWED,
+    exceptions: Mapping[tuple[str, str], str] = EXCEPTIONS,
+    units: frozenset[str] | None = None,
+) -> list[str]:
+    """Imports of a visus unit the importing unit may not use, as readable lines."""
+    package = SRC.name
+    known = units if units is not None else _units(SRC)
+    out = []
+    seen: set[tuple[str, int, str]] = set()
+    for imp in imports:
+        if imp.target.split(".")[0] != package:
+            continue
+        src, dst = unit_of(imp.module), unit_of(imp.target)
+        if dst not in known:  # ``from visus import __version__``: the root holds no logic
+            continue
+        if src == dst or (imp.module, dst) in exceptions or (imp.path, imp.line, dst) in seen:
+            continue
+        seen.add((imp.path, imp.line, dst))  # one line per statement, not per name
+        if src not in allowed:
+            out.append(f"{imp}: unit {src!r} has no row in ALLOWED; place it in a layer")
+        elif dst not in allowed[src]:
+            out.append(f"{imp}: {src!r} may not import {dst!r} (layer table in this test)")
+    return out
+
+
+def third_party_violations(
+    imports: list[Import], owners: Mapping[str, tuple[str, ...]] = THIRD_PARTY
+) -> list[str]:
+    """Imports of a guarded third-party package outside the paths that own it."""
+    out = []
+    for imp in imports:
+        for name, paths in owners.items():
+            hit = imp.target == name or imp.target.startswith(name + ".")
+            if hit and not any(imp.path.startswith(p) for p in paths):
+                out.append(f"{imp}: only {', '.join(paths)} may import {name}")
+    return out
+
+
+def _units(root: Path) -> frozenset[str]:
+    names = {p.stem for p in root.glob("*.py")} | {
+        p.parent.name for p in root.glob("*/__init__.py")
+    }
+    return frozenset(names)
+
+
+# --- the checks -------------------------------------------------------------------
+
+
+def test_every_unit_is_placed_in_the_table() -> None:
+    missing = sorted(_units(SRC) - set(ALLOWED))
+    assert not missing, f"units without a row in ALLOWED: {missing}"
+    stale = sorted(set(ALLOWED) - _units(SRC))
+    assert not stale, f"ALLOWED rows for units that no longer exist: {stale}"
+
+
+def test_the_table_is_one_way() -> None:
+    """No cycle in the allowed graph: the table itself describes a layering."""
+    state: dict[str, int] = {}
+
+    def visit(unit: str, trail: tuple[str, ...]) -> None:
+        if state.get(unit) == 2:
+            return
+        assert state.get(unit) != 1, f"cycle in ALLOWED: {' -> '.join((*trail, unit))}"
+        state[unit] = 1
+        for dep in sorted(ALLOWED[unit]):
+            visit(dep, (*trail, unit))
+        state[unit] = 2
+
+    for unit in sorted(ALLOWED):
+        visit(unit, ())
+
+
+def test_imports_follow_the_layers() -> None:
+    bad = layer_violations(all_imports())
+    assert not bad, "imports against DESIGN.md's one-way flow:\n" + "\n".join(bad)
+
+
+def test_exceptions_are_still_needed() -> None:
+    """An exception nobody uses any more is removed, so the list stays true."""
+    used = {(i.module, unit_of(i.target)) for i in all_imports()}
+    stale = sorted(k for k in EXCEPTIONS if k not in used)
+    assert not stale, f"exceptions no import needs any more: {stale}"
+
+
+def test_third_party_packages_stay_in_their_module() -> None:
+    bad = third_party_violations(all_imports())
+    assert not bad, "third-party imports outside their owner:\n" + "\n".join(bad)
+
+
+def test_models_holds_data_only() -> None:
+    """models/ may read media's value types, never media's decoders."""
+    targets = {i.target for i in all_imports() if i.path.startswith("models/")}
+    from_media = {t for t in targets if unit_of(t) == "media" and t.startswith("visus.")}
+    assert from_media <= {"visus.media.types.DEFAULT_MEDIA_TYPES", "visus.media.types.Profile"}
+
+
+# --- the checker itself catches what it should --------------------------------------
+
+
+def _tree(tmp_path: Path, files: Mapping[str, str]) -> Path:
+    root = tmp_path / "visus"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_checker_names_a_lazy_upward_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "media/__init__.py": "",
+            "media/load.py": "import os\n\n\ndef f():\n    from visus.agent import loop\n",
+            "agent/__init__.py": "from visus.media import load\n",
+        },
+    )
+    bad = layer_violations(all_imports(root), units=_units(root))
+    assert bad == [
+        "visus.media.load (src/visus/media/load.py:5) imports visus.agent.loop: "
+        "'media' may not import 'agent' (layer table in this test)"
+    ]
+
+
+def test_checker_resolves_relative_imports(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "record/__init__.py": "from .. import wire\n",
+            "record/codec.py": "from ..retention import model_view\nfrom . import blobs\n",
+            "wire/__init__.py": "",
+            "retention.py": "",
+        },
+    )
+    bad = layer_violations(all_imports(root), units=_units(root))
+    assert len(bad) == 2
+    assert bad[0].startswith("visus.record (src/visus/record/__init__.py:1) imports visus.wire")
+    assert "visus.record.codec (src/visus/record/codec.py:1) imports visus.retention" in bad[1]
+
+
+def test_checker_flags_an_sdk_outside_its_provider(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "providers/openai_client.py": "import openai\n",
+            "wire/openai_chat.py": "from openai.types import chat\n",
+            "media/raster.py": "from PIL import Image\n",
+            "agent/tools.py": "if True:\n    import PIL.Image\n",
+            "providers/gemini_client.py": "from google import genai\n",
+            "analyze/video.py": "from google.genai import types\n",
+        },
+    )
+    bad = third_party_violations(all_imports(root))
+    assert len(bad) == 3  # sorted by path
+    assert "src/visus/agent/tools.py:2" in bad[0]
+    assert "only media/, reference/" in bad[0]
+    assert "src/visus/analyze/video.py:1" in bad[1]
+    assert "google.genai" in bad[1]
+    assert "src/visus/wire/openai_chat.py:1" in bad[2]
+    assert "may import openai" in bad[2]
+
+
+@pytest.mark.parametrize("unit", CORE)
+def test_core_layers_never_reach_the_agent_or_surfaces(unit: str) -> None:
+    """A spot check in words, independent of how the table is built."""
+    assert not ALLOWED[unit] & {"agent", "analyze", "tether", "cli", "app", "web"}
