@@ -5,6 +5,11 @@
 aliases, so the body becomes ``types.Content`` and ``types.GenerateContentConfig``
 without a second, hand-written lowering.
 
+Thought signatures: Gemini 3 (and 2.5 with thinking) puts an opaque
+``thought_signature`` on ``functionCall`` parts and answers 400 when a later request
+leaves it off that call. It is kept on :attr:`ToolCall.signature` (base64 text, so
+the record stays JSON) and the wire sends it back as ``thoughtSignature``.
+
 Example:
     >>> GeminiClient(ProviderConfig(api_key="x")).wire
     'gemini'
@@ -12,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from visus.errors import AuthError, ProviderError
@@ -227,11 +233,15 @@ class GeminiClient:
                 fc = part.function_call
                 if not fc.name:
                     raise ProviderError("gemini: function call without a name", provider="gemini")
+                signature = part.thought_signature
                 calls.append(
                     ToolCall(
                         id=fc.id or new_call_id(),
                         name=fc.name,
                         arguments=decode_arguments(fc.args),
+                        signature=base64.b64encode(signature).decode("ascii")
+                        if signature
+                        else None,
                     )
                 )
         return new
