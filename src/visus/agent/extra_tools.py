@@ -71,7 +71,7 @@ def attachment_tools(data: Path | str) -> list[Tool]:
             return ToolOutcome.text("error: filename must be a string", is_error=True)
         result = view_attachment(_store(root, ctx), name, model=ctx.model, render=ctx.reach.render)
         if isinstance(result, Refusal):
-            return ToolOutcome.text(f"refused ({result.reason}): {result.message}", is_error=True)
+            return ToolOutcome.refused(result)
         return ToolOutcome(perception_parts(result, ctx, source=name, tool="view_attachment"))
 
     name_only = {

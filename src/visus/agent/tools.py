@@ -2,8 +2,9 @@
 
 A tool is a value (:class:`Tool`) pairing the :class:`ToolSpec` the model sees with
 an async function that takes decoded JSON arguments and a :class:`ToolContext` and
-returns a :class:`ToolOutcome` (parts for the record). Tools never raise for bad
-input: they answer with an error outcome the model reads.
+returns a :class:`ToolOutcome` (parts for the record). Bad input never escapes as an
+exception: a tool raises :class:`~visus.errors.VisusError` (a bad argument, a missing
+file) and :meth:`ToolRegistry.call` answers with the error outcome the model reads.
 
 Example:
     >>> reg = ToolRegistry.builtin()
@@ -89,6 +90,11 @@ class ToolOutcome:
     def text(text: str, *, is_error: bool = False) -> ToolOutcome:
         return ToolOutcome((TextPart(text),), is_error)
 
+    @staticmethod
+    def refused(r: Refusal) -> ToolOutcome:
+        """A perception refusal as the error outcome the model reads."""
+        return ToolOutcome.text(f"refused ({r.reason}): {r.message}", is_error=True)
+
 
 ToolFn = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutcome]]
 
@@ -166,7 +172,8 @@ def _int_arg(args: Mapping[str, Any], key: str) -> int | None:
 
 
 class _ArgError(VisusError):
-    """A tool argument of the wrong shape; reported to the model as an error result."""
+    """A tool argument of the wrong shape; :meth:`ToolRegistry.call` reports it to the
+    model as an error result."""
 
 
 def perception_parts(
@@ -193,23 +200,16 @@ def perception_parts(
     return (TextPart(summary), image)
 
 
-def _refusal_outcome(r: Refusal) -> ToolOutcome:
-    return ToolOutcome.text(f"refused ({r.reason}): {r.message}", is_error=True)
-
-
 # --- read ----------------------------------------------------------------------------
 
 
 async def _read(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-    try:
-        path = _str_arg(args, "path")
-        offset = _int_arg(args, "offset") or 0
-        limit = _int_arg(args, "limit")
-    except _ArgError as e:
-        return ToolOutcome.text(f"error: {e}", is_error=True)
+    path = _str_arg(args, "path")
+    offset = _int_arg(args, "offset") or 0
+    limit = _int_arg(args, "limit")
     result = read(path, reach=ctx.reach, offset=offset, limit=limit)
     if isinstance(result, Refusal):
-        return _refusal_outcome(result)
+        return ToolOutcome.refused(result)
     ctx.read_digests[str(result.path)] = result.content_digest
     return ToolOutcome.text(result.for_model())
 
@@ -239,16 +239,13 @@ READ = Tool(
 
 
 async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-    try:
-        path = _str_arg(args, "path")
-        page = _int_arg(args, "page")
-        offset = _int_arg(args, "offset")
-        limit = _int_arg(args, "limit")
-    except _ArgError as e:
-        return ToolOutcome.text(f"error: {e}", is_error=True)
+    path = _str_arg(args, "path")
+    page = _int_arg(args, "page")
+    offset = _int_arg(args, "offset")
+    limit = _int_arg(args, "limit")
     result = view(path, reach=ctx.reach, model=ctx.model, page=page, offset=offset, limit=limit)
     if isinstance(result, Refusal):
-        return _refusal_outcome(result)
+        return ToolOutcome.refused(result)
     return ToolOutcome(perception_parts(result, ctx, source=path, page=page))
 
 
@@ -278,12 +275,9 @@ VIEW = Tool(
 
 
 async def _edit(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-    try:
-        path = _str_arg(args, "path")
-        old = _str_arg(args, "old_string")
-        new = _str_arg(args, "new_string")
-    except _ArgError as e:
-        return ToolOutcome.text(f"error: {e}", is_error=True)
+    path = _str_arg(args, "path")
+    old = _str_arg(args, "old_string")
+    new = _str_arg(args, "new_string")
     try:
         resolved = ctx.reach.resolve(path)
     except VisusError as e:
@@ -347,10 +341,7 @@ EDIT = Tool(
 
 
 async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-    try:
-        path = _str_arg(args, "path")
-    except _ArgError as e:
-        return ToolOutcome.text(f"error: {e}", is_error=True)
+    path = _str_arg(args, "path")
     # Fitted for what leaves the agent (tether's per-image bound), not for the model.
     # Errors (missing, outside reach, undecodable) become an error result in call().
     data = ctx.reach.read_bytes(ctx.reach.resolve(path))

@@ -1,0 +1,90 @@
+"""Tool arguments of the wrong shape and refusals reach the model as error outcomes.
+
+Every built-in tool goes through :meth:`ToolRegistry.call`, which is where a bad
+argument becomes ``error: ...`` (never an exception out of the loop).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from visus.agent import ToolContext, ToolOutcome, ToolRegistry
+from visus.agent.extra_tools import attachment_tools
+from visus.models import get_model
+from visus.perception import Reach
+from visus.record.blobs import MemoryBlobStore
+from visus.record.messages import TextPart
+
+
+def _ctx(root: Path) -> ToolContext:
+    return ToolContext(
+        reach=Reach([root]),
+        model=get_model("claude-sonnet-4-6"),
+        blobs=MemoryBlobStore(),
+        session_id="s1",
+    )
+
+
+def _text(outcome: ToolOutcome) -> str:
+    first = outcome.parts[0]
+    assert isinstance(first, TextPart)
+    return first.text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "message"),
+    [
+        ("read", {}, "error: missing required argument 'path'"),
+        ("read", {"path": 3}, "error: argument 'path' must be a string"),
+        ("read", {"path": "a.txt", "offset": "1"}, "error: argument 'offset' must be an integer"),
+        ("read", {"path": "a.txt", "limit": True}, "error: argument 'limit' must be an integer"),
+        ("view", {"path": "a.png", "page": 1.5}, "error: argument 'page' must be an integer"),
+        ("view", {"path": None}, "error: missing required argument 'path'"),
+        ("edit", {"path": "a.txt", "old_string": "x"}, "error: missing required argument"),
+        ("send_image", {"path": ["a.png"]}, "error: argument 'path' must be a string"),
+    ],
+)
+async def test_bad_arguments_are_error_outcomes(
+    tmp_path: Path, tool: str, args: dict[str, Any], message: str
+) -> None:
+    out = await ToolRegistry.builtin().call(tool, args, _ctx(tmp_path))
+    assert out.is_error
+    assert len(out.parts) == 1
+    assert _text(out).startswith(message)
+
+
+async def test_good_arguments_still_work(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+    reg = ToolRegistry.builtin()
+    ctx = _ctx(tmp_path)
+    out = await reg.call("read", {"path": str(tmp_path / "a.txt"), "offset": 1}, ctx)
+    assert not out.is_error
+    assert "two" in _text(out)
+    assert "one" not in _text(out)
+    edit = {"path": str(tmp_path / "a.txt"), "old_string": "two", "new_string": "2"}
+    assert not (await reg.call("edit", edit, ctx)).is_error
+    assert (tmp_path / "a.txt").read_text() == "one\n2\nthree\n"
+
+
+async def test_view_refusal_is_an_error_outcome_naming_the_reason(tmp_path: Path) -> None:
+    out = await ToolRegistry.builtin().call(
+        "view", {"path": str(tmp_path / "missing.png")}, _ctx(tmp_path)
+    )
+    assert out.is_error
+    assert _text(out).startswith("refused (not_found): ")
+
+
+async def test_attachment_tools_bad_arguments_and_refusal(tmp_path: Path) -> None:
+    reg = ToolRegistry(attachment_tools(tmp_path / "data"))
+    ctx = _ctx(tmp_path)
+    out = await reg.call("read_attachment", {"filename": 3}, ctx)
+    assert (out.is_error, _text(out)) == (True, "error: filename must be a string")
+    out = await reg.call("grep_attachment", {"pattern": "x", "filename": 1}, ctx)
+    assert out.is_error
+    assert _text(out) == "error: pattern (and filename) must be strings"
+    out = await reg.call("view_attachment", {"filename": "nothing.png"}, ctx)
+    assert out.is_error
+    assert _text(out).startswith("refused (not_found): ")
