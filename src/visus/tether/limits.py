@@ -66,51 +66,40 @@ def check_media_type(media_type: object, field: str) -> str:
     return media_type
 
 
+def _enforce(value: int, cap: int, name: str, field: str, what: str) -> None:
+    """Raise :class:`TetherLimitError` for ``field`` when ``value`` exceeds ``cap``.
+
+    ``name`` is the constant in :mod:`visus.limits`; the message ends with it.
+    """
+    if value > cap:
+        raise TetherLimitError(f"{field}: {what} ({name})", limit=name, field=field)
+
+
 def check_image_count(count: int, field: str = "payload.images") -> None:
     cap = limits.TETHER_MAX_IMAGES_PER_MESSAGE
-    if count > cap:
-        raise TetherLimitError(
-            f"{field}: {count} images exceed the limit of {cap} per message "
-            "(TETHER_MAX_IMAGES_PER_MESSAGE)",
-            limit="TETHER_MAX_IMAGES_PER_MESSAGE",
-            field=field,
-        )
+    what = f"{count} images exceed the limit of {cap} per message"
+    _enforce(count, cap, "TETHER_MAX_IMAGES_PER_MESSAGE", field, what)
 
 
 def check_image(size: int, field: str) -> None:
     """One image's decoded size against TETHER_MAX_IMAGE_BYTES."""
     cap = limits.TETHER_MAX_IMAGE_BYTES
-    if size > cap:
-        raise TetherLimitError(
-            f"{field}: image is {mb(size)} decoded, over the {mb(cap)} per-image limit "
-            "(TETHER_MAX_IMAGE_BYTES)",
-            limit="TETHER_MAX_IMAGE_BYTES",
-            field=field,
-        )
+    what = f"image is {mb(size)} decoded, over the {mb(cap)} per-image limit"
+    _enforce(size, cap, "TETHER_MAX_IMAGE_BYTES", field, what)
 
 
 def check_total(total: int, field: str = "payload.images") -> None:
     """All images of one frame, decoded, against TETHER_MAX_FRAME_IMAGE_BYTES."""
     cap = limits.TETHER_MAX_FRAME_IMAGE_BYTES
-    if total > cap:
-        raise TetherLimitError(
-            f"{field}: images total {mb(total)} decoded, over the {mb(cap)} per-frame limit "
-            "(TETHER_MAX_FRAME_IMAGE_BYTES)",
-            limit="TETHER_MAX_FRAME_IMAGE_BYTES",
-            field=field,
-        )
+    what = f"images total {mb(total)} decoded, over the {mb(cap)} per-frame limit"
+    _enforce(total, cap, "TETHER_MAX_FRAME_IMAGE_BYTES", field, what)
 
 
 def check_wire(size: int, field: str = "body") -> None:
     """One frame as sent against TETHER_MAX_WIRE_BYTES."""
     cap = limits.TETHER_MAX_WIRE_BYTES
-    if size > cap:
-        raise TetherLimitError(
-            f"{field}: frame is {mb(size)} on the wire, over the {mb(cap)} limit "
-            "(TETHER_MAX_WIRE_BYTES)",
-            limit="TETHER_MAX_WIRE_BYTES",
-            field=field,
-        )
+    what = f"frame is {mb(size)} on the wire, over the {mb(cap)} limit"
+    _enforce(size, cap, "TETHER_MAX_WIRE_BYTES", field, what)
 
 
 def check_images(images: Sequence[ImageIn], field: str = "payload.images") -> None:
