@@ -72,6 +72,7 @@ from visus.errors import (
     UndecodableError,
     VisusError,
 )
+from visus.media.text import decode_text  # read's rule: UTF-8 (BOM allowed), no NUL
 from visus.record.messages import PerceptionOrigin
 
 if TYPE_CHECKING:
@@ -365,16 +366,6 @@ def _missing(store: AttachmentStore, filename: str) -> str:
     return f"No attachment named {filename!r}. Attachments: {known}."
 
 
-def _as_text(data: bytes) -> str | None:
-    """UTF-8 without NUL bytes (a leading BOM dropped), as ``read`` decides."""
-    if b"\x00" in data:
-        return None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None
-
-
 def _not_text(filename: str, data: bytes, info: AttachmentInfo) -> str:
     """Why read_attachment refuses non-text, decided by our decoders (``media.probe``)."""
     only_text = "read_attachment returns text only."
@@ -432,7 +423,7 @@ def read_attachment(
         or (limit is not None and (not _is_int(limit) or limit < 1))
     ):
         return "offset must be >= 0 and limit >= 1."
-    text = _as_text(data)
+    text = decode_text(data)
     if text is None:
         return _not_text(filename, data, info)
     lines = text.splitlines()
@@ -492,7 +483,7 @@ def grep_attachment(
     texts: list[tuple[str, str]] = []
     skipped: list[str] = []
     for info in targets:
-        text = _as_text(store.read_bytes(info.name))
+        text = decode_text(store.read_bytes(info.name))
         if text is None:
             skipped.append(info.name)
         else:

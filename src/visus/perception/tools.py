@@ -36,6 +36,7 @@ from visus.limits import (
     READ_DEFAULT_LINES,
     READ_MAX_LINE_CHARS,
 )
+from visus.media.text import decode_text  # the same UTF-8 rule media uses to decide "text"
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.perception.reach import Reach
 from visus.perception.values import (
@@ -179,7 +180,7 @@ def _view(
             name=hint,
         )
     except TooLargeError as e:
-        if path is not None and _as_text(data) is not None:
+        if path is not None and decode_text(data) is not None:
             raise _Refused(
                 "too_large",
                 f"{source} is text too large to render: {_detail(e)}. Call "
@@ -187,7 +188,7 @@ def _view(
             ) from e
         raise
     except UnsupportedTypeError as e:
-        if path is not None and _as_text(data) is not None:
+        if path is not None and decode_text(data) is not None:
             raise _Refused(
                 "unsupported_type",
                 f"{source} cannot be shown as an image: {_detail(e)}. It is text: call "
@@ -219,7 +220,7 @@ def _read(
         raise InvalidInputError("read takes a path to a file, not bytes")
     path = _resolve(ref, reach)
     data = reach.read_bytes(path)
-    text = _as_text(data)
+    text = decode_text(data)
     if text is None:
         return Refusal("unsupported_type", _not_text(data, source), source)
     start = offset if isinstance(offset, int) else 0
@@ -251,16 +252,6 @@ def _read(
         source=source,
         clipped_lines=clipped,
     )
-
-
-def _as_text(data: bytes) -> str | None:
-    """The text of ``data`` when it is UTF-8 without NUL bytes (a leading BOM dropped)."""
-    if b"\x00" in data:
-        return None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None
 
 
 def _not_text(data: bytes, source: str) -> str:
