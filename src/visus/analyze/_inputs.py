@@ -36,7 +36,16 @@ from visus.models import ModelSpec
 from visus.net import afetch
 from visus.perception import Reach, content_digest
 
-__all__ = ["Loaded", "Picture", "decode_base64", "load_source", "pictures", "translated"]
+__all__ = [
+    "Document",
+    "Loaded",
+    "Picture",
+    "decode_base64",
+    "load_source",
+    "native_document",
+    "pictures",
+    "translated",
+]
 
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[^;,]*)*;base64,", re.IGNORECASE)
 
@@ -63,6 +72,17 @@ class Picture:
     height: int
     caption: str
     page: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A PDF sent as it is (natively), and the line that introduces it."""
+
+    data: bytes
+    page_count: int
+    filename: str
+    caption: str
+    media_type: str = "application/pdf"
 
 
 @contextlib.contextmanager
@@ -195,6 +215,44 @@ def pictures(
             fitted = media.load(loaded.data, profile=profile, page=number)
             out.append(_picture(fitted, f"{head}, page {number} of {total}"))
         return out
+
+
+def native_document(
+    loaded: Loaded,
+    *,
+    spec: ModelSpec,
+    max_pages: int | None,
+    max_bytes: int | None,
+    index: int,
+    count: int,
+) -> Document | None:
+    """``loaded`` as a native document for a PDF-capable model, or ``None`` if it is not a PDF.
+
+    Past ``max_pages`` (the provider's cap per document) it is ``PDF_TOO_MANY_PAGES``;
+    over ``max_bytes`` (what the wire takes of one document) it is ``None`` too, so the
+    caller sends rendered pages instead of failing.
+    """
+    with translated(loaded.label):
+        kind = media.probe(loaded.data)
+    if kind.kind != "pdf":
+        return None
+    total = kind.page_count or 1
+    if max_pages is not None and total > max_pages:
+        raise fail(
+            "PDF_TOO_MANY_PAGES",
+            f"{loaded.label} has {total} pages; {spec.name} takes at most {max_pages} pages "
+            "per PDF: pass pages=(first, last) to send rendered pages instead",
+        )
+    if max_bytes is not None and len(loaded.data) > max_bytes:
+        return None
+    head = f"File {index} of {count}: {loaded.label}" if count > 1 else f"File: {loaded.label}"
+    name = loaded.label.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+    return Document(
+        data=loaded.data,
+        page_count=total,
+        filename=name or "document.pdf",
+        caption=f"{head} (PDF, {total} pages)",
+    )
 
 
 def _page_range(pages: tuple[int, int] | None, total: int, label: str) -> tuple[int, int]:

@@ -3,9 +3,12 @@
 The model is the call's ``model``, else ``auxiliary.vision.model`` from the
 configuration, else its ``default_model``; the auxiliary provider, key and base URL
 default to the main ones. The catalog gates the model (an unknown model cannot see,
-so it is ``VISION_NOT_SUPPORTED``). Images are fitted to the model; PDFs are sent as
-rendered pages (the record and wires have no document part yet, so even
-PDF-capable models get pages). With ``format`` the answer must validate against a
+so it is ``VISION_NOT_SUPPORTED``). Images are fitted to the model. PDFs go natively
+(a document part) to models that take them (``ModelSpec.pdf``) on a wire that
+carries documents, when no page range is asked; past the provider's page cap that is
+``PDF_TOO_MANY_PAGES``, and a PDF over the wire's byte cap for one document is sent
+as rendered pages instead. Vision-only models (and page ranges) get rendered pages,
+at most ``limits.ANALYZE_MAX_PDF_PAGES``. With ``format`` the answer must validate against a
 JSON Schema; the model is asked once more, with the validation error, before
 ``RESPONSE_NOT_JSON``. Answers longer than ``limits.ANALYZE_MAX_RESULT_CHARS``
 are clipped with a marker.
@@ -31,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from visus import limits
-from visus.analyze._inputs import Loaded, Picture, load_source, pictures
+from visus.analyze._inputs import (
+    Document,
+    Loaded,
+    Picture,
+    load_source,
+    native_document,
+    pictures,
+)
 from visus.analyze._schema import find_json, instructions, normalise_format, retry_prompt
 from visus.analyze._values import AnalyzeCode, AnalyzeResult, FileSource, clip, fail
 from visus.analyze.cache import AnalyzeCache, cache_key
@@ -45,6 +55,7 @@ from visus.record.blobs import MemoryBlobStore
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     Message,
     ModelRequest,
@@ -54,6 +65,7 @@ from visus.record.messages import (
     UserMessage,
 )
 from visus.record.sessions import SessionStore, validate_session_id
+from visus.wire import WIRES, Wire, max_document_pages
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -72,8 +84,8 @@ __all__ = [
 UsageSink = Callable[[Usage], None]
 
 SYSTEM_PROMPT = (
-    "You answer one question about the files shown (images, rendered PDF pages or video "
-    "frames). Answer from what you see; say so when something is not visible."
+    "You answer one question about the files shown (images, PDF documents, rendered PDF "
+    "pages or video frames). Answer from what you see; say so when something is not visible."
 )
 
 
@@ -133,13 +145,20 @@ async def connect(target: Target, *, unavailable: AnalyzeCode) -> ProviderClient
     ``VIDEO_NOT_SUPPORTED``).
     """
     settings = target.settings
-    if parse_model_ref(target.ref)[0] == "reference" and not settings.url("reference"):
-        from visus.agent.runtime import ensure_reference_server
+    ref = target.ref
+    provider, name = parse_model_ref(ref)
+    if provider == "reference":
+        if not settings.url("reference"):
+            from visus.agent.runtime import ensure_reference_server
 
-        url = await asyncio.to_thread(ensure_reference_server)
-        settings = dataclasses.replace(settings, reference_url=url)
+            url = await asyncio.to_thread(ensure_reference_server)
+            settings = dataclasses.replace(settings, reference_url=url)
+        if name not in WIRES:
+            # ``reference:<wire>`` picks a wire; a named variant (``reference-pdf``) is
+            # the same server on the default wire, its spec (target.spec) from the catalog.
+            ref = "reference"
     try:
-        client, _ = resolve(target.ref, config=settings)
+        client, _ = resolve(ref, config=settings)
     except AuthError as e:
         raise fail("LLM_ERROR", f"{target.ref}: {e}") from e
     except ConfigError as e:
@@ -178,13 +197,14 @@ def _check_prompt(prompt: object) -> str:
 async def ask_model(
     client: ProviderClient,
     spec: ModelSpec,
-    pics: Sequence[Picture],
+    pics: Sequence[Picture | Document],
     prompt: str,
     schema: Mapping[str, Any] | None,
     *,
     on_usage: UsageSink | None = None,
 ) -> tuple[str, Any, Usage]:
-    """Send the pictures and the prompt; with a schema, retry once on a bad answer.
+    """Send the pictures (and native documents) and the prompt; with a schema, retry
+    once on a bad answer.
 
     Returns ``(text, parsed, usage)``; ``usage`` sums every call made.
     """
@@ -193,8 +213,12 @@ async def ask_model(
     for pic in pics:
         digest = blobs.put(pic.data, pic.media_type)
         parts.append(TextPart(pic.caption))
-        origin = AttachmentOrigin(filename=pic.caption)
         size = len(pic.data)
+        if isinstance(pic, Document):
+            origin = AttachmentOrigin(filename=pic.filename)
+            parts.append(DocumentPart(digest, pic.media_type, size, pic.page_count, origin))
+            continue
+        origin = AttachmentOrigin(filename=pic.caption)
         parts.append(ImagePart(digest, pic.media_type, size, pic.width, pic.height, origin))
     question = prompt if schema is None else f"{prompt}\n\n{instructions(schema)}"
     messages: list[Message] = [UserMessage(parts=(*parts, TextPart(question)), turn=1)]
@@ -347,19 +371,9 @@ async def vision_analyze(
             _record(session, sessions, cfg, prompt, summary + " (cached)", result)
             return result
 
-    pics: list[Picture] = []
-    for i, item in enumerate(loaded, 1):
-        pics.extend(
-            pictures(item, spec=spec, render=reach.render, pages=pages, index=i, count=len(loaded))
-        )
-    if pages is not None and not any(p.page is not None for p in pics):
-        raise fail("INVALID_INPUT", "pages applies to PDFs and no file is a PDF")
-    if len(pics) > spec.max_images:
-        raise fail(
-            "PDF_TOO_MANY_PAGES" if len(pics) > len(loaded) else "INVALID_INPUT",
-            f"{len(pics)} images for one request; {spec.name} takes at most {spec.max_images}",
-        )
-
+    own_client = client is None
+    if client is None:
+        client = await connect(target, unavailable="VISION_NOT_SUPPORTED")
     spent: list[Usage] = []
 
     def count(usage: Usage) -> None:
@@ -367,10 +381,8 @@ async def vision_analyze(
         if on_usage is not None:
             on_usage(usage)
 
-    own_client = client is None
-    if client is None:
-        client = await connect(target, unavailable="VISION_NOT_SUPPORTED")
     try:
+        pics = _inputs_for(loaded, spec, client.wire, render=reach.render, pages=pages)
         text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
     except AnalyzeError as e:
         if spent:  # a failed call may still have cost something: count it
@@ -400,6 +412,49 @@ async def vision_analyze(
             cache.put(key, {**result.to_dict(), "clipped": clipped})
     _record(session, sessions, cfg, prompt, summary, result)
     return result
+
+
+def _inputs_for(
+    loaded: Sequence[Loaded],
+    spec: ModelSpec,
+    wire: Wire,
+    *,
+    render: bool,
+    pages: tuple[int, int] | None,
+) -> list[Picture | Document]:
+    """What each file becomes for ``spec`` on ``wire``: a native PDF or pictures."""
+    rules = WIRES[wire].rules if wire in WIRES else None
+    native = spec.pdf and pages is None and rules is not None and rules.documents
+    out: list[Picture | Document] = []
+    for i, item in enumerate(loaded, 1):
+        if native and rules is not None:
+            max_bytes = rules.max_document_bytes
+            if max_bytes is not None and rules.base64_byte_limit:
+                max_bytes = max_bytes // 4 * 3  # the cap counts base64 characters
+            doc = native_document(
+                item,
+                spec=spec,
+                max_pages=max_document_pages(spec, rules),
+                max_bytes=max_bytes,
+                index=i,
+                count=len(loaded),
+            )
+            if doc is not None:
+                out.append(doc)
+                continue
+        out.extend(
+            pictures(item, spec=spec, render=render, pages=pages, index=i, count=len(loaded))
+        )
+    if pages is not None and not any(isinstance(p, Picture) and p.page is not None for p in out):
+        raise fail("INVALID_INPUT", "pages applies to PDFs and no file is a PDF")
+    images = sum(isinstance(p, Picture) for p in out)
+    rendered = len(loaded) - sum(isinstance(p, Document) for p in out)
+    if images > spec.max_images:
+        raise fail(
+            "PDF_TOO_MANY_PAGES" if images > rendered else "INVALID_INPUT",
+            f"{images} images for one request; {spec.name} takes at most {spec.max_images}",
+        )
+    return out
 
 
 def _record(

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -27,7 +28,7 @@ from visus.models.spec import (
     OpenAITiles,
 )
 
-__all__ = ["BEDROCK_IDS", "CATALOG", "REFERENCE"]
+__all__ = ["BEDROCK_IDS", "CATALOG", "REFERENCE", "REFERENCE_PDF"]
 
 # --- Anthropic ---------------------------------------------------------------------
 # Images above the native size are shrunk by the API anyway, so we fit to the native
@@ -163,6 +164,11 @@ REFERENCE = ModelSpec(
     context_tokens=128_000,
 )
 
+#: The same reference model taking PDFs natively (``reference-pdf``): documents reach
+#: it as document parts, which it perceives by rendering and reading each page. For
+#: testing visus's native-PDF path offline; not a claim about any real model.
+REFERENCE_PDF = dataclasses.replace(REFERENCE, name="reference-pdf", pdf=True)
+
 _SPECS: tuple[ModelSpec, ...] = (
     _claude("claude-haiku-4-5", 1.0, 5.0),
     _claude("claude-sonnet-4", 3.0, 15.0),
@@ -195,6 +201,7 @@ _SPECS: tuple[ModelSpec, ...] = (
     # qwen2.5vl: 28 px merged patches; ~1280 tokens at 1 MP.
     _ollama("qwen2.5vl", 1024, 1280, 128_000),
     REFERENCE,
+    REFERENCE_PDF,
 )
 
 #: Every built-in model by id. Read-only: add models with ``register_model``.

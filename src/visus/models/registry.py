@@ -117,6 +117,9 @@ def get_model(name: str) -> ModelSpec:
     """
     provider, model = parse_model_ref(name)
     if provider == "reference":
+        known = _lookup(model)  # a named reference variant (reference-pdf), else the model
+        if known is not None and known.provider == "reference" and model != "reference":
+            return known
         with _lock:
             return _registered.get("reference", REFERENCE)
     spec = _lookup(model)

@@ -30,7 +30,7 @@ from visus.models.spec import ModelSpec
 from visus.record.messages import ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._display import abbreviate
-from visus.wire._prepare import WireRules, prepare
+from visus.wire._prepare import WireRules, max_document_pages, prepare
 from visus.wire._prepared import Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 
@@ -41,9 +41,11 @@ __all__ = [
     "RefitCache",
     "RefitEntry",
     "Wire",
+    "WireRules",
     "WireSpec",
     "abbreviate",
     "lower",
+    "max_document_pages",
     "wire_for_provider",
 ]
 
