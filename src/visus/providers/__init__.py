@@ -281,20 +281,10 @@ def resolve(
         return client, spec
 
     cfg = settings.config(base_url=settings.url(provider))
-    if provider == "openai":
-        key = settings.key("openai")
+    if provider in ("openai", "anthropic", "gemini"):  # a key of their own is required
+        key = settings.key(provider)
         if not key:
-            raise _missing_key("openai", model_ref)
-        cfg = dataclasses.replace(cfg, api_key=key)
-    elif provider == "anthropic":
-        key = settings.key("anthropic")
-        if not key:
-            raise _missing_key("anthropic", model_ref)
-        cfg = dataclasses.replace(cfg, api_key=key)
-    elif provider == "gemini":
-        key = settings.key("gemini")
-        if not key:
-            raise _missing_key("gemini", model_ref)
+            raise _missing_key(provider, model_ref)
         cfg = dataclasses.replace(cfg, api_key=key)
     elif provider == "ollama":
         cfg = dataclasses.replace(
