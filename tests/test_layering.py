@@ -61,8 +61,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "app": frozenset((*BASE, "analyze", "tether", "mcp_server", "web")),
     # the gateway talks tether; without a remote server it runs app's main app
     "telegram": frozenset((*BASE, "tether", "app")),
-    "cli": frozenset((*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram"))
-    | {"reference"},
+    # every command group; `visus reference` serves the reference model
+    "cli": frozenset(
+        (*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram", "reference")
+    ),
     # reference/ is a test peer standing in for an outside provider: it may use
     # media (to render documents it is sent) and models (token counts, model ids),
     # nothing of the pipeline it is there to test.
