@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 
 import uvicorn
@@ -82,17 +83,23 @@ class FakeBotAPI:
         with self.lock:
             return [c for c in self.calls if c.method in methods]
 
-    def chat_view(self, chat_id: int) -> list[str]:
-        """The text messages of a chat as the user finally sees them, in order."""
+    def chat_view(self, chat_id: int, *, raw: bool = False) -> list[str]:
+        """The text messages of a chat as the user finally sees them, in order.
+
+        HTML messages are shown as their visible text, or as sent with ``raw``.
+        """
         shown: dict[int, str] = {}
         with self.lock:
             for c in self.calls:
                 if c.params.get("chat_id") != str(chat_id):
                     continue
+                text = c.params.get("text", "")
+                if c.params.get("parse_mode") == "HTML" and not raw:
+                    text = parse_entities(text)[0]
                 if c.method == "sendMessage" and isinstance(c.result, dict):
-                    shown[c.result["message_id"]] = c.params["text"]
+                    shown[c.result["message_id"]] = text
                 elif c.method == "editMessageText" and c.result is not None:
-                    shown[int(c.params["message_id"])] = c.params["text"]
+                    shown[int(c.params["message_id"])] = text
                 elif c.method == "deleteMessage":
                     shown.pop(int(c.params["message_id"]), None)
         return list(shown.values())
@@ -151,6 +158,59 @@ class FakeBotAPI:
 
 
 _QUIET = {"getMe", "getUpdates", "deleteWebhook", "setWebhook"}
+_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre"}
+
+
+class _Entities(HTMLParser):
+    """Telegram's HTML check: known tags only, properly nested, all closed."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.error = ""
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _TAGS:
+            self.error = self.error or f"unsupported start tag {tag!r}"
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.error = self.error or f"can't find end tag corresponding to start tag {tag!r}"
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse_entities(text: str) -> tuple[str, str]:
+    """(visible text, error) as Telegram would parse ``text`` in HTML mode."""
+    p = _Entities()
+    p.feed(text)
+    p.close()
+    if p.stack and not p.error:
+        p.error = f"unclosed start tag {p.stack[-1]!r}"
+    return "".join(p.text), p.error
+
+
+def _markup_error(method: str, p: dict[str, str]) -> str:
+    texts: list[str] = []
+    if p.get("parse_mode") == "HTML":
+        texts.append(p.get("text") or p.get("caption") or "")
+    if method == "sendMediaGroup":
+        texts += [m.get("caption", "") for m in json.loads(p["media"]) if m.get("parse_mode")]
+    for t in texts:
+        _, error = parse_entities(t)
+        if error:
+            return f"can't parse entities: {error}"
+    visible = p.get("text", "")
+    if p.get("parse_mode") == "HTML":
+        visible = parse_entities(visible)[0]
+    if len(visible.encode("utf-16-le")) // 2 > 4096:
+        return "message is too long"
+    return ""
 
 
 def _photo_size() -> dict[str, Any]:
@@ -186,6 +246,9 @@ def _app(fake: FakeBotAPI) -> Starlette:
             fake.calls.append(call)
             queued = fake.failures.get(name)
             failure = queued.pop(0) if queued else None
+        if failure is None and (error := _markup_error(name, params)):
+            failure = (400, {"ok": False, "error_code": 400, "description": error})
+            failure[1]["description"] = f"Bad Request: {error}"
         if failure is not None:
             return JSONResponse(failure[1], failure[0])
         result = fake.answer(name, params)

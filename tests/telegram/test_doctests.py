@@ -13,6 +13,7 @@ import pytest
     [
         "visus.telegram",
         "visus.telegram.split",
+        "visus.telegram.markdown",
         "visus.telegram.ingress",
         "visus.telegram.egress",
         "visus.telegram.retry",

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from PIL import Image
 
 from tests.telegram.conftest import CHAT, Script, bridge, jpeg, png, until
-from tests.telegram.fake_bot import FakeBotAPI, text_update
+from tests.telegram.fake_bot import FakeBotAPI, parse_entities, text_update
 from visus import limits
 from visus.telegram.egress import prepare_image
 from visus.telegram.split import split_text, tg_len
@@ -106,14 +106,21 @@ async def test_long_text_keeps_code_fences_whole_across_messages(
     text = f"Run this:\n\n```python\n{code}\n```\n\nDone."
     script.deltas, script.text = (), text
     await _ask(fake, scripted_app, script)
-    chunks = [c.params["text"] for c in fake.sent("sendMessage")]
-    assert len(chunks) >= 2
-    for c in chunks:
-        assert tg_len(c) <= limits.TELEGRAM_MAX_TEXT_CHARS
-        assert c.count("```") % 2 == 0, c[-200:]
-    assert chunks[1].startswith("```python\n")
-    body = [ln for c in chunks for ln in c.splitlines() if not ln.startswith("```")]
-    assert body == [ln for ln in text.splitlines() if not ln.startswith("```")]
+    sent = fake.sent("sendMessage")
+    assert len(sent) >= 2
+    for call in sent:
+        # Sent as Telegram HTML: every message is well formed on its own and its
+        # visible text fits the limit.
+        assert call.params["parse_mode"] == "HTML"
+        visible, error = parse_entities(call.params["text"])
+        assert error == ""
+        assert tg_len(visible) <= limits.TELEGRAM_MAX_TEXT_CHARS
+    raw = [c.params["text"] for c in sent]
+    assert raw[0].startswith('Run this:\n\n<pre><code class="language-python">')
+    assert raw[1].startswith('<pre><code class="language-python">print(')
+    assert raw[-1].endswith("</code></pre>\n\nDone.")
+    shown = "\n".join(parse_entities(r)[0] for r in raw)
+    assert [ln for ln in shown.splitlines() if ln.startswith("print(")] == code.splitlines()
 
 
 async def test_four_images_as_one_album_with_the_caption_and_a_note_for_a_fifth(

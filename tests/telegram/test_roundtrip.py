@@ -4,8 +4,10 @@ photo."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,8 +64,12 @@ async def test_grid_photo_is_read_by_the_reference_model(
     final = "\n".join(fake.chat_view(CHAT))
     for word, _row, _col, _colour in expected:
         assert word in final, (word, final[:500])
-    # The words come from the model's perception of the image, not from our caption.
-    block = final.split("```json", 1)[1].split("```", 1)[0]
+    # The words come from the model's perception of the image, not from our caption;
+    # its ```json block arrives as a Telegram code block.
+    raw = "\n".join(fake.chat_view(CHAT, raw=True))
+    match = re.search(r'<pre><code class="language-json">(.*?)</code></pre>', raw, re.DOTALL)
+    assert match, raw[-500:]
+    block = html.unescape(match.group(1))
     seen = {w["text"] for w in json.loads(block)["images"][0]["words"]}
     assert {e[0] for e in expected} <= seen
 

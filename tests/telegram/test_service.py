@@ -48,7 +48,7 @@ async def _run(options: BotOptions, fake: FakeBotAPI, text: str) -> list[str]:
     try:
         await until(lambda: fake.sent("getMe") or task.done(), what="bot start")
         fake.push(text_update(CHAT, text))
-        await until(lambda: any(text in t for t in fake.chat_view(CHAT)) or task.done())
+        await until(lambda: f"echo: {text}" in fake.chat_view(CHAT) or task.done())
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
@@ -135,7 +135,7 @@ async def test_webhook_mode_sets_the_hook_and_checks_the_secret(
             assert bad.status_code == 403
             ok = await c.post(hook.url, json=update, headers=_secret("s3cret"))
             assert ok.status_code == 200
-        await until(lambda: fake.chat_view(CHAT), what="reply")
+        await until(lambda: "echo: via webhook" in fake.chat_view(CHAT), what="reply")
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)

@@ -3,8 +3,9 @@
 :mod:`.ingress` (allowlist, photos, image documents, albums, size checks before
 download), :mod:`.egress` (streamed edits, images first then text, fitting to
 Telegram's photo bounds), :mod:`.split` (4096-character messages that keep words
-and markdown whole), :mod:`.retry` (429 and network errors) and :mod:`.gateway`
-(the bridge and how it runs: long polling or a webhook).
+and markdown whole), :mod:`.markdown` (Markdown as Telegram HTML), :mod:`.retry`
+(429 and network errors), :mod:`.gateway` (the bridge and how it runs: long
+polling or a webhook) and :mod:`.service` (what ``visus telegram`` runs).
 
 Needs ``pip install 'visus[telegram]'`` (python-telegram-bot).
 
@@ -33,6 +34,7 @@ from visus.telegram.gateway import (
     session_of_chat,
 )
 from visus.telegram.ingress import AlbumCollector, FileRef, Refusal, file_ref, is_allowed
+from visus.telegram.markdown import to_html
 from visus.telegram.retry import with_retry
 from visus.telegram.split import split_text, tg_len
 
@@ -53,5 +55,6 @@ __all__ = [
     "session_of_chat",
     "split_text",
     "tg_len",
+    "to_html",
     "with_retry",
 ]

@@ -12,6 +12,10 @@ One :class:`ChatReply` per chat turns the frames of a reply into Bot API calls:
   fits in a caption; the text (split by :func:`~visus.telegram.split.split_text`)
   follows otherwise.
 
+Final texts and captions go as Telegram HTML (:func:`~visus.telegram.markdown.to_html`
+of the agent's Markdown); when Telegram refuses the markup, the same text goes
+plain. The streamed preview is always plain: half a reply is rarely valid markup.
+
 Images outside Telegram's photo bounds (bytes, width + height, aspect ratio, or a
 type it does not show as a photo) are fitted by :func:`visus.media.fit` first; an
 image whose aspect ratio no fitting can fix goes as a document. Every call is
@@ -30,12 +34,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
+
+from telegram.constants import ParseMode
+from telegram.error import BadRequest
 
 from telegram import Bot, InputMediaDocument, InputMediaPhoto, Message
 from visus import limits, media
 from visus.errors import VisusError
 from visus.media import Profile
+from visus.telegram.markdown import to_html
 from visus.telegram.retry import with_retry
 from visus.telegram.split import split_text, tg_len
 from visus.tether.runner import ImageIn
@@ -139,8 +147,10 @@ class ChatReply:
         edit_interval: float = limits.TELEGRAM_EDIT_INTERVAL_SECONDS,
         retries: int = limits.TELEGRAM_MAX_RETRIES,
         clock: Callable[[], float] = time.monotonic,
+        html: bool = True,
     ) -> None:
         self.bot = bot
+        self.html = html
         self.chat_id = chat_id
         self.edit_interval = edit_interval
         self.retries = retries
@@ -151,6 +161,7 @@ class ChatReply:
         self._shown = ""
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
+        self._flush_waiting = False
         self._lock = asyncio.Lock()
 
     @property
@@ -212,13 +223,31 @@ class ChatReply:
             self._shown, self._last_edit = shown, self.clock()
 
     async def _later(self, wait: float) -> None:
-        await asyncio.sleep(wait)
+        self._flush_waiting = True
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            self._flush_waiting = False
         await self._show(force=True)
+
+    async def _settle_flush(self) -> None:
+        """Drop a trailing edit still waiting; let one already under way finish.
+
+        Cancelling an edit in flight could leave Telegram showing text we do not
+        know it shows, and the final edit would then change nothing (a 400).
+        """
+        task, self._flush = self._flush, None
+        if task is None or task.done():
+            return
+        if self._flush_waiting:
+            task.cancel()
+        # asyncio.wait, not ``await task``: a cancel of *this* coroutine must propagate.
+        await asyncio.wait({task})
 
     async def done(self, reply_id: str, text: str, images: Sequence[ImageIn] = ()) -> None:
         """Finish reply ``reply_id``: images first, then the text (see the module doc)."""
         self._start(reply_id)
-        self._cancel_flush()
+        await self._settle_flush()
         text = text.rstrip()  # as Telegram would show it; compared with what is shown
         async with self._lock:
             if images:
@@ -232,27 +261,55 @@ class ChatReply:
         """A note from the server (a failed turn, a dropped image), sent as it is."""
         await self._try("sendMessage", lambda: self.bot.send_message(self.chat_id, message))
 
+    async def _formatted(
+        self, what: str, send: Callable[[str | None, str | None], Awaitable[T]], text: str | None
+    ) -> T | None:
+        """``send(text, parse_mode)`` with the text as HTML; plain when Telegram refuses it.
+
+        Like :meth:`_try`, a final failure is logged and gives None.
+        """
+        if self.html and text and "<" in (markup := to_html(text)):
+            try:
+                return await self._call(what, lambda: send(markup, ParseMode.HTML))
+            except BadRequest as e:
+                log.info("telegram %s: markup refused (%s); sending plain text", what, e)
+            except Exception:
+                log.exception("telegram %s to chat %s failed after retries", what, self.chat_id)
+                return None
+        return await self._try(what, lambda: send(text, None))
+
     async def _done_text(self, text: str) -> None:
         chunks = split_text(text)
         if self._message is not None and chunks:
             first, message_id = chunks.pop(0), self._message.message_id
-            if first != self._shown:
-                edited = await self._try(
+            plain = not self.html or "<" not in to_html(first)
+            if first != self._shown or not plain:
+                edited = await self._formatted(
                     "editMessageText",
-                    lambda: self.bot.edit_message_text(
-                        first, chat_id=self.chat_id, message_id=message_id
-                    ),
+                    lambda t, mode: self._edit(message_id, t or "", mode),
+                    first,
                 )
                 if edited is None:  # the preview could not be finished: send the text anew
                     chunks.insert(0, first)
         await self._send_texts(chunks)
 
+    async def _edit(self, message_id: int, text: str, mode: str | None) -> bool:
+        try:
+            await self.bot.edit_message_text(
+                text, chat_id=self.chat_id, message_id=message_id, parse_mode=mode
+            )
+        except BadRequest as e:
+            if "not modified" not in str(e).lower():
+                raise
+        return True
+
     async def _send_texts(self, chunks: Sequence[str]) -> None:
         for chunk in chunks:
-            await self._send_text(chunk)
-
-    async def _send_text(self, chunk: str) -> Message | None:
-        return await self._try("sendMessage", lambda: self.bot.send_message(self.chat_id, chunk))
+            await self._formatted(
+                "sendMessage",
+                lambda t, mode: self.bot.send_message(self.chat_id, t or "", parse_mode=mode),
+                chunk,
+            )
 
     async def _done_with_images(self, text: str, images: Sequence[ImageIn]) -> None:
         if self._message is not None:
@@ -293,32 +350,40 @@ class ChatReply:
     async def _send_one(self, index: int, item: Outgoing, caption: str | None) -> bool:
         name = item.filename(index)
         if item.kind == "photo":
-            sent = await self._try(
+            sent = await self._formatted(
                 "sendPhoto",
-                lambda: self.bot.send_photo(
-                    self.chat_id, item.data, caption=caption, filename=name
+                lambda cap, mode: self.bot.send_photo(
+                    self.chat_id, item.data, caption=cap, parse_mode=mode, filename=name
                 ),
+                caption,
             )
             if sent is not None:
                 return True
         # A document is the fallback for a photo Telegram would not take.
-        sent = await self._try(
+        sent = await self._formatted(
             "sendDocument",
-            lambda: self.bot.send_document(self.chat_id, item.data, caption=caption, filename=name),
+            lambda cap, mode: self.bot.send_document(
+                self.chat_id, item.data, caption=cap, parse_mode=mode, filename=name
+            ),
+            caption,
         )
         return sent is not None
 
     async def _send_group(self, run: Sequence[tuple[int, Outgoing]], caption: str | None) -> bool:
-        media_items: list[InputMediaPhoto | InputMediaDocument] = []
-        for k, (index, item) in enumerate(run):
-            cap = caption if k == 0 else None
-            name = item.filename(index)
-            if item.kind == "photo":
-                media_items.append(InputMediaPhoto(item.data, caption=cap, filename=name))
-            else:
-                media_items.append(InputMediaDocument(item.data, caption=cap, filename=name))
-        sent = await self._try(
-            "sendMediaGroup", lambda: self.bot.send_media_group(self.chat_id, media_items)
+        def media(cap: str | None, mode: str | None) -> list[InputMediaPhoto | InputMediaDocument]:
+            items: list[InputMediaPhoto | InputMediaDocument] = []
+            for k, (index, item) in enumerate(run):
+                kw: dict[str, Any] = {"filename": item.filename(index)}
+                if k == 0 and cap:
+                    kw |= {"caption": cap, "parse_mode": mode}
+                kind = InputMediaPhoto if item.kind == "photo" else InputMediaDocument
+                items.append(kind(item.data, **kw))
+            return items
+
+        sent = await self._formatted(
+            "sendMediaGroup",
+            lambda cap, mode: self.bot.send_media_group(self.chat_id, media(cap, mode)),
+            caption,
         )
         if sent is not None:
             return True

@@ -250,8 +250,7 @@ class Gateway:
     async def aclose(self) -> None:
         if self._pump is not None:
             self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+            await asyncio.wait({self._pump})
         await self.albums.aclose()
         for chat in self._chats.values():
             chat.reply.close()
