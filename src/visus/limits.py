@@ -127,6 +127,8 @@ TELEGRAM_MAX_RETRY_AFTER_SECONDS: Final = 60.0
 TELEGRAM_TYPING_INTERVAL_SECONDS: Final = 4.0
 #: Longest the gateway keeps showing "typing…" for one wait on the agent.
 TELEGRAM_TYPING_MAX_SECONDS: Final = 300.0
+#: Longest a stopping gateway waits to deliver the replies it already holds.
+TELEGRAM_SHUTDOWN_DRAIN_SECONDS: Final = 10.0
 
 # --- agent ---------------------------------------------------------------------------
 AGENT_MAX_STEPS: Final = 25
