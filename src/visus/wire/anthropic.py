@@ -9,7 +9,7 @@ alternating roles), ``tool_result`` blocks first.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="claude-x", provider="anthropic", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)

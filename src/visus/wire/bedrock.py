@@ -12,7 +12,7 @@ consecutive user-role content merges into one turn.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="anthropic.claude-x", provider="bedrock", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)

@@ -13,7 +13,7 @@ which Gemini 3 requires.
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gemini-x", provider="gemini", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),))

@@ -11,7 +11,7 @@ and a ``filename``), allowed in user messages only, so they are hoisted the same
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gpt-x", provider="openai", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), system="Be brief.")

@@ -10,7 +10,7 @@ text is an input message with role ``assistant``; each tool call is a
 Example:
     >>> from visus.wire import lower
     >>> from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import ModelRequest, UserMessage, TextPart
+    >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="gpt-x", provider="openai", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), system="Be brief.")
