@@ -23,11 +23,13 @@ from visus.wire._prepare import WireRules, document_filename, max_document_pages
 from visus.wire.bedrock import document_name
 
 from .corpus import (
+    BLUE,
     CLAUDE,
     GEMINI_2,
     GEMINI_3,
     GPT,
     PDF_VARIANTS,
+    RED,
     TWO_PAGE_PDF,
     VARIANTS,
     Variant,
@@ -272,3 +274,29 @@ def test_unused_spec_fields_are_untouched() -> None:
         assert lower(req, wire=v.wire, model=v.spec, blobs=store()) == lower(
             req, wire=n.wire, model=spec, blobs=store()
         )
+
+
+def test_documents_share_the_inline_budget_on_gemini_not_on_openai() -> None:
+    # A PDF just under Gemini's inline cap leaves no room for the older of two images.
+    big = b"%PDF-1.7\n" + b"0" * (limits.REFERENCE_GEMINI_MAX_INLINE_BYTES - 100)
+    s = store()
+    s.put(big, "application/pdf")
+    doc = document(AttachmentOrigin("big.pdf"), data=big)
+    req = ModelRequest(
+        messages=(UserMessage((doc, RED, BLUE, TextPart("compare")), turn=1),),
+    )
+    body = lower(req, wire="gemini", model=replace(GEMINI_3, pdf=True), blobs=s)
+    parts = body["contents"][0]["parts"]
+    assert parts[0]["inlineData"]["mimeType"] == "application/pdf"
+    assert "image budget of one request" in parts[1]["text"]  # red.png, the older image
+    assert parts[2]["inlineData"]["mimeType"] == "image/png"  # the newest always stays
+    # without the document both images fit
+    alone = ModelRequest(messages=(UserMessage((RED, BLUE), turn=1),))
+    body = lower(alone, wire="gemini", model=replace(GEMINI_3, pdf=True), blobs=s)
+    assert all("inlineData" in p for p in body["contents"][0]["parts"])
+    # OpenAI counts files apart from images: nothing is elided
+    small = ModelRequest(
+        messages=(UserMessage((document(AttachmentOrigin("a.pdf")), RED, BLUE), turn=1),)
+    )
+    chat = lower(small, wire="openai-chat", model=replace(GPT, pdf=True), blobs=store())
+    assert [p["type"] for p in chat["messages"][0]["content"]] == ["file", "image_url", "image_url"]

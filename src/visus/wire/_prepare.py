@@ -97,6 +97,9 @@ class WireRules:
     #: A larger page cap for models whose context is over
     #: ``limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (Anthropic: 600 instead of 100).
     max_document_pages_large_context: int | None = None
+    #: Documents sent count against ``max_request_image_bytes`` (Anthropic's 32 MB
+    #: request, Gemini's inline-data cap): images leave first when both do not fit.
+    documents_share_budget: bool = False
 
 
 def max_document_pages(spec: ModelSpec, rules: WireRules) -> int | None:
@@ -418,9 +421,18 @@ def prepare(
             )
         else:
             resolved[at] = resolver.resolve(part)
+    documents = _documents(request, spec, rules, blobs)
     if rules.max_request_image_bytes is not None:
-        _apply_byte_budget(images, resolved, rules, rules.max_request_image_bytes)
-    resolved.update(_documents(request, spec, rules, blobs))
+        budget = rules.max_request_image_bytes
+        if rules.documents_share_budget:
+            # One cap for all inline media of a request: documents sent leave less for images.
+            budget -= sum(
+                len(d.data) if rules.base64_byte_limit else d.size
+                for d in documents.values()
+                if isinstance(d, WireDocument)
+            )
+        _apply_byte_budget(images, resolved, rules, max(budget, 0))
+    resolved.update(documents)
 
     def part_for(mi: int, pi: int, part: Part) -> WirePart:
         if isinstance(part, TextPart):

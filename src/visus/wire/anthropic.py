@@ -52,6 +52,7 @@ RULES = WireRules(
     max_document_bytes=limits.ANTHROPIC_MAX_PDF_B64,
     max_document_pages=limits.ANTHROPIC_MAX_PDF_PAGES,
     max_document_pages_large_context=limits.ANTHROPIC_MAX_PDF_PAGES_LARGE_CONTEXT,
+    documents_share_budget=True,
 )
 
 _EMPTY = {"type": "text", "text": "(empty)"}

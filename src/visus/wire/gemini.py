@@ -52,6 +52,7 @@ RULES = WireRules(
     max_request_image_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
     max_document_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
     max_document_pages=limits.GEMINI_MAX_PDF_PAGES,
+    documents_share_budget=True,
 )
 
 _EMPTY = {"text": "(empty)"}
