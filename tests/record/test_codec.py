@@ -114,7 +114,8 @@ def test_tool_call_without_signature_writes_no_signature_key() -> None:
     d = message_to_dict(AssistantMessage(tool_calls=(ToolCall("c1", "view", {}),)))
     assert d["tool_calls"] == [{"id": "c1", "name": "view", "arguments": {}}]
     back = message_from_dict(d)
-    assert isinstance(back, AssistantMessage) and back.tool_calls[0].signature is None
+    assert isinstance(back, AssistantMessage)
+    assert back.tool_calls[0].signature is None
 
 
 def test_document_part_record_holds_no_bytes() -> None:
