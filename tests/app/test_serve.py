@@ -128,3 +128,50 @@ async def test_send_image_comes_back_in_assistant_done(tmp_path: Path, reference
     # The record keeps what was sent, by reference, so surfaces can show it again.
     log = next((tmp_path / "data" / "serve").rglob("out-1.jsonl")).read_text()
     assert hashlib.sha256(png).hexdigest() in log
+
+
+async def _turn(app: FastAPI, session: str, payload: dict) -> list[dict]:  # type: ignore[type-arg]
+    iid = app.state.default_instance
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as client,
+    ):
+        frame = {"v": 1, "type": "user.message", "session": session, "payload": payload}
+        r = await client.post(f"/v1/instances/{iid}/tether", json=frame)
+        assert r.status_code in {200, 201, 202}, r.text
+        return await _poll_done(client, iid, session)
+
+
+async def test_restart_keeps_sessions_and_blobs_and_a_deleted_blob_degrades_to_text(
+    tmp_path: Path, reference_url: str
+) -> None:
+    png, expected = make_grid(2, 2, seed=13)
+    image = {"media_type": "image/png", "data": base64.b64encode(png).decode()}
+
+    first = _app(tmp_path, reference_url)
+    await _turn(first, "r-1", {"text": "remember this", "images": [image]})
+
+    # A new server over the same data folder carries on the same session: the pasted
+    # image (an attachment, never auto-elided) is still live in turn 2.
+    second = _app(tmp_path, reference_url)
+    frames = await _turn(second, "r-1", {"text": "what did I send?"})
+    done = next(f for f in frames if f["type"] == "assistant.done")
+    block = re.search(r"```json\n(.*?)\n```", done["payload"]["text"], re.DOTALL)
+    assert block
+    words = json.loads(block.group(1))["images"][0]["words"]
+    assert score_grid(expected, words, 2, 2)[0] == 4
+
+    # Delete the blob behind the session's back: the next server still loads the
+    # session, the text survives, the image becomes a note naming its digest.
+    digest = hashlib.sha256(png).hexdigest()
+    (blob,) = (tmp_path / "data" / "serve").rglob(f"{digest}.*")
+    blob.unlink()
+    third = _app(tmp_path, reference_url)
+    frames = await _turn(third, "r-1", {"text": "and now?"})
+    done = next(f for f in frames if f["type"] == "assistant.done")
+    block = re.search(r"```json\n(.*?)\n```", done["payload"]["text"], re.DOTALL)
+    assert block
+    assert json.loads(block.group(1))["images"] == []
+    log = next((tmp_path / "data" / "serve").rglob("r-1.jsonl")).read_text()
+    assert "remember this" in log
