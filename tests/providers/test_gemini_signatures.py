@@ -5,7 +5,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 
+import pytest
+
+from visus.errors import ProviderError
+from visus.models import get_model
 from visus.models.spec import ModelSpec
 from visus.providers.base import ProviderConfig
 from visus.providers.gemini_client import GeminiClient
@@ -19,6 +25,7 @@ from visus.record.messages import (
     ToolSpec,
     UserMessage,
 )
+from visus.reference.server import serve_in_background
 
 from .stub import Reply, StubServer, track
 
@@ -107,3 +114,42 @@ async def test_streamed_call_keeps_its_signature(stub: StubServer, spec: ModelSp
         on_delta=lambda _: None,
     )
     assert reply.tool_calls[0].signature == SIG_B64
+
+
+# --- against the reference server, which signs gemini-3 calls and requires them back ---
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+async def test_reference_gemini_3_round_trip_needs_the_signature(reference_url: str) -> None:
+    cfg = ProviderConfig(api_key="k", base_url=reference_url, max_retries=0)
+    client = track(GeminiClient(cfg))
+    spec = get_model("gemini-3-flash")
+    blobs = MemoryBlobStore()
+    ask = UserMessage((TextPart('call view {"path": "a.png"}'),), turn=1)
+    first = await client.complete(
+        ModelRequest(messages=(ask,), tools=(TOOL,)), model=spec, blobs=blobs
+    )
+    (call,) = first.tool_calls
+    assert call.signature  # the server signed the call; the client kept it
+
+    result = ToolResult(call.id, call.name, (TextPart("a.png: 1x1 png"),), turn=1)
+    ok = await client.complete(
+        ModelRequest(messages=(ask, first, result), tools=(TOOL,)), model=spec, blobs=blobs
+    )
+    assert ok.text  # accepted: the signature went back on the call
+
+    unsigned = replace(first, tool_calls=(replace(call, signature=None),))
+    with pytest.raises(ProviderError, match="thought_signature"):
+        await client.complete(
+            ModelRequest(messages=(ask, unsigned, result), tools=(TOOL,)), model=spec, blobs=blobs
+        )
+    forged = replace(first, tool_calls=(replace(call, signature=SIG_B64),))
+    with pytest.raises(ProviderError, match="Corrupted thought signature"):
+        await client.complete(
+            ModelRequest(messages=(ask, forged, result), tools=(TOOL,)), model=spec, blobs=blobs
+        )

@@ -7,7 +7,11 @@ parts inside ``functionResponse.parts`` only for models that take them (Gemini 3
 and the reference model itself, per the catalog), and
 INVALID_ARGUMENT past the context window. ``application/pdf`` inline data is a
 document (1000 pages at most; its bytes count against the inline budget) that goes
-wherever images may, each page perceived like an image. REST field names are camelCase; the
+wherever images may, each page perceived like an image. Thought signatures, as
+Gemini 3 has them: the first ``functionCall`` part of each reply to a ``gemini-3*``
+model carries a ``thoughtSignature``, and a later request must send it back on that
+call while it is in the current turn (else the 400 Gemini gives); a signature that
+does not match its call is refused as corrupted. REST field names are camelCase; the
 snake_case spellings the API also accepts are read too.
 
 Example:
@@ -17,8 +21,10 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,6 +132,67 @@ def _inline(blob: object, path: str, budget: _Budget) -> tuple[InImage, ...]:
             "https://developers.generativeai.google/guide/troubleshooting"
         ) from e
     return (InImage(data=data, width=checked.width, height=checked.height, where=path),)
+
+
+# Call ids the reference model makes (visus.reference.model._tool_calls): only these
+# calls were signed by this server, so only these must come back signed.
+_OWN_CALL_ID = re.compile(r"call_[0-9a-f]{20}")
+
+
+def _signs(model: str) -> bool:
+    return model.startswith("gemini-3")
+
+
+def _signature(call_id: str) -> str:
+    """The opaque signature this server puts on (and expects back with) a call."""
+    digest = hashlib.sha256(f"visus-reference-thought:{call_id}".encode()).digest()
+    return base64.b64encode(digest[:24]).decode()
+
+
+def _same_signature(sent: object, call_id: str) -> bool:
+    # bytes in protobuf JSON: standard or URL-safe base64, padded or not
+    try:
+        return b64decode(sent, proto=True) == base64.b64decode(_signature(call_id))
+    except InvalidInputError:
+        return False
+
+
+def _check_signatures(contents: list[Any]) -> None:
+    """Gemini 3: the current turn's signed calls must come back with their signatures."""
+    # The current turn starts after the last user content that is not function responses.
+    start = 0
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or (content.get("role") or "user") == "model":
+            continue
+        parts = content.get("parts") or []
+        if any(
+            isinstance(p, dict) and _get(p, "functionResponse", "function_response") is None
+            for p in parts
+        ):
+            start = i
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or content.get("role") != "model":
+            continue
+        first = True
+        for j, part in enumerate(content.get("parts") or []):
+            call = _get(part, "functionCall", "function_call") if isinstance(part, dict) else None
+            if not isinstance(call, dict):
+                continue
+            call_id = str(call.get("id") or "")
+            sent = _get(part, "thoughtSignature", "thought_signature")
+            own = _OWN_CALL_ID.fullmatch(call_id) is not None
+            if sent is not None and own and not _same_signature(sent, call_id):
+                raise _reject(f"Corrupted thought signature at contents[{i}].parts[{j}].")
+            if first and own and i > start and sent is None:
+                raise _reject(
+                    "Function call is missing a thought_signature in functionCall parts. "
+                    "This is required for tools to work correctly, and missing "
+                    "thought_signature may lead to degraded model performance. Additional "
+                    f"data, function call `default_api:{call.get('name')}` , position "
+                    f"{j + 1}. Please refer to "
+                    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+                )
+            first = False
 
 
 def _conversation(body: dict[str, Any], model: str) -> Conversation:
@@ -254,12 +321,17 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
     )
 
 
-def _parts(reply: Reply) -> list[dict[str, Any]]:
+def _parts(reply: Reply, model: str) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     if reply.text:
         parts.append({"text": reply.text})
-    for c in reply.tool_calls:
-        parts.append({"functionCall": {"id": c.id, "name": c.name, "args": dict(c.arguments)}})
+    for n, c in enumerate(reply.tool_calls):
+        part: dict[str, Any] = {
+            "functionCall": {"id": c.id, "name": c.name, "args": dict(c.arguments)}
+        }
+        if n == 0 and _signs(model):  # parallel calls: only the first is signed
+            part["thoughtSignature"] = _signature(c.id)
+        parts.append(part)
     return parts
 
 
@@ -275,7 +347,7 @@ def _chunks(reply: Reply, model: str, rid: str) -> Iterator[dict[str, Any]]:
     chunks: list[dict[str, Any]] = [
         {"text": reply.text[k : k + 64]} for k in range(0, len(reply.text), 64)
     ]
-    chunks += [p for p in _parts(reply) if "functionCall" in p]
+    chunks += [p for p in _parts(reply, model) if "functionCall" in p]
     for n, part in enumerate(chunks):
         last = n == len(chunks) - 1
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
@@ -298,6 +370,8 @@ async def generate(request: Request, settings: Settings) -> Response:
         raise _reject(f"Method not found: {target}", 404)
     _check_auth(request)
     body = await read_json(request, lambda msg: _reject(f"Invalid JSON payload received. {msg}"))
+    if _signs(model) and isinstance(body.get("contents"), list):
+        _check_signatures(body["contents"])
     conv = _conversation(body, model)
     reply = await answer(conv, wire="gemini", model=model, settings=settings, too_long=_too_long)
     rid = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
@@ -311,7 +385,7 @@ async def generate(request: Request, settings: Settings) -> Response:
         {
             "candidates": [
                 {
-                    "content": {"role": "model", "parts": _parts(reply)},
+                    "content": {"role": "model", "parts": _parts(reply, model)},
                     "finishReason": "STOP",
                     "index": 0,
                 }
