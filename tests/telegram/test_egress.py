@@ -249,7 +249,7 @@ async def test_typing_is_renewed_while_the_agent_works_and_stops_with_the_previe
     calls = fake.sent("sendChatAction", "sendMessage")
     actions = [c for c in calls if c.method == "sendChatAction"]
     assert all(c.params["action"] == "typing" for c in actions)
-    assert 3 <= len(actions) <= 8  # renewed every 0.2 s during the 1 s wait
+    assert 2 <= len(actions) <= 8  # renewed every 0.2 s during the 1 s wait
     first_text = next(i for i, c in enumerate(calls) if c.method == "sendMessage")
     # Once the preview shows, typing stops (at most one renewal was already under way).
     assert sum(c.method == "sendChatAction" for c in calls[first_text:]) <= 1

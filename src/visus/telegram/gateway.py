@@ -248,10 +248,15 @@ class Gateway:
             log.warning("telegram: could not save the relay cursor: %s", e)
 
     async def aclose(self) -> None:
+        """Stop relaying; deliver what is already queued (bounded), then stop the chats."""
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.wait({self._pump})
         await self.albums.aclose()
+        try:
+            await self.drain(limits.TELEGRAM_SHUTDOWN_DRAIN_SECONDS)
+        except TimeoutError:
+            log.warning("telegram: stopping with replies still queued")
         for chat in self._chats.values():
             chat.reply.close()
             chat.task.cancel()
