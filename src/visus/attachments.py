@@ -72,7 +72,7 @@ from visus.errors import (
     UndecodableError,
     VisusError,
 )
-from visus.media.text import decode_text  # read's rule: UTF-8 (BOM allowed), no NUL
+from visus.media.text import decode_text, split_lines  # read's rules for text and lines
 from visus.record.messages import PerceptionOrigin
 
 if TYPE_CHECKING:
@@ -426,7 +426,7 @@ def read_attachment(
     text = decode_text(data)
     if text is None:
         return _not_text(filename, data, info)
-    lines = text.splitlines()
+    lines = split_lines(text)
     total = len(lines)
     if total == 0:
         return f"[{filename} is empty]"
@@ -540,7 +540,7 @@ class _Search:
         cap = limits.GREP_MAX_LINE_CHARS
         try:
             for name, text in self.texts:
-                for number, line in enumerate(text.splitlines(), start=1):
+                for number, line in enumerate(split_lines(text), start=1):
                     if self.cancelled:
                         return
                     self.where = f"{name} line {number}"

@@ -122,8 +122,14 @@ def show(
     session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
     data: DataOpt = None,
     model: Annotated[
-        str, typer.Option("--model", "-m", help="Model whose token formula to estimate with.")
-    ] = DEFAULT_MODEL,
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model whose token formula to estimate with (default: the session's own).",
+            show_default=False,
+        ),
+    ] = None,
     live_turns: Annotated[
         int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
     ] = 1,
@@ -136,12 +142,13 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a session's messages and images: live or elided, with token estimates."""
-    spec = _model(model)
     try:
         policy = RetentionPolicy(live_turns=live_turns, chunk=chunk, image_token_budget=budget)
     except VisusError as e:
         _fail(str(e))
     loaded, _ = _load(session, data)
+    recorded = loaded.meta.get("model")
+    spec = _model(model or (recorded if isinstance(recorded, str) else DEFAULT_MODEL))
     statuses = image_statuses(loaded.messages, policy, model=spec)
     by_message: dict[int, list[ImageStatus]] = {}
     for s in statuses:

@@ -73,7 +73,11 @@ def split_lines(text: str) -> list[str]:
     Example:
         >>> split_lines("a\r\nb\n")
         ['a', 'b']
+        >>> split_lines("")
+        []
     """
+    if not text:
+        return []  # an empty file has no lines (not one empty line)
     lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()

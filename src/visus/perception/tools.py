@@ -36,7 +36,7 @@ from visus.limits import (
     READ_DEFAULT_LINES,
     READ_MAX_LINE_CHARS,
 )
-from visus.media.text import decode_text  # the same UTF-8 rule media uses to decide "text"
+from visus.media.text import decode_text, split_lines  # media's rules for "text" and lines
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.perception.reach import Reach
 from visus.perception.values import (
@@ -225,9 +225,7 @@ def _read(
         return Refusal("unsupported_type", _not_text(data, source), source)
     start = offset if isinstance(offset, int) else 0
     count = limit if isinstance(limit, int) else READ_DEFAULT_LINES
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # a final newline ends the last line; it does not start another
+    lines = split_lines(text)  # one rule for line numbers: read, view and attachments
     total = len(lines)
     if start > 0 and start >= total:
         raise InvalidInputError(
