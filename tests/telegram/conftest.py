@@ -17,7 +17,8 @@ from fastapi import FastAPI
 from PIL import Image
 
 from tests.telegram.fake_bot import TOKEN, FakeBotAPI, serve_fake_bot
-from visus.telegram.gateway import Gateway, build_application, run_gateway
+from visus.telegram.bot import build_application, run_gateway
+from visus.telegram.gateway import Gateway
 from visus.tether.client import TetherClient
 from visus.tether.runner import ImageIn, InstanceConfig, TurnOutput
 from visus.tether.server import create_app

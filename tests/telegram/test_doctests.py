@@ -18,6 +18,7 @@ import pytest
         "visus.telegram.egress",
         "visus.telegram.retry",
         "visus.telegram.gateway",
+        "visus.telegram.bot",
     ],
 )
 def test_docstring_examples(name: str) -> None:

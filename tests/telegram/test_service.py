@@ -24,7 +24,7 @@ from tests.telegram.fake_bot import TOKEN, FakeBotAPI, serve_app, text_update
 from tests.tether.doubles import Factory
 from visus.errors import ConfigError
 from visus.reference.server import serve_in_background
-from visus.telegram.gateway import Webhook
+from visus.telegram.bot import Webhook
 from visus.telegram.service import BotOptions, serve_bot
 from visus.tether.server import create_app
 

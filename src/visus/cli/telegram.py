@@ -65,7 +65,7 @@ def telegram_command(
 
     from visus.config import load_config
     from visus.errors import VisusError
-    from visus.telegram.gateway import Webhook
+    from visus.telegram.bot import Webhook
     from visus.telegram.service import BotOptions, serve_bot
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

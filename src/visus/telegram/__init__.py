@@ -5,7 +5,7 @@ download), :mod:`.egress` (streamed edits, images first then text, fitting to
 Telegram's photo bounds), :mod:`.split` (4096-character messages that keep words
 and markdown whole), :mod:`.markdown` (Markdown as Telegram HTML), :mod:`.retry`
 (429 and network errors), :mod:`.gateway` (the bridge and how it runs: long
-polling or a webhook) and :mod:`.service` (what ``visus telegram`` runs).
+polling or a webhook, in :mod:`.bot`) and :mod:`.service` (what ``visus telegram`` runs).
 
 Needs ``pip install 'visus[telegram]'`` (python-telegram-bot).
 
@@ -24,15 +24,9 @@ except ImportError as e:  # pragma: no cover - depends on the install
         "the Telegram gateway needs python-telegram-bot: pip install 'visus[telegram]'"
     ) from e
 
+from visus.telegram.bot import Webhook, build_application, run_gateway
 from visus.telegram.egress import ChatReply, Outgoing, prepare_image
-from visus.telegram.gateway import (
-    Gateway,
-    Webhook,
-    build_application,
-    chat_of_session,
-    run_gateway,
-    session_of_chat,
-)
+from visus.telegram.gateway import Gateway, chat_of_session, session_of_chat
 from visus.telegram.ingress import AlbumCollector, FileRef, Refusal, file_ref, is_allowed
 from visus.telegram.markdown import to_html
 from visus.telegram.retry import with_retry

@@ -11,7 +11,7 @@ Example:
     >>> async def main():                                            # doctest: +SKIP
     ...     async with TetherClient("http://127.0.0.1:8750", "tok") as tether:
     ...         gw = Gateway(tether, "i-0123", allowed_chats=(1234,))
-    ...         app = build_application("123:ABC")
+    ...         app = build_application("123:ABC")     # visus.telegram.bot
     ...         await run_gateway(app, gw, stop=asyncio.Event())
 """
 
@@ -20,18 +20,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hmac
 import json
 import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from telegram.constants import ChatAction
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from telegram import Bot, Message, Update
 from visus import limits
@@ -51,15 +49,7 @@ from visus.tether.client import TetherClient
 from visus.tether.frames import AssistantDelta, AssistantDone, ErrorPayload, Frame, padded
 from visus.tether.runner import ImageIn
 
-__all__ = [
-    "SESSION_PREFIX",
-    "Gateway",
-    "Webhook",
-    "build_application",
-    "chat_of_session",
-    "run_gateway",
-    "session_of_chat",
-]
+__all__ = ["SESSION_PREFIX", "Gateway", "chat_of_session", "session_of_chat"]
 
 log = logging.getLogger(__name__)
 
@@ -396,105 +386,3 @@ class Gateway:
         async with asyncio.timeout(timeout):
             for chat in list(self._chats.values()):
                 await chat.queue.join()
-
-
-@dataclass(frozen=True, slots=True)
-class Webhook:
-    """Webhook mode: Telegram POSTs updates to ``url``; we listen on ``listen:port``.
-
-    ``secret`` is checked against ``X-Telegram-Bot-Api-Secret-Token``.
-    """
-
-    url: str
-    listen: str = "127.0.0.1"
-    port: int = 8443
-    secret: str | None = None
-
-
-def build_application(
-    token: str, *, base_url: str | None = None, webhook: bool = False
-) -> Application[Any, Any, Any, Any, Any, Any]:
-    """A python-telegram-bot Application for ``token``.
-
-    ``base_url`` points it at another Bot API server (a local one, or a fake in
-    tests): methods go to ``{base_url}/bot<token>/`` and files to
-    ``{base_url}/file/bot<token>/``.
-    """
-    builder = ApplicationBuilder().token(token)
-    if base_url:
-        root = base_url.rstrip("/")
-        builder = builder.base_url(f"{root}/bot").base_file_url(f"{root}/file/bot")
-    if webhook:
-        builder = builder.updater(None)
-    return builder.build()
-
-
-async def run_gateway(
-    application: Application[Any, Any, Any, Any, Any, Any],
-    gateway: Gateway,
-    *,
-    stop: asyncio.Event,
-    webhook: Webhook | None = None,
-    poll_interval: float = 0.0,
-    poll_timeout: int = 10,
-) -> None:
-    """Run the bot until ``stop`` is set: long polling by default, else the webhook."""
-    gateway.install(application)
-    async with application:
-        await gateway.start()
-        await application.start()
-        try:
-            if webhook is None:
-                assert application.updater is not None
-                await application.updater.start_polling(
-                    poll_interval=poll_interval,
-                    timeout=poll_timeout,
-                    allowed_updates=[Update.MESSAGE],
-                )
-                await stop.wait()
-                await application.updater.stop()
-            else:
-                await _serve_webhook(application, webhook, stop)
-        finally:
-            await application.stop()
-            await gateway.aclose()
-
-
-async def _serve_webhook(
-    application: Application[Any, Any, Any, Any, Any, Any], hook: Webhook, stop: asyncio.Event
-) -> None:
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
-
-    path = "/" + hook.url.split("://", 1)[-1].partition("/")[2]
-
-    async def receive(request: Request) -> Response:
-        given = request.headers.get("x-telegram-bot-api-secret-token", "")
-        if hook.secret and not hmac.compare_digest(given.encode(), hook.secret.encode()):
-            return Response(status_code=403)
-        try:
-            update = Update.de_json(await request.json(), application.bot)
-        except Exception:
-            return Response(status_code=400)
-        await application.update_queue.put(update)
-        return Response(status_code=200)
-
-    web = Starlette(routes=[Route(path, receive, methods=["POST"])])
-    server = uvicorn.Server(
-        uvicorn.Config(web, host=hook.listen, port=hook.port, log_level="warning", lifespan="off")
-    )
-    await with_retry(
-        lambda: application.bot.set_webhook(
-            hook.url, secret_token=hook.secret, allowed_updates=[Update.MESSAGE]
-        ),
-        what="setWebhook",
-    )
-    serving = asyncio.create_task(server.serve())
-    try:
-        await stop.wait()
-    finally:
-        server.should_exit = True
-        await serving

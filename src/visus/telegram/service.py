@@ -29,7 +29,8 @@ import httpx
 from visus import limits
 from visus.errors import ConfigError, NotFoundError
 from visus.paths import data_dir
-from visus.telegram.gateway import Gateway, Webhook, build_application, run_gateway
+from visus.telegram.bot import Webhook, build_application, run_gateway
+from visus.telegram.gateway import Gateway
 from visus.tether.client import TetherClient
 
 __all__ = ["BotOptions", "serve_bot", "tether_for"]
