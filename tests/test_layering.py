@@ -9,7 +9,7 @@ record -> retention -> wire -> providers -> the library around the agent -> agen
 surfaces. Anything the table does not allow must be in :data:`EXCEPTIONS` with its
 reason, or the test names the offending import (file, line).
 
-Heavy decoders (Pillow, pypdfium2, resvg, Pygments) are imported only by ``media/``;
+Heavy decoders (Pillow, pypdfium2, resvg, Pygments, PyAV) are imported only by ``media/``;
 each provider SDK only by its provider module.
 """
 
@@ -87,6 +87,7 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "pypdfium2": ("media/",),
     "resvg_py": ("media/",),
     "pygments": ("media/",),
+    "av": ("media/",),
     "openai": ("providers/openai_client.py",),
     "anthropic": ("providers/anthropic_client.py",),
     "google.genai": ("providers/gemini_client.py",),

@@ -19,12 +19,10 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import io
-import math
-from dataclasses import dataclass
-from fractions import Fraction
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from visus import limits, media
 from visus.analyze._gemini_video import ask_gemini_video
@@ -39,16 +37,14 @@ from visus.analyze.vision import (
     resolve_target,
 )
 from visus.config import VisusConfig, load_config
-from visus.errors import AnalyzeError
+from visus.errors import InvalidInputError, MediaError
+from visus.media import video
+from visus.media.video import Keyframe, format_time
 from visus.paths import sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderClient, aclose
 from visus.record.messages import Usage
 from visus.record.sessions import SessionStore
-
-if TYPE_CHECKING:
-    import av.container
-    import av.video.frame
 
 __all__ = [
     "DEFAULT_VIDEO_PROMPT",
@@ -63,179 +59,35 @@ __all__ = [
 DEFAULT_VIDEO_PROMPT = "Describe this video in detail."
 
 
-@dataclass(frozen=True, slots=True)
-class Keyframe:
-    """One sampled frame: ``seconds`` from the start, PNG bytes, its size."""
-
-    seconds: float
-    png: bytes
-    width: int
-    height: int
-
-    @property
-    def label(self) -> str:
-        return format_time(self.seconds)
-
-
-def format_time(seconds: float) -> str:
-    """``m:ss`` (``h:mm:ss`` past an hour), seconds rounded down."""
-    whole = max(0, math.floor(seconds + 1e-6))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def _av() -> Any:
-    try:
-        import av
-    except ImportError as e:  # pragma: no cover - the extra is installed in dev
-        raise fail(
-            "VIDEO_NOT_SUPPORTED",
-            "sampling keyframes needs PyAV: pip install 'visus[video]'",
-        ) from e
-    return av
-
-
-def _png(av: Any, frame: av.video.frame.VideoFrame, max_edge: int) -> tuple[bytes, int, int]:
-    scale = min(1.0, max_edge / max(frame.width, frame.height))
-    width = max(2, int(frame.width * scale)) // 2 * 2
-    height = max(2, int(frame.height * scale)) // 2 * 2
-    rgb = frame.reformat(width=width, height=height, format="rgb24")
-    encoder = av.CodecContext.create("png", "w")
-    encoder.width, encoder.height, encoder.pix_fmt = width, height, "rgb24"
-    packets = [*encoder.encode(rgb), *encoder.encode(None)]
-    return b"".join(bytes(p) for p in packets), width, height
-
-
-def _duration(container: av.container.InputContainer, stream: Any) -> float | None:
-    if stream.duration is not None and stream.time_base is not None:
-        return float(stream.duration * stream.time_base)
-    if container.duration is not None:
-        return float(container.duration) / 1_000_000  # AV_TIME_BASE
-    return None
-
-
-# Sample times further apart than this are reached by seeking to the keyframe before
-# each one; closer ones by decoding straight through (seeking would decode the same
-# group of pictures again and again).
-_SEEK_SPACING_SECONDS = 4.0
-_EPSILON = 1e-3
-
-
-def _frame_time(frame: Any, base: Fraction, start: float) -> float:
-    return float(frame.pts * base) - start if frame.pts is not None else 0.0
-
-
-def _straight(
-    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
-) -> list[Keyframe]:
-    base: Fraction = stream.time_base
-    out: list[Keyframe] = []
-    wanted = list(times)
-    for frame in container.decode(stream):
-        if len(out) >= len(wanted):
-            break
-        at = _frame_time(frame, base, start)
-        if at + _EPSILON >= wanted[len(out)]:
-            png, w, h = _png(av, frame, max_edge)
-            out.append(Keyframe(max(at, 0.0), png, w, h))
-            # A long gap between frames may cover several sample times: one frame each.
-            while len(out) < len(wanted) and at + _EPSILON >= wanted[len(out)]:
-                wanted.pop(len(out))
-    return out
-
-
-def _seeking(
-    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
-) -> list[Keyframe]:
-    base: Fraction = stream.time_base
-    out: list[Keyframe] = []
-    for t in times:
-        container.seek(int((t + start) / base), stream=stream, backward=True, any_frame=False)
-        for frame in container.decode(stream):
-            at = _frame_time(frame, base, start)
-            if at + _EPSILON >= t:
-                if not out or at > out[-1].seconds + _EPSILON:
-                    png, w, h = _png(av, frame, max_edge)
-                    out.append(Keyframe(max(at, 0.0), png, w, h))
-                break
-        else:
-            break  # past the last frame
-    return out
-
-
 def keyframes(
     data: bytes,
     *,
     max_frames: int = limits.ANALYZE_VIDEO_MAX_FRAMES,
     max_edge: int = limits.ANALYZE_VIDEO_FRAME_EDGE,
 ) -> tuple[list[Keyframe], float]:
-    """Evenly spaced frames of the video in ``data`` and its duration in seconds.
-
-    About one frame per second (``ceil(duration)``), at most ``max_frames``; frame
-    ``i`` is the first whose time is at or after ``i * duration / n``. Short spacings
-    decode straight through; long videos seek to each time. Raises
-    ``UNSUPPORTED_FILE_TYPE`` for bytes FFmpeg cannot decode as video.
-    """
-    av = _av()
-    if max_frames < 1:
-        raise fail("INVALID_INPUT", f"max_frames must be at least 1, got {max_frames}")
-    try:
-        with av.open(io.BytesIO(data), mode="r") as container:
-            if not container.streams.video:
-                raise fail("UNSUPPORTED_FILE_TYPE", "no video stream in the file")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            if stream.time_base is None:
-                raise fail("UNSUPPORTED_FILE_TYPE", "the video stream has no time base")
-            start = float((stream.start_time or 0) * stream.time_base)
-            duration = _duration(container, stream)
-            count = min(max_frames, max(1, math.ceil(duration or 1)))
-            times = [i * (duration or 0) / count for i in range(count)]
-            spacing = (duration or 0) / count
-            sample = _seeking if spacing >= _SEEK_SPACING_SECONDS else _straight
-            out = sample(av, container, stream, times, start, max_edge)
-    except AnalyzeError:
-        raise
-    except (av.FFmpegError, ValueError, IndexError, OSError) as e:
-        raise fail("UNSUPPORTED_FILE_TYPE", f"not a video FFmpeg can decode: {e}") from e
-    if not out:
-        raise fail("UNSUPPORTED_FILE_TYPE", "the video has no decodable frames")
-    return out, duration if duration is not None else out[-1].seconds
-
-
-# FFmpeg's demuxer names -> the MIME type a provider's video part declares.
-_DEMUXER_TYPES = (
-    ("mp4", "video/mp4"),
-    ("webm", "video/webm"),
-    ("matroska", "video/x-matroska"),
-    ("mov", "video/quicktime"),
-    ("avi", "video/x-msvideo"),
-    ("mpeg", "video/mpeg"),
-    ("flv", "video/x-flv"),
-    ("3gp", "video/3gpp"),
-)
+    """:func:`visus.media.video.keyframes` with its errors as analyze codes."""
+    with _video_errors():
+        return video.keyframes(data, max_frames=max_frames, max_edge=max_edge)
 
 
 def video_media_type(data: bytes) -> str:
-    """The MIME type of the video in ``data``, as FFmpeg's demuxer names it.
+    """:func:`visus.media.video.video_media_type` with its errors as analyze codes."""
+    with _video_errors():
+        return video.video_media_type(data)
 
-    Raises ``UNSUPPORTED_FILE_TYPE`` when FFmpeg finds no video stream.
-    """
-    av = _av()
+
+@contextlib.contextmanager
+def _video_errors() -> Iterator[None]:
+    if not video.available():
+        raise fail(
+            "VIDEO_NOT_SUPPORTED", "sampling keyframes needs PyAV: pip install 'visus[video]'"
+        )
     try:
-        with av.open(io.BytesIO(data), mode="r") as container:
-            if not container.streams.video:
-                raise fail("UNSUPPORTED_FILE_TYPE", "no video stream in the file")
-            names = str(container.format.name).split(",")
-    except AnalyzeError:
-        raise
-    except (av.FFmpegError, ValueError, IndexError, OSError) as e:
-        raise fail("UNSUPPORTED_FILE_TYPE", f"not a video FFmpeg can decode: {e}") from e
-    for name, media_type in _DEMUXER_TYPES:
-        if name in names:
-            return media_type
-    raise fail("UNSUPPORTED_FILE_TYPE", f"not a video container ({names[0]})")
+        yield
+    except InvalidInputError as e:
+        raise fail("INVALID_INPUT", str(e)) from e
+    except MediaError as e:
+        raise fail("UNSUPPORTED_FILE_TYPE", str(e)) from e
 
 
 async def video_analyze(

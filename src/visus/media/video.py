@@ -1,0 +1,215 @@
+"""Video decoding: evenly spaced keyframes as PNG, and the container's media type.
+
+PyAV (FFmpeg, from the ``video`` extra) is imported here and nowhere else, lazily, so
+the rest of visus works without it. Callers turn frames into images with
+:func:`visus.media.fit` and label them with :func:`format_time`.
+
+Example:
+    >>> format_time(72.4), format_time(3725)
+    ('1:12', '1:02:05')
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from visus import limits
+from visus.errors import InvalidInputError, UnsupportedTypeError
+
+if TYPE_CHECKING:
+    import av.container
+    import av.video.frame
+
+__all__ = ["Keyframe", "available", "format_time", "keyframes", "video_media_type"]
+
+
+@dataclass(frozen=True, slots=True)
+class Keyframe:
+    """One sampled frame: ``seconds`` from the start, PNG bytes, its size."""
+
+    seconds: float
+    png: bytes
+    width: int
+    height: int
+
+    @property
+    def label(self) -> str:
+        return format_time(self.seconds)
+
+
+def format_time(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` past an hour), seconds rounded down."""
+    whole = max(0, math.floor(seconds + 1e-6))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def available() -> bool:
+    """Whether PyAV (the ``video`` extra) is installed."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _av() -> Any:
+    try:
+        import av
+    except ImportError as e:  # pragma: no cover - the extra is installed in dev
+        raise UnsupportedTypeError(
+            "sampling keyframes needs PyAV: pip install 'visus[video]'"
+        ) from e
+    return av
+
+
+def _png(av: Any, frame: av.video.frame.VideoFrame, max_edge: int) -> tuple[bytes, int, int]:
+    scale = min(1.0, max_edge / max(frame.width, frame.height))
+    width = max(2, int(frame.width * scale)) // 2 * 2
+    height = max(2, int(frame.height * scale)) // 2 * 2
+    rgb = frame.reformat(width=width, height=height, format="rgb24")
+    encoder = av.CodecContext.create("png", "w")
+    encoder.width, encoder.height, encoder.pix_fmt = width, height, "rgb24"
+    packets = [*encoder.encode(rgb), *encoder.encode(None)]
+    return b"".join(bytes(p) for p in packets), width, height
+
+
+def _duration(container: av.container.InputContainer, stream: Any) -> float | None:
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    if container.duration is not None:
+        return float(container.duration) / 1_000_000  # AV_TIME_BASE
+    return None
+
+
+# Sample times further apart than this are reached by seeking to the keyframe before
+# each one; closer ones by decoding straight through (seeking would decode the same
+# group of pictures again and again).
+_SEEK_SPACING_SECONDS = 4.0
+_EPSILON = 1e-3
+
+
+def _frame_time(frame: Any, base: Fraction, start: float) -> float:
+    return float(frame.pts * base) - start if frame.pts is not None else 0.0
+
+
+def _straight(
+    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+) -> list[Keyframe]:
+    base: Fraction = stream.time_base
+    out: list[Keyframe] = []
+    wanted = list(times)
+    for frame in container.decode(stream):
+        if len(out) >= len(wanted):
+            break
+        at = _frame_time(frame, base, start)
+        if at + _EPSILON >= wanted[len(out)]:
+            png, w, h = _png(av, frame, max_edge)
+            out.append(Keyframe(max(at, 0.0), png, w, h))
+            # A long gap between frames may cover several sample times: one frame each.
+            while len(out) < len(wanted) and at + _EPSILON >= wanted[len(out)]:
+                wanted.pop(len(out))
+    return out
+
+
+def _seeking(
+    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+) -> list[Keyframe]:
+    base: Fraction = stream.time_base
+    out: list[Keyframe] = []
+    for t in times:
+        container.seek(int((t + start) / base), stream=stream, backward=True, any_frame=False)
+        for frame in container.decode(stream):
+            at = _frame_time(frame, base, start)
+            if at + _EPSILON >= t:
+                if not out or at > out[-1].seconds + _EPSILON:
+                    png, w, h = _png(av, frame, max_edge)
+                    out.append(Keyframe(max(at, 0.0), png, w, h))
+                break
+        else:
+            break  # past the last frame
+    return out
+
+
+def keyframes(
+    data: bytes,
+    *,
+    max_frames: int = limits.ANALYZE_VIDEO_MAX_FRAMES,
+    max_edge: int = limits.ANALYZE_VIDEO_FRAME_EDGE,
+) -> tuple[list[Keyframe], float]:
+    """Evenly spaced frames of the video in ``data`` and its duration in seconds.
+
+    About one frame per second (``ceil(duration)``), at most ``max_frames``; frame
+    ``i`` is the first whose time is at or after ``i * duration / n``. Short spacings
+    decode straight through; long videos seek to each time. Raises
+    :class:`~visus.errors.UnsupportedTypeError` for bytes FFmpeg cannot decode as video.
+
+    Example:
+        >>> frames, seconds = keyframes(mp4_bytes, max_frames=8)  # doctest: +SKIP
+        >>> frames[0].label, frames[0].png[:4]  # doctest: +SKIP
+        ('0:00', b'\\x89PNG')
+    """
+    av = _av()
+    if max_frames < 1:
+        raise InvalidInputError(f"max_frames must be at least 1, got {max_frames}")
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.video:
+                raise UnsupportedTypeError("no video stream in the file")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            if stream.time_base is None:
+                raise UnsupportedTypeError("the video stream has no time base")
+            start = float((stream.start_time or 0) * stream.time_base)
+            duration = _duration(container, stream)
+            count = min(max_frames, max(1, math.ceil(duration or 1)))
+            times = [i * (duration or 0) / count for i in range(count)]
+            spacing = (duration or 0) / count
+            sample = _seeking if spacing >= _SEEK_SPACING_SECONDS else _straight
+            out = sample(av, container, stream, times, start, max_edge)
+    except UnsupportedTypeError:
+        raise
+    except (av.FFmpegError, ValueError, IndexError, OSError) as e:
+        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {e}") from e
+    if not out:
+        raise UnsupportedTypeError("the video has no decodable frames")
+    return out, duration if duration is not None else out[-1].seconds
+
+
+# FFmpeg's demuxer names -> the MIME type a provider's video part declares.
+_DEMUXER_TYPES = (
+    ("mp4", "video/mp4"),
+    ("webm", "video/webm"),
+    ("matroska", "video/x-matroska"),
+    ("mov", "video/quicktime"),
+    ("avi", "video/x-msvideo"),
+    ("mpeg", "video/mpeg"),
+    ("flv", "video/x-flv"),
+    ("3gp", "video/3gpp"),
+)
+
+
+def video_media_type(data: bytes) -> str:
+    """The MIME type of the video in ``data``, as FFmpeg's demuxer names it.
+
+    Raises :class:`~visus.errors.UnsupportedTypeError` when FFmpeg finds no video stream.
+    """
+    av = _av()
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.video:
+                raise UnsupportedTypeError("no video stream in the file")
+            names = str(container.format.name).split(",")
+    except UnsupportedTypeError:
+        raise
+    except (av.FFmpegError, ValueError, IndexError, OSError) as e:
+        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {e}") from e
+    for name, media_type in _DEMUXER_TYPES:
+        if name in names:
+            return media_type
+    raise UnsupportedTypeError(f"not a video container ({names[0]})")
