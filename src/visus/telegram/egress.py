@@ -214,12 +214,7 @@ class ChatReply:
                     self._flush = asyncio.create_task(self._later(wait))
                 return
             message_id = self._message.message_id
-            await self._try(
-                "editMessageText",
-                lambda: self.bot.edit_message_text(
-                    shown, chat_id=self.chat_id, message_id=message_id
-                ),
-            )
+            await self._try("editMessageText", lambda: self._edit(message_id, shown, None))
             self._shown, self._last_edit = shown, self.clock()
 
     async def _later(self, wait: float) -> None:
