@@ -88,3 +88,11 @@ async def test_attachment_tools_bad_arguments_and_refusal(tmp_path: Path) -> Non
     out = await reg.call("view_attachment", {"filename": "nothing.png"}, ctx)
     assert out.is_error
     assert _text(out).startswith("refused (not_found): ")
+
+
+async def test_attachment_tools_refuse_wrongly_typed_arguments(tmp_path: Path) -> None:
+    reg = ToolRegistry(attachment_tools(tmp_path / "data"))
+    ctx = _ctx(tmp_path)
+    out = await reg.call("read_attachment", {"filename": "a.txt", "offset": "2"}, ctx)
+    assert out.is_error
+    assert _text(out) == "error: argument 'offset' must be an integer"

@@ -26,6 +26,7 @@ from visus.attachments import (
     read_attachment,
     view_attachment,
 )
+from visus.errors import InvalidInputError
 from visus.perception import Refusal
 from visus.record.messages import ToolSpec
 
@@ -38,7 +39,12 @@ def _store(data: Path, ctx: ToolContext) -> AttachmentStore:
 
 def _int(args: Mapping[str, Any], key: str) -> int | None:
     v = args.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        # Reported to the model as an error result, like the built-in tools do.
+        raise InvalidInputError(f"argument {key!r} must be an integer")
+    return v
 
 
 def attachment_tools(data: Path | str) -> list[Tool]:
