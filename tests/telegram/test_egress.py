@@ -253,3 +253,19 @@ async def test_typing_is_renewed_while_the_agent_works_and_stops_with_the_previe
     first_text = next(i for i, c in enumerate(calls) if c.method == "sendMessage")
     # Once the preview shows, typing stops (at most one renewal was already under way).
     assert sum(c.method == "sendChatAction" for c in calls[first_text:]) <= 1
+
+
+async def test_an_image_too_elongated_for_a_photo_goes_as_a_document_in_order(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    square, strip = png((200, 200)), png((2500, 100), (0, 0, 0))
+    script.deltas, script.text = (), "a square and a strip"
+    script.images = (ImageIn("image/png", square), ImageIn("image/png", strip))
+    methods = [m for m in await _ask(fake, scripted_app, script) if m != "sendChatAction"]
+    assert methods == ["sendPhoto", "sendDocument"]  # runs of one kind, in order
+    (photo,) = fake.sent("sendPhoto")
+    (doc,) = fake.sent("sendDocument")
+    assert next(iter(photo.files.values()))[1] == square
+    assert photo.params["caption"] == "a square and a strip"
+    assert next(iter(doc.files.values())) == ("image2.png", strip)
+    assert "caption" not in doc.params

@@ -202,3 +202,18 @@ async def test_start_command_is_answered_by_the_gateway_not_the_agent(
         await until(lambda: fake.sent("sendMessage"), what="greeting")
     assert "up to 4 photos" in fake.sent("sendMessage")[0].params["text"]
     assert not script.turns
+
+
+async def test_album_over_the_frame_total_is_refused_before_download(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    six_mb = 6 * limits.MB  # each under the per-image bound; 24 MB together
+    async with bridge(fake, scripted_app):
+        for i in range(4):
+            fake.push(photo_update(CHAT, [(f"t{i}", 3000, 2000, six_mb)], media_group_id="T"))
+        await until(lambda: fake.sent("sendMessage"), what="refusal")
+    text = fake.sent("sendMessage")[0].params["text"]
+    assert "24.0 MB" in text
+    assert "20 MB per message" in text
+    assert not fake.sent("getFile")
+    assert not script.turns
