@@ -39,7 +39,7 @@ async def test_agent_views_grid_and_places_every_word(
     assert result.notes == ()  # no image was refused and silently elided on the way
 
 
-@pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "gemini"])
+@pytest.mark.parametrize("wire", WIRES)
 async def test_cross_turn_live_then_elided_then_viewed_again(
     reference_url: str, tmp_path: Path, wire: str, agents: list[Agent]
 ) -> None:
