@@ -186,3 +186,12 @@ def test_default_model_prefers_a_configured_provider_else_reference() -> None:
     assert openrouter == "openai-compatible:openai/gpt-4.1"
     client, _ = resolve(openrouter, config=_settings(env={"OPENROUTER_API_KEY": "k"}))
     assert client.config.base_url == OPENROUTER_BASE_URL  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("ref", "wire"), [("reference-pdf", "openai-chat"), ("reference-pdf:anthropic", "anthropic")]
+)
+def test_reference_pdf_is_the_reference_model_that_reads_pdfs(ref: str, wire: str) -> None:
+    client, spec = resolve(ref, config=ProviderSettings(reference_url="http://127.0.0.1:9", env={}))
+    assert client.wire == wire
+    assert (spec.name, spec.pdf, spec.vision) == ("reference-pdf", True, True)

@@ -77,7 +77,7 @@ def build_agent(
     cfg.register_models()
     settings = settings or cfg.provider_settings()
     ref = model or cfg.default_model
-    is_reference = ref == "reference" or ref.startswith("reference:")
+    is_reference = ref.split(":", 1)[0] in ("reference", "reference-pdf")
     if is_reference and not settings.url("reference"):
         settings = replace(settings, reference_url=ensure_reference_server())
     client, spec = resolve(ref, config=settings)

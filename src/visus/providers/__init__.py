@@ -61,6 +61,9 @@ PROVIDERS = (
     "reference",
 )
 _WIRES: tuple[str, ...] = get_args(Wire)
+# The offline reference model, and its variant that also reads PDFs natively; both are
+# addressed as NAME or NAME:<wire>.
+_REFERENCE_MODELS = ("reference", "reference-pdf")
 
 # Env vars holding each provider's key, first match wins.
 _KEY_ENV: dict[str, tuple[str, ...]] = {
@@ -206,8 +209,8 @@ def make_client(
 
 def _split(ref: str) -> tuple[str, str]:
     provider, sep, name = ref.strip().partition(":")
-    if provider == "reference":
-        return "reference", name
+    if provider in _REFERENCE_MODELS:
+        return provider, name
     if sep and provider in PROVIDERS:
         if not name:
             raise ConfigError(f"model ref {ref!r} names no model after {provider}:")
@@ -230,9 +233,10 @@ def _split(ref: str) -> tuple[str, str]:
 def _spec(provider: str, name: str) -> ModelSpec:
     from visus.models import get_model
 
-    spec = get_model(f"{provider}:{name}" if provider != "reference" else "reference")
+    reference = provider in _REFERENCE_MODELS
+    spec = get_model(provider if reference else f"{provider}:{name}")
     # The id sent to the provider is the one the user wrote, whatever the catalog calls it.
-    wanted = "reference" if provider == "reference" else name
+    wanted = provider if reference else name
     return spec if spec.name == wanted else dataclasses.replace(spec, name=wanted)
 
 
@@ -254,7 +258,7 @@ def resolve(
     settings = config or ProviderSettings()
     provider, name = _split(model_ref)
 
-    if provider == "reference":
+    if provider in _REFERENCE_MODELS:
         wire = name or settings.wire or "openai-chat"
         if wire not in _WIRES:
             raise ConfigError(f"reference speaks {', '.join(_WIRES)}; not {wire!r}")
@@ -273,7 +277,7 @@ def resolve(
                 cfg, aws_secret_access_key="reference", region=cfg.region or "us-east-1"
             )
         client = make_client(wire, cfg, label="reference")
-        spec = _spec("reference", "reference")
+        spec = _spec(provider, provider)
         if wire == "gemini":
             # The reference server's Gemini wire is Gemini 2.x for any id but gemini-3-*:
             # images after the function responses, not inside them.
