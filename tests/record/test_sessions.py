@@ -333,3 +333,25 @@ def test_referenced_digests_feed_gc(tmp_path: Path, store: SessionStore) -> None
     assert not blobs.has(orphan)
     assert blobs.get(keep_a) == PNG
     assert SessionStore(tmp_path / "none").referenced_digests() == set()
+
+
+def test_missing_document_blob_becomes_a_note(tmp_path: Path) -> None:
+    from visus.record.blobs import MemoryBlobStore
+    from visus.record.messages import DocumentPart, PerceptionOrigin, TextPart, UserMessage
+
+    store = SessionStore(tmp_path)
+    store.create("d1")
+    doc = DocumentPart(
+        digest="ab" * 32,
+        media_type="application/pdf",
+        size=10,
+        page_count=2,
+        origin=PerceptionOrigin("report.pdf"),
+    )
+    store.append("d1", UserMessage(parts=(TextPart("read this"), doc), turn=1))
+    loaded = store.load("d1", blobs=MemoryBlobStore())
+    (msg,) = loaded.messages
+    assert msg.parts[0] == TextPart("read this")
+    assert isinstance(msg.parts[1], TextPart)
+    assert msg.parts[1].text == f"[document unavailable: blob sha256:{'ab' * 32} is missing]"
+    assert any("document is replaced" in p for p in loaded.problems)

@@ -29,6 +29,7 @@ from visus.record.blobs import BlobStore
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    DocumentPart,
     ImagePart,
     Message,
     ModelRequest,
@@ -260,7 +261,9 @@ class Agent:
             parts.insert(0, TextPart(text))
         return tuple(parts)
 
-    def _refit_part(self, part: ImagePart) -> Part:
+    def _refit_part(self, part: ImagePart | DocumentPart) -> Part:
+        if isinstance(part, DocumentPart):
+            return part  # nothing to re-fit in a PDF; the second retry elides it
         try:
             fitted = fit(self.blobs.get(part.digest), _CONSERVATIVE)
         except Exception:  # a blob we cannot re-fit is elided rather than failing the turn
@@ -276,13 +279,15 @@ class Agent:
         )
 
     @staticmethod
-    def _map_images(view: Sequence[Message], fn: Callable[[ImagePart], Part]) -> list[Message]:
+    def _map_images(
+        view: Sequence[Message], fn: Callable[[ImagePart | DocumentPart], Part]
+    ) -> list[Message]:
         out: list[Message] = []
         for m in view:
             if isinstance(m, AssistantMessage):
                 out.append(m)
                 continue
-            parts = tuple(fn(p) if isinstance(p, ImagePart) else p for p in m.parts)
+            parts = tuple(fn(p) if isinstance(p, ImagePart | DocumentPart) else p for p in m.parts)
             out.append(replace(m, parts=parts))
         return out
 
@@ -292,14 +297,15 @@ def _signature(path: Path) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
-def _elide_part(part: ImagePart) -> Part:
+def _elide_part(part: ImagePart | DocumentPart) -> Part:
     origin = part.origin
+    what = "image" if isinstance(part, ImagePart) else "document"
     if origin.kind == "perception":
         return TextPart(
-            f"[image omitted: the provider refused the image from {origin.source}; "
+            f"[{what} omitted: the provider refused the {what} from {origin.source}; "
             f'call {origin.tool}("{origin.source}") to try again]'
         )
-    return TextPart("[image omitted: the provider refused this pasted image]")
+    return TextPart(f"[{what} omitted: the provider refused this pasted {what}]")
 
 
 async def call_delta(cb: DeltaCallback | None, text: str) -> None:

@@ -39,7 +39,7 @@ from visus import limits
 from visus.errors import InvalidInputError, InvalidKeyError, NotFoundError, StoreError, VisusError
 from visus.record.blobs import BlobStore
 from visus.record.codec import RECORD_VERSION, message_from_dict, message_to_dict
-from visus.record.messages import ImagePart, Message, Part, TextPart
+from visus.record.messages import DocumentPart, ImagePart, Message, Part, TextPart
 
 __all__ = [
     "LoadedSession",
@@ -78,9 +78,9 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
-def missing_blob_note(digest: str) -> str:
-    """The text an image whose blob is gone degrades to."""
-    return f"[image unavailable: blob sha256:{digest} is missing]"
+def missing_blob_note(digest: str, kind: str = "image") -> str:
+    """The text an image (or document) whose blob is gone degrades to."""
+    return f"[{kind} unavailable: blob sha256:{digest} is missing]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +301,12 @@ class SessionStore:
 
     @staticmethod
     def _check_blobs(message: Message, blobs: BlobStore, problems: list[str]) -> Message:
-        if not any(isinstance(p, ImagePart) for p in message.parts):
+        if not any(isinstance(p, ImagePart | DocumentPart) for p in message.parts):
             return message
         parts: list[Part] = []
         changed = False
         for part in message.parts:
-            if isinstance(part, ImagePart):
+            if isinstance(part, ImagePart | DocumentPart):
                 try:
                     present = blobs.has(part.digest)
                 except VisusError as e:
@@ -315,9 +315,9 @@ class SessionStore:
                 if not present:
                     problems.append(
                         f"turn {message.turn}: blob sha256:{part.digest} is missing; "
-                        "the image is replaced by a note"
+                        f"the {part.kind} is replaced by a note"
                     )
-                    parts.append(TextPart(missing_blob_note(part.digest)))
+                    parts.append(TextPart(missing_blob_note(part.digest, part.kind)))
                     changed = True
                     continue
             parts.append(part)

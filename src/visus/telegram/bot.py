@@ -16,9 +16,9 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
+from telegram import Update
 from telegram.ext import Application, ApplicationBuilder
 
-from telegram import Update
 from visus.telegram.gateway import Gateway
 from visus.telegram.retry import with_retry
 

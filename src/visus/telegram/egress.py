@@ -36,10 +36,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from telegram import Bot, InputMediaDocument, InputMediaPhoto, Message
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
-from telegram import Bot, InputMediaDocument, InputMediaPhoto, Message
 from visus import limits, media
 from visus.errors import VisusError
 from visus.media import Profile

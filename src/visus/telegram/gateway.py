@@ -28,10 +28,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from telegram import Bot, Message, Update
 from telegram.constants import ChatAction
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
-from telegram import Bot, Message, Update
 from visus import limits
 from visus.errors import VisusError
 from visus.telegram.egress import ChatReply

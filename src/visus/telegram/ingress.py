@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from telegram import Bot, Message
+
 from visus import limits, media
 from visus.errors import LimitError, VisusError
 from visus.media import Profile
