@@ -12,7 +12,7 @@ values into their provider's JSON; they never read blobs.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -190,6 +190,22 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
+
+
+def function_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the OpenAI ``{"type": "function", "function": {...}}`` shape, which the
+    Chat Completions wire and Ollama's ``/api/chat`` share."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": plain(t.parameters),
+            },
+        }
+        for t in tools
+    ]
 
 
 def merge_roles(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:

@@ -31,6 +31,7 @@ from visus.wire._prepared import (
     WireImage,
     WireTool,
     WireUser,
+    function_tools,
     image_label,
     image_stub,
     plain,
@@ -135,16 +136,6 @@ def build(prepared: Prepared) -> dict[str, Any]:
     close_run()
     body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
     if prepared.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": plain(t.parameters),
-                },
-            }
-            for t in prepared.tools
-        ]
+        body["tools"] = function_tools(prepared.tools)
     body["stream"] = False
     return body

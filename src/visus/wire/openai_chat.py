@@ -35,9 +35,9 @@ from visus.wire._prepared import (
     WireTool,
     WireUser,
     arguments_json,
+    function_tools,
     media_label,
     media_stub,
-    plain,
 )
 
 __all__ = ["ERROR_PREFIX", "HOIST_INTRO", "HOIST_INTRO_FILES", "RULES", "build"]
@@ -151,15 +151,5 @@ def build(prepared: Prepared) -> dict[str, Any]:
     close_run()
     body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
     if prepared.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": plain(t.parameters),
-                },
-            }
-            for t in prepared.tools
-        ]
+        body["tools"] = function_tools(prepared.tools)
     return body
