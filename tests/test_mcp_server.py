@@ -73,7 +73,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     """
     factory = Factory()
     app = create_app(data_dir=tmp_path / "data", runner_factory=factory)
-    tc = TetherClient("http://t", transport=httpx.ASGITransport(app=app))
+    tc = TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app))
     iid = (await tc.create_instance("reference"))["id"]
     server = build_server(tc, roots=[tmp_path])
     # mode="legacy": the SDK's memory streams and the initialize handshake, JSON-RPC framed.

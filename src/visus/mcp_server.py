@@ -42,6 +42,7 @@ from pydantic import BaseModel, Field
 from visus import limits
 from visus.errors import VisusError
 from visus.tether.frames import base64_size, decode_base64, padded
+from visus.tether.guard import IN_PROCESS_HOST
 from visus.tether.limits import check_image, check_image_count, check_images, check_media_type
 from visus.tether.runner import ImageIn
 
@@ -311,7 +312,7 @@ def mount_mcp(
     from visus.tether.client import TetherClient
 
     client = TetherClient(
-        "http://visus.internal", app.state.token, transport=httpx.ASGITransport(app=app)
+        f"http://{IN_PROCESS_HOST}", app.state.token, transport=httpx.ASGITransport(app=app)
     )
     server = build_server(client, roots=roots)
     sub = server.streamable_http_app(streamable_http_path=path, host=host)

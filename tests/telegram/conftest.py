@@ -115,7 +115,7 @@ async def bridge(
     """Run the gateway against ``fake`` and the tether ``app`` until the block ends."""
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with TetherClient("http://tether", transport=transport) as tether:
+        async with TetherClient("http://127.0.0.1", transport=transport) as tether:
             if instance is None:
                 instance = str((await tether.create_instance("scripted"))["id"])
             gw = Gateway(

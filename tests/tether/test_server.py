@@ -59,7 +59,7 @@ def factory() -> Factory:
 @pytest.fixture
 async def client(tmp_path: Path, factory: Factory) -> Any:
     app = create_app(data_dir=tmp_path, runner_factory=factory)
-    async with TetherClient("http://tether", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         yield tc
     await app.state.registry.aclose()
 
@@ -230,7 +230,7 @@ async def test_failed_turn_and_oversize_egress_become_error_frames(
     big = ImageIn("image/png", b"\0" * (11 * MB))
     factory = Factory(extra=(big, ImageIn("image/tiff", b"II*")))
     app = create_app(data_dir=tmp_path, runner_factory=factory)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         iid = (await tc.create_instance("reference"))["id"]
         sent = await tc.send(iid, "one", [ImageIn("image/png", png((0, 255, 0)))])
         frames = await poll_until_done(tc, iid, sent["msg_id"])
@@ -256,13 +256,13 @@ async def test_failed_turn_and_oversize_egress_become_error_frames(
 async def test_restart_keeps_instances(tmp_path: Path) -> None:
     first = Factory()
     app = create_app(data_dir=tmp_path, runner_factory=first)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         a = await tc.create_instance("reference", tools=["view", "read"], roots=["/srv"])
         b = await tc.create_instance("other-model")
     await app.state.registry.aclose()
     second = Factory()
     app2 = create_app(data_dir=tmp_path, runner_factory=second)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app2)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app2)) as tc:
         listed = await tc.list_instances()
         assert [(i["id"], i["model"], i["tools"], i["roots"]) for i in listed] == [
             (a["id"], "reference", ["view", "read"], ["/srv"]),
@@ -279,7 +279,7 @@ async def test_restart_keeps_instances(tmp_path: Path) -> None:
 async def test_token_is_required_when_set(tmp_path: Path) -> None:
     app = create_app(data_dir=tmp_path, runner_factory=Factory(), token="s3cret")
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
             resp = await http.get("/v1/instances", headers=headers)
             assert resp.status_code == 401
@@ -288,9 +288,9 @@ async def test_token_is_required_when_set(tmp_path: Path) -> None:
         resp = await http.post("/v1/instances/x/tether", content=b"{}")
         assert resp.status_code == 401
         assert (await http.get("/openapi.json")).status_code == 200
-    async with TetherClient("http://t", "s3cret", transport=transport) as tc:
+    async with TetherClient("http://127.0.0.1", "s3cret", transport=transport) as tc:
         assert await tc.list_instances() == []
-    async with TetherClient("http://t", "nope", transport=transport) as tc:
+    async with TetherClient("http://127.0.0.1", "nope", transport=transport) as tc:
         with pytest.raises(ConfigError, match="401"):
             await tc.list_instances()
 
@@ -331,7 +331,7 @@ def test_413_from_content_length_before_the_body_is_read(tmp_path: Path) -> None
         iid = httpx.post(f"{url}/v1/instances", json={"model": "m"}).json()["id"]
         size = limits.TETHER_MAX_WIRE_BYTES + 1
         head = (
-            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: t\r\n"
+            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
         ).encode()
         # Not one byte of the body is sent: the answer can only come from the header.
@@ -341,7 +341,7 @@ def test_413_from_content_length_before_the_body_is_read(tmp_path: Path) -> None
         assert body["error"]["limit"] == "TETHER_MAX_WIRE_BYTES"
         # A chunked body carries no Content-Length: it is counted while read.
         head = (
-            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: t\r\n"
+            f"POST /v1/instances/{iid}/tether HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
         ).encode()
         chunk = b"x" * MB
@@ -355,7 +355,7 @@ async def test_turns_in_flight_are_bounded(tmp_path: Path) -> None:
     gate = asyncio.Event()
     factory = Factory(gate=gate)
     app = create_app(data_dir=tmp_path, runner_factory=factory)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         iid = (await tc.create_instance("reference"))["id"]
         cap = limits.TETHER_MAX_PENDING_TURNS
         for i in range(cap):  # separate sessions, so turns run side by side
@@ -391,7 +391,7 @@ async def test_egress_images_past_a_bound_are_fitted(tmp_path: Path) -> None:
     assert len(big) > limits.TETHER_MAX_IMAGE_BYTES
     factory = Factory(extra=(ImageIn("image/tiff", tiff), ImageIn("image/png", big)))
     app = create_app(data_dir=tmp_path, runner_factory=factory)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         iid = (await tc.create_instance("reference"))["id"]
         sent = await tc.send(iid, "charts")
         frames = await poll_until_done(tc, iid, sent["msg_id"])
@@ -411,7 +411,7 @@ async def test_egress_images_past_a_bound_are_fitted(tmp_path: Path) -> None:
 async def test_turns_of_one_session_run_in_order(tmp_path: Path) -> None:
     factory = Factory(delay=0.01)
     app = create_app(data_dir=tmp_path, runner_factory=factory)
-    async with TetherClient("http://t", transport=httpx.ASGITransport(app=app)) as tc:
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
         iid = (await tc.create_instance("reference"))["id"]
         sent = [await tc.send(iid, f"{w} {w} {w}", session="s") for w in ("a", "b", "c")]
         other = await tc.send(iid, "z", session="t")

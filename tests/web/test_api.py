@@ -39,7 +39,7 @@ async def _running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as c,
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
     ):
         c.app = app  # type: ignore[attr-defined]
         yield c
@@ -294,7 +294,7 @@ async def test_token_guards_the_api_but_not_the_page(tmp_path: Path, reference_u
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://t") as c,
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c,
     ):
         assert (await c.get("/")).status_code == 200
         for path in ("/web/api/config", "/web/api/sessions", f"/web/api/blobs/{'0' * 64}"):

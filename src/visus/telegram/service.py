@@ -86,11 +86,12 @@ async def tether_for(options: BotOptions) -> AsyncIterator[tuple[TetherClient, s
             yield client, await _pick_instance(client, options)
         return
     from visus.app import create_main_app
+    from visus.tether.guard import IN_PROCESS_HOST
 
     app = create_main_app(data=options.data, model=options.model, web=False, mcp=False)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with TetherClient("http://visus.in-process", transport=transport) as client:
+        async with TetherClient(f"http://{IN_PROCESS_HOST}", transport=transport) as client:
             yield client, str(app.state.default_instance)
 
 

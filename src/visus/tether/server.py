@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from visus import limits
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.tether.frames import decode_frame, encode_frame
+from visus.tether.guard import LoopbackGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire
 from visus.tether.ring import Page
@@ -299,6 +300,9 @@ def create_app(
     app.include_router(v1)
     if token is not None:
         app.add_middleware(BearerGate, token=token, prefixes=("/v1", "/mcp"))
+    else:
+        # No token: only this machine's own clients, never a web page in its browser.
+        app.add_middleware(LoopbackGuard)
     return app
 
 

@@ -1,0 +1,66 @@
+"""A token-less server refuses what a web page in the user's browser could send it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from visus.tether.guard import IN_PROCESS_HOST
+from visus.tether.server import create_app
+
+from .doubles import Factory
+
+FRAME = '{"v": 1, "type": "user.message", "session": "s", "payload": {"text": "edit my files"}}'
+
+
+async def _client(tmp_path: Path, token: str | None, host: str) -> httpx.AsyncClient:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory(), token=token)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"http://{host}")
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8750", "192.168.1.10:8750"])
+async def test_dns_rebinding_host_is_refused_without_a_token(tmp_path: Path, host: str) -> None:
+    async with await _client(tmp_path, None, host) as c:
+        r = await c.get("/v1/instances")
+    assert r.status_code == 421
+    assert r.json()["error"]["code"] == "misdirected_request"
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:8750", "localhost:8750", "[::1]:8750", "127.0.0.2", IN_PROCESS_HOST]
+)
+async def test_loopback_names_are_served(tmp_path: Path, host: str) -> None:
+    async with await _client(tmp_path, None, host) as c:
+        r = await c.get("/v1/instances")
+    assert r.status_code == 200
+
+
+async def test_cross_site_simple_post_is_refused(tmp_path: Path) -> None:
+    async with await _client(tmp_path, None, "127.0.0.1:8750") as c:
+        iid = (await c.post("/v1/instances", json={"model": "m"})).json()["id"]
+        # What a page on another site can send without a CORS preflight.
+        r = await c.post(
+            f"/v1/instances/{iid}/tether",
+            content=FRAME,
+            headers={"Content-Type": "text/plain", "Origin": "https://evil.example"},
+        )
+        assert r.status_code == 403
+        assert r.json()["error"]["code"] == "cross_origin"
+        frames = (await c.get(f"/v1/instances/{iid}/tether/poll", params={"after_seq": 0})).json()
+        assert frames["frames"] == []  # nothing reached the agent
+        # The server's own page (a loopback origin) is served.
+        same = await c.post(
+            f"/v1/instances/{iid}/tether",
+            content=FRAME,
+            headers={"Content-Type": "application/json", "Origin": "http://127.0.0.1:8750"},
+        )
+        assert same.status_code in {200, 202}
+
+
+async def test_with_a_token_any_host_is_served_to_the_bearer(tmp_path: Path) -> None:
+    async with await _client(tmp_path, "sekrit", "visus.example.com") as c:
+        assert (await c.get("/v1/instances")).status_code == 401
+        ok = await c.get("/v1/instances", headers={"Authorization": "Bearer sekrit"})
+        assert ok.status_code == 200
