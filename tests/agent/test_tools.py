@@ -6,17 +6,21 @@ argument becomes ``error: ...`` (never an exception out of the loop).
 
 from __future__ import annotations
 
+import http.server
+import io
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from visus.agent import ToolContext, ToolOutcome, ToolRegistry
 from visus.agent.extra_tools import attachment_tools
 from visus.models import get_model
 from visus.perception import Reach
 from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import TextPart
+from visus.record.messages import ImagePart, TextPart
 
 
 def _ctx(root: Path) -> ToolContext:
@@ -96,3 +100,45 @@ async def test_attachment_tools_refuse_wrongly_typed_arguments(tmp_path: Path) -
     out = await reg.call("read_attachment", {"filename": "a.txt", "offset": "2"}, ctx)
     assert out.is_error
     assert _text(out) == "error: argument 'offset' must be an integer"
+
+
+class _OneFile(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        del args
+
+
+async def test_view_takes_a_url_through_the_ssrf_gate(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), "blue").save(buf, format="PNG")
+    _OneFile.body = buf.getvalue()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OneFile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/pic.png"
+    ctx = _ctx(tmp_path)
+    reg = ToolRegistry.builtin()
+    try:
+        # Plain http to loopback is refused unless the host allows it explicitly.
+        refused = await reg.call("view", {"path": url}, ctx)
+        assert refused.is_error
+        assert _text(refused).startswith("refused (outside_reach)")
+        ctx.extras["allow_loopback_http"] = True
+        seen = await reg.call("view", {"path": url}, ctx)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not seen.is_error
+    image = next(p for p in seen.parts if isinstance(p, ImagePart))
+    assert (image.width, image.height) == (40, 30)
+    assert image.origin.kind == "perception"
+    assert image.origin.source == url  # re-viewable by the same URL
+    private = await reg.call("view", {"path": "https://10.0.0.1/x.png"}, ctx)
+    assert _text(private).startswith("refused (outside_reach)")

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from visus import limits
-from visus.errors import VisusError
+from visus.errors import BlockedURLError, NetError, VisusError
 from visus.media import load
 from visus.media.types import Profile
 from visus.models import ModelSpec
+from visus.net import afetch
 from visus.perception import Perception, Reach, Refusal, read, view
 from visus.record.blobs import BlobStore
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
@@ -243,23 +244,55 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     page = _int_arg(args, "page")
     offset = _int_arg(args, "offset")
     limit = _int_arg(args, "limit")
-    result = view(path, reach=ctx.reach, model=ctx.model, page=page, offset=offset, limit=limit)
+    source: str | bytes = path
+    name: str | None = None
+    if path.startswith(("https://", "http://")):
+        fetched = await _fetch_for_view(path, ctx)
+        if isinstance(fetched, Refusal):
+            return ToolOutcome.refused(fetched)
+        source, name = fetched, path.rsplit("/", 1)[-1] or None
+    result = view(
+        source, reach=ctx.reach, model=ctx.model, page=page, offset=offset, limit=limit, name=name
+    )
     if isinstance(result, Refusal):
         return ToolOutcome.refused(result)
     return ToolOutcome(perception_parts(result, ctx, source=path, page=page))
+
+
+async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
+    """A URL's bytes through the SSRF gate (net.py), or the refusal the model reads.
+
+    ``ctx.extras["allow_loopback_http"]`` lets tests and local setups fetch plain http
+    from loopback; nothing else gets past the gate.
+    """
+    try:
+        fetched = await afetch(
+            url,
+            max_bytes=limits.MAX_SOURCE_BYTES,
+            allow_loopback_http=bool(ctx.extras.get("allow_loopback_http", False)),
+        )
+    except BlockedURLError as e:
+        return Refusal("outside_reach", f"{url} is not fetched: {e}", source=url)
+    except NetError as e:
+        return Refusal("not_found", f"{url} could not be fetched: {e}", source=url)
+    return fetched.data
 
 
 VIEW = Tool(
     ToolSpec(
         name="view",
         description=(
-            "See a file as an image: photos and screenshots, SVG (rendered), PDF pages, "
-            "and text or code (rendered as a screenshot). Returns pixels, not text."
+            "See a file (or an https URL) as an image: photos and screenshots, SVG "
+            "(rendered), PDF pages, and text or code (rendered as a screenshot). Returns "
+            "pixels, not text."
         ),
         parameters={
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File path inside the allowed roots"},
+                "path": {
+                    "type": "string",
+                    "description": "File path inside the allowed roots, or an https URL",
+                },
                 "page": {"type": "integer", "minimum": 1, "description": "PDF page, 1-based"},
                 "offset": {"type": "integer", "minimum": 0, "description": "Text: first line"},
                 "limit": {"type": "integer", "minimum": 1, "description": "Text: lines"},
