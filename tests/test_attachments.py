@@ -214,12 +214,12 @@ def test_per_file_cap(tmp_path: Path) -> None:
 def test_huge_payload_is_refused_before_decoding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import visus.attachments
+    import visus.attachments.store
 
     def never(content: str) -> bytes:
         raise AssertionError("decoded a payload that was obviously too large")
 
-    monkeypatch.setattr(visus.attachments, "_decode_base64", never)
+    monkeypatch.setattr(visus.attachments.store, "_decode_base64", never)
     store = AttachmentStore(tmp_path, max_file_bytes=1000)
     with pytest.raises(TooLargeError, match=r"about 30000000 bytes.*ATTACHMENT_MAX_FILE_BYTES"):
         store.put("huge.bin", "A" * 40_000_000, "application/octet-stream")
