@@ -193,6 +193,7 @@ async def test_step_limit_stops_a_looping_model(tmp_path: Path) -> None:
     r = await a.run_turn("s", "loop")
     assert r.stopped == "step_limit"
     assert r.steps == 3
+    assert r.answer.startswith("(stopped after 3 steps")
     assert all("no tool named" in t.text for t in results(a))
 
 

@@ -140,6 +140,20 @@ class Agent:
         usage = Usage()
         answer = ""
         notes: list[str] = []
+
+        def result(steps: int, stopped: str) -> TurnResult:
+            return TurnResult(
+                answer,
+                usage,
+                steps,
+                session_id,
+                turn,
+                tuple(ctx.outbox),
+                stopped,
+                tuple(history),
+                tuple(notes),
+            )
+
         for step in range(1, self.max_steps + 1):
             reply = await self._complete(history, on_delta, notes)
             reply = replace(reply, turn=turn)
@@ -148,17 +162,7 @@ class Agent:
             self._append(session_id, history, reply)
             answer = reply.text
             if not reply.tool_calls:
-                return TurnResult(
-                    answer,
-                    usage,
-                    step,
-                    session_id,
-                    turn,
-                    tuple(ctx.outbox),
-                    "answer",
-                    tuple(history),
-                    tuple(notes),
-                )
+                return result(step, "answer")
             for call in reply.tool_calls:
                 spent: list[Usage] = ctx.extras.setdefault(TOOL_USAGE_KEY, [])
                 before = len(spent)
@@ -166,7 +170,7 @@ class Agent:
                 tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
                 if tool_cost is not None:
                     usage = usage + tool_cost
-                result = ToolResult(
+                record = ToolResult(
                     call_id=call.id,
                     tool_name=call.name,
                     parts=outcome.parts,
@@ -174,18 +178,11 @@ class Agent:
                     turn=turn,
                     usage=tool_cost,
                 )
-                self._append(session_id, history, result)
-        return TurnResult(
-            answer,
-            usage,
-            self.max_steps,
-            session_id,
-            turn,
-            tuple(ctx.outbox),
-            "step_limit",
-            tuple(history),
-            tuple(notes),
+                self._append(session_id, history, record)
+        answer = answer or (
+            f"(stopped after {self.max_steps} steps without a final answer; ask again to continue)"
         )
+        return result(self.max_steps, "step_limit")
 
     # --- steps ------------------------------------------------------------------------
 

@@ -145,6 +145,8 @@ class ToolRegistry:
             return await tool.run(args, ctx)
         except VisusError as e:
             return ToolOutcome.text(f"error: {e}", is_error=True)
+        except OSError as e:  # the file system said no (permissions, a vanished file)
+            return ToolOutcome.text(f"error: {e.strerror or e}", is_error=True)
 
     @staticmethod
     def builtin() -> ToolRegistry:
