@@ -24,9 +24,10 @@ import typer
 
 from visus.agent.loop import DEFAULT_SYSTEM
 from visus.agent.tools import ToolRegistry
+from visus.cli._common import data_root
 from visus.errors import VisusError
 from visus.models import get_model
-from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.paths import blobs_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
 from visus.record.messages import ModelRequest, ToolSpec
 from visus.record.sessions import SessionStore
@@ -82,7 +83,9 @@ def lower_command(
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Output cap.")] = 4096,
     data: Annotated[
         Path | None,
-        typer.Option("--data", help="Data folder (default: $VISUS_DATA, else the user data dir)."),
+        typer.Option(
+            "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
+        ),
     ] = None,
     short: Annotated[
         bool, typer.Option("--abbreviate", help="Shorten base64 image data for reading.")
@@ -93,7 +96,7 @@ def lower_command(
 ) -> None:
     """Print the request JSON SESSION would send to MODEL on WIRE."""
     try:
-        root = data_dir(data)
+        root = data_root(data)
         sessions = SessionStore(sessions_dir(root))
         if not sessions.exists(session):
             _fail(f"no session {session!r} under {sessions_dir(root)}")

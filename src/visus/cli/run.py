@@ -18,7 +18,12 @@ ModelOpt = Annotated[
     typer.Option("--model", "-m", help="provider:model, e.g. openai:gpt-4.1 (default: reference)"),
 ]
 DataOpt = Annotated[
-    Path | None, typer.Option("--data", help="Data folder (env VISUS_DATA)", show_default=False)
+    Path | None,
+    typer.Option(
+        "--data",
+        help="Data folder (default: data_dir in visus.toml, else $VISUS_DATA, else the user's)",
+        show_default=False,
+    ),
 ]
 RootOpt = Annotated[
     list[Path] | None,
@@ -220,16 +225,22 @@ def usage(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Tokens and cost of a session, per turn and in total."""
-    from visus.paths import data_dir, sessions_dir
+    from visus.cli._common import data_root, fail
+    from visus.errors import VisusError
+    from visus.paths import sessions_dir
     from visus.record.messages import Usage
     from visus.record.sessions import SessionStore
 
-    store = SessionStore(sessions_dir(data_dir(data)))
-    if not store.exists(session):
-        typer.echo(f"visus: no session {session!r}", err=True)
-        raise typer.Exit(2)
+    folder = sessions_dir(data_root(data))
+    store = SessionStore(folder)
+    try:
+        if not store.exists(session):
+            fail(f"no session {session!r} under {folder}")
+        messages = store.load(session).messages
+    except VisusError as e:
+        fail(str(e))
     per_turn: dict[int, Usage] = {}
-    for m in store.load(session).messages:
+    for m in messages:
         if m.kind != "user" and m.usage is not None:
             per_turn[m.turn] = per_turn.get(m.turn, Usage()) + m.usage
     total = sum(per_turn.values(), Usage())

@@ -15,9 +15,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from visus.cli._common import data_root
 from visus.errors import VisusError
 from visus.models import ModelSpec, get_model
-from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.paths import blobs_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
 from visus.record.codec import origin_to_dict
 from visus.record.messages import (
@@ -37,7 +38,9 @@ _PREVIEW_CHARS = 72
 
 DataOpt = Annotated[
     Path | None,
-    typer.Option("--data", help="Data folder (default: $VISUS_DATA, else the user data dir)."),
+    typer.Option(
+        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -101,7 +104,7 @@ def _image_json(s: ImageStatus) -> dict[str, Any]:
 
 
 def _load(session: str, data: Path | None) -> tuple[LoadedSession, Path]:
-    root = data_dir(data)
+    root = data_root(data)
     store = SessionStore(sessions_dir(root))
     try:
         if not store.exists(session):
@@ -218,7 +221,7 @@ def show(
 
 def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
     """List sessions under the data folder, most recently modified first."""
-    root = data_dir(data)
+    root = data_root(data)
     infos = SessionStore(sessions_dir(root)).list()
     if as_json:
         typer.echo(

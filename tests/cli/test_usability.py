@@ -1,0 +1,115 @@
+"""What a first-time user of the CLI ran into, each pinned so it stays fixed.
+
+Every test drives the real typer app against a reference server on loopback, with a
+clean environment and its own data folder and configuration file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from visus.cli import app
+from visus.record.sessions import SessionStore
+from visus.reference.server import serve_in_background
+
+runner = CliRunner()
+
+_CLEAN_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OLLAMA_HOST",
+    "VISUS_OPENAI_COMPATIBLE_API_KEY",
+    "VISUS_OPENAI_COMPATIBLE_BASE_URL",
+    "VISUS_DATA",
+    "VISUS_DATA_DIR",
+    "VISUS_RETENTION__LIVE_TURNS",
+)
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+@pytest.fixture
+def env(reference_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """cwd = tmp_path; a visus.toml there (empty) is the configuration in force."""
+    for name in _CLEAN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VISUS_REFERENCE_URL", reference_url)
+    (tmp_path / "visus.toml").write_text("", encoding="utf-8")
+    # setenv (not --config) so the value is restored after the test.
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def invoke(*args: str, input: str | None = None) -> Result:
+    return runner.invoke(app, list(args), input=input)
+
+
+# --- the data folder is the one `visus run` uses ------------------------------------
+
+
+def test_session_commands_find_sessions_in_the_configured_data_dir(env: Path) -> None:
+    data = env / "configured-data"
+    (env / "visus.toml").write_text(f'data_dir = "{data}"\n', encoding="utf-8")
+    ran = invoke("run", "--json", "--session", "cfg-1", "hello")
+    assert ran.exit_code == 0, (ran.stdout, ran.stderr)
+    assert SessionStore(data / "sessions").exists("cfg-1")
+
+    listed = invoke("session", "list")
+    assert listed.exit_code == 0
+    assert listed.stdout.startswith("cfg-1 "), listed.stdout
+    shown = invoke("session", "show", "cfg-1")
+    assert shown.exit_code == 0, shown.stderr
+    assert "hello" in shown.stdout
+    used = invoke("usage", "cfg-1", "--json")
+    assert used.exit_code == 0, used.stderr
+    assert json.loads(used.stdout)["turns"][0]["turn"] == 1
+    lowered = invoke("lower", "cfg-1", "--wire", "anthropic", "--bare")
+    assert lowered.exit_code == 0, lowered.stderr
+    assert json.loads(lowered.stdout)["messages"][0]["content"][0]["text"] == "hello"
+
+
+def test_data_option_still_wins_over_the_configuration(env: Path) -> None:
+    (env / "visus.toml").write_text(f'data_dir = "{env / "elsewhere"}"\n', encoding="utf-8")
+    assert invoke("run", "--data", str(env / "d"), "-s", "opt-1", "hi").exit_code == 0
+    assert SessionStore(env / "d" / "sessions").exists("opt-1")
+    assert invoke("session", "list", "--data", str(env / "d")).stdout.startswith("opt-1 ")
+    assert "no sessions" in invoke("session", "list").stdout
+
+
+def test_broken_configuration_fails_session_list_cleanly(env: Path) -> None:
+    (env / "visus.toml").write_text('data_dir = "unterminated\n', encoding="utf-8")
+    result = invoke("session", "list")
+    assert result.exit_code == 2
+    assert "invalid TOML" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+# --- visus usage --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sid", ["../escape", "a/b", ".hidden"])
+def test_usage_of_a_malformed_session_id_exits_2_without_a_traceback(env: Path, sid: str) -> None:
+    result = invoke("usage", sid, "--data", str(env / "data"))
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "not a valid session id" in result.stderr
+
+
+def test_usage_of_an_unknown_session_says_where_it_looked(env: Path) -> None:
+    result = invoke("usage", "nope", "--data", str(env / "data"))
+    assert result.exit_code == 2
+    assert str(env / "data" / "sessions") in result.stderr
