@@ -113,3 +113,61 @@ def test_usage_of_an_unknown_session_says_where_it_looked(env: Path) -> None:
     result = invoke("usage", "nope", "--data", str(env / "data"))
     assert result.exit_code == 2
     assert str(env / "data" / "sessions") in result.stderr
+
+
+# --- visus chat ---------------------------------------------------------------------
+
+
+def _turns(data: Path, sid: str) -> list[tuple[str, int]]:
+    store = SessionStore(data / "sessions")
+    if not store.exists(sid):
+        return []
+    return [(m.kind, m.turn) for m in store.load(sid).messages]
+
+
+def test_chat_help_lists_every_command_and_sends_nothing(env: Path) -> None:
+    data = env / "data"
+    result = invoke("chat", "--data", str(data), "-s", "h1", input="/help\n/quit\n")
+    assert result.exit_code == 0, result.stdout
+    for command in ("/view PATH", "/paste PATH", "/images", "/usage", "/help", "/quit"):
+        assert command in result.stdout
+    assert "agent> " not in result.stdout
+    assert _turns(data, "h1") == []
+
+
+def test_chat_commands_without_their_path_print_usage_and_send_nothing(env: Path) -> None:
+    data = env / "data"
+    result = invoke("chat", "--data", str(data), "-s", "h2", input="/view\n/paste  \n/quit\n")
+    assert result.exit_code == 0, result.stdout
+    assert "usage: /view PATH" in result.stdout
+    assert "usage: /paste PATH" in result.stdout
+    assert _turns(data, "h2") == []
+
+
+def test_chat_mistyped_command_is_not_sent_but_a_path_message_is(env: Path) -> None:
+    data = env / "data"
+    text = "/usgae\n/etc/hosts: what is in it?\n/quit\n"
+    result = invoke("chat", "--data", str(data), "-s", "h3", input=text)
+    assert result.exit_code == 0, result.stdout
+    assert "unknown command /usgae; /help lists them" in result.stdout
+    messages = SessionStore(data / "sessions").load("h3").messages
+    assert [m.kind for m in messages] == ["user", "assistant"]
+    assert messages[0].text == "/etc/hosts: what is in it?"
+
+
+def test_chat_empty_lines_are_not_turns(env: Path) -> None:
+    data = env / "data"
+    result = invoke("chat", "--data", str(data), "-s", "h4", input="\n   \nhello\n\n/quit\n")
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.count("agent> ") == 1
+    assert _turns(data, "h4") == [("user", 1), ("assistant", 1)]
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_malformed_session_id_exits_2_before_anything_runs(env: Path, command: str) -> None:
+    args = [command, "--data", str(env / "data"), "--session", "../x"]
+    result = invoke(*args, *(["hi"] if command == "run" else []), input="/usage\nhi\n")
+    assert result.exit_code == 2, (result.stdout, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "not a valid session id" in result.stderr
+    assert result.stdout == ""

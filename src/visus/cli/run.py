@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -31,6 +32,8 @@ RootOpt = Annotated[
 ]
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id to continue")]
 
+_COMMAND = re.compile(r"/[A-Za-z?]+")
+
 
 def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Agent:
     from visus.agent import build_agent
@@ -43,11 +46,30 @@ def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Ag
         raise typer.Exit(2) from e
 
 
-def _new_session_id() -> str:
+def _session_id(given: str | None) -> str:
+    """``--session`` checked before any work (exit 2), or a fresh time-stamped id."""
     import secrets
     import time
 
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    from visus.cli._common import fail
+    from visus.errors import InvalidKeyError
+    from visus.record.sessions import validate_session_id
+
+    if given is None:
+        return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    try:
+        return validate_session_id(given)
+    except InvalidKeyError as e:
+        fail(str(e))
+
+
+CHAT_HELP = """\
+/view PATH    see a file as the model would and attach it to your next message
+/paste PATH   attach an image file as it is to your next message
+/images       the images in this session
+/usage        tokens and cost so far
+/help         this list
+/quit         leave (also /exit or Ctrl-D)"""
 
 
 def run(
@@ -65,8 +87,8 @@ def run(
     from visus.agent import PastedImage, TurnResult
     from visus.errors import VisusError
 
+    sid = _session_id(session)
     agent = _agent(model, data, root)
-    sid = session or _new_session_id()
     pasted = []
     for p in image or []:
         try:
@@ -126,11 +148,11 @@ def chat(
 
     Commands: /usage (tokens and cost so far), /images (this session's images),
     /view PATH (see a file and attach it to your next message), /paste PATH (attach an
-    image file as is), /quit.
+    image file as is), /help, /quit. Empty lines are not sent.
     """
+    sid = _session_id(session)
     agent = _agent(model, data, root)
-    sid = session or _new_session_id()
-    typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /quit to leave")
+    typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /help for commands")
     # One event loop for the whole chat: the provider client's connections belong to it.
     asyncio.run(_chat(agent, sid))
 
@@ -152,30 +174,43 @@ async def _chat(agent: Agent, sid: str) -> None:
                 line = await asyncio.to_thread(input, "you> ")
             except EOFError:
                 break
-            cmd = line.strip()
+            cmd, _, arg = line.strip().partition(" ")
+            arg = arg.strip()
+            if not cmd:
+                continue  # an empty line is not a message
             if cmd in {"/quit", "/exit"}:
                 break
+            if cmd in {"/help", "/?"}:
+                typer.echo(CHAT_HELP)
+                continue
             if cmd == "/usage":
                 typer.echo(_usage_text(agent, sid))
                 continue
             if cmd == "/images":
                 typer.echo(_images_text(agent, sid))
                 continue
-            if cmd.startswith("/view "):
-                result = view(cmd[6:].strip(), reach=agent.reach, model=agent.model)
+            if cmd in {"/view", "/paste"} and not arg:
+                typer.echo(f"usage: {cmd} PATH")
+                continue
+            if cmd == "/view":
+                result = view(arg, reach=agent.reach, model=agent.model)
                 if isinstance(result, Refusal):
                     typer.echo(f"cannot view: {result.message}")
                 else:
-                    pending.append(PastedImage(result.data, result.media_type, cmd[6:].strip()))
+                    pending.append(PastedImage(result.data, result.media_type, arg))
                     typer.echo(f"attached {result.describe()} to your next message")
                 continue
-            if cmd.startswith("/paste "):
-                path = Path(cmd[7:].strip())
+            if cmd == "/paste":
+                path = Path(arg).expanduser()
                 try:
                     pending.append(PastedImage(path.read_bytes(), filename=path.name))
                     typer.echo(f"attached {path.name} to your next message")
                 except OSError as e:
                     typer.echo(f"cannot read {path}: {e.strerror}")
+                continue
+            if _COMMAND.fullmatch(cmd):
+                # "/etc/hosts?" is a message; "/sumary" is a mistyped command.
+                typer.echo(f"unknown command {cmd}; /help lists them")
                 continue
             sys.stdout.write("agent> ")
             try:
