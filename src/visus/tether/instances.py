@@ -198,7 +198,12 @@ class Instance:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a failed turn is a frame, never a dead server
-            log.exception("turn failed on instance %s", self.config.id)
+            if isinstance(e, VisusError):
+                # An expected failure (a bad image, a provider refusal): the client gets
+                # it as a frame; a traceback in the server log would only be noise.
+                log.warning("turn failed on instance %s: %s", self.config.id, e)
+            else:
+                log.exception("turn failed on instance %s", self.config.id)
             note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
             await self.ring.append(Frame(note, session, reply))
             return

@@ -1,0 +1,59 @@
+"""A failed turn's log record: expected failures (VisusError) are one line, anything
+else keeps its traceback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from visus.errors import InvalidInputError
+from visus.tether.frames import Frame, UserMessagePayload
+from visus.tether.instances import Instance
+from visus.tether.runner import ImageIn, InstanceConfig, TurnOutput
+
+
+class Raising:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    async def run_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+    ) -> TurnOutput:
+        raise self.exc
+
+
+async def _fail(exc: Exception, caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
+    config = InstanceConfig(id="i-1", model="m", created="t", data_dir="/nonexistent")
+    inst = Instance(config, Raising(exc))
+    frame = await inst.ring.append(Frame(UserMessagePayload("hi"), "s", "m1"))
+    with caplog.at_level(logging.WARNING, logger="visus.tether.instances"):
+        await inst.start_turn(frame, ())
+    page = inst.ring.read(0)
+    assert page.frames[-1].type == "error"
+    assert page.frames[-1].payload.code == "turn_failed"  # type: ignore[union-attr]
+    (record,) = [r for r in caplog.records if r.name == "visus.tether.instances"]
+    return record
+
+
+async def test_an_expected_failure_is_one_warning_line(caplog: pytest.LogCaptureFixture) -> None:
+    record = await _fail(InvalidInputError("image 1 cannot be used: not a raster"), caplog)
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    assert "image 1 cannot be used" in record.getMessage()
+
+
+async def test_an_unexpected_failure_keeps_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    record = await _fail(RuntimeError("a bug"), caplog)
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
