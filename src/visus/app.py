@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from visus.agent import PastedImage, ToolRegistry, build_agent
 from visus.agent.extra_tools import attachment_tools
 from visus.config import load_config
+from visus.errors import ConfigError
 from visus.paths import data_dir
 from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
@@ -70,12 +71,22 @@ class AgentRunner:
     ) -> None:
         folder = Path(config.data_dir)
         roots: list[Path | str] = list(config.roots)
+        #: The instance's own files folder when no roots were given; created on the
+        #: first turn, because the registry creates the instance folder only after
+        #: building this runner. Roots a client names are never created.
+        self.files: Path | None = None
         if not roots:
-            # The instance's own files folder; created on the first turn, because the
-            # registry creates the instance folder only after building this runner.
-            roots = [folder / "files"]
+            self.files = folder / "files"
+            roots = [self.files]
         registry: ToolRegistry = full_registry(folder)
         if config.tools is not None:
+            unknown = sorted(set(config.tools) - set(registry.names()))
+            if unknown:
+                # An unknown name would silently leave the agent without that tool.
+                raise ConfigError(
+                    f"tools: no tool named {', '.join(map(repr, unknown))}; "
+                    f"the tools are {', '.join(registry.names())}"
+                )
             registry = registry.only(config.tools)
         self.config = config
         self.agent = build_agent(
@@ -97,8 +108,8 @@ class AgentRunner:
         emit_delta: Callable[[str], Awaitable[None]],
     ) -> TurnOutput:
         del user  # who spoke is in the frame; the agent answers the session either way
-        for root in self.agent.reach.roots:
-            root.mkdir(parents=True, exist_ok=True)
+        if self.files is not None:
+            self.files.mkdir(parents=True, exist_ok=True)
         pasted = [PastedImage(i.data, i.media_type) for i in images]
         result = await self.agent.run_turn(session, text, pasted, on_delta=emit_delta)
         out = tuple(ImageIn(o.media_type, o.data) for o in result.images)

@@ -1,0 +1,89 @@
+"""Instances made over the tether API of `visus serve`'s app: the tools and roots a
+client names are checked, never trusted to create anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from visus.app import create_main_app
+from visus.providers import ProviderSettings
+from visus.reference.server import serve_in_background
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> object:
+    with serve_in_background() as url:
+        yield url
+
+
+def _app(tmp_path: Path, url: str) -> FastAPI:
+    return create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=url, env={}),
+        web=False,
+        mcp=False,
+    )
+
+
+async def _turn(client: httpx.AsyncClient, iid: str, text: str) -> list[dict]:  # type: ignore[type-arg]
+    r = await client.post(
+        f"/v1/instances/{iid}/tether", json={"type": "user.message", "payload": {"text": text}}
+    )
+    assert r.status_code == 202, r.text
+    after, frames = 0, []
+    for _ in range(60):
+        r = await client.get(
+            f"/v1/instances/{iid}/tether/poll", params={"after_seq": after, "wait": 2}
+        )
+        body = r.json()
+        frames += body["frames"]
+        after = body["next_seq"]
+        if any(f["type"] in {"assistant.done", "error"} for f in frames):
+            return frames
+    raise AssertionError(f"no answer: {frames}")
+
+
+async def test_unknown_tool_names_are_refused(tmp_path: Path, reference_url: str) -> None:
+    app = _app(tmp_path, reference_url)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+    ):
+        r = await client.post("/v1/instances", json={"model": "reference", "tools": ["viw"]})
+        assert r.status_code == 400, r.text
+        message = r.json()["error"]["message"]
+        assert "'viw'" in message
+        assert "view" in message.replace("'viw'", "")  # the known names are listed
+        listed = (await client.get("/v1/instances")).json()["instances"]
+        assert [i["id"] for i in listed] == [app.state.default_instance]
+        r = await client.post("/v1/instances", json={"model": "reference", "tools": ["view"]})
+        assert r.status_code == 201, r.text
+        assert r.json()["tools"] == ["view"]
+
+
+async def test_named_roots_are_not_created_but_the_own_files_folder_is(
+    tmp_path: Path, reference_url: str
+) -> None:
+    app = _app(tmp_path, reference_url)
+    absent = tmp_path / "absent" / "deep"
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+    ):
+        r = await client.post("/v1/instances", json={"model": "reference", "roots": [str(absent)]})
+        assert r.status_code == 201, r.text
+        frames = await _turn(client, r.json()["id"], "hello")
+        assert frames[-1]["type"] == "assistant.done", frames
+        assert not (tmp_path / "absent").exists()
+        iid = app.state.default_instance
+        frames = await _turn(client, iid, "hello")
+        assert frames[-1]["type"] == "assistant.done", frames
+        own = Path(app.state.registry.get(iid).config.data_dir) / "files"
+        assert own.is_dir()
