@@ -141,6 +141,14 @@ def test_bad_frames_name_the_field(frame: dict[str, object], field: str) -> None
     assert e.value.field == field
 
 
+def test_a_missing_type_says_it_is_required() -> None:
+    # Not "must be a string": the sender left it out, so say what to put there.
+    with pytest.raises(FrameError) as e:
+        decode_frame({"payload": {"text": "hi"}}, types=frozenset({"user.message"}), assign=True)
+    assert e.value.field == "type"
+    assert str(e.value) == "type: required, one of user.message"
+
+
 def test_delta_never_carries_images() -> None:
     f = {
         "type": "assistant.delta",

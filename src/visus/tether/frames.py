@@ -445,7 +445,9 @@ def decode_frame(
     v = obj.get("v", 1)
     if v != 1 or isinstance(v, bool):
         raise FrameError(f"v: unsupported protocol version {v!r} (expected 1)", field="v")
-    kind = _str(obj.get("type"), "type")
+    if "type" not in obj:
+        raise FrameError(f"type: required, one of {', '.join(sorted(types))}", field="type")
+    kind = _str(obj["type"], "type")
     if kind not in types:
         raise FrameError(f"type: {kind!r} is not one of {', '.join(sorted(types))}", field="type")
     session = _ident(obj.get("session", "default"), "session")
