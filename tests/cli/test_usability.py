@@ -7,6 +7,7 @@ clean environment and its own data folder and configuration file.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,3 +172,79 @@ def test_malformed_session_id_exits_2_before_anything_runs(env: Path, command: s
     assert isinstance(result.exception, SystemExit), result.exception
     assert "not a valid session id" in result.stderr
     assert result.stdout == ""
+
+
+# --- visus run: what the tools did, and the images the agent sent -------------------
+
+
+def _png(path: Path, size: tuple[int, int] = (120, 80)) -> None:
+    from PIL import Image
+
+    Image.new("RGB", size, (200, 30, 30)).save(path)
+
+
+def test_run_prints_each_tool_call_and_its_outcome_on_stderr(env: Path) -> None:
+    _png(env / "red.png")
+    (env / "notes.txt").write_text("hello\n", encoding="utf-8")
+    data = str(env / "data")
+    viewed = invoke("run", "--data", data, 'call view {"path": "red.png"}')
+    assert viewed.exit_code == 0, viewed.stderr
+    assert re.search(r"^  view \{\"path\": \"red.png\"\} -> .*120x80", viewed.stderr, re.M)
+    assert "  view " not in viewed.stdout  # stdout holds only the answer
+
+    failed = invoke("run", "--data", data, 'call edit {"path": "notes.txt", "old": "hello"}')
+    assert failed.exit_code == 0
+    assert re.search(r"^  edit .* -> error: .*old_string", failed.stderr, re.M), failed.stderr
+    assert (env / "notes.txt").read_text(encoding="utf-8") == "hello\n"
+
+    plain = invoke("run", "--data", data, "hello")
+    assert " -> " not in plain.stderr  # no tools, no tool lines
+
+
+def test_run_saves_the_images_the_agent_sends(env: Path) -> None:
+    from PIL import Image
+
+    _png(env / "red.png")
+    out = env / "sent"
+    result = invoke(
+        "run", "--data", str(env / "data"), "--save-images", str(out),
+        "--json", 'call send_image {"path": "red.png"}',
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert set(json.loads(result.stdout)) == {"answer", "usage", "cost_usd", "session"}
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == ["1-red.png"]
+    with Image.open(files[0]) as im:
+        assert im.size == (120, 80)
+        assert im.convert("RGB").getpixel((5, 5)) == (200, 30, 30)
+    assert f"-> {files[0]}" in result.stderr
+
+
+def test_run_without_save_images_says_an_image_was_sent(env: Path) -> None:
+    _png(env / "red.png")
+    result = invoke("run", "--data", str(env / "data"), 'call send_image {"path": "red.png"}')
+    assert result.exit_code == 0
+    assert "sent image red.png (image/png" in result.stderr
+    assert "--save-images DIR keeps it" in result.stderr
+
+
+def test_run_save_images_into_an_unwritable_place_exits_1(env: Path) -> None:
+    _png(env / "red.png")
+    (env / "a-file").write_text("x", encoding="utf-8")
+    result = invoke(
+        "run", "--data", str(env / "data"), "--save-images", str(env / "a-file" / "sub"),
+        'call send_image {"path": "red.png"}',
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "cannot save images" in result.stderr
+
+
+def test_chat_prints_the_tool_calls_after_the_answer(env: Path) -> None:
+    _png(env / "red.png")
+    text = 'call view {"path": "red.png"}\n/quit\n'
+    result = invoke("chat", "--data", str(env / "data"), input=text)
+    assert result.exit_code == 0, result.stdout
+    answer_at = result.stdout.index("agent> ")
+    tool_at = result.stdout.index('  view {"path": "red.png"} -> ')
+    assert tool_at > answer_at

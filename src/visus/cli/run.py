@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from visus.cli._turn import tool_lines
+
 if TYPE_CHECKING:
-    from visus.agent import Agent
+    from visus.agent import Agent, TurnResult
 
 ModelOpt = Annotated[
     str | None,
@@ -82,9 +84,21 @@ def run(
     root: RootOpt = None,
     data: DataOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    save_images: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-images",
+            help="Folder to write the images the agent sends out (send_image)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run one agent turn and print the answer."""
-    from visus.agent import PastedImage, TurnResult
+    """Run one agent turn and print the answer.
+
+    The answer goes to stdout; the tools the agent called, the images it sent and the
+    session's usage go to stderr (with --json, stdout holds exactly one JSON object).
+    """
+    from visus.agent import PastedImage
     from visus.errors import VisusError
 
     sid = _session_id(session)
@@ -113,6 +127,17 @@ def run(
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(1) from e
+    if not as_json:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        for line in (*tool_lines(result), *(f"  note: {n}" for n in result.notes)):
+            typer.echo(line, err=True)
+    try:
+        for line in _save(result, save_images):
+            typer.echo(line, err=True)
+    except OSError as e:
+        typer.echo(f"visus: cannot save images in {save_images}: {e.strerror or e}", err=True)
+        raise typer.Exit(1) from e
     if as_json:
         usage = {
             "input_tokens": result.usage.input_tokens,
@@ -129,13 +154,18 @@ def run(
             )
         )
     else:
-        sys.stdout.write("\n")
         typer.echo(
             f"[session {result.session} · {result.steps} step(s) · "
             f"{result.usage.input_tokens} in / {result.usage.output_tokens} out · "
             f"${result.usage.cost_usd:.6f}]",
             err=True,
         )
+
+
+def _save(result: TurnResult, folder: Path | None) -> list[str]:
+    from visus.cli._turn import save_images
+
+    return save_images(result.images, folder)
 
 
 def chat(
@@ -214,11 +244,14 @@ async def _chat(agent: Agent, sid: str) -> None:
                 continue
             sys.stdout.write("agent> ")
             try:
-                await agent.run_turn(sid, line, pending, on_delta=stream)
+                turn = await agent.run_turn(sid, line, pending, on_delta=stream)
             except VisusError as e:
                 typer.echo(f"\nerror: {e}")
+            else:
+                sys.stdout.write("\n")
+                for note in (*tool_lines(turn), *_save(turn, None)):
+                    typer.echo(note)
             pending = []
-            sys.stdout.write("\n")
     finally:
         await agent.aclose()
 
