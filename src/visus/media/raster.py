@@ -8,6 +8,7 @@ at full size just to be shrunk.
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 from typing import cast
 
@@ -43,11 +44,23 @@ class Header:
 
 
 def identify(data: bytes) -> Image.Image | None:
-    """Pillow's header parse of ``data``, or ``None`` when no Pillow plugin accepts it."""
+    """Pillow's header parse of ``data``, or ``None`` when no Pillow plugin accepts it.
+
+    Raises :class:`TooLargeError` in our words when Pillow's own bomb guard fires.
+    """
     try:
-        return Image.open(io.BytesIO(data))
+        with warnings.catch_warnings():
+            # Past our bound (and below twice it) Pillow only warns, on stderr; the
+            # refusal is read_header's, which runs next on the same size.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            return Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         return None
+    except Image.DecompressionBombError as e:
+        raise TooLargeError(
+            f"image header is far past the decode bound ({limits.MAX_SOURCE_PIXELS:,} "
+            f"pixels, {limits.MAX_SOURCE_EDGE:,} px per side)"
+        ) from e
 
 
 def _orientation(im: Image.Image) -> int:
@@ -71,7 +84,7 @@ def read_header(im: Image.Image) -> Header:
     if w * h > limits.MAX_SOURCE_PIXELS or max(w, h) > limits.MAX_SOURCE_EDGE:
         raise TooLargeError(
             f"{im.format} of {w} x {h} pixels is past the decode bound "
-            f"({limits.MAX_SOURCE_PIXELS} pixels, {limits.MAX_SOURCE_EDGE} px per side)"
+            f"({limits.MAX_SOURCE_PIXELS:,} pixels, {limits.MAX_SOURCE_EDGE:,} px per side)"
         )
     frames = int(getattr(im, "n_frames", 1) or 1)
     if frames > 1:
