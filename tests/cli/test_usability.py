@@ -248,3 +248,27 @@ def test_chat_prints_the_tool_calls_after_the_answer(env: Path) -> None:
     answer_at = result.stdout.index("agent> ")
     tool_at = result.stdout.index('  view {"path": "red.png"} -> ')
     assert tool_at > answer_at
+
+
+# --- model references ---------------------------------------------------------------
+
+
+def test_unknown_bare_model_is_called_unknown_before_the_base_url_advice(env: Path) -> None:
+    result = invoke("run", "--data", str(env / "data"), "--model", "claude-sonet-4-6x", "hi")
+    # Typos of known families still go to their provider (and ask for its key) ...
+    assert result.exit_code == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    result = invoke("run", "--data", str(env / "data"), "--model", "sonnet-4", "hi")
+    # ... anything else is named as unknown first.
+    assert result.exit_code == 2
+    assert "visus does not know the model 'sonnet-4'" in result.stderr
+    assert "provider:model" in result.stderr
+    assert "VISUS_OPENAI_COMPATIBLE_BASE_URL" in result.stderr
+
+
+def test_explicit_openai_compatible_model_gets_only_the_base_url_advice(env: Path) -> None:
+    args = ("run", "--data", str(env / "data"), "--model", "openai-compatible:my-model", "hi")
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert "does not know" not in result.stderr
+    assert "openai-compatible:my-model needs a base URL" in result.stderr

@@ -308,10 +308,18 @@ def _compatible_config(
     if not url and settings.key("openrouter"):
         url = OPENROUTER_BASE_URL
     if not url:
-        raise ConfigError(
+        needs = (
             f"{model_ref} needs a base URL: set VISUS_OPENAI_COMPATIBLE_BASE_URL "
             "(or base_urls['openai-compatible']), or OPENROUTER_API_KEY for OpenRouter"
         )
+        if not model_ref.strip().startswith("openai-compatible:"):
+            # A bare id no catalog knows lands here; most often it is a typo.
+            needs = (
+                f"visus does not know the model {model_ref!r}; write provider:model "
+                "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-6, reference). "
+                f"Served by an OpenAI-compatible server, {needs}"
+            )
+        raise ConfigError(needs)
     if (urlsplit(url).hostname or "").endswith("openrouter.ai"):
         key = settings.api_keys.get("openai-compatible") or settings.key("openrouter")
         if not key:
