@@ -492,3 +492,22 @@ def test_side_panel_shows_live_and_elided_images(open_page: Any, served: Served)
     page.screenshot(path=str(SHOTS / "09-live-and-elided.png"))
     assert page.errors == []
     assert page.console_errors == []
+
+
+def test_sending_while_the_server_is_down_says_so(
+    open_page: Any, tmp_path: Path, reference_url: str
+) -> None:
+    served = Served(tmp_path / "data", reference_url)
+    page = open_page(served.url)
+    served.stop()
+    page.wait_for_selector("body[data-stream=reconnecting]", timeout=15_000)
+    page.fill("#message", "are you there?")
+    page.press("#message", "Enter")
+    page.wait_for_selector("#notice:not([hidden])")
+    shown = page.inner_text("#notice")
+    # Not the browser's bare "Failed to fetch": what happened and what to do.
+    assert "Could not reach the visus server" in shown
+    assert "Failed to fetch" not in shown
+    assert page.input_value("#message") == "are you there?"  # nothing lost
+    page.screenshot(path=str(SHOTS / "09-server-down.png"))
+    assert page.errors == []

@@ -36,6 +36,21 @@ export class ApiError extends Error {
   }
 }
 
+/** The network failed (the server is stopped or restarting): no HTTP answer at all. */
+export class NetworkError extends Error {}
+
+// fetch rejects with a bare "Failed to fetch"; say what it means to the person.
+async function reach(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch (error) {
+    if (error && error.name === "AbortError") throw error;
+    throw new NetworkError(
+      "Could not reach the visus server (is it stopped or restarting?). Try again when it is back.",
+    );
+  }
+}
+
 async function checked(response) {
   if (response.ok) return response;
   let detail;
@@ -48,12 +63,12 @@ async function checked(response) {
 }
 
 export async function getJSON(path) {
-  const response = await fetch(path, { headers: headers(), cache: "no-store" });
+  const response = await reach(path, { headers: headers(), cache: "no-store" });
   return (await checked(response)).json();
 }
 
 export async function postJSON(path, body) {
-  const response = await fetch(path, {
+  const response = await reach(path, {
     method: "POST",
     headers: headers({ "Content-Type": "application/json" }),
     body: typeof body === "string" ? body : JSON.stringify(body),
@@ -66,7 +81,7 @@ const objectURLs = new Map();
 /** An object URL for an authenticated GET (an <img src> cannot carry the token). */
 export async function objectURL(path) {
   if (!objectURLs.has(path)) {
-    const pending = fetch(path, { headers: headers() })
+    const pending = reach(path, { headers: headers() })
       .then(checked)
       .then((r) => r.blob())
       .then((b) => URL.createObjectURL(b));
