@@ -272,3 +272,45 @@ def test_explicit_openai_compatible_model_gets_only_the_base_url_advice(env: Pat
     assert result.exit_code == 2
     assert "does not know" not in result.stderr
     assert "openai-compatible:my-model needs a base URL" in result.stderr
+
+
+# --- lower and session show apply the retention run applies -------------------------
+
+
+def _image_blocks(body: dict[str, object]) -> int:
+    return json.dumps(body).count('"type": "image"')
+
+
+def test_lower_and_session_show_default_to_the_configured_retention(env: Path) -> None:
+    data = env / "data"
+    _png(env / "red.png")
+    for _ in range(2):  # viewed, not pasted: pasted images are never elided
+        ran = invoke("run", "--data", str(data), "-s", "ret-1", 'call view {"path": "red.png"}')
+        assert ran.exit_code == 0, ran.stderr
+    lower = ("lower", "ret-1", "--data", str(data), "--wire", "anthropic", "--bare")
+
+    # Defaults: only the current turn's image is live.
+    assert _image_blocks(json.loads(invoke(*lower).stdout)) == 1
+    (env / "visus.toml").write_text("[retention]\nlive_turns = 2\n", encoding="utf-8")
+    assert _image_blocks(json.loads(invoke(*lower).stdout)) == 2
+    # An option still overrides the file.
+    assert _image_blocks(json.loads(invoke(*lower, "--live-turns", "1").stdout)) == 1
+
+    shown = json.loads(invoke("session", "show", "ret-1", "--data", str(data), "--json").stdout)
+    assert shown["policy"]["live_turns"] == 2
+    assert shown["totals"]["live"] == 2
+
+
+def test_configured_image_token_budget_reaches_lower(env: Path) -> None:
+    data = env / "data"
+    _png(env / "red.png")
+    for _ in range(2):
+        ran = invoke("run", "--data", str(data), "-s", "ret-2", 'call view {"path": "red.png"}')
+        assert ran.exit_code == 0, ran.stderr
+    (env / "visus.toml").write_text(
+        "[retention]\nlive_turns = 2\nimage_token_budget = 1\n", encoding="utf-8"
+    )
+    lower = ("lower", "ret-2", "--data", str(data), "--wire", "anthropic", "--bare")
+    assert _image_blocks(json.loads(invoke(*lower).stdout)) < 2
+    text = invoke("session", "show", "ret-2", "--data", str(data)).stdout
+    assert "image-token budget 1" in text.splitlines()[0]

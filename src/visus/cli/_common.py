@@ -11,11 +11,15 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-__all__ = ["data_root", "fail"]
+if TYPE_CHECKING:
+    from visus.config import VisusConfig
+    from visus.retention import RetentionPolicy
+
+__all__ = ["config", "data_root", "fail", "retention"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -31,13 +35,37 @@ def data_root(data: Path | None) -> Path:
     ``$VISUS_DATA``, then the user's data folder), so the commands that read sessions
     find the ones ``run`` and ``chat`` wrote. A broken configuration fails the command.
     """
-    from visus.config import load_config
-    from visus.errors import ConfigError
     from visus.paths import data_dir
 
     if data is not None and str(data) != "":
         return data_dir(data)
+    return data_dir(config().data_dir)
+
+
+def config() -> VisusConfig:
+    """The configuration in force (``--config``, ``$VISUS_CONFIG``, ...); exit 2 if broken."""
+    from visus.config import load_config
+    from visus.errors import ConfigError
+
     try:
-        return data_dir(load_config().data_dir)
+        return load_config()
     except ConfigError as e:
+        fail(str(e))
+
+
+def retention(
+    live_turns: int | None, chunk: int | None, budget: int | None = None
+) -> RetentionPolicy:
+    """The retention ``visus run`` applies (``[retention]``), with the options given over it."""
+    from visus.errors import VisusError
+    from visus.retention import RetentionPolicy
+
+    settings = config().retention
+    try:
+        return RetentionPolicy(
+            live_turns=settings.live_turns if live_turns is None else live_turns,
+            chunk=settings.chunk if chunk is None else chunk,
+            image_token_budget=settings.image_token_budget if budget is None else budget,
+        )
+    except VisusError as e:
         fail(str(e))

@@ -24,14 +24,14 @@ import typer
 
 from visus.agent.loop import DEFAULT_SYSTEM
 from visus.agent.tools import ToolRegistry
-from visus.cli._common import data_root
+from visus.cli._common import data_root, retention
 from visus.errors import VisusError
 from visus.models import get_model
 from visus.paths import blobs_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
 from visus.record.messages import ModelRequest, ToolSpec
 from visus.record.sessions import SessionStore
-from visus.retention import RetentionPolicy, model_view
+from visus.retention import model_view
 from visus.wire import WIRES, RefitCache, Wire, abbreviate, lower, wire_for_provider
 
 __all__ = ["REFIT_INDEX", "register"]
@@ -75,11 +75,32 @@ def lower_command(
         typer.Option("--model", "-m", help="Target model (default: the session's, else Sonnet)."),
     ] = None,
     live_turns: Annotated[
-        int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--live-turns",
+            min=1,
+            help="Turns whose images stay live (default: [retention] in visus.toml, else 1).",
+            show_default=False,
+        ),
+    ] = None,
     chunk: Annotated[
-        int, typer.Option("--chunk", min=1, help="Elision boundary moves every K turns.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--chunk",
+            min=1,
+            help="Elision boundary moves every K turns (default: [retention], else 1).",
+            show_default=False,
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--image-token-budget",
+            min=0,
+            help="Cap on live image tokens (default: [retention], else none).",
+            show_default=False,
+        ),
+    ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Output cap.")] = 4096,
     data: Annotated[
         Path | None,
@@ -106,7 +127,7 @@ def lower_command(
         name = model or (recorded if isinstance(recorded, str) and recorded else DEFAULT_MODEL)
         spec = get_model(name)
         chosen: Wire = wire_for_provider(spec.provider) if wire is None else _wire(wire)
-        policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
+        policy = retention(live_turns, chunk, budget)
         request = ModelRequest(
             messages=model_view(loaded.messages, policy, model=spec),
             system=_system(loaded.meta, bare),

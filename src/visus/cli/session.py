@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from visus.cli._common import data_root
+from visus.cli._common import data_root, retention
 from visus.errors import VisusError
 from visus.models import ModelSpec, get_model
 from visus.paths import blobs_dir, sessions_dir
@@ -29,7 +29,7 @@ from visus.record.messages import (
     TextPart,
 )
 from visus.record.sessions import LoadedSession, SessionStore
-from visus.retention import ImageStatus, RetentionPolicy, image_statuses
+from visus.retention import ImageStatus, image_statuses
 
 __all__ = ["register"]
 
@@ -134,21 +134,36 @@ def show(
         ),
     ] = None,
     live_turns: Annotated[
-        int, typer.Option("--live-turns", min=1, help="Turns whose images stay live.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--live-turns",
+            min=1,
+            help="Turns whose images stay live (default: [retention] in visus.toml, else 1).",
+            show_default=False,
+        ),
+    ] = None,
     chunk: Annotated[
-        int, typer.Option("--chunk", min=1, help="Move the elision boundary every K turns.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--chunk",
+            min=1,
+            help="Move the elision boundary every K turns (default: [retention], else 1).",
+            show_default=False,
+        ),
+    ] = None,
     budget: Annotated[
-        int | None, typer.Option("--image-token-budget", min=0, help="Cap on live image tokens.")
+        int | None,
+        typer.Option(
+            "--image-token-budget",
+            min=0,
+            help="Cap on live image tokens (default: [retention], else none).",
+            show_default=False,
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a session's messages and images: live or elided, with token estimates."""
-    try:
-        policy = RetentionPolicy(live_turns=live_turns, chunk=chunk, image_token_budget=budget)
-    except VisusError as e:
-        _fail(str(e))
+    policy = retention(live_turns, chunk, budget)
     loaded, _ = _load(session, data)
     recorded = loaded.meta.get("model")
     spec = _model(model or (recorded if isinstance(recorded, str) else DEFAULT_MODEL))
@@ -195,7 +210,11 @@ def show(
     typer.echo(
         f"session {loaded.id}: {len(loaded.messages)} messages, {loaded.turn_count} turns; "
         f"model {spec.provider}:{spec.name}; live_turns {policy.live_turns}, chunk {policy.chunk}"
-        + (f", image-token budget {budget}" if budget is not None else "")
+        + (
+            f", image-token budget {policy.image_token_budget}"
+            if policy.image_token_budget is not None
+            else ""
+        )
     )
     for i, m in enumerate(loaded.messages):
         typer.echo(f"#{i:<4} turn {m.turn:<3} {_role(m):<16} {_preview(_message_text(m))}")
