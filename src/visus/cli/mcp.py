@@ -29,7 +29,7 @@ def mcp_command(
         typer.Option(help="Root the view tool may see (repeatable); default: the current dir."),
     ] = None,
 ) -> None:
-    """Run the MCP server (tether_send, tether_read, tether_instances, view) on stdio."""
+    """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
 
     from visus.mcp_server import build_server

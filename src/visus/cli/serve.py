@@ -12,7 +12,10 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on")] = 8750,
     data: Annotated[
-        Path | None, typer.Option("--data", help="Data folder (env VISUS_DATA)")
+        Path | None,
+        typer.Option(
+            "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)"
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model of the default instance")
@@ -33,13 +36,14 @@ def serve(
     under the user's data folder (or --data / VISUS_DATA), loopback only.
     """
     from visus.app import create_main_app
-    from visus.config import load_config
+    from visus.cli._common import config, data_root
     from visus.errors import VisusError
-    from visus.paths import data_dir
     from visus.tether.server import check_bind, tether_server
 
+    # The same data folder as run, chat and session (data_dir in visus.toml counts).
+    data = data_root(data)
     try:
-        server = load_config().server
+        server = config().server
         token = token or (server.token.get_secret_value() if server.token else None)
         check_bind(host, token)
         app = create_main_app(
@@ -50,7 +54,7 @@ def serve(
         raise typer.Exit(2) from e
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
-    typer.echo(f"visus serve · data {data_dir(data)}")
+    typer.echo(f"visus serve · data {data}")
     typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     if not no_mcp:

@@ -1,0 +1,51 @@
+"""``visus serve`` uses the data folder the other commands use (no server is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from visus.cli import app
+from visus.tether import server as tether_server_module
+
+
+class _NoServer:
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+
+    def run(self) -> None:
+        self.calls.append("run")
+
+
+@pytest.fixture
+def no_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Any]:
+    calls: list[Any] = []
+    for name in ("VISUS_DATA", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(tether_server_module, "tether_server", lambda app, **kw: _NoServer(calls))
+    monkeypatch.chdir(tmp_path)
+    return calls
+
+
+def test_serve_uses_the_configured_data_dir(
+    no_server: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "configured"
+    (tmp_path / "visus.toml").write_text(f'data_dir = "{data}"\n', encoding="utf-8")
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
+    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "1"])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert no_server == ["run"]
+    assert f"visus serve · data {data}\n" in result.stdout
+    # The web chat's default instance lives under that folder, not the user's.
+    assert (data / "serve").is_dir()
+
+
+def test_serve_data_option_wins(no_server: list[Any], tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--data", str(tmp_path / "d")])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert f"visus serve · data {tmp_path / 'd'}\n" in result.stdout
+    assert (tmp_path / "d" / "serve").is_dir()
