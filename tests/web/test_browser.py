@@ -511,3 +511,36 @@ def test_sending_while_the_server_is_down_says_so(
     assert page.input_value("#message") == "are you there?"  # nothing lost
     page.screenshot(path=str(SHOTS / "09-server-down.png"))
     assert page.errors == []
+
+
+def test_an_image_that_loads_last_keeps_the_end_in_view(open_page: Any, served: Served) -> None:
+    files = served.instance_dir / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    (files / "tall.png").write_bytes(make_grid(3, 1, seed=41)[0])
+    page = open_page(served.url, viewport={"width": 1280, "height": 700})
+    _new_chat(page)
+    for text in ["one", "two", "three"]:  # enough to make the conversation scroll
+        page.fill("#message", text)
+        page.press("#message", "Enter")
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('.turn-usage').length === n",
+            arg=["one", "two", "three"].index(text) + 1,
+            timeout=ANSWER_TIMEOUT_MS,
+        )
+    args = json.dumps({"path": "tall.png"})
+    page.fill("#message", f"call send_image {args}")
+    page.press("#message", "Enter")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.msg.sent .thumb img')]
+             .some((img) => img.complete && img.naturalHeight > 0)""",
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    page.wait_for_timeout(300)
+    top, height, total = page.evaluate(
+        """() => { const c = document.querySelector('#conversation');
+                   return [c.scrollTop, c.clientHeight, c.scrollHeight]; }"""
+    )
+    assert total > height  # it does scroll
+    assert top + height >= total - 2, (top, height, total)  # and the image is not cut off
+    page.screenshot(path=str(SHOTS / "10-sent-image-in-view.png"))
+    assert page.errors == []

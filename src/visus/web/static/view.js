@@ -179,7 +179,29 @@ export function renderConversation(state) {
     }
   });
   for (const pending of state.pending.values()) box.append(pending.user, pending.bubble);
+  scrollToEnd(box);
+}
+
+// Images take their height only once loaded, after the scroll to the end: while the
+// reader has not scrolled away, each image that loads keeps the end in view.
+function scrollToEnd(box) {
+  if (!box.dataset.follows) {
+    box.dataset.follows = "true";
+    box.addEventListener("scroll", () => {
+      box.dataset.atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 8 ? "true" : "";
+    });
+    box.addEventListener(
+      "load",
+      (event) => {
+        if (event.target instanceof HTMLImageElement && box.dataset.atEnd) {
+          box.scrollTop = box.scrollHeight;
+        }
+      },
+      true, // load does not bubble; capture sees every image in the conversation
+    );
+  }
   box.scrollTop = box.scrollHeight;
+  box.dataset.atEnd = "true";
 }
 
 export function renderDetails(state) {
