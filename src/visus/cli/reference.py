@@ -47,12 +47,43 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
+    problem = _cannot_listen(host, port)
+    if problem:
+        typer.echo(f"error: cannot listen on {host}:{port}: {problem}", err=True)
+        raise typer.Exit(2)
     import uvicorn
 
     from visus.reference.server import create_app
 
-    typer.echo(f"visus reference server on http://{host}:{port} (context {context_tokens})")
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    typer.echo(f"visus reference server on {base} (context {context_tokens} tokens)")
+    typer.echo(_ENDPOINTS)
+    typer.echo(f"try: VISUS_REFERENCE_URL={base} visus run -m reference:anthropic 'hello'")
     uvicorn.run(create_app(context_tokens), host=host, port=port, log_level="warning")
+
+
+# Like the real services, each wire wants a key (any non-empty one passes).
+_ENDPOINTS = """\
+  POST /v1/chat/completions          openai-chat       Authorization: Bearer <any>
+  POST /v1/responses                 openai-responses  Authorization: Bearer <any>
+  POST /v1/messages                  anthropic         x-api-key: <any>
+  POST /v1beta/models/M:generateContent  gemini        x-goog-api-key: <any>
+  POST /api/chat                     ollama
+  POST /model/M/converse             bedrock           (SigV4) Authorization: <any>"""
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound (e.g. already in use), or ``None``."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
 
 
 def register(app: typer.Typer) -> None:
