@@ -64,12 +64,12 @@ def serve(
 
 # Like the real services, each wire wants a key (any non-empty one passes).
 _ENDPOINTS = """\
-  POST /v1/chat/completions          openai-chat       Authorization: Bearer <any>
-  POST /v1/responses                 openai-responses  Authorization: Bearer <any>
-  POST /v1/messages                  anthropic         x-api-key: <any>
-  POST /v1beta/models/M:generateContent  gemini        x-goog-api-key: <any>
-  POST /api/chat                     ollama
-  POST /model/M/converse             bedrock           (SigV4) Authorization: <any>"""
+  POST /v1/chat/completions              openai-chat       Authorization: Bearer <any>
+  POST /v1/responses                     openai-responses  Authorization: Bearer <any>
+  POST /v1/messages                      anthropic         x-api-key: <any>
+  POST /v1beta/models/M:generateContent  gemini            x-goog-api-key: <any>
+  POST /api/chat                         ollama
+  POST /model/M/converse                 bedrock           Authorization: <any> (SigV4)"""
 
 
 def _cannot_listen(host: str, port: int) -> str | None:
