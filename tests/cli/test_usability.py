@@ -314,3 +314,17 @@ def test_configured_image_token_budget_reaches_lower(env: Path) -> None:
     assert _image_blocks(json.loads(invoke(*lower).stdout)) < 2
     text = invoke("session", "show", "ret-2", "--data", str(data)).stdout
     assert "image-token budget 1" in text.splitlines()[0]
+
+
+# --- visus view ---------------------------------------------------------------------
+
+
+def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None:
+    _png(env / "red.png")
+    target = env / "no" / "dir" / "o.png"
+    result = invoke("view", "red.png", "--out", str(target))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"cannot write {target}: No such file or directory"
+    as_json = invoke("view", "red.png", "--json", "--out", str(target))
+    message = json.loads(as_json.stdout)["message"]
+    assert message == f"cannot write {target}: No such file or directory"

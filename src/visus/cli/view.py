@@ -51,11 +51,13 @@ def view_command(
         try:
             out.write_bytes(result.data)
         except OSError as e:
-            failed = {"ok": False, "reason": "invalid_input", "message": f"cannot write {out}: {e}"}
+            why = e.strerror or str(e)  # str(e) repeats the path the message already names
+            failed = {"ok": False, "reason": "invalid_input", "message": f"cannot write {out}: {why}"}
             if as_json:
                 typer.echo(json.dumps(failed))
             else:
-                Console(stderr=True).print(f"[red]cannot write[/red] {escape(f'{out}: {e}')}")
+                console = Console(stderr=True, highlight=False, soft_wrap=True)
+                console.print(f"[red]cannot write[/red] {escape(f'{out}: {why}')}")
             raise typer.Exit(EXIT_OUT_FAILED) from None
     _emit_perception(result, as_json=as_json, out=out)
 
