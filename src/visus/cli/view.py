@@ -52,7 +52,8 @@ def view_command(
             out.write_bytes(result.data)
         except OSError as e:
             why = e.strerror or str(e)  # str(e) repeats the path the message already names
-            failed = {"ok": False, "reason": "invalid_input", "message": f"cannot write {out}: {why}"}
+            message = f"cannot write {out}: {why}"
+            failed = {"ok": False, "reason": "invalid_input", "message": message}
             if as_json:
                 typer.echo(json.dumps(failed))
             else:
