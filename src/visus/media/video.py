@@ -175,7 +175,7 @@ def keyframes(
     except UnsupportedTypeError:
         raise
     except (av.FFmpegError, ValueError, IndexError, OSError) as e:
-        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {e}") from e
+        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {_reason(e)}") from e
     if not out:
         raise UnsupportedTypeError("the video has no decodable frames")
     return out, duration if duration is not None else out[-1].seconds
@@ -208,8 +208,14 @@ def video_media_type(data: bytes) -> str:
     except UnsupportedTypeError:
         raise
     except (av.FFmpegError, ValueError, IndexError, OSError) as e:
-        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {e}") from e
+        raise UnsupportedTypeError(f"not a video FFmpeg can decode: {_reason(e)}") from e
     for name, media_type in _DEMUXER_TYPES:
         if name in names:
             return media_type
     raise UnsupportedTypeError(f"not a video container ({names[0]})")
+
+
+def _reason(e: Exception) -> str:
+    """FFmpeg's own words, without the errno and the file name (``'<none>'`` for bytes)."""
+    said = getattr(e, "strerror", None)
+    return said if isinstance(said, str) and said else str(e)
