@@ -36,7 +36,7 @@ def test_serve_uses_the_configured_data_dir(
     data = tmp_path / "configured"
     (tmp_path / "visus.toml").write_text(f'data_dir = "{data}"\n', encoding="utf-8")
     monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
-    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "1"])
+    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "0"])
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert no_server == ["run"]
     assert f"visus serve · data {data}\n" in result.stdout
@@ -45,7 +45,27 @@ def test_serve_uses_the_configured_data_dir(
 
 
 def test_serve_data_option_wins(no_server: list[Any], tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--data", str(tmp_path / "d")])
+    args = ["serve", "--no-mcp", "--port", "0", "--data", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert f"visus serve · data {tmp_path / 'd'}\n" in result.stdout
     assert (tmp_path / "d" / "serve").is_dir()
+
+
+def test_serve_on_a_port_in_use_exits_2_before_building_anything(
+    no_server: list[Any], tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["serve", "--data", str(tmp_path / "d"), "--port", str(port)]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "in use" in result.stderr
+    assert result.stdout == ""
+    assert no_server == []
+    assert not (tmp_path / "d").exists()

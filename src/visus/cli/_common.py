@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.retention import RetentionPolicy
 
-__all__ = ["config", "data_root", "fail", "retention"]
+__all__ = ["cannot_listen", "config", "data_root", "fail", "retention"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -69,3 +69,17 @@ def retention(
         )
     except VisusError as e:
         fail(str(e))
+
+
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound (e.g. already in use), or ``None``."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None

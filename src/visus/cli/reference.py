@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from visus import limits
+from visus.cli._common import cannot_listen
 
 __all__ = ["is_loopback", "register"]
 
@@ -47,7 +48,7 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
-    problem = _cannot_listen(host, port)
+    problem = cannot_listen(host, port)
     if problem:
         typer.echo(f"error: cannot listen on {host}:{port}: {problem}", err=True)
         raise typer.Exit(2)
@@ -70,20 +71,6 @@ _ENDPOINTS = """\
   POST /v1beta/models/M:generateContent  gemini            x-goog-api-key: <any>
   POST /api/chat                         ollama
   POST /model/M/converse                 bedrock           Authorization: <any> (SigV4)"""
-
-
-def _cannot_listen(host: str, port: int) -> str | None:
-    """Why ``host:port`` cannot be bound (e.g. already in use), or ``None``."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as e:
-            return e.strerror or str(e)
-    return None
 
 
 def register(app: typer.Typer) -> None:
