@@ -240,6 +240,11 @@ def _app(fake: FakeBotAPI) -> Starlette:
                     else:
                         params[key] = value
         if name == "getUpdates":
+            with fake.lock:
+                queued = fake.failures.get(name)
+                failure = queued.pop(0) if queued else None
+            if failure is not None:
+                return JSONResponse(failure[1], failure[0])
             return JSONResponse({"ok": True, "result": await _updates(fake, params)})
         with fake.lock:
             call = Call(name, params, files, time.monotonic())

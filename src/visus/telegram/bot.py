@@ -12,17 +12,23 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from telegram import Update
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
+from visus.errors import ConfigError, NetError, VisusError
 from visus.telegram.gateway import Gateway
 from visus.telegram.retry import with_retry
 
 __all__ = ["Webhook", "build_application", "run_gateway"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +71,22 @@ async def run_gateway(
     poll_interval: float = 0.0,
     poll_timeout: int = 10,
 ) -> None:
-    """Run the bot until ``stop`` is set: long polling by default, else the webhook."""
+    """Run the bot until ``stop`` is set: long polling by default, else the webhook.
+
+    A Bot API that cannot be reached or refuses the token at start raises
+    :class:`~visus.errors.NetError` or :class:`~visus.errors.ConfigError`; once running,
+    a failed poll is logged in one line and retried.
+    """
     gateway.install(application)
-    async with application:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(application)
+        except TelegramError as e:
+            # A failed initialize leaves the bot's HTTP clients open (the Application
+            # shuts down only what initialized); close them before saying why.
+            for request in getattr(application.bot, "_request", ()):
+                await request.shutdown()
+            raise _startup_error(application, e) from e
         await gateway.start()
         await application.start()
         try:
@@ -77,6 +96,7 @@ async def run_gateway(
                     poll_interval=poll_interval,
                     timeout=poll_timeout,
                     allowed_updates=[Update.MESSAGE],
+                    error_callback=_poll_failed,
                 )
                 await stop.wait()
                 await application.updater.stop()
@@ -85,6 +105,26 @@ async def run_gateway(
         finally:
             await application.stop()
             await gateway.aclose()
+
+
+def _poll_failed(error: TelegramError) -> None:
+    # python-telegram-bot retries with a back-off; its default logs a full traceback for
+    # every attempt, which buries the log while the network is down.
+    log.warning("telegram: polling for updates failed (%s); retrying", error)
+
+
+def _startup_error(
+    application: Application[Any, Any, Any, Any, Any, Any], error: TelegramError
+) -> VisusError:
+    bot = application.bot
+    where = bot.base_url.replace(bot.token, "<token>")
+    if isinstance(error, InvalidToken):
+        # Not ``error`` itself: python-telegram-bot's message repeats the token.
+        return ConfigError(
+            f"telegram.bot_token: the Bot API at {where} refused the token; "
+            "check TELEGRAM_BOT_TOKEN, [telegram] bot_token or --token"
+        )
+    return NetError(f"telegram: could not reach the Bot API at {where}: {error}")
 
 
 async def _serve_webhook(
