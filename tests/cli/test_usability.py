@@ -328,3 +328,46 @@ def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None
     as_json = invoke("view", "red.png", "--json", "--out", str(target))
     message = json.loads(as_json.stdout)["message"]
     assert message == f"cannot write {target}: No such file or directory"
+
+
+def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Path) -> None:
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    data = env / "data"
+    leader, follower = pty.openpty()
+    code = "from visus.cli import main; main()"
+    args = [sys.executable, "-c", code, "chat", "--data", str(data), "-s", "tty-1"]
+    proc = subprocess.Popen(args, stdin=follower, stdout=follower, stderr=follower, cwd=env)
+    os.close(follower)
+    seen = b""
+
+    def read_until(marker: bytes, count: int = 1) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 60
+        while seen.count(marker) < count and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(leader, 4096)
+                except OSError:
+                    break
+        assert seen.count(marker) >= count, seen[-400:]
+
+    try:
+        read_until(b"you> ")
+        os.write(leader, b"helo\x1b[D\x1b[Dl\r")  # type "helo", two Lefts, insert "l"
+        read_until(b"you> ", 2)
+        os.write(leader, b"/quit\r")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    messages = SessionStore(data / "sessions").load("tty-1").messages
+    assert messages[0].text == "hello"

@@ -182,6 +182,13 @@ def chat(
     """
     sid = _session_id(session)
     agent = _agent(model, data, root)
+    if sys.stdin.isatty():
+        # input() edits lines (arrows, history) only once readline is loaded; without
+        # it a terminal sends the arrow keys' escape codes into the message.
+        import contextlib
+
+        with contextlib.suppress(ImportError):  # not on every platform (Windows)
+            import readline  # noqa: F401
     typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /help for commands")
     # One event loop for the whole chat: the provider client's connections belong to it.
     asyncio.run(_chat(agent, sid))
