@@ -96,6 +96,17 @@ async def test_a_non_image_document_is_not_forwarded(
     assert "photos and image files" in fake.sent("sendMessage")[0].params["text"]
 
 
+async def test_a_non_image_document_with_a_caption_is_refused_not_half_sent(
+    fake: FakeBotAPI, scripted_app: FastAPI, script: Script
+) -> None:
+    async with bridge(fake, scripted_app):
+        fake.push(document_update(CHAT, "pdf", "application/pdf", 1000, caption="read this"))
+        await until(lambda: fake.sent("sendMessage"), what="reply")
+    assert not script.turns  # not "read this" alone, as if nothing had been attached
+    assert not fake.sent("getFile")
+    assert "photos and image files" in fake.sent("sendMessage")[0].params["text"]
+
+
 async def test_album_of_three_is_one_message_with_three_images(
     fake: FakeBotAPI, scripted_app: FastAPI, script: Script
 ) -> None:

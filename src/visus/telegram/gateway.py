@@ -305,7 +305,10 @@ class Gateway:
         chat_id = first.chat_id
         refs = [r for r in map(file_ref, messages) if r is not None]
         text = message_text(messages)
-        if not refs and not text:
+        # A file we cannot take (a PDF, a video) is refused even with a caption: the
+        # caption alone would reach the agent as if nothing had been attached.
+        dropped = any(m.effective_attachment is not None and file_ref(m) is None for m in messages)
+        if dropped or (not refs and not text):
             await self._say(chat_id, UNSUPPORTED)
             return
         try:
