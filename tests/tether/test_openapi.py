@@ -74,3 +74,17 @@ def test_openapi_spec_holds_under_generated_requests(tmp_path: Path) -> None:
         assert {202, 400, 401, 404} <= statuses["POST /v1/instances/{instance_id}/tether"]
         assert 200 in statuses["GET /v1/instances/{instance_id}/tether/poll"]
         assert 201 in statuses["POST /v1/instances"]
+
+
+async def test_the_spec_is_served_and_no_page_loads_from_a_cdn(tmp_path: Path) -> None:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        spec = await client.get("/openapi.json")
+        assert spec.status_code == 200
+        assert "/v1/instances" in spec.json()["paths"]
+        for page in ("/docs", "/redoc"):
+            r = await client.get(page)
+            # FastAPI's pages pull their scripts from cdn.jsdelivr.net: blank offline.
+            assert "cdn.jsdelivr.net" not in r.text
+            assert r.status_code == 404

@@ -142,6 +142,11 @@ def create_app(
         version="1",
         summary="Images in and out of an agent over HTTP: frames, long poll, SSE.",
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc pages load their scripts from a CDN: offline they
+        # are blank, online they tell a third party who browses the API. The spec
+        # itself is served at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.registry = registry
     app.state.token = token
