@@ -330,44 +330,89 @@ def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None
     assert message == f"cannot write {target}: No such file or directory"
 
 
-def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Path) -> None:
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
-    import time
+class _Terminal:
+    """``visus chat`` in a child process on a pseudo-terminal."""
 
-    data = env / "data"
-    leader, follower = pty.openpty()
-    code = "from visus.cli import main; main()"
-    args = [sys.executable, "-c", code, "chat", "--data", str(data), "-s", "tty-1"]
-    proc = subprocess.Popen(args, stdin=follower, stdout=follower, stderr=follower, cwd=env)
-    os.close(follower)
-    seen = b""
+    def __init__(self, cwd: Path, *args: str) -> None:
+        import os
+        import pty
+        import subprocess
+        import sys
 
-    def read_until(marker: bytes, count: int = 1) -> None:
-        nonlocal seen
+        self.leader, follower = pty.openpty()
+        # A session of its own (setsid) whose controlling terminal is the pty, so
+        # Ctrl-C there is SIGINT, as in a real terminal.
+        code = (
+            "import fcntl, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+            "from visus.cli import main; main()"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        os.close(follower)
+        self.seen = b""
+
+    def read_until(self, marker: bytes, count: int = 1) -> None:
+        import os
+        import select
+        import time
+
         deadline = time.monotonic() + 60
-        while seen.count(marker) < count and time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.5)
+        while self.seen.count(marker) < count and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.leader], [], [], 0.5)
             if ready:
                 try:
-                    seen += os.read(leader, 4096)
+                    self.seen += os.read(self.leader, 4096)
                 except OSError:
                     break
-        assert seen.count(marker) >= count, seen[-400:]
+        assert self.seen.count(marker) >= count, self.seen[-400:]
 
+    def type(self, keys: bytes) -> None:
+        import os
+
+        os.write(self.leader, keys)
+
+    def close(self) -> None:
+        import os
+
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.leader)
+
+
+def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Path) -> None:
+    data = env / "data"
+    term = _Terminal(env, "chat", "--data", str(data), "-s", "tty-1")
     try:
-        read_until(b"you> ")
-        os.write(leader, b"helo\x1b[D\x1b[Dl\r")  # type "helo", two Lefts, insert "l"
-        read_until(b"you> ", 2)
-        os.write(leader, b"/quit\r")
-        assert proc.wait(timeout=30) == 0
+        term.read_until(b"you> ")
+        term.type(b"helo\x1b[D\x1b[Dl\r")  # type "helo", two Lefts, insert "l"
+        term.read_until(b"you> ", 2)
+        term.type(b"/quit\r")
+        assert term.proc.wait(timeout=30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(leader)
+        term.close()
     messages = SessionStore(data / "sessions").load("tty-1").messages
     assert messages[0].text == "hello"
+
+
+def test_chat_ctrl_c_at_the_prompt_leaves_at_once(env: Path) -> None:
+    import subprocess
+
+    term = _Terminal(env, "chat", "--data", str(env / "data"), "-s", "tty-2")
+    try:
+        term.read_until(b"you> ")
+        term.type(b"\x03")  # Ctrl-C, and no Enter after it
+        try:
+            code = term.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("chat kept waiting for Enter after Ctrl-C") from None
+        assert code == 130
+        assert b"Traceback" not in term.seen
+    finally:
+        term.close()

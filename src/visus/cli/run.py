@@ -191,10 +191,19 @@ def chat(
             import readline  # noqa: F401
     typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /help for commands")
     # One event loop for the whole chat: the provider client's connections belong to it.
-    asyncio.run(_chat(agent, sid))
+    # input() runs on the main thread, between turns, so Ctrl-C at the prompt leaves at
+    # once (in a worker thread it waited for the next Enter).
+    with asyncio.Runner() as runner:
+        try:
+            _chat(agent, sid, runner)
+        except KeyboardInterrupt:
+            typer.echo("")
+            raise typer.Exit(130) from None
+        finally:
+            runner.run(agent.aclose())
 
 
-async def _chat(agent: Agent, sid: str) -> None:
+def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
     from visus.agent import PastedImage
     from visus.errors import VisusError
     from visus.perception import Refusal, view
@@ -205,62 +214,59 @@ async def _chat(agent: Agent, sid: str) -> None:
         sys.stdout.write(delta)
         sys.stdout.flush()
 
-    try:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "you> ")
-            except EOFError:
-                break
-            cmd, _, arg = line.strip().partition(" ")
-            arg = arg.strip()
-            if not cmd:
-                continue  # an empty line is not a message
-            if cmd in {"/quit", "/exit"}:
-                break
-            if cmd in {"/help", "/?"}:
-                typer.echo(CHAT_HELP)
-                continue
-            if cmd == "/usage":
-                typer.echo(_usage_text(agent, sid))
-                continue
-            if cmd == "/images":
-                typer.echo(_images_text(agent, sid))
-                continue
-            if cmd in {"/view", "/paste"} and not arg:
-                typer.echo(f"usage: {cmd} PATH")
-                continue
-            if cmd == "/view":
-                result = view(arg, reach=agent.reach, model=agent.model)
-                if isinstance(result, Refusal):
-                    typer.echo(f"cannot view: {result.message}")
-                else:
-                    pending.append(PastedImage(result.data, result.media_type, arg))
-                    typer.echo(f"attached {result.describe()} to your next message")
-                continue
-            if cmd == "/paste":
-                path = Path(arg).expanduser()
-                try:
-                    pending.append(PastedImage(path.read_bytes(), filename=path.name))
-                    typer.echo(f"attached {path.name} to your next message")
-                except OSError as e:
-                    typer.echo(f"cannot read {path}: {e.strerror}")
-                continue
-            if _COMMAND.fullmatch(cmd):
-                # "/etc/hosts?" is a message; "/sumary" is a mistyped command.
-                typer.echo(f"unknown command {cmd}; /help lists them")
-                continue
-            sys.stdout.write("agent> ")
-            try:
-                turn = await agent.run_turn(sid, line, pending, on_delta=stream)
-            except VisusError as e:
-                typer.echo(f"\nerror: {e}")
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            break
+        cmd, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        if not cmd:
+            continue  # an empty line is not a message
+        if cmd in {"/quit", "/exit"}:
+            break
+        if cmd in {"/help", "/?"}:
+            typer.echo(CHAT_HELP)
+            continue
+        if cmd == "/usage":
+            typer.echo(_usage_text(agent, sid))
+            continue
+        if cmd == "/images":
+            typer.echo(_images_text(agent, sid))
+            continue
+        if cmd in {"/view", "/paste"} and not arg:
+            typer.echo(f"usage: {cmd} PATH")
+            continue
+        if cmd == "/view":
+            result = view(arg, reach=agent.reach, model=agent.model)
+            if isinstance(result, Refusal):
+                typer.echo(f"cannot view: {result.message}")
             else:
-                sys.stdout.write("\n")
-                for note in (*tool_lines(turn), *_save(turn, None)):
-                    typer.echo(note)
-            pending = []
-    finally:
-        await agent.aclose()
+                pending.append(PastedImage(result.data, result.media_type, arg))
+                typer.echo(f"attached {result.describe()} to your next message")
+            continue
+        if cmd == "/paste":
+            path = Path(arg).expanduser()
+            try:
+                pending.append(PastedImage(path.read_bytes(), filename=path.name))
+                typer.echo(f"attached {path.name} to your next message")
+            except OSError as e:
+                typer.echo(f"cannot read {path}: {e.strerror}")
+            continue
+        if _COMMAND.fullmatch(cmd):
+            # "/etc/hosts?" is a message; "/sumary" is a mistyped command.
+            typer.echo(f"unknown command {cmd}; /help lists them")
+            continue
+        sys.stdout.write("agent> ")
+        try:
+            turn = runner.run(agent.run_turn(sid, line, pending, on_delta=stream))
+        except VisusError as e:
+            typer.echo(f"\nerror: {e}")
+        else:
+            sys.stdout.write("\n")
+            for note in (*tool_lines(turn), *_save(turn, None)):
+                typer.echo(note)
+        pending = []
 
 
 def _images_text(agent: Agent, sid: str) -> str:
