@@ -544,3 +544,25 @@ def test_an_image_that_loads_last_keeps_the_end_in_view(open_page: Any, served: 
     assert top + height >= total - 2, (top, height, total)  # and the image is not cut off
     page.screenshot(path=str(SHOTS / "10-sent-image-in-view.png"))
     assert page.errors == []
+
+
+def test_a_refused_token_is_said_so(open_page: Any, tmp_path: Path, reference_url: str) -> None:
+    served = Served(tmp_path / "data", reference_url, token="right-token")
+    try:
+        page = open_page(served.url, ready=False)
+        page.wait_for_selector("#token-dialog[open]")
+        assert page.is_hidden("#token-error")  # nothing was refused yet
+        page.fill("#token-input", "wrong-token")
+        page.press("#token-input", "Enter")
+        page.wait_for_selector("#token-error:not([hidden])")
+        assert page.evaluate("document.querySelector('#token-dialog').open")
+        assert "refused" in page.inner_text("#token-error")
+        page.screenshot(path=str(SHOTS / "11-token-refused.png"))
+        page.fill("#token-input", "right-token")
+        page.press("#token-input", "Enter")
+        page.wait_for_selector("body[data-ready=true]")
+        assert not page.evaluate("document.querySelector('#token-dialog').open")
+        assert page.inner_text("#model-badge") == "reference"
+        assert page.errors == []
+    finally:
+        served.stop()

@@ -14,6 +14,11 @@ export function takeTokenFromURL() {
   history.replaceState(history.state, "", url.pathname + url.search + url.hash);
 }
 
+/** Whether this tab holds a token (one the server then refused, if it asks again). */
+export function hasToken() {
+  return Boolean(sessionStorage.getItem(TOKEN_KEY));
+}
+
 export function setToken(value) {
   if (value) sessionStorage.setItem(TOKEN_KEY, value);
   else sessionStorage.removeItem(TOKEN_KEY);

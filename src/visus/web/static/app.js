@@ -6,6 +6,7 @@
 import {
   ApiError,
   getJSON,
+  hasToken,
   postJSON,
   readEvents,
   setToken,
@@ -340,7 +341,11 @@ function setPanel(which, open) {
 
 function askToken() {
   const dialog = $("token-dialog");
+  // Asked again while holding a token: that one was refused; say so, or the dialog
+  // just comes back as if the click had done nothing.
+  $("token-error").hidden = !hasToken();
   if (!dialog.open) dialog.showModal();
+  $("token-input").select();
 }
 
 // --- wiring -----------------------------------------------------------------------------
