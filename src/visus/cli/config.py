@@ -13,9 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from visus.config import config_path, load_config
-from visus.errors import ConfigError
-
 __all__ = ["register"]
 
 _ConfigOption = Annotated[
@@ -37,6 +34,9 @@ def show(
     config: _ConfigOption = None, as_json: Annotated[bool, typer.Option("--json")] = False
 ) -> None:
     """Print the resolved configuration (file, then VISUS_* variables) with secrets masked."""
+    from visus.config import load_config
+    from visus.errors import ConfigError
+
     try:
         cfg = load_config(config)
     except ConfigError as e:
@@ -51,6 +51,8 @@ def show(
 
 def path(config: _ConfigOption = None) -> None:
     """Print where the configuration file is looked for, and whether it exists."""
+    from visus.config import config_path
+
     where = config_path(config)
     typer.echo(str(where))
     if not where.is_file():

@@ -18,23 +18,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from visus.agent.loop import DEFAULT_SYSTEM
-from visus.agent.tools import ToolRegistry
 from visus.cli._common import data_root, retention
-from visus.errors import VisusError
-from visus.models import get_model
-from visus.paths import blobs_dir, sessions_dir
-from visus.record.blobs import FileBlobStore
-from visus.record.messages import ModelRequest, ToolSpec
-from visus.record.sessions import SessionStore
-from visus.retention import model_view
-from visus.wire import WIRES, RefitCache, Wire, abbreviate, lower, wire_for_provider
 
-__all__ = ["REFIT_INDEX", "register"]
+if TYPE_CHECKING:
+    from visus.record.messages import ToolSpec
+    from visus.wire import Wire
+
+# The library is imported when the command runs, so `visus --help` stays fast; the
+# wire names for the help text are spelled here (a test checks them against WIRES).
+WIRE_NAMES = ("anthropic", "openai-chat", "openai-responses", "gemini", "ollama", "bedrock")
+
+__all__ = ["REFIT_INDEX", "WIRE_NAMES", "register"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 #: The refit cache's JSON index, kept in the data folder next to ``blobs/``.
@@ -47,6 +45,8 @@ def _fail(message: str) -> NoReturn:
 
 
 def _system(meta: Mapping[str, Any], bare: bool) -> str | None:
+    from visus.agent.loop import DEFAULT_SYSTEM
+
     system = meta.get("system")
     if isinstance(system, str):
         return system
@@ -54,6 +54,9 @@ def _system(meta: Mapping[str, Any], bare: bool) -> str | None:
 
 
 def _tools(meta: Mapping[str, Any], bare: bool) -> tuple[ToolSpec, ...]:
+    from visus.agent.tools import ToolRegistry
+    from visus.record.messages import ToolSpec
+
     raw = meta.get("tools")
     if not isinstance(raw, list):
         return () if bare else ToolRegistry.builtin().specs()
@@ -68,7 +71,9 @@ def lower_command(
     session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
     wire: Annotated[
         str | None,
-        typer.Option("--wire", "-w", help=f"One of: {', '.join(WIRES)} (default: the model's)."),
+        typer.Option(
+            "--wire", "-w", help=f"One of: {', '.join(WIRE_NAMES)} (default: the model's)."
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -116,6 +121,15 @@ def lower_command(
     ] = False,
 ) -> None:
     """Print the request JSON SESSION would send to MODEL on WIRE."""
+    from visus.errors import VisusError
+    from visus.models import get_model
+    from visus.paths import blobs_dir, sessions_dir
+    from visus.record.blobs import FileBlobStore
+    from visus.record.messages import ModelRequest
+    from visus.record.sessions import SessionStore
+    from visus.retention import model_view
+    from visus.wire import RefitCache, abbreviate, lower, wire_for_provider
+
     try:
         root = data_root(data)
         sessions = SessionStore(sessions_dir(root))
@@ -149,6 +163,8 @@ def lower_command(
 
 
 def _wire(name: str) -> Wire:
+    from visus.wire import WIRES
+
     for known in WIRES:
         if known == name:
             return known

@@ -11,25 +11,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from visus.cli._common import data_root, retention
-from visus.errors import VisusError
-from visus.models import ModelSpec, get_model
-from visus.paths import blobs_dir, sessions_dir
-from visus.record.blobs import FileBlobStore
-from visus.record.codec import origin_to_dict
-from visus.record.messages import (
-    AssistantMessage,
-    ImagePart,
-    Message,
-    PerceptionOrigin,
-    TextPart,
-)
-from visus.record.sessions import LoadedSession, SessionStore
-from visus.retention import ImageStatus, image_statuses
+
+if TYPE_CHECKING:
+    from visus.models import ModelSpec
+    from visus.record.messages import ImagePart, Message
+    from visus.record.sessions import LoadedSession
+    from visus.retention import ImageStatus
 
 __all__ = ["register"]
 
@@ -65,6 +57,8 @@ def _human_bytes(n: int) -> str:
 
 
 def _origin_text(image: ImagePart) -> str:
+    from visus.record.messages import PerceptionOrigin
+
     origin = image.origin
     if isinstance(origin, PerceptionOrigin):
         page = f" page {origin.page}" if origin.page is not None else ""
@@ -77,6 +71,8 @@ def _role(m: Message) -> str:
 
 
 def _message_text(m: Message) -> str:
+    from visus.record.messages import AssistantMessage, TextPart
+
     text = " ".join(p.text for p in m.parts if isinstance(p, TextPart))
     if isinstance(m, AssistantMessage) and m.tool_calls:
         calls = ", ".join(
@@ -87,6 +83,8 @@ def _message_text(m: Message) -> str:
 
 
 def _image_json(s: ImageStatus) -> dict[str, Any]:
+    from visus.record.codec import origin_to_dict
+
     image = s.image
     return {
         "message": s.message,
@@ -104,6 +102,11 @@ def _image_json(s: ImageStatus) -> dict[str, Any]:
 
 
 def _load(session: str, data: Path | None) -> tuple[LoadedSession, Path]:
+    from visus.errors import VisusError
+    from visus.paths import blobs_dir, sessions_dir
+    from visus.record.blobs import FileBlobStore
+    from visus.record.sessions import SessionStore
+
     root = data_root(data)
     store = SessionStore(sessions_dir(root))
     try:
@@ -115,6 +118,9 @@ def _load(session: str, data: Path | None) -> tuple[LoadedSession, Path]:
 
 
 def _model(name: str) -> ModelSpec:
+    from visus.errors import VisusError
+    from visus.models import get_model
+
     try:
         return get_model(name)
     except VisusError as e:
@@ -163,6 +169,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a session's messages and images: live or elided, with token estimates."""
+    from visus.retention import image_statuses
+
     policy = retention(live_turns, chunk, budget)
     loaded, _ = _load(session, data)
     recorded = loaded.meta.get("model")
@@ -240,6 +248,9 @@ def show(
 
 def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
     """List sessions under the data folder, most recently modified first."""
+    from visus.paths import sessions_dir
+    from visus.record.sessions import SessionStore
+
     root = data_root(data)
     infos = SessionStore(sessions_dir(root)).list()
     if as_json:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from visus.perception import DEFAULT_MODEL, Perception, Reach, Refusal, view
+if TYPE_CHECKING:
+    from visus.perception import Perception, Refusal
 
 __all__ = ["register"]
 
@@ -27,7 +28,10 @@ EXIT_OUT_FAILED = 2
 
 def view_command(
     path: Annotated[str, typer.Argument(help="File to view (under a --root).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to fit for.")] = DEFAULT_MODEL,
+    model: Annotated[
+        str,
+        typer.Option("--model", "-m", help="Model to fit for."),
+    ] = "claude-sonnet-4-6",  # perception.DEFAULT_MODEL; not imported, for a fast --help
     page: Annotated[int | None, typer.Option(help="PDF page, 1-based.")] = None,
     offset: Annotated[int | None, typer.Option(help="Text: first line, 0-based.")] = None,
     limit: Annotated[int | None, typer.Option(help="Text: lines to render.")] = None,
@@ -42,6 +46,8 @@ def view_command(
     ] = True,
 ) -> None:
     """View a file as an image fitted for a model, or print why it was refused."""
+    from visus.perception import Reach, Refusal, view
+
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
     result = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
     if isinstance(result, Refusal):
