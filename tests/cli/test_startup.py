@@ -41,3 +41,17 @@ def test_spelled_out_names_match_the_library() -> None:
 
     assert tuple(WIRES) == WIRE_NAMES
     assert inspect.signature(view_command).parameters["model"].default == DEFAULT_MODEL
+
+
+def test_help_shows_readable_metavars_not_python_types() -> None:
+    from typer.testing import CliRunner
+
+    from visus.cli import app
+
+    for command in (["view"], ["run"], ["chat"], ["serve"], ["mcp"], ["telegram"]):
+        out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).stdout
+        assert "list[" not in out, (command, out)
+    run_help = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"}).stdout
+    assert "--root" in run_help
+    assert " DIR " in run_help
+    assert " FILE " in run_help

@@ -26,7 +26,9 @@ def mcp_command(
     ] = None,
     root: Annotated[
         list[Path] | None,
-        typer.Option(help="Root the view tool may see (repeatable); default: the current dir."),
+        typer.Option(
+            metavar="DIR", help="Root the view tool may see (repeatable); default: the current dir."
+        ),
     ] = None,
 ) -> None:
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""

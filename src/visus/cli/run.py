@@ -30,7 +30,9 @@ DataOpt = Annotated[
 ]
 RootOpt = Annotated[
     list[Path] | None,
-    typer.Option("--root", help="Folder the tools may see (repeatable; default: cwd)"),
+    typer.Option(
+        "--root", metavar="DIR", help="Folder the tools may see (repeatable; default: cwd)"
+    ),
 ]
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id to continue")]
 
@@ -78,7 +80,8 @@ def run(
     prompt: Annotated[str, typer.Argument(help="The user message")],
     model: ModelOpt = None,
     image: Annotated[
-        list[Path] | None, typer.Option("--image", "-i", help="Image to paste (repeatable)")
+        list[Path] | None,
+        typer.Option("--image", "-i", metavar="FILE", help="Image to paste (repeatable)"),
     ] = None,
     session: SessionOpt = None,
     root: RootOpt = None,

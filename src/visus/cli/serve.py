@@ -27,7 +27,11 @@ def serve(
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
     root: Annotated[
         list[Path] | None,
-        typer.Option("--root", help="Folder MCP's view tool may see (repeatable; default: cwd)"),
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            help="Folder MCP's view tool may see (repeatable; default: cwd)",
+        ),
     ] = None,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.

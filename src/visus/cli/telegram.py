@@ -39,11 +39,16 @@ def telegram_command(
     data: Annotated[Path | None, typer.Option(help="Data folder (env VISUS_DATA).")] = None,
     allow_chat: Annotated[
         list[int] | None,
-        typer.Option(help="Chat id allowed to talk to the agent (repeatable; adds to config)."),
+        typer.Option(
+            metavar="CHAT_ID",
+            help="Chat id allowed to talk to the agent (repeatable; adds to config).",
+        ),
     ] = None,
     allow_user: Annotated[
         list[str] | None,
-        typer.Option(help="User id or @username allowed (repeatable; adds to config)."),
+        typer.Option(
+            metavar="USER", help="User id or @username allowed (repeatable; adds to config)."
+        ),
     ] = None,
     base_url: Annotated[
         str | None,

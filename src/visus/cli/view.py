@@ -39,7 +39,9 @@ def view_command(
     out: Annotated[Path | None, typer.Option(help="Write the fitted image here.")] = None,
     root: Annotated[
         list[Path] | None,
-        typer.Option(help="Allowed root (repeatable); default: the current directory."),
+        typer.Option(
+            metavar="DIR", help="Allowed root (repeatable); default: the current directory."
+        ),
     ] = None,
     render: Annotated[
         bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
