@@ -67,6 +67,10 @@ def serve(
     if not no_mcp:
         typer.echo(f"  MCP        {base}/mcp")
     typer.echo(f"  instance   {app.state.default_instance} (model {app.state.default_model})")
+    files = getattr(app.state.registry.get(app.state.default_instance).runner, "files", None)
+    if files is not None:
+        # Where to put what the web chat's agent should read or view (its only root).
+        typer.echo(f"  files      {files}  (the web chat agent reads and views files here)")
     # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
     tether_server(app, host=host, port=port, log_level="warning").run()
 

@@ -1,0 +1,35 @@
+"""``visus serve``'s banner names the folder the web chat's agent can read and view
+(no server is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from visus.cli import app
+from visus.tether import server as tether_server_module
+
+
+class _NoServer:
+    def run(self) -> None:
+        pass
+
+
+@pytest.fixture
+def no_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("VISUS_DATA", "VISUS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(tether_server_module, "tether_server", lambda app, **kw: _NoServer())
+    monkeypatch.chdir(tmp_path)
+
+
+def test_the_banner_names_the_agents_files_folder(no_server: Any, tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "0", "--data", str(data)])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    instance = next(line.split()[1] for line in result.stdout.splitlines() if "instance " in line)
+    files = data / "serve" / "instances" / instance / "files"
+    assert f"  files      {files}  " in result.stdout
