@@ -416,3 +416,15 @@ def test_chat_ctrl_c_at_the_prompt_leaves_at_once(env: Path) -> None:
         assert b"Traceback" not in term.seen
     finally:
         term.close()
+
+
+def test_unreachable_provider_names_its_url(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("VISUS_REFERENCE_URL", f"http://127.0.0.1:{port}")
+    result = invoke("run", "--data", str(env / "data"), "hi")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert f"(server http://127.0.0.1:{port}" in result.stderr

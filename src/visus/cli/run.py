@@ -50,6 +50,19 @@ def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Ag
         raise typer.Exit(2) from e
 
 
+def _error_text(e: Exception, agent: Agent) -> str:
+    """``e`` as text; a provider failure without an HTTP status names the server's URL."""
+    from visus.errors import ProviderError
+
+    text = str(e)
+    config = getattr(agent.client, "config", None)
+    url = getattr(config, "base_url", None)
+    if isinstance(e, ProviderError) and e.status is None and isinstance(url, str) and url:
+        # "Connection error." alone does not say which server did not answer.
+        text = f"{text} (server {url})"
+    return text
+
+
 def _session_id(given: str | None) -> str:
     """``--session`` checked before any work (exit 2), or a fresh time-stamped id."""
     import secrets
@@ -128,7 +141,7 @@ def run(
     try:
         result = asyncio.run(one_turn())
     except VisusError as e:
-        typer.echo(f"visus: {e}", err=True)
+        typer.echo(f"visus: {_error_text(e, agent)}", err=True)
         raise typer.Exit(1) from e
     if not as_json:
         sys.stdout.write("\n")
@@ -264,7 +277,7 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
         try:
             turn = runner.run(agent.run_turn(sid, line, pending, on_delta=stream))
         except VisusError as e:
-            typer.echo(f"\nerror: {e}")
+            typer.echo(f"\nerror: {_error_text(e, agent)}")
         else:
             sys.stdout.write("\n")
             for note in (*tool_lines(turn), *_save(turn, None)):
