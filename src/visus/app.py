@@ -161,6 +161,9 @@ def create_main_app(
     )
     app.state.default_model = model or load_config().default_model
     app.state.default_instance = default_instance(app, app.state.default_model)
+    if web:
+        # Deleting it over the API would leave the open page talking to nothing.
+        app.state.protected_instances[app.state.default_instance] = "the web chat's instance"
     if mcp:
         from visus.mcp_server import mount_mcp
 

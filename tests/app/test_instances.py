@@ -87,3 +87,26 @@ async def test_named_roots_are_not_created_but_the_own_files_folder_is(
         assert frames[-1]["type"] == "assistant.done", frames
         own = Path(app.state.registry.get(iid).config.data_dir) / "files"
         assert own.is_dir()
+
+
+async def test_the_web_chats_instance_cannot_be_deleted(tmp_path: Path, reference_url: str) -> None:
+    app = create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=reference_url, env={}),
+        mcp=False,
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+    ):
+        iid = app.state.default_instance
+        r = await client.delete(f"/v1/instances/{iid}")
+        assert r.status_code == 409, r.text
+        assert r.json()["error"]["code"] == "in_use"
+        assert "web chat" in r.json()["error"]["message"]
+        assert (await client.get("/web/api/config")).status_code == 200  # the page still works
+        other = (await client.post("/v1/instances", json={"model": "reference"})).json()["id"]
+        assert (await client.delete(f"/v1/instances/{other}")).status_code == 204
+        assert (await client.delete("/v1/instances/i-nope")).status_code == 404

@@ -4,6 +4,7 @@ Routes (all under ``/v1``, bearer-token protected when a token is set):
 
 - ``POST /v1/instances`` ``{model, tools?, roots?}`` -> 201 instance
 - ``GET /v1/instances``, ``GET /v1/instances/{id}``, ``DELETE /v1/instances/{id}``
+  (409 for an instance the server itself uses: ``app.state.protected_instances``)
 - ``POST /v1/instances/{id}/tether``: one ``user.message`` frame. A body over
   TETHER_MAX_WIRE_BYTES is refused from its Content-Length before it is read (and
   counted while reading when chunked): 413. Bad frames: 400 naming the field.
@@ -65,6 +66,7 @@ from visus.tether.schemas import (
 __all__ = [
     "FRAME_IN_SCHEMA",
     "BearerGate",
+    "InUseError",
     "check_bind",
     "create_app",
     "encode_page",
@@ -105,8 +107,13 @@ _E = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
     404: {"model": ErrorBody, "description": "no such instance"},
     413: {"model": ErrorBody, "description": "over a tether limit; the error names it"},
+    409: {"model": ErrorBody, "description": "the instance is in use by this server itself"},
     429: {"model": ErrorBody, "description": "too many turns in flight; retry after a while"},
 }
+
+
+class InUseError(VisusError):
+    """An instance the server itself relies on (the web chat's) cannot be deleted."""
 
 
 def create_app(
@@ -151,6 +158,8 @@ def create_app(
     app.state.registry = registry
     app.state.token = token
     app.state.lifespan_hooks = []
+    #: Instance id -> what uses it; such an instance cannot be deleted over the API.
+    app.state.protected_instances = {}
 
     async def auth(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -170,6 +179,8 @@ def create_app(
         field = getattr(exc, "field", None)
         if isinstance(exc, NotFoundError):
             return _err(404, "not_found", str(exc))
+        if isinstance(exc, InUseError):
+            return _err(409, "in_use", str(exc))
         if isinstance(exc, BusyError):
             resp = _err(429, "busy", str(exc), limit="TETHER_MAX_PENDING_TURNS")
             resp.headers["Retry-After"] = "1"
@@ -213,9 +224,15 @@ def create_app(
         "/instances/{instance_id}",
         status_code=204,
         response_class=Response,
-        responses={404: _E[404]},
+        responses={404: _E[404], 409: _E[409]},
     )
     async def delete_instance(instance_id: str) -> Response:
+        registry.get(instance_id)  # 404 first
+        user = app.state.protected_instances.get(instance_id)
+        if user:
+            raise InUseError(
+                f"instance {instance_id!r} is {user}; it cannot be deleted while the server runs"
+            )
         await registry.delete(instance_id)
         return Response(status_code=204)
 
