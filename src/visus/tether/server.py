@@ -203,6 +203,12 @@ def create_app(
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         field = ".".join(str(p) for p in first.get("loc", ()))
+        ctype = request.headers.get("content-type", "")
+        if field == "body" and "json" not in ctype:
+            # curl -d sends a form by default; the pydantic message would not say so.
+            got = ctype.split(";")[0] or "none"
+            message = f"body: send JSON with Content-Type: application/json (got {got})"
+            return _err(400, "invalid_input", message, field=field)
         return _err(400, "invalid_input", f"{field}: {first.get('msg', 'invalid')}", field=field)
 
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(auth)], responses={401: _E[401]})

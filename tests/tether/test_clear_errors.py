@@ -1,18 +1,21 @@
-"""A failed turn's log record: expected failures (VisusError) are one line, anything
-else keeps its traceback."""
+"""Clear failures: a failed turn's log record (expected failures are one line, anything
+else keeps its traceback) and a create request that is not JSON."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from visus.errors import InvalidInputError
 from visus.tether.frames import Frame, UserMessagePayload
 from visus.tether.instances import Instance
 from visus.tether.runner import ImageIn, InstanceConfig, TurnOutput
+from visus.tether.server import create_app
 
 
 class Raising:
@@ -57,3 +60,22 @@ async def test_an_unexpected_failure_keeps_its_traceback(
     record = await _fail(RuntimeError("a bug"), caplog)
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
+
+
+async def test_a_form_body_on_create_is_told_to_send_json(tmp_path: Path) -> None:
+    # What `curl -d '{"model": ...}'` sends without -H 'Content-Type: application/json'.
+    app = create_app(data_dir=tmp_path, runner_factory=lambda c: Raising(RuntimeError()))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        r = await client.post(
+            "/v1/instances",
+            content=b'{"model": "reference"}',
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert r.status_code == 400
+        error = r.json()["error"]
+        assert error["field"] == "body"
+        assert "Content-Type: application/json" in error["message"]
+        assert "application/x-www-form-urlencoded" in error["message"]
+        r = await client.post("/v1/instances", json={"model": "reference"})
+        assert r.status_code == 201
