@@ -428,3 +428,21 @@ def test_unreachable_provider_names_its_url(env: Path, monkeypatch: pytest.Monke
     result = invoke("run", "--data", str(env / "data"), "hi")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert f"(server http://127.0.0.1:{port}" in result.stderr
+
+
+# --- visus analyze ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["analyze", "analyze-video"])
+def test_blocked_loopback_http_url_names_the_option(env: Path, command: str) -> None:
+    result = invoke(command, "http://127.0.0.1:9/x.png", "-p", "what?")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("URL_BLOCKED: ")
+    assert "pass --allow-loopback-http" in result.stderr
+
+
+def test_blocked_public_http_url_gets_no_loopback_hint(env: Path) -> None:
+    result = invoke("analyze", "http://example.com/x.png", "-p", "what?")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("URL_BLOCKED: ")
+    assert "--allow-loopback-http" not in result.stderr

@@ -156,9 +156,24 @@ def analyze(
             )
         )
     except AnalyzeError as e:
-        typer.echo(str(e), err=True)
+        typer.echo(_error_text(e, source, allow_loopback_http), err=True)
         raise typer.Exit(1) from e
     _print(result, as_json)
+
+
+def _error_text(e: Exception, source: str, allowed: bool) -> str:
+    """The error as printed; a blocked ``http://`` loopback URL names the option for it."""
+    from urllib.parse import urlsplit
+
+    from visus.cli.reference import is_loopback
+    from visus.errors import AnalyzeError
+
+    text = str(e)
+    if isinstance(e, AnalyzeError) and e.code == "URL_BLOCKED" and not allowed:
+        parts = urlsplit(source)
+        if parts.scheme == "http" and is_loopback(parts.hostname or ""):
+            text += " (for a server on this machine pass --allow-loopback-http)"
+    return text
 
 
 def analyze_video(
@@ -197,7 +212,7 @@ def analyze_video(
             )
         )
     except AnalyzeError as e:
-        typer.echo(str(e), err=True)
+        typer.echo(_error_text(e, source, allow_loopback_http), err=True)
         raise typer.Exit(1) from e
     _print(result, as_json)
 
