@@ -446,3 +446,19 @@ def test_blocked_public_http_url_gets_no_loopback_hint(env: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("URL_BLOCKED: ")
     assert "--allow-loopback-http" not in result.stderr
+
+
+# --- --root that is not a folder ----------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["view", "run", "chat", "serve", "mcp"])
+def test_a_root_that_is_not_a_folder_exits_2_naming_it(env: Path, command: str) -> None:
+    _png(env / "red.png")
+    extra = {"view": ["red.png"], "run": ["hi"]}.get(command, [])
+    missing = env / "no-such-dir"
+    result = invoke(command, "--root", str(missing), *extra, input="/quit\n")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert f"--root {missing} does not exist" in result.stderr
+    result = invoke(command, "--root", str(env / "red.png"), *extra, input="/quit\n")
+    assert result.exit_code == 2
+    assert "is not a folder" in result.stderr

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.retention import RetentionPolicy
 
-__all__ = ["cannot_listen", "config", "data_root", "fail", "retention"]
+__all__ = ["cannot_listen", "check_roots", "config", "data_root", "fail", "retention"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -83,3 +83,12 @@ def cannot_listen(host: str, port: int) -> str | None:
         except OSError as e:
             return e.strerror or str(e)
     return None
+
+
+def check_roots(roots: list[Path] | None) -> None:
+    """Exit 2 naming a ``--root`` that is not an existing folder (a typo would otherwise
+    surface later as every path being 'not found')."""
+    for root in roots or []:
+        if not root.expanduser().is_dir():
+            why = "is not a folder" if root.expanduser().exists() else "does not exist"
+            fail(f"--root {root} {why}")

@@ -34,6 +34,10 @@ def mcp_command(
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
 
+    from visus.cli._common import check_roots
+
+    check_roots(root)
+
     from visus.mcp_server import build_server
     from visus.tether.client import TetherClient
 

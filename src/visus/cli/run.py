@@ -41,8 +41,10 @@ _COMMAND = re.compile(r"/[A-Za-z?]+")
 
 def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Agent:
     from visus.agent import build_agent
+    from visus.cli._common import check_roots
     from visus.errors import VisusError
 
+    check_roots(roots)
     try:
         return build_agent(model, data=data, roots=roots or [Path.cwd()])
     except VisusError as e:

@@ -40,12 +40,13 @@ def serve(
     under the user's data folder (or --data / VISUS_DATA), loopback only.
     """
     from visus.app import create_main_app
-    from visus.cli._common import cannot_listen, config, data_root, fail
+    from visus.cli._common import cannot_listen, check_roots, config, data_root, fail
     from visus.errors import VisusError
     from visus.tether.server import check_bind, tether_server
 
     # The same data folder as run, chat and session (data_dir in visus.toml counts).
     data = data_root(data)
+    check_roots(root)
     problem = cannot_listen(host, port)
     if problem:
         fail(f"cannot listen on {host}:{port}: {problem}")

@@ -4,7 +4,8 @@ Example:
     $ visus view shot.png --model claude-sonnet-4-6 --json
     {"ok": true, "media_type": "image/png", "width": 1568, ...}
 
-Exit status: 0 for a perception, 3 for a refusal, 2 when ``--out`` cannot be written.
+Exit status: 0 for a perception, 3 for a refusal, 2 when ``--out`` cannot be written or a
+``--root`` is not a folder.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def view_command(
     ] = True,
 ) -> None:
     """View a file as an image fitted for a model, or print why it was refused."""
+    from visus.cli._common import check_roots
     from visus.perception import Reach, Refusal, view
 
+    check_roots(root)
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
     result = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
     if isinstance(result, Refusal):
