@@ -566,3 +566,31 @@ def test_a_refused_token_is_said_so(open_page: Any, tmp_path: Path, reference_ur
         assert page.errors == []
     finally:
         served.stop()
+
+
+def test_an_answer_that_beats_its_post_response_is_not_left_waiting(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+
+    def slow_answer(route: Any) -> None:
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        response = route.fetch()  # the turn starts now; its frames stream meanwhile
+        time.sleep(1.5)  # the POST's own answer arrives after the turn's end
+        route.fulfill(response=response)
+
+    page.route("**/tether", slow_answer)
+    page.fill("#message", "a fast turn")
+    page.press("#message", "Enter")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.msg.assistant')]
+             .some((m) => m.innerText.includes('I see no images'))""",
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    # The "…" bubble of that turn goes (it used to wait forever for a done it had missed).
+    page.wait_for_selector(".msg.streaming", state="detached", timeout=5_000)
+    assert page.locator(".msg.user").count() == 1
+    assert page.errors == []

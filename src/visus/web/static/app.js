@@ -32,6 +32,9 @@ const state = {
   tray: [],
   sending: false,
   pending: new Map(), // user msg_id -> {turn, bubble, text}
+  // user msg_ids whose answer ended before their POST returned (a fast turn): the SSE
+  // stream can beat the POST's own response, and such a turn must not wait forever.
+  ended: new Set(),
   sent: new Map(), // session -> Map(turn -> [{url, type}]) images answers carried
   sessions: [],
 };
@@ -166,8 +169,13 @@ async function onFrame(frame) {
         })),
       ]);
     }
-    if (pending && (frame.type === "assistant.done" || frame.payload.code === "turn_failed")) {
-      state.pending.delete(frame.msg_id.slice(0, -6));
+    if (frame.type === "assistant.done" || frame.payload.code === "turn_failed") {
+      const id = frame.msg_id.slice(0, -6);
+      if (pending) state.pending.delete(id);
+      else if (frame.msg_id.endsWith(":reply")) {
+        state.ended.add(id);
+        if (state.ended.size > 200) state.ended.delete(state.ended.values().next().value);
+      }
     }
     await refreshConversation().catch(showError);
     await refreshSessions().catch(showError);
@@ -185,6 +193,7 @@ async function openSession(sid) {
   if (state.stream) state.stream.stop();
   state.sid = sid;
   state.pending.clear();
+  state.ended.clear();
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
   history.replaceState(history.state, "", url);
@@ -309,12 +318,16 @@ async function send() {
     const thumbs = images.map((item) => imageButton(item.url, `Your image ${item.file.name}`, { local: true }));
     const bubble = el("article", { class: "msg assistant streaming", "aria-label": "Assistant is answering", "aria-busy": "true" },
       el("p", { class: "text thinking", text: "…" }));
-    state.pending.set(accepted.msg_id, {
-      turn: lastTurn() + state.pending.size + 1,
-      user: userBubble(payload.text, thumbs),
-      bubble,
-      text: "",
-    });
+    if (state.ended.delete(accepted.msg_id)) {
+      refreshConversation().catch(showError); // answered already: show it, wait for nothing
+    } else {
+      state.pending.set(accepted.msg_id, {
+        turn: lastTurn() + state.pending.size + 1,
+        user: userBubble(payload.text, thumbs),
+        bubble,
+        text: "",
+      });
+    }
     state.tray = state.tray.filter((t) => !images.includes(t));
     renderTray();
     input.value = "";
