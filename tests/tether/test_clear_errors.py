@@ -79,3 +79,28 @@ async def test_a_form_body_on_create_is_told_to_send_json(tmp_path: Path) -> Non
         assert "application/x-www-form-urlencoded" in error["message"]
         r = await client.post("/v1/instances", json={"model": "reference"})
         assert r.status_code == 201
+
+
+def test_an_instance_the_runner_refuses_at_load_is_one_warning_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from visus.errors import ConfigError
+    from visus.tether.instances import Registry
+
+    def refusing(config: InstanceConfig) -> Raising:
+        if config.model == "gone":
+            raise ConfigError("tools: no tool named 'x'")
+        return Raising(RuntimeError())
+
+    first = Registry(tmp_path, refusing)
+    kept = first.create(model="fine")
+    first.create(model="gone-later")
+    for path in (tmp_path / "instances").glob("*/instance.json"):
+        path.write_text(path.read_text().replace('"gone-later"', '"gone"'))
+    with caplog.at_level(logging.WARNING, logger="visus.tether.instances"):
+        second = Registry(tmp_path, refusing)
+    assert [i.config.id for i in second] == [kept.config.id]
+    (record,) = [r for r in caplog.records if r.name == "visus.tether.instances"]
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    assert "no tool named 'x'" in record.getMessage()

@@ -250,6 +250,8 @@ class Registry:
             try:
                 config = _load(path)
                 self._instances[config.id] = Instance(config, factory(config))
+            except VisusError as e:  # a config the runner refuses: why, in one line
+                log.warning("could not load instance from %s: %s", path, e)
             except Exception:  # one bad instance must not keep the server down
                 log.exception("could not load instance from %s", path)
 
