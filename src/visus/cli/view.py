@@ -28,7 +28,7 @@ EXIT_OUT_FAILED = 2
 
 
 def view_command(
-    path: Annotated[str, typer.Argument(help="File to view (under a --root).")],
+    path: Annotated[str, typer.Argument(help="File to view (under a --root), or an https URL.")],
     model: Annotated[
         str,
         typer.Option("--model", "-m", help="Model to fit for."),
@@ -47,14 +47,31 @@ def view_command(
     render: Annotated[
         bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
     ] = True,
+    allow_loopback_http: Annotated[
+        bool,
+        typer.Option("--allow-loopback-http", help="Allow http:// URLs to loopback (testing)."),
+    ] = False,
 ) -> None:
-    """View a file as an image fitted for a model, or print why it was refused."""
+    """View a file or an https URL as an image fitted for a model, or say why it was refused.
+
+    A URL is fetched through the same SSRF gate as the agent's view tool.
+    """
     from visus.cli._common import check_roots
     from visus.perception import Reach, Refusal, view
 
     check_roots(root)
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
-    result = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
+    source: str | bytes | Refusal = path
+    name: str | None = None
+    if path.startswith(("https://", "http://")):
+        source, name = _fetch(path, allow_loopback_http), path.rsplit("/", 1)[-1] or None
+    result = (
+        source
+        if isinstance(source, Refusal)
+        else view(
+            source, reach=reach, model=model, page=page, offset=offset, limit=limit, name=name
+        )
+    )
     if isinstance(result, Refusal):
         _emit_refusal(result, as_json=as_json)
         raise typer.Exit(EXIT_REFUSAL)
@@ -72,6 +89,23 @@ def view_command(
                 console.print(f"[red]cannot write[/red] {escape(f'{out}: {why}')}")
             raise typer.Exit(EXIT_OUT_FAILED) from None
     _emit_perception(result, as_json=as_json, out=out)
+
+
+def _fetch(url: str, allow_loopback_http: bool) -> bytes | Refusal:
+    """The URL's bytes through visus.net's SSRF gate, or the refusal the tool would give."""
+    from visus import limits
+    from visus.errors import BlockedURLError, NetError
+    from visus.net import fetch
+    from visus.perception import Refusal
+
+    try:
+        return fetch(
+            url, max_bytes=limits.MAX_SOURCE_BYTES, allow_loopback_http=allow_loopback_http
+        ).data
+    except BlockedURLError as e:
+        return Refusal("outside_reach", f"{url} is not fetched: {e}", source=url)
+    except NetError as e:
+        return Refusal("not_found", f"{url} could not be fetched: {e}", source=url)
 
 
 def _emit_refusal(refusal: Refusal, *, as_json: bool) -> None:
