@@ -516,3 +516,17 @@ def test_view_takes_a_url_through_the_ssrf_gate(env: Path, http_folder: tuple[st
     refusal = json.loads(missing.stdout)
     assert refusal["reason"] == "not_found"
     assert "404" in refusal["message"]
+
+
+# --- one error prefix ---------------------------------------------------------------
+
+
+def test_command_errors_share_the_visus_prefix(env: Path) -> None:
+    (env / "visus.toml").write_text('default_model = "x\n', encoding="utf-8")
+    shown = invoke("config", "show")
+    assert shown.exit_code == 2
+    assert shown.stderr.startswith("visus: ")
+    (env / "visus.toml").write_text("", encoding="utf-8")
+    refused = invoke("reference", "serve", "--host", "0.0.0.0")
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("visus: refusing to bind 0.0.0.0")

@@ -40,7 +40,7 @@ def show(
     try:
         cfg = load_config(config)
     except ConfigError as e:
-        typer.echo(f"error: {e}", err=True)
+        typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from None
     data = cfg.masked()
     if as_json:

@@ -44,13 +44,13 @@ def serve(
     """Serve every provider wire, answered by the OCR-and-colour reference model."""
     if not is_loopback(host) and not allow_remote:
         typer.echo(
-            f"error: refusing to bind {host}: not a loopback address (pass --allow-remote)",
+            f"visus: refusing to bind {host}: not a loopback address (pass --allow-remote)",
             err=True,
         )
         raise typer.Exit(2)
     problem = cannot_listen(host, port)
     if problem:
-        typer.echo(f"error: cannot listen on {host}:{port}: {problem}", err=True)
+        typer.echo(f"visus: cannot listen on {host}:{port}: {problem}", err=True)
         raise typer.Exit(2)
     import uvicorn
 
