@@ -153,7 +153,7 @@ def create_main_app(
     roots: Sequence[Path | str] | None = None,
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat)."""
-    folder = data_dir(data) / "serve"
+    folder = data_dir(data if data is not None else load_config().data_dir) / "serve"
     app = create_app(
         data_dir=folder,
         runner_factory=agent_runner_factory(settings=settings, policy=policy),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "sessions_dir"]
+__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "refit_index", "sessions_dir"]
 
 #: Environment variable naming the data folder when no explicit one is given.
 DATA_ENV = "VISUS_DATA"
@@ -55,3 +55,14 @@ def sessions_dir(data: Path | str) -> Path:
 def blobs_dir(data: Path | str) -> Path:
     """The content-addressed blob store's root (``<data>/blobs``)."""
     return Path(data) / "blobs"
+
+
+def refit_index(data: Path | str) -> Path:
+    """The refit cache's index (re-fitted images by source digest and profile), kept
+    next to the blobs it maps; the agent and ``visus lower`` share it.
+
+    Example:
+        >>> refit_index("/srv/visus").as_posix()
+        '/srv/visus/blobs/refit-index.json'
+    """
+    return blobs_dir(data) / "refit-index.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 from visus.agent.loop import Agent
 from visus.agent.tools import ToolRegistry
 from visus.config import VisusConfig, load_config
-from visus.paths import blobs_dir, data_dir, sessions_dir
+from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderSettings, resolve
 from visus.record.blobs import FileBlobStore
@@ -97,7 +97,7 @@ def build_agent(
             chunk=retention.chunk,
             image_token_budget=retention.image_token_budget,
         ),
-        refit_cache=RefitCache(blobs_dir(root) / "refit-index.json"),
+        refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,
     )
     if system is not None:

@@ -32,11 +32,9 @@ if TYPE_CHECKING:
 # wire names for the help text are spelled here (a test checks them against WIRES).
 WIRE_NAMES = ("anthropic", "openai-chat", "openai-responses", "gemini", "ollama", "bedrock")
 
-__all__ = ["REFIT_INDEX", "WIRE_NAMES", "register"]
+__all__ = ["WIRE_NAMES", "register"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
-#: The refit cache's JSON index, kept in the data folder next to ``blobs/``.
-REFIT_INDEX = "refit-index.json"
 
 
 def _fail(message: str) -> NoReturn:
@@ -123,7 +121,7 @@ def lower_command(
     """Print the request JSON SESSION would send to MODEL on WIRE."""
     from visus.errors import VisusError
     from visus.models import get_model
-    from visus.paths import blobs_dir, sessions_dir
+    from visus.paths import blobs_dir, refit_index, sessions_dir
     from visus.record.blobs import FileBlobStore
     from visus.record.messages import ModelRequest
     from visus.record.sessions import SessionStore
@@ -153,7 +151,7 @@ def lower_command(
             wire=chosen,
             model=spec,
             blobs=blobs,
-            refit_cache=RefitCache(root / REFIT_INDEX),
+            refit_cache=RefitCache(refit_index(root)),  # the agent's own index
         )
     except VisusError as e:
         _fail(str(e))
