@@ -156,11 +156,14 @@ REFERENCE = ModelSpec(
     vision=True,
     pdf=False,
     images_in_tool_results=True,
-    max_edge=8000,
-    max_pixels=8000 * 8000,
+    # Like the newest large models: 2576 px a side. A bigger edge made PDF pages and
+    # screenshots render at up to 8000 px for the default model (slow OCR, ~20k tokens
+    # a page) without helping it read anything.
+    max_edge=2576,
+    max_pixels=2576 * 2576,
     max_image_bytes=10 * MB,
     max_images=100,
-    tokens=AnthropicPatches(native_edge=8000, native_tokens=(8000 // 28 + 1) ** 2),
+    tokens=AnthropicPatches(native_edge=2576, native_tokens=(2576 // 28 + 1) ** 2),
     context_tokens=128_000,
 )
 
