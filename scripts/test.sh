@@ -4,7 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev || exit 1
-bash scripts/setup-browser.sh || exit 1
+bash scripts/setup-system.sh || exit 1
+bash scripts/setup-node.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 status=0
 echo "== ruff check";   ruff check src tests benchmarks || status=1

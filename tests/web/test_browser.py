@@ -44,7 +44,7 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
         not CHROMIUM.exists(),
-        reason="Debian chromium is not installed (run: bash scripts/setup-browser.sh)",
+        reason="Debian chromium is not installed (run: bash scripts/setup-system.sh)",
     ),
 ]
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Debian packages the tests use as real engines (Chromium for the web chat's browser
+# tests; more are added here as tests need them). Only missing ones are installed, and
+# only as root with apt-get; otherwise the tests that need them skip, saying why.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "visus: missing ${need[*]} and cannot apt-get them; tests that need them will be skipped" >&2
+  exit 0
+fi
+echo "visus: installing Debian packages for the tests: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
