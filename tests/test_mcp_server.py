@@ -115,7 +115,7 @@ async def test_image_round_trip_in_process(
         r = await client.call_tool("tether_read", {"instance": iid, "session_id": "s1"})
         answer = json.loads(text_of(r))
         done = next(f for f in answer["frames"] if f["type"] == "assistant.done")
-        assert done["msg_id"] == f"{sent['msg_id']}:reply"
+        assert done["reply_to"] == sent["msg_id"]
         assert done["payload"]["images"] == [{"_mcp_index": 1}]  # index 0: the user's image
         images = [c for c in r.content[1:] if isinstance(c, ImageContent)]
         assert len(images) == len(r.content) - 1 == 2

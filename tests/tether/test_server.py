@@ -17,8 +17,17 @@ from visus import limits
 from visus.errors import ConfigError, InvalidInputError, LimitError, NotFoundError
 from visus.tether.client import TetherClient
 from visus.tether.frames import AssistantDone, decode_frame
+from visus.tether.instances import BusyError
+from visus.tether.limits import FrameError, TetherLimitError
 from visus.tether.runner import ImageIn
-from visus.tether.server import check_bind, create_app, serve
+from visus.tether.server import (
+    InUseError,
+    check_bind,
+    create_app,
+    error_status,
+    serve,
+    serve_dir,
+)
 
 from .doubles import Factory, live_server, png
 
@@ -45,9 +54,8 @@ async def poll_until_done(
     tc: TetherClient, iid: str, msg_id: str, after: int = 0
 ) -> list[dict[str, Any]]:
     """Every frame until the ``assistant.done`` replying to ``msg_id``."""
-    reply = f"{msg_id}:reply"
     return await poll_until(
-        tc, iid, lambda f: f["msg_id"] == reply and f["type"] == "assistant.done", after
+        tc, iid, lambda f: f.get("reply_to") == msg_id and f["type"] == "assistant.done", after
     )
 
 
@@ -244,7 +252,9 @@ async def test_failed_turn_and_oversize_egress_become_error_frames(
         sent = await tc.send(iid, "boom")
         seen = await poll_until(tc, iid, lambda f: f["type"] == "error", after)
         err = seen[-1]
-        assert err["msg_id"] == f"{sent['msg_id']}:reply"
+        assert err["reply_to"] == sent["msg_id"]
+        assert ":" not in err["msg_id"]
+        assert err["msg_id"] != sent["msg_id"]
         assert err["payload"]["code"] == "turn_failed"
         assert "the runner broke" in err["payload"]["message"]
         sent = await tc.send(iid, "still alive")  # the instance outlives a failed turn
@@ -293,6 +303,43 @@ async def test_token_is_required_when_set(tmp_path: Path) -> None:
     async with TetherClient("http://127.0.0.1", "nope", transport=transport) as tc:
         with pytest.raises(ConfigError, match="401"):
             await tc.list_instances()
+
+
+async def test_openapi_declares_bearer_and_two_apps_share_the_routes(tmp_path: Path) -> None:
+    # The routes live at module level: two apps over two folders keep their own registry.
+    one = create_app(data_dir=tmp_path / "a", runner_factory=Factory(), token="t")
+    two = create_app(data_dir=tmp_path / "b", runner_factory=Factory())
+    spec = one.openapi()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert spec["paths"]["/v1/instances"]["get"]["security"] == [{"HTTPBearer": []}]
+    t1 = httpx.ASGITransport(app=one)
+    t2 = httpx.ASGITransport(app=two)
+    async with TetherClient("http://127.0.0.1", "t", transport=t1) as a:
+        made = await a.create_instance("reference")
+        async with TetherClient("http://127.0.0.1", transport=t2) as b:
+            assert await b.list_instances() == []
+            with pytest.raises(NotFoundError):
+                await b.get_instance(made["id"])
+        assert [i["id"] for i in await a.list_instances()] == [made["id"]]
+    await one.state.registry.aclose()
+    await two.state.registry.aclose()
+
+
+def test_error_table_maps_each_kind() -> None:
+    assert error_status(NotFoundError("x")).status == 404
+    assert error_status(InUseError("x")).status == 409
+    busy = error_status(BusyError("x"))
+    assert (busy.status, busy.limit, busy.retry_after) == (429, "TETHER_MAX_PENDING_TURNS", "1")
+    assert error_status(TetherLimitError("x", limit="L", field="f")).status == 413
+    assert error_status(LimitError("x")).code == "too_large"
+    assert error_status(FrameError("x", field="f")).status == 400
+    assert error_status(ConfigError("x")).code == "invalid_input"
+
+
+def test_serve_folder_follows_visus_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISUS_DATA", str(tmp_path / "data"))
+    assert serve_dir() == tmp_path / "data" / "serve"
+    assert serve_dir(tmp_path / "x") == tmp_path / "x"
 
 
 def test_refuses_non_loopback_without_token(tmp_path: Path) -> None:
@@ -421,11 +468,16 @@ async def test_turns_of_one_session_run_in_order(tmp_path: Path) -> None:
             raw = await tc.poll_raw(iid, after, wait=5)
             seen += raw["frames"]
             after = raw["next_seq"]
-        replies = [f["msg_id"] for f in seen if f["type"] != "user.message" and f["session"] == "s"]
+        answers = [f for f in seen if f["type"] != "user.message" and f["session"] == "s"]
+        replies = [f["reply_to"] for f in answers]
         # Each reply's deltas and done are contiguous, and the replies come in send order.
         order = [m for i, m in enumerate(replies) if i == 0 or replies[i - 1] != m]
-        assert order == [f"{s['msg_id']}:reply" for s in sent]
-        assert any(f["msg_id"] == f"{other['msg_id']}:reply" for f in seen)
+        assert order == [s["msg_id"] for s in sent]
+        # The frames of one answer share one msg_id of their own.
+        ids = {r: {f["msg_id"] for f in answers if f["reply_to"] == r} for r in order}
+        assert all(len(v) == 1 for v in ids.values())
+        assert len(set.union(*ids.values())) == 3
+        assert any(f.get("reply_to") == other["msg_id"] for f in seen)
         assert [c.text for c in factory.runners[iid].calls if c.session == "s"] == [
             "a a a",
             "b b b",

@@ -1,6 +1,9 @@
 """Tether frames: values, the one JSON encoding, and the checked decoder.
 
-A frame is ``{v: 1, type, ts, session, seq, msg_id, payload}``. Payloads:
+A frame is ``{v: 1, type, ts, session, seq, msg_id, reply_to?, payload}``. The
+frames a server writes in answer to a ``user.message`` (deltas, done, errors) share
+one ``msg_id`` of their own and name the request's ``msg_id`` in ``reply_to``; other
+frames have no ``reply_to`` key. Payloads:
 
 - ``user.message``   ``{text, images?, user?}`` (text required, ``""`` for image-only)
 - ``assistant.delta`` ``{text}`` (never images)
@@ -152,7 +155,8 @@ Payload: TypeAlias = UserMessagePayload | AssistantDelta | AssistantDone | Error
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One tether frame. ``seq`` is given by the ring (0 until appended)."""
+    """One tether frame. ``seq`` is given by the ring (0 until appended); ``reply_to``
+    is the ``msg_id`` of the request a server frame answers ("" for none)."""
 
     payload: Payload
     session: str = "default"
@@ -160,6 +164,7 @@ class Frame:
     seq: int = 0
     ts: str = ""
     v: int = 1
+    reply_to: str = ""
 
     @property
     def type(self) -> FrameType:
@@ -291,7 +296,7 @@ def encode_outgoing(frame: Frame) -> bytes:
 
 
 def _head(frame: Frame) -> dict[str, Any]:
-    return {
+    head: dict[str, Any] = {
         "v": frame.v,
         "type": frame.type,
         "ts": frame.ts,
@@ -299,6 +304,9 @@ def _head(frame: Frame) -> dict[str, Any]:
         "seq": frame.seq,
         "msg_id": frame.msg_id,
     }
+    if frame.reply_to:
+        head["reply_to"] = frame.reply_to
+    return head
 
 
 # --- decoding -----------------------------------------------------------------------
@@ -464,8 +472,10 @@ def decode_frame(
         if not isinstance(raw_seq, int) or isinstance(raw_seq, bool) or raw_seq < 0:
             raise FrameError("seq: must be a non-negative integer", field="seq")
         seq = raw_seq
+    # A producer never answers a request: reply_to is read only from server frames.
+    reply_to = "" if assign or "reply_to" not in obj else _str(obj["reply_to"], "reply_to")
     payload, decoded = _payload(kind, _obj(obj.get("payload"), "payload"))
-    return Decoded(Frame(payload, session, msg_id, seq, ts), decoded)
+    return Decoded(Frame(payload, session, msg_id, seq, ts, reply_to=reply_to), decoded)
 
 
 def decode_frames(values: Sequence[object]) -> list[Decoded]:

@@ -27,7 +27,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,11 @@ from visus.tether.frames import (
     AssistantDone,
     ErrorPayload,
     Frame,
+    Payload,
     UserMessagePayload,
     frame_size,
     image_from_bytes,
+    new_msg_id,
     now_ts,
 )
 from visus.tether.limits import (
@@ -166,7 +168,8 @@ class Instance:
     async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
         payload = frame.payload
         assert isinstance(payload, UserMessagePayload)
-        session, reply = frame.session, f"{frame.msg_id}:reply"
+        # The answer's frames share one msg_id of their own and name the request.
+        session, reply = frame.session, _Reply(frame.session, new_msg_id(), frame.msg_id)
         # Turns of one session run in order; a session's lock lives while it has turns.
         lock, users = self._locks.get(session, (asyncio.Lock(), 0))
         self._locks[session] = (lock, users + 1)
@@ -181,11 +184,11 @@ class Instance:
                 self._locks[session] = (lock, users - 1)
 
     async def _run(
-        self, payload: UserMessagePayload, session: str, reply: str, images: tuple[ImageIn, ...]
+        self, payload: UserMessagePayload, session: str, reply: _Reply, images: tuple[ImageIn, ...]
     ) -> None:
         async def emit_delta(text: str) -> None:
             if text:
-                await self.ring.append(Frame(AssistantDelta(text), session, reply))
+                await self.ring.append(reply.frame(AssistantDelta(text)))
 
         try:
             out = await self.runner.run_turn(
@@ -205,18 +208,18 @@ class Instance:
             else:
                 log.exception("turn failed on instance %s", self.config.id)
             note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
-            await self.ring.append(Frame(note, session, reply))
+            await self.ring.append(reply.frame(note))
             return
         kept, errors = await asyncio.to_thread(fit_egress, out.images) if out.images else ((), ())
         for err in errors:
             code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
-            await self.ring.append(Frame(ErrorPayload(code, str(err)), session, reply))
-        done = Frame(AssistantDone(out.text, tuple(map(image_from_bytes, kept))), session, reply)
+            await self.ring.append(reply.frame(ErrorPayload(code, str(err))))
+        done = reply.frame(AssistantDone(out.text, tuple(map(image_from_bytes, kept))))
         try:
             check_wire(frame_size(done))
         except TetherLimitError as e:
-            await self.ring.append(Frame(ErrorPayload("egress_limit", str(e)), session, reply))
-            done = Frame(AssistantDone(out.text), session, reply)
+            await self.ring.append(reply.frame(ErrorPayload("egress_limit", str(e))))
+            done = reply.frame(AssistantDone(out.text))
         await self.ring.append(done)
 
     async def aclose(self) -> None:
@@ -235,6 +238,18 @@ class Instance:
             except Exception:
                 log.exception("closing the runner of instance %s failed", self.config.id)
         await self.ring.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """The frames answering one request: one session, one msg_id, naming the request."""
+
+    session: str
+    msg_id: str
+    reply_to: str
+
+    def frame(self, payload: Payload) -> Frame:
+        return Frame(payload, self.session, self.msg_id, reply_to=self.reply_to)
 
 
 class Registry:

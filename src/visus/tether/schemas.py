@@ -112,6 +112,8 @@ class FrameOut(BaseModel):
     session: str
     seq: int
     msg_id: str
+    #: The msg_id of the user.message this frame answers (server frames only).
+    reply_to: str | None = None
     payload: dict[str, Any]
 
 

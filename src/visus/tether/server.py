@@ -34,6 +34,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +46,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from visus import limits
+from visus import limits, paths
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.tether.frames import decode_frame, encode_frame
 from visus.tether.guard import LoopbackGuard
@@ -64,14 +65,19 @@ from visus.tether.schemas import (
 )
 
 __all__ = [
+    "ERROR_STATUS",
     "FRAME_IN_SCHEMA",
     "BearerGate",
     "InUseError",
     "check_bind",
     "create_app",
     "encode_page",
+    "error_status",
+    "get_registry",
     "is_loopback",
+    "router",
     "serve",
+    "serve_dir",
     "stop_streams",
     "tether_server",
 ]
@@ -86,13 +92,6 @@ def _err(status: int, code: str, message: str, **extra: str | None) -> JSONRespo
     detail = {"code": code, "message": message, **{k: v for k, v in extra.items() if v}}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": detail}, status_code=status, headers=headers)
-
-
-class _AuthFailed(Exception):
-    pass
-
-
-_bearer = HTTPBearer(auto_error=False)
 
 
 def encode_page(page: Page) -> bytes:
@@ -116,6 +115,232 @@ class InUseError(VisusError):
     """An instance the server itself relies on (the web chat's) cannot be deleted."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Status:
+    """How one kind of error is answered: status, error code, and the limit it names."""
+
+    status: int
+    code: str
+    limit: str | None = None
+    retry_after: str | None = None
+
+
+#: Exception -> answer, first match wins (so subclasses come before their bases).
+#: Any other VisusError is a 400 ``invalid_input``.
+ERROR_STATUS: tuple[tuple[type[VisusError], _Status], ...] = (
+    (NotFoundError, _Status(404, "not_found")),
+    (InUseError, _Status(409, "in_use")),
+    (BusyError, _Status(429, "busy", limit="TETHER_MAX_PENDING_TURNS", retry_after="1")),
+    (TetherLimitError, _Status(413, "too_large")),
+    (LimitError, _Status(413, "too_large")),
+)
+_INVALID = _Status(400, "invalid_input")
+
+
+def error_status(exc: VisusError) -> _Status:
+    """The answer for ``exc`` from :data:`ERROR_STATUS`.
+
+    Example:
+        >>> error_status(NotFoundError("no such instance")).status
+        404
+        >>> error_status(ConfigError("model: required")).code
+        'invalid_input'
+    """
+    for kind, status in ERROR_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return _INVALID
+
+
+async def _visus_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, VisusError)
+    st = error_status(exc)
+    field = getattr(exc, "field", None)
+    limit = getattr(exc, "limit", None) if isinstance(exc, TetherLimitError) else st.limit
+    resp = _err(st.status, st.code, str(exc), field=field, limit=limit)
+    if st.retry_after:
+        resp.headers["Retry-After"] = st.retry_after
+    return resp
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
+    code = codes.get(exc.status_code, f"http_{exc.status_code}")
+    return _err(exc.status_code, code, str(exc.detail))
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    field = ".".join(str(p) for p in first.get("loc", ()))
+    ctype = request.headers.get("content-type", "")
+    if field == "body" and "json" not in ctype:
+        # curl -d sends a form by default; the pydantic message would not say so.
+        got = ctype.split(";")[0] or "none"
+        message = f"body: send JSON with Content-Type: application/json (got {got})"
+        return _err(400, "invalid_input", message, field=field)
+    return _err(400, "invalid_input", f"{field}: {first.get('msg', 'invalid')}", field=field)
+
+
+# The bearer token is checked by BearerGate (ASGI middleware, before any body is read),
+# so this scheme never refuses anything: it is here only so that /openapi.json declares
+# the bearer security scheme on every /v1 route.
+_bearer = HTTPBearer(auto_error=False, description="VISUS_TOKEN, when the server has one")
+
+
+async def _openapi_bearer(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    return None
+
+
+def get_registry(request: Request) -> Registry:
+    """The app's instance registry (a route dependency)."""
+    registry: Registry = request.app.state.registry
+    return registry
+
+
+Reg = Annotated[Registry, Depends(get_registry)]
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(_openapi_bearer)], responses={401: _E[401]})
+
+
+@router.post("/instances", status_code=201, response_model=InstanceOut, responses={400: _E[400]})
+async def create_instance(body: InstanceCreate, registry: Reg) -> dict[str, Any]:
+    """Create an instance: an agent with a model, tools and roots."""
+    return registry.create(model=body.model, tools=body.tools, roots=body.roots).describe()
+
+
+@router.get("/instances", response_model=InstanceList)
+async def list_instances(registry: Reg) -> dict[str, Any]:
+    return {"instances": [inst.describe() for inst in registry]}
+
+
+@router.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
+async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
+    return registry.get(instance_id).describe()
+
+
+@router.delete(
+    "/instances/{instance_id}",
+    status_code=204,
+    response_class=Response,
+    responses={404: _E[404], 409: _E[409]},
+)
+async def delete_instance(instance_id: str, registry: Reg, request: Request) -> Response:
+    registry.get(instance_id)  # 404 first
+    user = request.app.state.protected_instances.get(instance_id)
+    if user:
+        raise InUseError(
+            f"instance {instance_id!r} is {user}; it cannot be deleted while the server runs"
+        )
+    await registry.delete(instance_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/instances/{instance_id}/tether",
+    status_code=202,
+    response_model=Accepted,
+    responses={400: _E[400], 404: _E[404], 413: _E[413], 429: _E[429]},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": FRAME_IN_SCHEMA}},
+        }
+    },
+)
+async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str, Any]:
+    """Send one ``user.message`` frame; the turn runs in the background."""
+    inst = registry.get(instance_id)
+    inst.check_capacity()  # before the body is read, and again before the turn starts
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise FrameError("Content-Length: not a number", field="Content-Length")
+        check_wire(int(length))  # refused before a byte of the body is read
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        check_wire(len(body))
+    try:
+        obj = json.loads(body)
+    except ValueError as e:
+        raise FrameError(f"body: not JSON ({e})", field="body") from e
+    decoded = decode_frame(obj, types=frozenset({"user.message"}), assign=True)
+    inst.check_capacity()
+    frame = await inst.ring.append(decoded.frame)
+    inst.start_turn(frame, decoded.images)
+    return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
+
+
+@router.get(
+    "/instances/{instance_id}/tether/poll",
+    response_model=PollOut,
+    responses={400: _E[400], 404: _E[404]},
+)
+async def poll(
+    instance_id: str,
+    registry: Reg,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    session: str | None = None,
+    wait: Annotated[float, Query(ge=0, le=limits.TETHER_POLL_MAX_WAIT_SECONDS)] = 0.0,
+    limit: Annotated[int | None, Query(ge=1, le=limits.RING_MAX_FRAMES)] = None,
+) -> Response:
+    """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives."""
+    inst = registry.get(instance_id)
+    page = await inst.ring.wait_read(after_seq, session=session, limit=limit, timeout=wait)
+    return Response(encode_page(page), media_type="application/json")
+
+
+@router.get(
+    "/instances/{instance_id}/tether/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "frames as server-sent events; id is the seq",
+        },
+        400: _E[400],
+        404: _E[404],
+    },
+)
+async def stream(
+    instance_id: str,
+    registry: Reg,
+    after_seq: Annotated[int | None, Query(ge=0)] = None,
+    session: str | None = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    """Frames as server-sent events from ``after_seq`` (or ``Last-Event-ID``, else 0)."""
+    inst = registry.get(instance_id)
+    cursor = after_seq
+    if cursor is None and last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise FrameError("Last-Event-ID: must be a seq (an integer)", field="Last-Event-ID")
+        cursor = int(last_event_id)
+    return StreamingResponse(
+        _events(inst.ring, cursor or 0, session, lambda: inst.closed),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.loop = asyncio.get_running_loop()  # for stop_streams from a signal
+    registry: Registry = app.state.registry
+    async with AsyncExitStack() as stack:
+        hooks: list[Callable[[], AbstractAsyncContextManager[Any]]] = app.state.lifespan_hooks
+        for hook in hooks:
+            await stack.enter_async_context(hook())
+        try:
+            yield
+        finally:
+            await registry.aclose()
+
+
 def create_app(
     *,
     data_dir: Path,
@@ -126,206 +351,30 @@ def create_app(
 
     ``runner_factory`` builds the agent behind each instance (see
     :mod:`visus.tether.runner`). With ``token`` set every ``/v1`` route needs
-    ``Authorization: Bearer <token>``. ``app.state.lifespan_hooks`` takes more
-    async context managers to run for the app's lifetime (``visus.mcp_server.mount_mcp``
-    uses it).
+    ``Authorization: Bearer <token>`` (checked by :class:`BearerGate` before the
+    body is read). ``app.state.lifespan_hooks`` takes more async context managers
+    to run for the app's lifetime (``visus.mcp_server.mount_mcp`` uses it).
     """
-    registry = Registry(Path(data_dir), runner_factory)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.loop = asyncio.get_running_loop()  # for stop_streams from a signal
-        async with AsyncExitStack() as stack:
-            hooks: list[Callable[[], AbstractAsyncContextManager[Any]]] = app.state.lifespan_hooks
-            for hook in hooks:
-                await stack.enter_async_context(hook())
-            try:
-                yield
-            finally:
-                await registry.aclose()
-
     app = FastAPI(
         title="visus tether",
         version="1",
         summary="Images in and out of an agent over HTTP: frames, long poll, SSE.",
-        lifespan=lifespan,
+        lifespan=_lifespan,
         # FastAPI's /docs and /redoc pages load their scripts from a CDN: offline they
         # are blank, online they tell a third party who browses the API. The spec
         # itself is served at /openapi.json.
         docs_url=None,
         redoc_url=None,
     )
-    app.state.registry = registry
+    app.state.registry = Registry(Path(data_dir), runner_factory)
     app.state.token = token
     app.state.lifespan_hooks = []
     #: Instance id -> what uses it; such an instance cannot be deleted over the API.
     app.state.protected_instances = {}
-
-    async def auth(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> None:
-        if token is None:
-            return
-        given = credentials.credentials if credentials else ""
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise _AuthFailed
-
-    @app.exception_handler(_AuthFailed)
-    async def _auth_failed(request: Request, exc: _AuthFailed) -> JSONResponse:
-        return _unauthorized()
-
-    @app.exception_handler(VisusError)
-    async def _visus_error(request: Request, exc: VisusError) -> JSONResponse:
-        field = getattr(exc, "field", None)
-        if isinstance(exc, NotFoundError):
-            return _err(404, "not_found", str(exc))
-        if isinstance(exc, InUseError):
-            return _err(409, "in_use", str(exc))
-        if isinstance(exc, BusyError):
-            resp = _err(429, "busy", str(exc), limit="TETHER_MAX_PENDING_TURNS")
-            resp.headers["Retry-After"] = "1"
-            return resp
-        if isinstance(exc, TetherLimitError):
-            return _err(413, "too_large", str(exc), field=field, limit=exc.limit)
-        if isinstance(exc, LimitError):
-            return _err(413, "too_large", str(exc))
-        if isinstance(exc, FrameError | ConfigError):
-            return _err(400, "invalid_input", str(exc), field=field)
-        return _err(400, "invalid_input", str(exc))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
-        code = codes.get(exc.status_code, f"http_{exc.status_code}")
-        return _err(exc.status_code, code, str(exc.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        field = ".".join(str(p) for p in first.get("loc", ()))
-        ctype = request.headers.get("content-type", "")
-        if field == "body" and "json" not in ctype:
-            # curl -d sends a form by default; the pydantic message would not say so.
-            got = ctype.split(";")[0] or "none"
-            message = f"body: send JSON with Content-Type: application/json (got {got})"
-            return _err(400, "invalid_input", message, field=field)
-        return _err(400, "invalid_input", f"{field}: {first.get('msg', 'invalid')}", field=field)
-
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(auth)], responses={401: _E[401]})
-
-    @v1.post("/instances", status_code=201, response_model=InstanceOut, responses={400: _E[400]})
-    async def create_instance(body: InstanceCreate) -> dict[str, Any]:
-        """Create an instance: an agent with a model, tools and roots."""
-        return registry.create(model=body.model, tools=body.tools, roots=body.roots).describe()
-
-    @v1.get("/instances", response_model=InstanceList)
-    async def list_instances() -> dict[str, Any]:
-        return {"instances": [inst.describe() for inst in registry]}
-
-    @v1.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
-    async def get_instance(instance_id: str) -> dict[str, Any]:
-        return registry.get(instance_id).describe()
-
-    @v1.delete(
-        "/instances/{instance_id}",
-        status_code=204,
-        response_class=Response,
-        responses={404: _E[404], 409: _E[409]},
-    )
-    async def delete_instance(instance_id: str) -> Response:
-        registry.get(instance_id)  # 404 first
-        user = app.state.protected_instances.get(instance_id)
-        if user:
-            raise InUseError(
-                f"instance {instance_id!r} is {user}; it cannot be deleted while the server runs"
-            )
-        await registry.delete(instance_id)
-        return Response(status_code=204)
-
-    @v1.post(
-        "/instances/{instance_id}/tether",
-        status_code=202,
-        response_model=Accepted,
-        responses={400: _E[400], 404: _E[404], 413: _E[413], 429: _E[429]},
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": FRAME_IN_SCHEMA}},
-            }
-        },
-    )
-    async def ingress(instance_id: str, request: Request) -> dict[str, Any]:
-        """Send one ``user.message`` frame; the turn runs in the background."""
-        inst = registry.get(instance_id)
-        inst.check_capacity()  # before the body is read, and again before the turn starts
-        length = request.headers.get("content-length")
-        if length is not None:
-            if not length.isdigit():
-                raise FrameError("Content-Length: not a number", field="Content-Length")
-            check_wire(int(length))  # refused before a byte of the body is read
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            check_wire(len(body))
-        try:
-            obj = json.loads(body)
-        except ValueError as e:
-            raise FrameError(f"body: not JSON ({e})", field="body") from e
-        decoded = decode_frame(obj, types=frozenset({"user.message"}), assign=True)
-        inst.check_capacity()
-        frame = await inst.ring.append(decoded.frame)
-        inst.start_turn(frame, decoded.images)
-        return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
-
-    @v1.get(
-        "/instances/{instance_id}/tether/poll",
-        response_model=PollOut,
-        responses={400: _E[400], 404: _E[404]},
-    )
-    async def poll(
-        instance_id: str,
-        after_seq: Annotated[int, Query(ge=0)] = 0,
-        session: str | None = None,
-        wait: Annotated[float, Query(ge=0, le=limits.TETHER_POLL_MAX_WAIT_SECONDS)] = 0.0,
-        limit: Annotated[int | None, Query(ge=1, le=limits.RING_MAX_FRAMES)] = None,
-    ) -> Response:
-        """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives."""
-        inst = registry.get(instance_id)
-        page = await inst.ring.wait_read(after_seq, session=session, limit=limit, timeout=wait)
-        return Response(encode_page(page), media_type="application/json")
-
-    @v1.get(
-        "/instances/{instance_id}/tether/stream",
-        response_class=StreamingResponse,
-        responses={
-            200: {
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                "description": "frames as server-sent events; id is the seq",
-            },
-            400: _E[400],
-            404: _E[404],
-        },
-    )
-    async def stream(
-        instance_id: str,
-        after_seq: Annotated[int | None, Query(ge=0)] = None,
-        session: str | None = None,
-        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-    ) -> StreamingResponse:
-        """Frames as server-sent events from ``after_seq`` (or ``Last-Event-ID``, else 0)."""
-        inst = registry.get(instance_id)
-        cursor = after_seq
-        if cursor is None and last_event_id is not None:
-            if not last_event_id.strip().isdigit():
-                raise FrameError("Last-Event-ID: must be a seq (an integer)", field="Last-Event-ID")
-            cursor = int(last_event_id)
-        return StreamingResponse(
-            _events(inst.ring, cursor or 0, session, lambda: inst.closed),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    app.include_router(v1)
+    app.add_exception_handler(VisusError, _visus_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.include_router(router)
     if token is not None:
         app.add_middleware(BearerGate, token=token, prefixes=("/v1", "/mcp"))
     else:
@@ -436,6 +485,18 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+def serve_dir(explicit: Path | None = None) -> Path:
+    """The tether server's folder: ``explicit``, else ``serve/`` in the data folder
+    (:func:`visus.paths.data_dir`: ``$VISUS_DATA`` or the platform's user data dir),
+    the same folder ``visus serve`` uses.
+
+    Example:
+        >>> serve_dir(Path("/srv/tether")).as_posix()
+        '/srv/tether'
+    """
+    return explicit if explicit is not None else paths.data_dir() / "serve"
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8750,
@@ -453,10 +514,8 @@ def serve(
     Example:
         >>> # serve("127.0.0.1", 8750, runner_factory=lambda config: MyRunner())
     """
-    import platformdirs
-
     check_bind(host, token)
-    folder = data_dir or Path(platformdirs.user_data_dir("visus")) / "serve"
+    folder = serve_dir(data_dir)
     app = create_app(data_dir=folder, runner_factory=runner_factory, token=token)
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     print(f"visus tether API  {base}/v1  (OpenAPI: {base}/openapi.json)")

@@ -138,8 +138,8 @@ function linkStatus(status) {
 }
 
 function pendingFor(frame) {
-  const id = frame.msg_id.endsWith(":reply") ? frame.msg_id.slice(0, -6) : frame.msg_id;
-  return state.pending.get(id) || null;
+  // A server's answer names the message it answers in reply_to.
+  return state.pending.get(frame.reply_to || frame.msg_id) || null;
 }
 
 async function onFrame(frame) {
@@ -170,9 +170,9 @@ async function onFrame(frame) {
       ]);
     }
     if (frame.type === "assistant.done" || frame.payload.code === "turn_failed") {
-      const id = frame.msg_id.slice(0, -6);
+      const id = frame.reply_to;
       if (pending) state.pending.delete(id);
-      else if (frame.msg_id.endsWith(":reply")) {
+      else if (id) {
         state.ended.add(id);
         if (state.ended.size > 200) state.ended.delete(state.ended.values().next().value);
       }
