@@ -94,14 +94,6 @@ _STANDARD_ENV: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("OPENROUTER_API_KEY", ("providers", "openrouter", "api_key")),
     ("TELEGRAM_BOT_TOKEN", ("telegram", "bot_token")),
 )
-_OPENROUTER_URL = "https://openrouter.ai/api/v1"
-#: First provider with a key picks the default model.
-_DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
-    ("anthropic", "anthropic:claude-sonnet-4-6"),
-    ("openai", "openai:gpt-4.1"),
-    ("gemini", "gemini:gemini-2.5-flash"),
-    ("openrouter", "openai-compatible:openai/gpt-4.1"),
-)
 
 
 class _Frozen(BaseModel):
@@ -234,7 +226,9 @@ class _StandardEnvSource(PydanticBaseSettingsSource):
             if self._env.get(var):
                 _set_path(out, path, self._env[var])
         if "openrouter" in out.get("providers", {}):
-            out["providers"]["openrouter"].setdefault("base_url", _OPENROUTER_URL)
+            from visus.providers.profiles import OPENROUTER_BASE_URL
+
+            out["providers"]["openrouter"].setdefault("base_url", OPENROUTER_BASE_URL)
         out["data_dir"] = str(paths.data_dir(self._env.get(paths.DATA_ENV) or None))
         return out
 
@@ -293,7 +287,9 @@ class VisusConfig(BaseSettings):
     def _pick_default_model(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("default_model"):
             providers = data.get("providers") or {}
-            for name, model in _DEFAULT_MODELS:
+            from visus.providers.profiles import default_models
+
+            for name, model in default_models():
                 entry = providers.get(name)
                 if isinstance(entry, Mapping) and entry.get("api_key"):
                     return {**data, "default_model": model}

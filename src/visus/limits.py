@@ -175,24 +175,28 @@ BEDROCK_MAX_DOCUMENT_BYTES: Final = 4_718_592
 BEDROCK_MAX_DOCUMENTS: Final = 5
 BEDROCK_MAX_DOCUMENT_NAME_CHARS: Final = 200
 
-# --- reference server: the provider bounds it enforces like the real services ----
+#: Per-image and per-request bounds of the real services, named by provider: visus
+#: fits images under them, and the reference server enforces them as the real
+#: services do (it imports these names; it stays an independent oracle).
+#: Anthropic: base64 characters per image, longest side, images per request.
+ANTHROPIC_MAX_IMAGE_B64: Final = 5 * MB
+ANTHROPIC_MAX_EDGE: Final = 8000
+ANTHROPIC_MAX_IMAGES: Final = 100
+#: OpenAI (Chat Completions and Responses): decoded bytes per image, images per request.
+OPENAI_MAX_IMAGE_BYTES: Final = 20 * MB
+OPENAI_MAX_IMAGES: Final = 500
+#: Gemini: inline data per request (bytes, decoded), images per request.
+GEMINI_MAX_INLINE_BYTES: Final = 20 * MB
+GEMINI_MAX_IMAGES: Final = 3600
+#: Bedrock Converse: decoded bytes per image (3.75 MB), longest side, images per request.
+BEDROCK_MAX_IMAGE_BYTES: Final = 3_932_160
+BEDROCK_MAX_EDGE: Final = 8000
+BEDROCK_MAX_IMAGES: Final = 20
+
+# --- reference server: its own knobs -----------------------------------------------
 #: Default context window of the reference model (tokens); `--context-tokens` overrides.
 REFERENCE_CONTEXT_TOKENS: Final = 128_000
 #: Largest request body the reference server reads (bytes).
 REFERENCE_MAX_BODY_BYTES: Final = 100 * MB
-#: Anthropic: base64 characters per image, longest side, images per request.
-REFERENCE_ANTHROPIC_MAX_IMAGE_B64: Final = 5 * MB
-REFERENCE_ANTHROPIC_MAX_EDGE: Final = 8000
-REFERENCE_ANTHROPIC_MAX_IMAGES: Final = 100
-#: OpenAI (Chat Completions and Responses): decoded bytes per image, images per request.
-REFERENCE_OPENAI_MAX_IMAGE_BYTES: Final = 20 * MB
-REFERENCE_OPENAI_MAX_IMAGES: Final = 500
-#: Gemini: inline data per request (bytes, decoded), images per request.
-REFERENCE_GEMINI_MAX_INLINE_BYTES: Final = 20 * MB
-REFERENCE_GEMINI_MAX_IMAGES: Final = 3600
-#: Bedrock Converse: decoded bytes per image (3.75 MB), longest side, images per request.
-REFERENCE_BEDROCK_MAX_IMAGE_BYTES: Final = 3_932_160
-REFERENCE_BEDROCK_MAX_EDGE: Final = 8000
-REFERENCE_BEDROCK_MAX_IMAGES: Final = 20
 #: Longest side of a PDF page as the reference model renders it to perceive a document.
 REFERENCE_PDF_PAGE_EDGE: Final = 1568

@@ -195,3 +195,19 @@ def test_reference_pdf_is_the_reference_model_that_reads_pdfs(ref: str, wire: st
     client, spec = resolve(ref, config=ProviderSettings(reference_url="http://127.0.0.1:9", env={}))
     assert client.wire == wire
     assert (spec.name, spec.pdf, spec.vision) == ("reference-pdf", True, True)
+
+
+def test_profile_rows_drive_keys_urls_and_default_wires() -> None:
+    from visus.providers import PROFILES, PROVIDERS, wire_for_provider
+
+    assert set(PROVIDERS) | {"openrouter"} == set(PROFILES)
+    for row in PROFILES.values():
+        for i, var in enumerate(row.key_env):
+            env = {var: f"key-{i}"}
+            assert ProviderSettings(env=env).key(row.name) == f"key-{i}"
+        for var in row.url_env:
+            assert ProviderSettings(env={var: "http://h:1"}).url(row.name) == "http://h:1"
+        assert wire_for_provider(row.name) == row.default_wire
+    # The first key set picks the default model, in the rows' order.
+    env = {"OPENROUTER_API_KEY": "or", "GEMINI_API_KEY": "g"}
+    assert default_model(ProviderSettings(env=env)) == "gemini:gemini-2.5-flash"

@@ -126,9 +126,10 @@ def test_model_from_the_session_and_the_agent_defaults(data: Path) -> None:
     code, out, _ = _run("s2", "--data", str(data))
     assert code == 0
     body = json.loads(out)
-    assert body["model"] == "gpt-4.1"  # recorded in the session, default wire openai-chat
-    assert body["messages"][0] == {"role": "system", "content": DEFAULT_SYSTEM}
-    assert {"read", "view"} <= {t["function"]["name"] for t in body["tools"]}
+    # recorded in the session; OpenAI's default wire is Responses, as the agent sends it
+    assert body["model"] == "gpt-4.1"
+    assert body["instructions"] == DEFAULT_SYSTEM
+    assert {"read", "view"} <= {t["name"] for t in body["tools"]}
     code, out, _ = _run("s2", "--bare", "--data", str(data))
     body = json.loads(out)
-    assert body == {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+    assert body == {"model": "gpt-4.1", "input": [{"role": "user", "content": "hi"}]}

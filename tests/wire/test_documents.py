@@ -278,7 +278,7 @@ def test_unused_spec_fields_are_untouched() -> None:
 
 def test_documents_share_the_inline_budget_on_gemini_not_on_openai() -> None:
     # A PDF just under Gemini's inline cap leaves no room for the older of two images.
-    big = b"%PDF-1.7\n" + b"0" * (limits.REFERENCE_GEMINI_MAX_INLINE_BYTES - 100)
+    big = b"%PDF-1.7\n" + b"0" * (limits.GEMINI_MAX_INLINE_BYTES - 100)
     s = store()
     s.put(big, "application/pdf")
     doc = document(AttachmentOrigin("big.pdf"), data=big)

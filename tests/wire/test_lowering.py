@@ -11,6 +11,7 @@ import pytest
 
 from visus.errors import IntegrityError, WireError
 from visus.models.spec import ModelSpec
+from visus.providers import wire_for_provider
 from visus.record.messages import (
     AssistantMessage,
     ImagePart,
@@ -19,7 +20,7 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
-from visus.wire import WIRES, lower, wire_for_provider
+from visus.wire import WIRES, lower
 
 from .corpus import (
     BLUE,
@@ -417,6 +418,7 @@ def test_every_wire_in_the_table_and_default_wires() -> None:
     assert set(WIRES) == names
     assert wire_for_provider("openai-compatible") == "openai-chat"
     assert wire_for_provider("bedrock") == "bedrock"
+    assert wire_for_provider("openai") == "openai-responses"  # what resolve() sends
     with pytest.raises(WireError):
         wire_for_provider("nobody")
 

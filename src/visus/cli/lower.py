@@ -122,11 +122,12 @@ def lower_command(
     from visus.errors import VisusError
     from visus.models import get_model
     from visus.paths import blobs_dir, refit_index, sessions_dir
+    from visus.providers import wire_for_provider
     from visus.record.blobs import FileBlobStore
     from visus.record.messages import ModelRequest
     from visus.record.sessions import SessionStore
     from visus.retention import model_view
-    from visus.wire import RefitCache, abbreviate, lower, wire_for_provider
+    from visus.wire import RefitCache, abbreviate, lower
 
     try:
         root = data_root(data)

@@ -24,7 +24,7 @@ from typing import get_args
 from urllib.parse import urlsplit
 
 from visus import limits
-from visus.errors import AuthError, ConfigError
+from visus.errors import AuthError, ConfigError, WireError
 from visus.models.spec import ModelSpec
 from visus.providers.base import (
     BlobReader,
@@ -34,62 +34,50 @@ from visus.providers.base import (
     Wire,
     aclose,
 )
+from visus.providers.profiles import (
+    OPENROUTER_BASE_URL,
+    PROFILES,
+    ProviderProfile,
+    default_models,
+)
 
 __all__ = [
     "OPENROUTER_BASE_URL",
+    "PROFILES",
     "PROVIDERS",
     "BlobReader",
     "OnDelta",
     "ProviderClient",
     "ProviderConfig",
+    "ProviderProfile",
     "ProviderSettings",
     "Wire",
     "aclose",
     "default_model",
     "make_client",
     "resolve",
+    "wire_for_provider",
 ]
 
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
-PROVIDERS = (
-    "openai",
-    "anthropic",
-    "gemini",
-    "ollama",
-    "bedrock",
-    "openai-compatible",
-    "reference",
-)
+#: The prefixes a model ref may start with (``openrouter`` is a key, not a prefix).
+PROVIDERS = tuple(name for name in PROFILES if name != "openrouter")
 _WIRES: tuple[str, ...] = get_args(Wire)
 # The offline reference model, and its variant that also reads PDFs natively; both are
 # addressed as NAME or NAME:<wire>.
 _REFERENCE_MODELS = ("reference", "reference-pdf")
 
-# Env vars holding each provider's key, first match wins.
-_KEY_ENV: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "ollama": ("OLLAMA_API_KEY",),
-    "openai-compatible": ("VISUS_OPENAI_COMPATIBLE_API_KEY",),
-    "openrouter": ("OPENROUTER_API_KEY",),
-}
-_URL_ENV: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_BASE_URL",),
-    "anthropic": ("ANTHROPIC_BASE_URL",),
-    "gemini": ("GOOGLE_GEMINI_BASE_URL",),
-    "ollama": ("OLLAMA_HOST",),
-    "bedrock": ("VISUS_BEDROCK_ENDPOINT_URL",),
-    "openai-compatible": ("VISUS_OPENAI_COMPATIBLE_BASE_URL",),
-    "reference": ("VISUS_REFERENCE_URL",),
-}
-# Default models, in order of preference, when a key for their provider is set.
-_DEFAULTS = (
-    ("anthropic", "anthropic:claude-sonnet-4-6"),
-    ("openai", "openai:gpt-4.1"),
-    ("gemini", "gemini:gemini-2.5-flash"),
-    ("openrouter", "openai-compatible:openai/gpt-4.1"),
-)
+
+def wire_for_provider(provider: str) -> Wire:
+    """The wire a provider speaks by default (its profile row).
+
+    Example:
+        >>> wire_for_provider("openai"), wire_for_provider("openai-compatible")
+        ('openai-responses', 'openai-chat')
+    """
+    row = PROFILES.get(provider)
+    if row is None:
+        raise WireError(f"no default wire for provider {provider!r}")
+    return row.default_wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +117,8 @@ class ProviderSettings:
         if self.api_keys.get(provider):
             return self.api_keys[provider]
         env = self._env()
-        return next((env[v] for v in _KEY_ENV.get(provider, ()) if env.get(v)), None)
+        names = PROFILES[provider].key_env if provider in PROFILES else ()
+        return next((env[v] for v in names if env.get(v)), None)
 
     def url(self, provider: str) -> str | None:
         """The base URL for ``provider``: explicit, else its env var, else None."""
@@ -138,7 +127,8 @@ class ProviderSettings:
         if self.base_urls.get(provider):
             return self.base_urls[provider]
         env = self._env()
-        return next((env[v] for v in _URL_ENV.get(provider, ()) if env.get(v)), None)
+        names = PROFILES[provider].url_env if provider in PROFILES else ()
+        return next((env[v] for v in names if env.get(v)), None)
 
     def config(self, **overrides: object) -> ProviderConfig:
         """A :class:`ProviderConfig` with these transport knobs and ``overrides``."""
@@ -156,7 +146,7 @@ class ProviderSettings:
 
 
 def _missing_key(provider: str, ref: str) -> AuthError:
-    names = " or ".join(_KEY_ENV[provider])
+    names = " or ".join(PROFILES[provider].key_env)
     return AuthError(
         f"{ref} needs an API key: set {names} (or give it in the provider settings)",
         provider=provider,
@@ -179,9 +169,7 @@ def make_client(
     if provider in ("openai", "openai-compatible", "openai-chat", "openai-responses"):
         from visus.providers.openai_client import OpenAIClient
 
-        wire = "openai-responses" if provider == "openai-responses" else "openai-chat"
-        if config.wire is None and provider == "openai":
-            wire = "openai-responses"
+        wire = provider if provider in _WIRES else wire_for_provider(provider)
         return OpenAIClient(
             config,
             provider=name,
@@ -285,14 +273,15 @@ def resolve(
         return client, spec
 
     cfg = settings.config(base_url=settings.url(provider))
-    if provider in ("openai", "anthropic", "gemini"):  # a key of their own is required
+    row = PROFILES[provider]
+    if row.key_required:
         key = settings.key(provider)
         if not key:
             raise _missing_key(provider, model_ref)
         cfg = dataclasses.replace(cfg, api_key=key)
     elif provider == "ollama":
         cfg = dataclasses.replace(
-            cfg, api_key=settings.key("ollama"), base_url=cfg.base_url or "http://127.0.0.1:11434"
+            cfg, api_key=settings.key("ollama"), base_url=cfg.base_url or row.default_url
         )
     elif provider == "bedrock":
         cfg = _bedrock_config(settings, cfg, model_ref)
@@ -306,7 +295,7 @@ def _compatible_config(
 ) -> ProviderConfig:
     url = cfg.base_url
     if not url and settings.key("openrouter"):
-        url = OPENROUTER_BASE_URL
+        url = PROFILES["openrouter"].default_url
     if not url:
         needs = (
             f"{model_ref} needs a base URL: set VISUS_OPENAI_COMPATIBLE_BASE_URL "
@@ -320,7 +309,8 @@ def _compatible_config(
                 f"Served by an OpenAI-compatible server, {needs}"
             )
         raise ConfigError(needs)
-    if (urlsplit(url).hostname or "").endswith("openrouter.ai"):
+    openrouter = urlsplit(OPENROUTER_BASE_URL).hostname or "openrouter.ai"
+    if (urlsplit(url).hostname or "").endswith(openrouter):
         key = settings.api_keys.get("openai-compatible") or settings.key("openrouter")
         if not key:
             raise _missing_key("openrouter", model_ref)
@@ -380,7 +370,7 @@ def default_model(config: ProviderSettings | None = None) -> str:
         'reference'
     """
     settings = config or ProviderSettings()
-    for provider, ref in _DEFAULTS:
+    for provider, ref in default_models():
         if settings.key(provider):
             return ref
     return "reference"

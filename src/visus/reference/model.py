@@ -195,7 +195,7 @@ def document_pages(data: bytes, where: str, *, max_pages: int | None = None) -> 
         profile = Profile(
             max_edge=edge,
             max_pixels=edge * edge,
-            max_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+            max_bytes=limits.OPENAI_MAX_IMAGE_BYTES,
             media_types=frozenset({"image/png"}),
         )
         rendered: list[InImage] = []

@@ -88,10 +88,10 @@ def _image(block: dict[str, Any], path: str, many: bool) -> InImage:
             "'image/png', 'image/gif' or 'image/webp'"
         )
     raw = source.get("data")
-    if isinstance(raw, str) and len(raw) > limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64:
+    if isinstance(raw, str) and len(raw) > limits.ANTHROPIC_MAX_IMAGE_B64:
         raise _reject(
             f"{path}.source.base64: image exceeds 5 MB maximum: {len(raw)} bytes > "
-            f"{limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64} bytes"
+            f"{limits.ANTHROPIC_MAX_IMAGE_B64} bytes"
         )
     try:
         checked = check_image(b64decode(raw))
@@ -104,10 +104,10 @@ def _image(block: dict[str, Any], path: str, many: bool) -> InImage:
             f"{media_type} media type, but the image appears to be a {actual} image"
         )
     edge = max(checked.width, checked.height)
-    if edge > limits.REFERENCE_ANTHROPIC_MAX_EDGE:
+    if edge > limits.ANTHROPIC_MAX_EDGE:
         raise _reject(
             f"{path}.source.base64.data: At least one of the image dimensions exceed "
-            f"max allowed size: {limits.REFERENCE_ANTHROPIC_MAX_EDGE} pixels"
+            f"max allowed size: {limits.ANTHROPIC_MAX_EDGE} pixels"
         )
     if many and edge > limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE:
         raise _reject(
@@ -276,10 +276,9 @@ def _conversation(body: dict[str, Any]) -> Conversation:
     if not isinstance(body.get("max_tokens"), int):
         raise _reject("max_tokens: Field required")
     n_images = _count_images(raw)
-    if n_images > limits.REFERENCE_ANTHROPIC_MAX_IMAGES:
+    if n_images > limits.ANTHROPIC_MAX_IMAGES:
         raise _reject(
-            f"Too many images in request: {n_images} > "
-            f"{limits.REFERENCE_ANTHROPIC_MAX_IMAGES} maximum"
+            f"Too many images in request: {n_images} > {limits.ANTHROPIC_MAX_IMAGES} maximum"
         )
     many = n_images > limits.ANTHROPIC_MANY_IMAGES
     try:

@@ -126,16 +126,15 @@ def _image(block: object, path: str, count: _Count) -> InImage:
         data = b64decode(raw)
     except InvalidInputError as e:
         raise _reject(f"Could not parse the base64 bytes at {path}.source.bytes") from e
-    if len(data) > limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES:
+    if len(data) > limits.BEDROCK_MAX_IMAGE_BYTES:
         raise _reject(
             f"The image at {path} is {len(data)} bytes, over the maximum of "
-            f"{limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES} bytes (3.75 MB)."
+            f"{limits.BEDROCK_MAX_IMAGE_BYTES} bytes (3.75 MB)."
         )
     count.images += 1
-    if count.images > limits.REFERENCE_BEDROCK_MAX_IMAGES:
+    if count.images > limits.BEDROCK_MAX_IMAGES:
         raise _reject(
-            f"Too many images in the request: at most "
-            f"{limits.REFERENCE_BEDROCK_MAX_IMAGES} are allowed."
+            f"Too many images in the request: at most {limits.BEDROCK_MAX_IMAGES} are allowed."
         )
     try:
         checked = check_image(data)
@@ -146,10 +145,10 @@ def _image(block: object, path: str, count: _Count) -> InImage:
             f"The format of the image at {path} ({checked.format}) does not match "
             f"the declared format {fmt}."
         )
-    if max(checked.width, checked.height) > limits.REFERENCE_BEDROCK_MAX_EDGE:
+    if max(checked.width, checked.height) > limits.BEDROCK_MAX_EDGE:
         raise _reject(
             f"The image at {path} is {checked.width}x{checked.height}; each side may "
-            f"be at most {limits.REFERENCE_BEDROCK_MAX_EDGE} pixels."
+            f"be at most {limits.BEDROCK_MAX_EDGE} pixels."
         )
     return InImage(data=data, width=checked.width, height=checked.height, where=path)
 

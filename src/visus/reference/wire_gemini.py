@@ -111,10 +111,9 @@ def _inline(blob: object, path: str, budget: _Budget) -> tuple[InImage, ...]:
             f"Invalid value at '{path}.data' (TYPE_BYTES), Base64 decoding failed for \"{shown}\""
         ) from e
     budget.bytes += len(data)
-    if budget.bytes > limits.REFERENCE_GEMINI_MAX_INLINE_BYTES:
+    if budget.bytes > limits.GEMINI_MAX_INLINE_BYTES:
         raise _reject(
-            f"Request payload size exceeds the limit: "
-            f"{limits.REFERENCE_GEMINI_MAX_INLINE_BYTES} bytes."
+            f"Request payload size exceeds the limit: {limits.GEMINI_MAX_INLINE_BYTES} bytes."
         )
     if mime == "application/pdf":
         try:
@@ -122,8 +121,8 @@ def _inline(blob: object, path: str, budget: _Budget) -> tuple[InImage, ...]:
         except InvalidInputError as e:
             raise _reject(f"Unable to process input PDF: {e}") from e
     budget.images += 1
-    if budget.images > limits.REFERENCE_GEMINI_MAX_IMAGES:
-        raise _reject(f"Too many images: at most {limits.REFERENCE_GEMINI_MAX_IMAGES} per request.")
+    if budget.images > limits.GEMINI_MAX_IMAGES:
+        raise _reject(f"Too many images: at most {limits.GEMINI_MAX_IMAGES} per request.")
     try:
         checked = check_image(data)
     except UndecodableError as e:

@@ -127,10 +127,10 @@ def parse_image_url(url: object, detail: object, where: str, param: str) -> InIm
         data = b64decode(match.group("data"))
     except InvalidInputError as e:
         raise reject("Invalid base64 image_url.", param=param, code="invalid_image_url") from e
-    if len(data) > limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES:
+    if len(data) > limits.OPENAI_MAX_IMAGE_BYTES:
         raise reject(
             f"Image too large: {len(data)} bytes exceeds the limit of "
-            f"{limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES} bytes.",
+            f"{limits.OPENAI_MAX_IMAGE_BYTES} bytes.",
             param=param,
             code="image_too_large",
         )
@@ -319,9 +319,9 @@ def _chat_message(i: int, m: object, images_seen: int) -> InMessage:
             param=f"messages[{i}].content",
             code="missing_required_parameter",
         )
-    if images_seen + len(images) > limits.REFERENCE_OPENAI_MAX_IMAGES:
+    if images_seen + len(images) > limits.OPENAI_MAX_IMAGES:
         raise reject(
-            f"Too many images in request. Max is {limits.REFERENCE_OPENAI_MAX_IMAGES}.",
+            f"Too many images in request. Max is {limits.OPENAI_MAX_IMAGES}.",
             param="messages",
             code="too_many_images",
         )

@@ -76,9 +76,9 @@ def _responses_content(
         if kind in {"input_text", "output_text"} and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "input_image":
-            if images_seen + len(images) >= limits.REFERENCE_OPENAI_MAX_IMAGES:
+            if images_seen + len(images) >= limits.OPENAI_MAX_IMAGES:
                 raise reject(
-                    f"Too many images in request. Max is {limits.REFERENCE_OPENAI_MAX_IMAGES}.",
+                    f"Too many images in request. Max is {limits.OPENAI_MAX_IMAGES}.",
                     param="input",
                     code="too_many_images",
                 )

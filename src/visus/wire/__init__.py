@@ -46,7 +46,6 @@ __all__ = [
     "abbreviate",
     "lower",
     "max_document_pages",
-    "wire_for_provider",
 ]
 
 Wire: TypeAlias = Literal[
@@ -77,26 +76,6 @@ WIRES: Mapping[Wire, WireSpec] = MappingProxyType(
     }
 )
 assert set(WIRES) == set(get_args(Wire))
-
-_DEFAULT_WIRE: Mapping[str, Wire] = MappingProxyType(
-    {
-        "anthropic": "anthropic",
-        "openai": "openai-chat",
-        "openai-compatible": "openai-chat",
-        "reference": "openai-chat",
-        "gemini": "gemini",
-        "ollama": "ollama",
-        "bedrock": "bedrock",
-    }
-)
-
-
-def wire_for_provider(provider: str) -> Wire:
-    """The wire a provider speaks by default (``openai`` -> ``openai-chat``)."""
-    try:
-        return _DEFAULT_WIRE[provider]
-    except KeyError:
-        raise WireError(f"no default wire for provider {provider!r}") from None
 
 
 def lower(

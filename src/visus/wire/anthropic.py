@@ -44,9 +44,9 @@ RULES = WireRules(
     base64_byte_limit=True,
     many_images_rule=True,
     # Provider bounds (WIRES.md), the same values the reference server enforces.
-    max_images=limits.REFERENCE_ANTHROPIC_MAX_IMAGES,
-    max_edge=limits.REFERENCE_ANTHROPIC_MAX_EDGE,
-    max_image_bytes=limits.REFERENCE_ANTHROPIC_MAX_IMAGE_B64,
+    max_images=limits.ANTHROPIC_MAX_IMAGES,
+    max_edge=limits.ANTHROPIC_MAX_EDGE,
+    max_image_bytes=limits.ANTHROPIC_MAX_IMAGE_B64,
     max_request_image_bytes=limits.ANTHROPIC_MAX_REQUEST_IMAGE_B64,
     # PDFs: 32 MB per request, 100 pages (600 on contexts over 200k tokens).
     max_document_bytes=limits.ANTHROPIC_MAX_PDF_B64,

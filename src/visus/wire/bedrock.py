@@ -49,9 +49,9 @@ _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image
 RULES = WireRules(
     media_types=frozenset(_FORMATS),
     # Converse: 20 images, 3.75 MB and 8000 px each (WIRES.md; the reference enforces it).
-    max_images=limits.REFERENCE_BEDROCK_MAX_IMAGES,
-    max_edge=limits.REFERENCE_BEDROCK_MAX_EDGE,
-    max_image_bytes=limits.REFERENCE_BEDROCK_MAX_IMAGE_BYTES,
+    max_images=limits.BEDROCK_MAX_IMAGES,
+    max_edge=limits.BEDROCK_MAX_EDGE,
+    max_image_bytes=limits.BEDROCK_MAX_IMAGE_BYTES,
     max_documents=limits.BEDROCK_MAX_DOCUMENTS,
     max_document_bytes=limits.BEDROCK_MAX_DOCUMENT_BYTES,
 )

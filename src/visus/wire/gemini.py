@@ -47,10 +47,10 @@ __all__ = ["RULES", "build"]
 #: Image types Gemini takes inline (no gif).
 RULES = WireRules(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}),
-    max_images=limits.REFERENCE_GEMINI_MAX_IMAGES,
+    max_images=limits.GEMINI_MAX_IMAGES,
     # inline data per request: 20 MB historically (100 MB in 2026); the stricter is safe
-    max_request_image_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
-    max_document_bytes=limits.REFERENCE_GEMINI_MAX_INLINE_BYTES,
+    max_request_image_bytes=limits.GEMINI_MAX_INLINE_BYTES,
+    max_document_bytes=limits.GEMINI_MAX_INLINE_BYTES,
     max_document_pages=limits.GEMINI_MAX_PDF_PAGES,
     documents_share_budget=True,
 )

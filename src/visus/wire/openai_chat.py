@@ -46,8 +46,8 @@ __all__ = ["ERROR_PREFIX", "HOIST_INTRO", "HOIST_INTRO_FILES", "RULES", "build"]
 RULES = WireRules(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
     # Provider bounds (WIRES.md), the same values the reference server enforces.
-    max_images=limits.REFERENCE_OPENAI_MAX_IMAGES,
-    max_image_bytes=limits.REFERENCE_OPENAI_MAX_IMAGE_BYTES,
+    max_images=limits.OPENAI_MAX_IMAGES,
+    max_image_bytes=limits.OPENAI_MAX_IMAGE_BYTES,
     max_request_image_bytes=limits.OPENAI_MAX_REQUEST_IMAGE_BYTES,
     max_document_bytes=limits.OPENAI_MAX_PDF_BYTES,
     max_document_pages=limits.OPENAI_MAX_PDF_PAGES,
