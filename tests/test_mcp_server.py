@@ -342,9 +342,10 @@ async def test_vision_analyze_asks_the_reference_model(tmp_path: Path) -> None:
     from PIL import ImageDraw, ImageFont
 
     from visus.config import load_config
+    from visus.media import font_path
     from visus.reference.server import serve_in_background
 
-    font = Path(__import__("matplotlib").get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+    font = font_path("DejaVuSans.ttf")
     sign = Image.new("RGB", (640, 240), "white")
     ImageDraw.Draw(sign).text(
         (60, 70), "LANTERN", fill="black", font=ImageFont.truetype(str(font), 72)

@@ -44,10 +44,9 @@ def cfg(tmp_path: Path, reference_url: str) -> VisusConfig:
 
 @functools.cache
 def _font(size: int) -> ImageFont.FreeTypeFont:
-    import matplotlib
+    from visus.media import font_path
 
-    path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
-    return ImageFont.truetype(str(path), size)
+    return ImageFont.truetype(font_path("DejaVuSans.ttf"), size)
 
 
 def word_image(word: str, *, size: tuple[int, int] = (640, 240)) -> Image.Image:

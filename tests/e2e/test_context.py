@@ -50,10 +50,9 @@ def large_photo(seed: int) -> bytes:
         x, y = rng.randrange(w), rng.randrange(700, h)
         draw.ellipse((x, y, x + 200, y + 150), fill=(rng.randrange(256), 90, 60))
     draw.rectangle((100, 100, 1700, 600), fill=(255, 255, 255))
-    import matplotlib
+    from visus.media import font_path
 
-    font_path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
-    font = ImageFont.truetype(str(font_path), 220)
+    font = ImageFont.truetype(font_path("DejaVuSans.ttf"), 220)
     word = "".join(rng.choice("bdfgkmnprstvz") + rng.choice("aou") for _ in range(3))
     draw.text((180, 220), word, fill=(20, 60, 160), font=font)
     buf = io.BytesIO()

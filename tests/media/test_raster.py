@@ -251,3 +251,18 @@ def test_mpo_phone_photo_is_decoded_reduced_too(monkeypatch: pytest.MonkeyPatch)
     f = load(data, profile=SMALL)
     assert seen == [(500, 375)]  # 1/4 DCT scale, not 2000x1500
     assert (f.width, f.height, f.frame_count) == (256, 192, 2)
+
+
+def test_avif_decodes_with_pillow_alone() -> None:
+    # Pillow 13 carries libavif; no plugin package is installed or imported for it.
+    import sys
+
+    from PIL import features
+
+    assert features.check("avif")
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(buf, "AVIF")
+    f = load(buf.getvalue(), profile=CLAUDE)
+    assert (f.source_width, f.source_height) == (64, 48)
+    assert near(decoded(f.data).convert("RGB").getpixel((32, 24)), (200, 30, 30), 12)
+    assert "pillow_avif" not in sys.modules

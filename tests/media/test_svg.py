@@ -188,6 +188,16 @@ def test_text_in_svg_uses_bundled_fonts() -> None:
     assert out.getchannel("A").getbbox() is not None  # glyphs drawn without system fonts
 
 
+def test_cjk_and_emoji_in_svg_draw_real_glyphs() -> None:
+    def drawn(text: str) -> bytes:
+        doc = svg(f'<text x="10" y="60" font-size="48">{text}</text>')
+        return decoded(load(doc, profile=CLAUDE).data).convert("RGBA").tobytes()
+
+    unmapped = drawn("\U000f0000\U000f0000")
+    cjk, emoji = drawn("漢字"), drawn("😀🎉")
+    assert len({unmapped, cjk, emoji}) == 3
+
+
 _CRASH_PROBE = """
 import sys
 from visus.media import Profile, load

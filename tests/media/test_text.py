@@ -153,3 +153,25 @@ def test_long_names_do_not_widen_the_page() -> None:
     long = load(b"x = 1\n", profile=CLAUDE, name="/deep/" + "d" * 500 + "/" + "n" * 400 + ".py")
     # Unclipped, the 400-character basename alone would be over 2,600 px wide.
     assert long.source_width < 130 * 14
+
+
+def _rendered(line: str) -> bytes:
+    page = render_text(
+        line + "\n", offset=None, limit=None, name="t.txt", max_edge=800, max_pixels=400_000
+    )
+    return page.image.convert("L").tobytes()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("漢字かな", "한글世界"), ("😀🎉", "🚀🌍"), ("✓✗", "★☂")],
+    ids=["cjk", "emoji", "symbols"],
+)
+def test_scripts_dejavu_lacks_draw_real_glyphs_not_boxes(first: str, second: str) -> None:
+    # A character no font has draws as the .notdef box, the same box for every such
+    # character; real glyphs differ from that box and from each other.
+    unmapped = _rendered("\U000f0000" * len(first))
+    a, b = _rendered(first), _rendered(second)
+    assert len({a, b, unmapped}) == 3
+    # The text is inked, not blank.
+    assert min(a) < 128

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import functools
 import io
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,10 +23,9 @@ WORDS = ("HARBOR", "LANTERN")
 
 @functools.cache
 def _font() -> ImageFont.FreeTypeFont:
-    import matplotlib
+    from visus.media import font_path
 
-    path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
-    return ImageFont.truetype(str(path), 72)
+    return ImageFont.truetype(font_path("DejaVuSans.ttf"), 72)
 
 
 def _page(word: str) -> Image.Image:

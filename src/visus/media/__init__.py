@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from visus.media._fonts import font_path
 from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe
 from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
@@ -28,6 +29,7 @@ __all__ = [
     "SourceKind",
     "classify",
     "fit",
+    "font_path",
     "load",
     "probe",
     "target_size",

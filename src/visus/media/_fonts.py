@@ -1,8 +1,17 @@
-"""Fonts from a PyPI package, never from the machine: DejaVu as shipped in matplotlib.
+"""Fonts shipped with visus or taken from a PyPI package, never from the machine.
 
-No dedicated monospace-font package exists on PyPI; matplotlib bundles the DejaVu
-family under ``mpl-data/fonts/ttf``. The path is found with ``importlib`` without
-importing matplotlib (which would pull in numpy and its rc machinery).
+DejaVu Sans, Serif and Sans Mono ship in ``visus/media/fonts`` (their licence,
+``LICENSE-DejaVu.txt``, allows redistribution). Scripts DejaVu lacks come from two
+font packages on PyPI: Noto Sans CJK (``manimgx-fonts-cjk``) for Chinese, Japanese
+and Korean, and Noto Emoji plus Noto Sans Symbols (``manimgx-fonts``) for emoji and
+symbols. Both are monochrome outline fonts that FreeType (Pillow) and resvg draw.
+
+Example:
+    >>> from pathlib import Path
+    >>> Path(font_path("DejaVuSansMono.ttf")).is_file()
+    True
+    >>> [Path(p).name for p in fallback_font_paths()][:1]
+    ['NotoSansCJK-VF.otf.ttc']
 """
 
 from __future__ import annotations
@@ -13,23 +22,45 @@ from pathlib import Path
 
 from visus.errors import UnsupportedTypeError
 
-__all__ = ["font_dir", "font_path"]
+__all__ = ["fallback_font_paths", "font_dir", "font_path"]
+
+_HERE = Path(__file__).resolve().parent / "fonts"
+
+#: (package, file) of each fallback font, in the order glyphs are looked up.
+_FALLBACKS = (
+    ("manimgx_fonts_cjk", "NotoSansCJK-VF.otf.ttc"),
+    ("manimgx_fonts", "NotoEmoji[wght].ttf"),
+    ("manimgx_fonts", "NotoSansSymbols[wght].ttf"),
+    ("manimgx_fonts", "NotoSans[wght].ttf"),
+)
 
 
 @functools.cache
 def font_dir() -> Path:
-    """The directory holding matplotlib's bundled TrueType fonts."""
-    spec = importlib.util.find_spec("matplotlib")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = Path(location) / "mpl-data" / "fonts" / "ttf"
-        if (candidate / "DejaVuSansMono.ttf").is_file():
-            return candidate
-    raise UnsupportedTypeError(
-        "rendering text needs the DejaVu fonts bundled with matplotlib: pip install matplotlib"
-    )
+    """The directory holding the DejaVu fonts shipped with visus."""
+    if not (_HERE / "DejaVuSansMono.ttf").is_file():
+        raise UnsupportedTypeError(f"visus is installed without its fonts (no {_HERE})")
+    return _HERE
 
 
 def font_path(name: str) -> str:
-    """Path of one bundled font file, e.g. ``font_path("DejaVuSansMono.ttf")``."""
+    """Path of one shipped font file, e.g. ``font_path("DejaVuSansMono.ttf")``."""
     return str(font_dir() / name)
+
+
+@functools.cache
+def fallback_font_paths() -> tuple[str, ...]:
+    """Fonts for the characters DejaVu lacks (CJK, emoji, symbols), those installed.
+
+    Found with ``importlib`` without importing the packages; a missing package only
+    means its characters draw as boxes, so it is skipped rather than an error.
+    """
+    found: list[str] = []
+    for package, name in _FALLBACKS:
+        spec = importlib.util.find_spec(package)
+        for location in list(spec.submodule_search_locations or []) if spec else []:
+            candidate = Path(location) / name
+            if candidate.is_file():
+                found.append(str(candidate))
+                break
+    return tuple(found)

@@ -11,8 +11,8 @@ directory), so before the renderer sees a document we:
 - drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in
   attributes and ``<style>``.
 
-Text uses the DejaVu fonts from matplotlib, never the machine's fonts. The render is
-sized by us (never the document's own canvas, which may claim 100000 px), and runs on
+Text uses the shipped DejaVu fonts (Noto for CJK and emoji), never the machine's fonts.
+The render is sized by us (never the document's own canvas, which may claim 100000 px), and runs on
 a thread with a large stack: resvg recurses per nesting level and a deep document
 overflows a default 8 MB stack (a segfault, not an exception).
 """
@@ -34,7 +34,7 @@ from PIL import Image
 
 from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
-from visus.media._fonts import font_path
+from visus.media._fonts import fallback_font_paths, font_path
 from visus.media.fitting import target_size
 
 __all__ = ["ParsedSvg", "parse_svg", "render_svg"]
@@ -220,6 +220,7 @@ def parse_svg(data: bytes) -> ParsedSvg | None:
 
 def _resvg(text: str, width: int, height: int) -> bytes:
     dejavu = [font_path(f) for f in ("DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf")]
+    dejavu += fallback_font_paths()  # CJK, emoji, symbols: resvg falls back per glyph
     return bytes(
         resvg_py.svg_to_bytes(
             svg_string=text,

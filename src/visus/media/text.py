@@ -9,6 +9,7 @@ never below a size OCR still reads.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import unicodedata
@@ -23,7 +24,7 @@ from pygments.util import ClassNotFound
 
 from visus import limits
 from visus.errors import InvalidInputError
-from visus.media._fonts import font_path
+from visus.media._fonts import fallback_font_paths, font_path
 from visus.media.fitting import target_size
 
 __all__ = ["TextPage", "decode_text", "render_text", "split_lines"]
@@ -124,6 +125,75 @@ def _colour(ttype: _TokenType) -> tuple[tuple[int, int, int], bool]:
 def _font(size: int, bold: bool) -> ImageFont.FreeTypeFont:
     name = "DejaVuSansMono-Bold.ttf" if bold else "DejaVuSansMono.ttf"
     return ImageFont.truetype(font_path(name), size)
+
+
+# A character DejaVu Sans Mono lacks (CJK, emoji, symbols) is drawn from the first
+# fallback font that has it, scaled to fit its one cell so the grid stays aligned.
+# Pillow has no font fallback of its own, and no cmap query: a font lacks a character
+# when it draws it exactly as it draws a private-use code point no font maps.
+_PROBE_PX = 24
+_UNMAPPED = "\U000f0000"
+
+
+def _ink(font: ImageFont.FreeTypeFont, ch: str) -> bytes:
+    im = Image.new("L", (2 * _PROBE_PX, 2 * _PROBE_PX))
+    ImageDraw.Draw(im).text((_PROBE_PX // 2, _PROBE_PX // 2), ch, font=font, fill=255)
+    return im.tobytes()
+
+
+@functools.cache
+def _fallback_font(index: int, size: int) -> ImageFont.FreeTypeFont:
+    font = ImageFont.truetype(fallback_font_paths()[index], size)
+    # Variable fonts open at their first instance (Noto Sans CJK: Thin).
+    with contextlib.suppress(OSError, ValueError):
+        font.set_variation_by_name("Regular")
+    return font
+
+
+@functools.cache
+def _face_for(ch: str) -> int | None:
+    """-1 when DejaVu Sans Mono has ``ch``, else the index of the fallback that has it."""
+    if ch.isascii() or not ch.isprintable():
+        return -1
+    mono = _font(_PROBE_PX, False)
+    if _ink(mono, ch) != _ink(mono, _UNMAPPED):
+        return -1
+    for index in range(len(fallback_font_paths())):
+        font = _fallback_font(index, _PROBE_PX)
+        if _ink(font, ch) != _ink(font, _UNMAPPED):
+            return index
+    return None
+
+
+def _draw_piece(
+    draw: ImageDraw.ImageDraw,
+    xy: tuple[float, float],
+    piece: str,
+    size: int,
+    bold: bool,
+    colour: tuple[int, int, int],
+) -> None:
+    x, y = xy
+    mono = _font(size, bold)
+    char_w = mono.getlength("0")
+    start = 0
+    for i, ch in enumerate(piece):
+        face = _face_for(ch)
+        if face == -1 or face is None:
+            continue
+        if i > start:
+            draw.text((x + start * char_w, y), piece[start:i], font=mono, fill=colour)
+        wide = _fallback_font(face, size).getlength(ch) or 1.0
+        scaled = max(1, min(size, int(size * char_w / wide)))
+        draw.text(
+            (x + i * char_w, y + (size - scaled) / 2),
+            ch,
+            font=_fallback_font(face, scaled),
+            fill=colour,
+        )
+        start = i + 1
+    if start < len(piece):
+        draw.text((x + start * char_w, y), piece[start:], font=mono, fill=colour)
 
 
 Run = tuple[str, _TokenType]
@@ -308,6 +378,6 @@ def _draw(
             for piece, ttype in runs:
                 colour, bold = _colour(ttype)
                 x = left + (gutter + col) * g.char_w
-                draw.text((x, y), piece, font=_font(g.size, bold), fill=colour)
+                _draw_piece(draw, (x, y), piece, g.size, bold, colour)
                 col += len(piece)
     return im

@@ -19,10 +19,10 @@ from __future__ import annotations
 import io
 import random
 from functools import lru_cache
-from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
+from visus.media import font_path
 from visus.reference.palette import hex_of, nearest_colour
 
 __all__ = ["GRID_COLOURS", "make_grid", "score_grid"]
@@ -52,9 +52,7 @@ _FONT_PX = 40
 
 @lru_cache(maxsize=1)
 def _font_path() -> str:
-    import matplotlib
-
-    return str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
+    return font_path("DejaVuSans.ttf")
 
 
 def _word(rng: random.Random) -> str:
