@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from visus.agent.loop import Agent, DeltaCallback, PastedImage, TurnResult
+from visus.agent.loop import Agent, DeltaCallback, PastedImage, ToolCallback, TurnResult
 from visus.agent.runtime import build_agent, ensure_reference_server
 from visus.agent.tools import (
     OutboundImage,
@@ -25,6 +25,7 @@ __all__ = [
     "OutboundImage",
     "PastedImage",
     "Tool",
+    "ToolCallback",
     "ToolContext",
     "ToolOutcome",
     "ToolRegistry",

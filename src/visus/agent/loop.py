@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,7 @@ from visus.record.messages import (
     ModelRequest,
     Part,
     TextPart,
+    ToolCall,
     ToolResult,
     Usage,
     UserMessage,
@@ -43,9 +45,11 @@ from visus.record.sessions import SessionStore
 from visus.retention import RetentionPolicy, model_view
 from visus.wire import RefitCache
 
-__all__ = ["Agent", "DeltaCallback", "PastedImage", "TurnResult"]
+__all__ = ["Agent", "DeltaCallback", "PastedImage", "ToolCallback", "TurnResult"]
 
 DeltaCallback = Callable[[str], Awaitable[None] | None]
+#: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
+ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
@@ -119,8 +123,14 @@ class Agent:
         images: Sequence[PastedImage] = (),
         *,
         on_delta: DeltaCallback | None = None,
+        on_tool: ToolCallback | None = None,
     ) -> TurnResult:
-        """Run one user turn to its final answer; everything is recorded as it happens."""
+        """Run one user turn to its final answer; everything is recorded as it happens.
+
+        Cancelling the task that runs it stops the turn at its next await; every tool
+        call the model asked for then gets a "cancelled" result in the record, so the
+        session stays valid for every wire (each call answered) and a next turn works.
+        """
         history = self._history(session_id)
         turn = max((m.turn for m in history), default=0) + 1
 
@@ -155,7 +165,13 @@ class Agent:
             )
 
         for step in range(1, self.max_steps + 1):
-            reply = await self._complete(history, on_delta, notes)
+            try:
+                reply = await self._complete(history, on_delta, notes)
+            except asyncio.CancelledError:
+                # The user's message stays answered, so the next turn alternates cleanly.
+                stopped = AssistantMessage(parts=(TextPart(_CANCELLED),), turn=turn)
+                self._append(session_id, history, stopped)
+                raise
             reply = replace(reply, turn=turn)
             if reply.usage is not None:
                 usage = usage + reply.usage
@@ -163,10 +179,19 @@ class Agent:
             answer = reply.text
             if not reply.tool_calls:
                 return result(step, "answer")
-            for call in reply.tool_calls:
+            for index, call in enumerate(reply.tool_calls):
                 spent: list[Usage] = ctx.extras.setdefault(TOOL_USAGE_KEY, [])
                 before = len(spent)
-                outcome = await self.tools.call(call.name, call.arguments, ctx)
+                try:
+                    if on_tool is not None:
+                        maybe = on_tool(call)
+                        if maybe is not None:
+                            await maybe
+                    outcome = await self.tools.call(call.name, call.arguments, ctx)
+                except asyncio.CancelledError:
+                    for left in reply.tool_calls[index:]:
+                        self._append(session_id, history, _cancelled(left, turn))
+                    raise
                 tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
                 if tool_cost is not None:
                     usage = usage + tool_cost
@@ -303,6 +328,19 @@ def _elide_part(part: ImagePart | DocumentPart) -> Part:
             f'call {origin.tool}("{origin.source}") to try again]'
         )
     return TextPart(f"[{what} omitted: the provider refused this pasted {what}]")
+
+
+_CANCELLED = "(stopped by the user)"
+
+
+def _cancelled(call: ToolCall, turn: int) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool_name=call.name,
+        parts=(TextPart(_CANCELLED),),
+        is_error=True,
+        turn=turn,
+    )
 
 
 async def call_delta(cb: DeltaCallback | None, text: str) -> None:

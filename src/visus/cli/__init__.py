@@ -29,8 +29,26 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from visus import __version__
+
+        typer.echo(f"visus {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the version and exit",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
     config: Annotated[
         Path | None,
         typer.Option(

@@ -34,7 +34,7 @@ def show(
     config: _ConfigOption = None, as_json: Annotated[bool, typer.Option("--json")] = False
 ) -> None:
     """Print the resolved configuration (file, then VISUS_* variables) with secrets masked."""
-    from visus.config import load_config
+    from visus.config import config_path, load_config
     from visus.errors import ConfigError
 
     try:
@@ -43,6 +43,12 @@ def show(
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from None
     data = cfg.masked()
+    # Which file was read (stderr, so --json stays one object on stdout).
+    where = config_path(config)
+    if where.is_file():
+        typer.echo(f"# config file: {where}", err=True)
+    else:
+        typer.echo(f"# config file: none ({where} does not exist): defaults and VISUS_*", err=True)
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:

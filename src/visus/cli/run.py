@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,7 +17,8 @@ import typer
 from visus.cli._turn import tool_lines
 
 if TYPE_CHECKING:
-    from visus.agent import Agent, TurnResult
+    from visus.agent import Agent, PastedImage, TurnResult
+    from visus.record.messages import ToolCall
 
 ModelOpt = Annotated[
     str | None,
@@ -35,6 +39,10 @@ RootOpt = Annotated[
     ),
 ]
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id to continue")]
+ContinueOpt = Annotated[
+    bool,
+    typer.Option("--continue", "-c", help="Continue the most recent session in the data folder"),
+]
 
 _COMMAND = re.compile(r"/[A-Za-z?]+")
 
@@ -65,15 +73,25 @@ def _error_text(e: Exception, agent: Agent) -> str:
     return text
 
 
-def _session_id(given: str | None) -> str:
-    """``--session`` checked before any work (exit 2), or a fresh time-stamped id."""
+def _session_id(given: str | None, latest: bool = False, data: Path | None = None) -> str:
+    """``--session`` checked before any work (exit 2), the most recent session with
+    ``--continue``, or a fresh time-stamped id."""
     import secrets
     import time
 
-    from visus.cli._common import fail
+    from visus.cli._common import data_root, fail
     from visus.errors import InvalidKeyError
-    from visus.record.sessions import validate_session_id
+    from visus.paths import sessions_dir
+    from visus.record.sessions import SessionStore, validate_session_id
 
+    if latest:
+        if given is not None:
+            fail("--continue and --session name two sessions: give one")
+        folder = sessions_dir(data_root(data))
+        sessions = SessionStore(folder).list()
+        if not sessions:
+            fail(f"--continue: no session yet under {folder}")
+        return sessions[0].id
     if given is None:
         return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     try:
@@ -91,14 +109,56 @@ CHAT_HELP = """\
 /quit         leave (also /exit or Ctrl-D)"""
 
 
+def _stdin() -> bytes:
+    """What was piped on stdin (nothing when stdin is a terminal)."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return b""
+    buffer = getattr(stream, "buffer", None)
+    return bytes(buffer.read()) if buffer is not None else stream.read().encode()
+
+
+def _prompt_and_stdin(prompt: str | None) -> tuple[str, list[PastedImage]]:
+    """The prompt and stdin combined as ``llm`` does: stdin alone is the prompt; with a
+    prompt too, piped text comes first and piped binary (an image, a PDF) is attached."""
+    from visus.agent import PastedImage
+    from visus.cli._common import fail
+
+    piped = _stdin()
+    if not piped.strip():
+        if prompt is None:
+            fail("give a prompt, or pipe one on stdin (echo hi | visus run)")
+        return prompt, []
+    try:
+        text = piped.decode("utf-8")
+    except UnicodeDecodeError:
+        if prompt is None:
+            fail("stdin holds binary data (an image?): give a prompt to go with it")
+        return prompt, [PastedImage(piped, filename="stdin")]
+    if "\x00" in text:  # valid UTF-8 but binary all the same
+        if prompt is None:
+            fail("stdin holds binary data (an image?): give a prompt to go with it")
+        return prompt, [PastedImage(piped, filename="stdin")]
+    text = text.strip()
+    return (text if prompt is None else f"{text}\n\n{prompt}"), []
+
+
 def run(
-    prompt: Annotated[str, typer.Argument(help="The user message")],
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            help="The user message; piped stdin is the message, or goes with it "
+            "(text first, an image attached)",
+            show_default=False,
+        ),
+    ] = None,
     model: ModelOpt = None,
     image: Annotated[
         list[Path] | None,
         typer.Option("--image", "-i", metavar="FILE", help="Image to paste (repeatable)"),
     ] = None,
     session: SessionOpt = None,
+    cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -117,11 +177,12 @@ def run(
     session's usage go to stderr (with --json, stdout holds exactly one JSON object).
     """
     from visus.agent import PastedImage
+    from visus.cli._progress import Progress
     from visus.errors import VisusError
 
-    sid = _session_id(session)
+    sid = _session_id(session, cont, data)
+    text, pasted = _prompt_and_stdin(prompt)
     agent = _agent(model, data, root)
-    pasted = []
     for p in image or []:
         try:
             pasted.append(PastedImage(p.read_bytes(), filename=p.name))
@@ -129,17 +190,28 @@ def run(
             typer.echo(f"visus: cannot read image {p}: {e.strerror}", err=True)
             raise typer.Exit(2) from e
 
+    progress = Progress()
+
     def stream(delta: str) -> None:
+        progress.stop()
         if not as_json:
             sys.stdout.write(delta)
             sys.stdout.flush()
 
+    def tool_started(call: ToolCall) -> None:
+        progress.update(f"running {call.name} {_brief(call.arguments)}")
+
     async def one_turn() -> TurnResult:
         try:
-            return await agent.run_turn(sid, prompt, pasted, on_delta=stream)
+            progress.update(_waiting(agent))
+            return await agent.run_turn(sid, text, pasted, on_delta=stream, on_tool=tool_started)
         finally:
+            progress.stop()
             await agent.aclose()
 
+    if pasted:
+        big = max(len(p.data) for p in pasted)
+        progress.update(f"fitting {len(pasted)} image(s) for {agent.model.name} ({big:,} bytes)")
     try:
         result = asyncio.run(one_turn())
     except VisusError as e:
@@ -180,6 +252,19 @@ def run(
         )
 
 
+def _waiting(agent: Agent) -> str:
+    if agent.model.provider == "reference":
+        # The first answer of a process loads the reference model's OCR engine.
+        return "waiting for the model (the reference model loads its OCR on first use)"
+    return f"waiting for {agent.model.name}"
+
+
+def _brief(arguments: object) -> str:
+    from visus.cli._turn import _preview
+
+    return _preview(json.dumps(arguments, ensure_ascii=False), 60)
+
+
 def _save(result: TurnResult, folder: Path | None) -> list[str]:
     from visus.cli._turn import save_images
 
@@ -189,6 +274,7 @@ def _save(result: TurnResult, folder: Path | None) -> list[str]:
 def chat(
     model: ModelOpt = None,
     session: SessionOpt = None,
+    cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
 ) -> None:
@@ -198,13 +284,11 @@ def chat(
     /view PATH (see a file and attach it to your next message), /paste PATH (attach an
     image file as is), /help, /quit. Empty lines are not sent.
     """
-    sid = _session_id(session)
+    sid = _session_id(session, cont, data)
     agent = _agent(model, data, root)
     if sys.stdin.isatty():
         # input() edits lines (arrows, history) only once readline is loaded; without
         # it a terminal sends the arrow keys' escape codes into the message.
-        import contextlib
-
         with contextlib.suppress(ImportError):  # not on every platform (Windows)
             import readline  # noqa: F401
     typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /help for commands")
@@ -276,8 +360,28 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
             typer.echo(f"unknown command {cmd}; /help lists them")
             continue
         sys.stdout.write("agent> ")
+        sys.stdout.flush()
+        at_line_start = False
+
+        def tool_started(call: ToolCall) -> None:
+            nonlocal at_line_start
+            # The call shows as it starts, on its own line, not after the answer.
+            sys.stdout.write(("" if at_line_start else "\n") + f"  [{call.name}] ")
+            sys.stdout.write(_brief(call.arguments) + "\n")
+            sys.stdout.flush()
+            at_line_start = True
+
+        def answer_delta(delta: str) -> None:
+            nonlocal at_line_start
+            if delta:
+                at_line_start = delta.endswith("\n")
+            stream(delta)
+
         try:
-            turn = runner.run(agent.run_turn(sid, line, pending, on_delta=stream))
+            with _no_echo():
+                turn = runner.run(
+                    agent.run_turn(sid, line, pending, on_delta=answer_delta, on_tool=tool_started)
+                )
         except VisusError as e:
             typer.echo(f"\nerror: {_error_text(e, agent)}")
         else:
@@ -285,6 +389,32 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
             for note in (*tool_lines(turn), *_save(turn, None)):
                 typer.echo(note)
         pending = []
+
+
+@contextlib.contextmanager
+def _no_echo() -> Iterator[None]:
+    """Keys typed while the agent works are not echoed into its answer.
+
+    They stay in the terminal's input buffer and show at the next ``you>`` prompt
+    (readline reads and echoes them there). Only when stdin is a terminal (POSIX).
+    """
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            raise OSError
+        saved = termios.tcgetattr(fd)
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _images_text(agent: Agent, sid: str) -> str:

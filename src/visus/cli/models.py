@@ -1,0 +1,87 @@
+"""``visus models``: the model catalog (vision, PDF, video, image limits, prices).
+
+Example:
+    $ visus models
+    $ visus models --json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+
+def _row(name: str, provider: str, spec: Any) -> dict[str, Any]:
+    return {
+        "model": f"{provider}:{name}",
+        "vision": spec.vision,
+        "pdf": spec.pdf,
+        "video": spec.video,
+        "images_in_tool_results": spec.images_in_tool_results,
+        "max_edge": spec.max_edge,
+        "max_pixels": spec.max_pixels,
+        "max_image_bytes": spec.max_image_bytes,
+        "max_images": spec.max_images,
+        "media_types": sorted(spec.media_types),
+        "context_tokens": spec.context_tokens,
+        "input_usd_per_mtok": spec.input_price_per_mtok,
+        "output_usd_per_mtok": spec.output_price_per_mtok,
+        "token_formula": dataclasses.asdict(spec.tokens),
+    }
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array")] = False,
+    provider: Annotated[
+        str | None, typer.Option("--provider", "-p", help="Only this provider's models")
+    ] = None,
+) -> None:
+    """List the models visus knows: what they take (vision, pdf, video), limits, prices.
+
+    Models outside this list still work as ``provider:model``; they are treated as
+    text-only unless configured.
+    """
+    from visus.models.catalog import CATALOG
+
+    rows = [
+        _row(name, spec.provider, spec)
+        for name, spec in sorted(CATALOG.items(), key=lambda kv: (kv[1].provider, kv[0]))
+        if provider is None or spec.provider == provider
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo(f"no models for provider {provider!r}", err=True)
+        raise typer.Exit(1)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("model", "vision", "pdf", "video", "max edge", "max MP", "$/Mtok in/out"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for r in rows:
+        table.add_row(
+            r["model"],
+            _yes(r["vision"]),
+            _yes(r["pdf"]),
+            _yes(r["video"]),
+            str(r["max_edge"]),
+            f"{r['max_pixels'] / 1e6:.2f}",
+            f"{r['input_usd_per_mtok']:g} / {r['output_usd_per_mtok']:g}",
+        )
+    Console(width=200, soft_wrap=True).print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``models`` command."""
+    app.command("models")(models)
