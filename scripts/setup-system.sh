@@ -5,6 +5,9 @@
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# PostgreSQL server binaries (initdb, postgres) for the database store's tests; Debian
+# keeps them off PATH under /usr/lib/postgresql/<major>/bin.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "visus: missing ${need[*]} and cannot apt-get them; tests that need them will be skipped" >&2

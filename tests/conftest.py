@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+#: pg_cluster / pg_url: a throwaway PostgreSQL cluster (tests/pgcluster.py).
+pytest_plugins = ["tests.pgcluster"]
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo

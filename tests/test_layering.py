@@ -32,8 +32,9 @@ FOUNDATION = ("errors", "limits", "paths")
 CORE = ("media", "models", "perception", "record", "retention", "wire", "providers")
 #: What the agent builds on besides the core: the URL fetcher, ``visus.toml``
 #: (which builds provider settings) and the attachment store whose tools the agent
-#: registers.
-LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments")
+#: registers; ``store`` (files or PostgreSQL: sessions, blobs, instances, the shared
+#: tether ring) builds on record and hands its logs to whoever runs the agent.
+LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments", "store")
 #: The agent and everything below it: what a surface may use.
 BASE = (*LIBRARY, "agent")
 
@@ -50,12 +51,15 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "net": frozenset(FOUNDATION),
     "config": frozenset((*FOUNDATION, *CORE)),
     "attachments": frozenset((*FOUNDATION, *CORE)),
+    # where records live; it knows messages and blobs (record), nothing above
+    "store": frozenset((*FOUNDATION, "record")),
     "agent": frozenset(LIBRARY),
     # surfaces
     "analyze": frozenset(BASE),  # its tools are agent tools (agent.tools.Tool)
     # tether runs any TurnRunner; frames and bounds are its own, images come as
     # media values. It must not know the agent (app.py adapts one to the other).
-    "tether": frozenset((*FOUNDATION, "media")),
+    # With a shared store (PostgreSQL) its ring and turn claims live in ``store``.
+    "tether": frozenset((*FOUNDATION, "media", "store")),
     "mcp_server": frozenset((*BASE, "analyze", "tether")),
     "web": frozenset((*BASE, "analyze", "tether")),
     "app": frozenset((*BASE, "analyze", "tether", "mcp_server", "web")),
@@ -97,6 +101,8 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "telegram": ("telegram/",),
     "mcp": ("mcp_server.py",),
     "typer": ("cli/",),
+    "psycopg": ("store/postgres.py",),
+    "psycopg_pool": ("store/postgres.py",),
 }
 
 

@@ -150,6 +150,14 @@ class ServerSettings(_Frozen):
     token: SecretStr | None = None
 
 
+class StoreSettings(_Frozen):
+    """``[store]``: where ``visus serve`` keeps instances, sessions, blobs and the tether
+    ring. Empty: local files under the data folder. ``postgresql://user@host/db``: one
+    database several replicas share (``$VISUS_STORE`` sets it too)."""
+
+    url: SecretStr | None = None
+
+
 class TelegramSettings(_Frozen):
     bot_token: SecretStr | None = None
     allowed_chats: tuple[int, ...] = ()
@@ -207,7 +215,12 @@ class _EnvSource(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {k.lower(): v for k, v in self._mapping.items() if v != ""}
+        # VISUS_STORE names the store's URL (the short form of VISUS_STORE__URL).
+        return {
+            ("visus_store__url" if k.lower() == "visus_store" else k.lower()): v
+            for k, v in self._mapping.items()
+            if v != ""
+        }
 
 
 class _StandardEnvSource(PydanticBaseSettingsSource):
@@ -257,6 +270,7 @@ class VisusConfig(BaseSettings):
     retention: RetentionSettings = RetentionSettings()
     reach: ReachSettings = ReachSettings()
     server: ServerSettings = ServerSettings()
+    store: StoreSettings = StoreSettings()
     telegram: TelegramSettings = TelegramSettings()
     models: tuple[ModelSettings, ...] = ()
 

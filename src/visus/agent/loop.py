@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from visus import limits
 from visus.agent.tools import TOOL_USAGE_KEY, OutboundImage, ToolContext, ToolRegistry
@@ -41,7 +40,7 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
-from visus.record.sessions import SessionStore
+from visus.record.sessions import SessionLog
 from visus.retention import RetentionPolicy, model_view
 from visus.wire import RefitCache
 
@@ -95,7 +94,7 @@ class Agent:
 
     client: ProviderClient
     model: ModelSpec
-    sessions: SessionStore
+    sessions: SessionLog
     blobs: BlobStore
     reach: Reach
     tools: ToolRegistry = field(default_factory=ToolRegistry.builtin)
@@ -108,9 +107,7 @@ class Agent:
     model_ref: str = ""
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # session id -> (log file signature after our last write, the messages it holds)
-    _cache: dict[str, tuple[tuple[int, int], list[Message]]] = field(
-        default_factory=dict, repr=False
-    )
+    _cache: dict[str, tuple[Hashable, list[Message]]] = field(default_factory=dict, repr=False)
 
     async def aclose(self) -> None:
         """Release the provider client's connections (call before the event loop ends)."""
@@ -248,16 +245,16 @@ class Agent:
             meta = {"model": self.model_ref or self.model.name}
             self.sessions.create(session_id, meta=meta)
         cached = self._cache.get(session_id)
-        if cached is not None and cached[0] == _signature(self.sessions.path(session_id)):
+        if cached is not None and cached[0] == self.sessions.revision(session_id):
             return cached[1]
         history = list(self.sessions.load(session_id, blobs=self.blobs).messages)
-        self._cache[session_id] = (_signature(self.sessions.path(session_id)), history)
+        self._cache[session_id] = (self.sessions.revision(session_id), history)
         return history
 
     def _append(self, session_id: str, history: list[Message], message: Message) -> None:
         self.sessions.append(session_id, message)
         history.append(message)
-        self._cache[session_id] = (_signature(self.sessions.path(session_id)), history)
+        self._cache[session_id] = (self.sessions.revision(session_id), history)
 
     # --- images -----------------------------------------------------------------------
 
@@ -312,11 +309,6 @@ class Agent:
             parts = tuple(fn(p) if isinstance(p, ImagePart | DocumentPart) else p for p in m.parts)
             out.append(replace(m, parts=parts))
         return out
-
-
-def _signature(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return (st.st_size, st.st_mtime_ns)
 
 
 def _elide_part(part: ImagePart | DocumentPart) -> Part:

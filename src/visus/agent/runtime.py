@@ -24,8 +24,8 @@ from visus.config import VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderSettings, resolve
-from visus.record.blobs import FileBlobStore
-from visus.record.sessions import SessionStore
+from visus.record.blobs import BlobStore, FileBlobStore
+from visus.record.sessions import SessionLog, SessionStore
 from visus.retention import RetentionPolicy
 from visus.wire import RefitCache
 
@@ -66,12 +66,16 @@ def build_agent(
     tools: ToolRegistry | None = None,
     system: str | None = None,
     config: VisusConfig | None = None,
+    sessions: SessionLog | None = None,
+    blobs: BlobStore | None = None,
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
     ``config`` defaults to :func:`visus.config.load_config` (``VISUS_CONFIG``, the
     user's config dir, ``VISUS_*`` env vars): its default model (``reference`` when no
     provider key is set), provider keys and URLs, data folder, reach and retention.
+    ``sessions`` and ``blobs`` replace the data folder's files (a database store
+    gives them: :mod:`visus.store`).
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -87,8 +91,8 @@ def build_agent(
     agent = Agent(
         client=client,
         model=spec,
-        sessions=SessionStore(sessions_dir(root)),
-        blobs=FileBlobStore(blobs_dir(root)),
+        sessions=sessions if sessions is not None else SessionStore(sessions_dir(root)),
+        blobs=blobs if blobs is not None else FileBlobStore(blobs_dir(root)),
         reach=Reach(list(reach_roots), render=cfg.reach.render if render is None else render),
         tools=tools or ToolRegistry.builtin(),
         policy=policy

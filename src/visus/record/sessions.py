@@ -29,11 +29,11 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from visus import limits
 from visus.errors import InvalidInputError, InvalidKeyError, NotFoundError, StoreError, VisusError
@@ -44,7 +44,9 @@ from visus.record.messages import DocumentPart, ImagePart, Message, Part, TextPa
 __all__ = [
     "LoadedSession",
     "SessionInfo",
+    "SessionLog",
     "SessionStore",
+    "degrade_missing_blobs",
     "missing_blob_note",
     "validate_session_id",
 ]
@@ -108,6 +110,38 @@ class SessionInfo:
     modified: float
     size: int = 0
     turns: int = 0
+
+
+@runtime_checkable
+class SessionLog(Protocol):
+    """Where session messages live: :class:`SessionStore` (JSONL files) or a database
+    store (:mod:`visus.store`). ``revision`` changes whenever a message is appended by
+    anyone, so a reader can keep a loaded history while it stays the same.
+    """
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def create(
+        self, session_id: str | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> str: ...
+
+    def append(self, session_id: str, message: Message) -> None: ...
+
+    def load(self, session_id: str, *, blobs: BlobStore | None = None) -> LoadedSession: ...
+
+    def revision(self, session_id: str) -> Hashable: ...
+
+    def list(self) -> list[SessionInfo]: ...
+
+    def referenced_digests(self) -> set[str]: ...
+
+
+def degrade_missing_blobs(
+    messages: Iterable[Message], blobs: BlobStore, problems: list[str]
+) -> list[Message]:
+    """``messages`` with every image (or document) whose blob is absent replaced by
+    :func:`missing_blob_note` text; each replacement is noted in ``problems``."""
+    return [SessionStore._check_blobs(m, blobs, problems) for m in messages]
 
 
 def _new_id() -> str:
@@ -325,6 +359,14 @@ class SessionStore:
             return message
         # Only user and tool messages hold image parts (assistant parts are text).
         return replace(message, parts=tuple(parts))  # type: ignore[arg-type]
+
+    def revision(self, session_id: str) -> Hashable:
+        """Changes whenever the log changes (size and modification time)."""
+        try:
+            st = self.path(session_id).stat()
+        except OSError:
+            return (-1, -1)
+        return (st.st_size, st.st_mtime_ns)
 
     def turn_count(self, session_id: str) -> int:
         """The highest turn recorded in ``session_id`` (0 for an empty session)."""

@@ -1,0 +1,228 @@
+"""The store protocol: where instances, session messages and blobs live.
+
+Two stores implement it: :class:`~visus.store.files.FileStore` (local files, the
+embedded default, today's layout) and :class:`~visus.store.postgres.PostgresStore`
+(one PostgreSQL database shared by any number of ``visus serve`` replicas). A
+*namespace* groups the sessions (and, on files, the blobs) of one owner: ``""`` is
+the data folder itself, ``"instances/<id>"`` a tether instance's.
+
+A shared store (``shared`` true) also holds the tether ring and the turn claims;
+that part of it is :class:`SharedRingStore`, implemented by PostgreSQL only (the file
+store keeps frames in the serving process, as before).
+
+Example:
+    >>> import tempfile
+    >>> store = open_store(None, tempfile.mkdtemp())
+    >>> store.put_instance({"id": "i-1", "model": "reference", "created": "t"})
+    >>> [c["id"] for c in store.list_instances()], store.shared
+    (['i-1'], False)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from visus.errors import ConfigError, InvalidKeyError
+from visus.record.blobs import BlobStore
+from visus.record.sessions import SessionLog
+
+__all__ = [
+    "STORE_ENV",
+    "ClaimedTurn",
+    "FramePage",
+    "RingStats",
+    "SharedRingStore",
+    "Store",
+    "StoredFrame",
+    "is_database_url",
+    "open_store",
+    "validate_namespace",
+]
+
+#: Environment variable naming the store (a ``postgresql://`` URL) when none is given.
+STORE_ENV = "VISUS_STORE"
+
+_NAMESPACE = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]*)(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+
+
+def validate_namespace(namespace: str) -> str:
+    """``""`` or slash-separated safe names (never ``..``, never absolute).
+
+    Example:
+        >>> validate_namespace("instances/i-0123")
+        'instances/i-0123'
+    """
+    if namespace and (not _NAMESPACE.fullmatch(namespace) or len(namespace) > 200):
+        raise InvalidKeyError(f"not a valid store namespace: {namespace!r}")
+    return namespace
+
+
+def is_database_url(url: str | None) -> bool:
+    """True for a ``postgresql://`` (or ``postgres://``) URL."""
+    return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Instances, sessions and blobs. Every method is synchronous and thread-safe.
+
+    ``schema_version`` is the version the store runs at (files: 0, no schema).
+    """
+
+    shared: bool
+    schema_version: int
+
+    def sessions(self, namespace: str = "") -> SessionLog: ...
+
+    def blobs(self, namespace: str = "") -> BlobStore: ...
+
+    def put_instance(self, config: Mapping[str, Any]) -> None: ...
+
+    def get_instance(self, instance_id: str) -> dict[str, Any] | None: ...
+
+    def list_instances(self) -> list[dict[str, Any]]: ...
+
+    def delete_instance(self, instance_id: str) -> bool: ...
+
+    def gc(self, *, grace_seconds: float = 3600.0) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFrame:
+    """One frame as the store holds it: its seq, session and encoded bytes."""
+
+    seq: int
+    session: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FramePage:
+    """A read of the ring. ``gap``: frames after ``after_seq`` were evicted."""
+
+    frames: tuple[StoredFrame, ...]
+    next_seq: int
+    gap: bool
+    first_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class RingStats:
+    """How full one instance's ring is."""
+
+    last_seq: int
+    first_seq: int
+    frames: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTurn:
+    """A turn this replica now owns. ``request`` is the user message frame's bytes;
+    ``expired`` is true when the claim took over a turn whose owner stopped renewing
+    its lease (that replica died mid-turn)."""
+
+    instance_id: str
+    seq: int
+    session: str
+    request: bytes
+    expired: bool
+    owner: str
+
+
+@runtime_checkable
+class SharedRingStore(Protocol):
+    """The tether ring and turn claims in a shared store (async; one event loop).
+
+    ``append_frame`` gives the frame the instance's next seq (gap-free, in commit
+    order) and evicts the oldest frames past ``max_frames``/``max_bytes`` (the newest
+    always stays); ``encode(seq)`` returns the frame's bytes with that seq. With
+    ``turn`` the append happens only while this replica still owns that turn
+    (``None`` is returned otherwise). ``queue`` makes the frame a turn request too.
+    """
+
+    replica: str
+
+    async def start(self) -> None: ...
+
+    async def append_frame(
+        self,
+        instance_id: str,
+        session: str,
+        size: int,
+        encode: Callable[[int], bytes],
+        *,
+        turn: int | None = None,
+        finish: bool = False,
+        queue: bool = False,
+    ) -> int | None: ...
+
+    async def read_frames(
+        self, instance_id: str, after_seq: int, *, session: str | None, limit: int | None
+    ) -> FramePage: ...
+
+    async def wait_frames(
+        self,
+        instance_id: str,
+        after_seq: int,
+        *,
+        session: str | None,
+        limit: int | None,
+        timeout: float,
+        closed: Callable[[], bool] = lambda: False,
+    ) -> FramePage: ...
+
+    async def ring_stats(self, instance_id: str) -> RingStats: ...
+
+    async def pending_turns(self, instance_id: str) -> int: ...
+
+    async def claim_turn(self) -> ClaimedTurn | None: ...
+
+    async def renew_leases(self) -> int: ...
+
+    def on_turn_queued(self, callback: Callable[[], None]) -> None: ...
+
+    def on_instance_deleted(self, callback: Callable[[str], None]) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def open_store(
+    url: str | None, data: Path | str, *, migrate: bool = True, replica: str | None = None
+) -> Store:
+    """The store ``url`` names: ``postgresql://...`` opens the database (migrating its
+    schema first unless ``migrate`` is false), anything empty the files under ``data``.
+
+    A ``postgresql`` URL needs ``pip install 'visus[postgres]'``.
+    """
+    if not url:
+        from visus.store.files import FileStore
+
+        return FileStore(Path(data))
+    if not is_database_url(url):
+        raise ConfigError(
+            f"store: {_redact(url)!r} is not a store URL; give postgresql://user@host/db "
+            "or leave it empty for local files"
+        )
+    from visus.store.postgres import PostgresStore
+
+    return PostgresStore(url, migrate=migrate, replica=replica or _replica_name())
+
+
+def _replica_name() -> str:
+    import secrets
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def _redact(url: str) -> str:
+    # user:password@ -> user:***@ so a refused URL never prints a password.
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)

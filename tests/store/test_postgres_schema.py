@@ -1,0 +1,67 @@
+"""The PostgreSQL store's schema: migrated on open, once; newer or missing ones refused."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from tests.pgcluster import Cluster, create_database, drop_database
+from visus.cli import app
+from visus.errors import StoreError
+from visus.store.postgres import PostgresStore
+from visus.store.schema import SCHEMA_VERSION
+
+
+def _version(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version FROM visus_schema").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_open_migrates_once_and_refuses_a_newer_schema(pg_cluster: Cluster) -> None:
+    url = create_database(pg_cluster)
+    try:
+        with pytest.raises(StoreError, match="visus store migrate"):
+            PostgresStore(url, migrate=False)  # an empty database is not run against
+        first = PostgresStore(url)
+        assert (first.migrated_from, first.schema_version) == (0, SCHEMA_VERSION)
+        second = PostgresStore(url, migrate=False)
+        assert second.migrated_from == SCHEMA_VERSION
+        first.close()
+        second.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE visus_schema SET version = %s", (SCHEMA_VERSION + 1,))
+        for migrate in (True, False):
+            with pytest.raises(StoreError, match=f"version {SCHEMA_VERSION + 1}"):
+                PostgresStore(url, migrate=migrate)
+        assert _version(url) == SCHEMA_VERSION + 1  # untouched
+    finally:
+        drop_database(pg_cluster, url)
+
+
+def test_cli_store_migrate_and_gc(pg_cluster: Cluster) -> None:
+    url = create_database(pg_cluster)
+    runner = CliRunner()
+    try:
+        out = runner.invoke(app, ["store", "migrate", "--store", url])
+        assert out.exit_code == 0, out.output
+        assert f"from version 0 to {SCHEMA_VERSION}" in out.output
+        out = runner.invoke(app, ["store", "migrate"], env={"VISUS_STORE": url})
+        assert out.exit_code == 0
+        assert "nothing to do" in out.output
+        store = PostgresStore(url)
+        digest = store.blobs().put(b"orphan", "image/png")
+        store.close()
+        out = runner.invoke(app, ["gc", "--store", url, "--grace", "0"])
+        assert out.exit_code == 0, out.output
+        assert "removed 1 unreferenced blob from the database" in out.output
+        store = PostgresStore(url)
+        assert not store.blobs().has(digest)
+        store.close()
+        bad = runner.invoke(app, ["store", "migrate", "--store", "mysql://x/y"])
+        assert bad.exit_code == 2
+        assert "postgresql://" in bad.output
+    finally:
+        drop_database(pg_cluster, url)
