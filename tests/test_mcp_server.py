@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -373,3 +374,51 @@ async def test_vision_analyze_asks_the_reference_model(tmp_path: Path) -> None:
             assert r.is_error
             assert "FILE_NOT_FOUND: nope.png" in text_of(r)
         await tc.aclose()
+
+
+async def test_streamable_http_takes_what_stdio_takes_and_names_the_bound_past_it(
+    tmp_path: Path,
+) -> None:
+    """A 10 MB image goes through /mcp as over stdio (the SDK's own 4 MiB body cap
+    refused it with an opaque -32603); 15 MB gets visus's per-image limit error, and a
+    body past MCP_MAX_REQUEST_BYTES visus's own 413."""
+    factory = Factory()
+    app = create_app(data_dir=tmp_path, runner_factory=factory, token="tok")
+    mount_mcp(app, roots=[tmp_path])
+    ten = png((1, 2, 3)) + os.urandom(10 * MB - len(png((1, 2, 3))))
+    with live_server(app) as base:
+        async with TetherClient(base, "tok") as tc:
+            iid = (await tc.create_instance("reference"))["id"]
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer tok"}, timeout=60)
+        async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+            image = {"media_type": "image/png", "data": b64(ten)}
+            r = await client.call_tool(
+                "tether_send", {"instance": iid, "text": "", "images": [image]}
+            )
+            assert not r.is_error, text_of(r)[:300]
+            image = {"media_type": "image/png", "data": b64(ten + ten[: 5 * MB])}
+            r = await client.call_tool(
+                "tether_send", {"instance": iid, "text": "", "images": [image]}
+            )
+            assert r.is_error
+            assert "TETHER_MAX_IMAGE_BYTES" in text_of(r)
+            assert "15.0 MB" in text_of(r)
+        huge = (
+            b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"d":"'
+            + b"A" * limits.MCP_MAX_REQUEST_BYTES
+            + b'"}}'
+        )
+        r = httpx.post(
+            f"{base}/mcp",
+            content=huge,
+            headers={"Authorization": "Bearer tok", "content-type": "application/json"},
+        )
+        assert r.status_code == 413
+        assert "MCP_MAX_REQUEST_BYTES" in r.json()["error"]["message"]
+        for _ in range(200):  # the turn starts in the background
+            if factory.runners[iid].calls:
+                break
+            await anyio.sleep(0.05)
+    sent = factory.runners[iid].calls[0].images
+    assert len(sent) == 1
+    assert sent[0].data == ten

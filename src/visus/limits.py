@@ -49,6 +49,12 @@ READ_MAX_LINE_CHARS: Final = 2000
 #: Edge of the throwaway render read uses to tell an image or PDF from other binary.
 READ_PROBE_EDGE: Final = 64
 
+# --- JSON bodies -------------------------------------------------------------------
+#: Deepest nesting of arrays and objects a JSON body (tether ingress, instance create,
+#: web chat API, /mcp) may have; frames nest 4 deep, so this is generous. Deeper
+#: input is refused as invalid_input before anything recurses over it.
+JSON_MAX_DEPTH: Final = 64
+
 # --- tether protocol --------------------------------------------------------------
 TETHER_MAX_IMAGE_BYTES: Final = 10 * MB  # decoded, per image
 TETHER_MAX_FRAME_IMAGE_BYTES: Final = 20 * MB  # decoded, all images of one frame
@@ -107,6 +113,13 @@ WEB_SESSION_TITLE_CHARS: Final = 80
 
 # --- MCP and Telegram -------------------------------------------------------------
 MCP_MAX_RESULT_BYTES: Final = 1 * MB
+#: Largest request body ``/mcp`` reads: the biggest argument a tool takes as base64
+#: (a tether frame, or a vision_analyze file) plus room for the JSON-RPC around it, so
+#: over HTTP every call that works over stdio works too (the MCP SDK's own default is
+#: 4 MiB) and bigger ones get visus's own limit error.
+MCP_MAX_REQUEST_BYTES: Final = (
+    max(TETHER_MAX_WIRE_BYTES, (ANALYZE_MAX_INPUT_BYTES + 2) // 3 * 4) + 1 * MB
+)
 TELEGRAM_MAX_PHOTO_BYTES: Final = 10 * MB
 TELEGRAM_MAX_DOWNLOAD_BYTES: Final = 20 * MB
 TELEGRAM_MAX_PHOTO_SIDES_SUM: Final = 10_000

@@ -38,9 +38,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from visus import limits
 from visus.errors import VisusError
+from visus.tether import limits as tether_limits
 from visus.tether.frames import base64_size, decode_base64, padded
 from visus.tether.guard import IN_PROCESS_HOST
 from visus.tether.limits import check_image, check_image_count, check_images, check_media_type
@@ -52,7 +57,7 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.tether.client import TetherClient
 
-__all__ = ["McpImage", "build_server", "mount_mcp", "read_result", "view_result"]
+__all__ = ["McpBodyGate", "McpImage", "build_server", "mount_mcp", "read_result", "view_result"]
 
 #: Bytes kept free in a view result for its text item and the JSON around it.
 _VIEW_TEXT_RESERVE = 16 * limits.KB
@@ -285,6 +290,61 @@ def build_server(
     return server
 
 
+def _rpc_error(status: int, code: int, message: str) -> JSONResponse:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
+class McpBodyGate:
+    """ASGI wrapper of the ``/mcp`` endpoint: a POST body over ``cap`` bytes gets 413
+    naming ``MCP_MAX_REQUEST_BYTES``, one nested past ``JSON_MAX_DEPTH`` gets 400
+    ``invalid_input``; both as JSON-RPC errors, before the SDK parses anything."""
+
+    def __init__(self, app: ASGIApp, cap: int) -> None:
+        self.app = app
+        self.cap = cap
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        too_big = _rpc_error(
+            413,
+            -32600,
+            f"too_large: request body over {tether_limits.mb(self.cap)} (MCP_MAX_REQUEST_BYTES)",
+        )
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.cap):
+            await too_big(scope, receive, send)
+            return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            more = bool(message.get("more_body", False))
+            if len(body) > self.cap:
+                await too_big(scope, receive, send)
+                return
+        try:
+            tether_limits.load_json(bytes(body))
+        except VisusError as e:
+            await _rpc_error(400, -32700, f"invalid_input: {e}")(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def mount_mcp(
     app: FastAPI,
     *,
@@ -315,7 +375,15 @@ def mount_mcp(
         f"http://{IN_PROCESS_HOST}", app.state.token, transport=httpx.ASGITransport(app=app)
     )
     server = build_server(client, roots=roots)
-    sub = server.streamable_http_app(streamable_http_path=path, host=host)
+    cap = limits.MCP_MAX_REQUEST_BYTES
+    # The SDK's own cap (4 MiB by default) would refuse a 3 MB image with an opaque
+    # -32603; ours sits in front of it with the same number and says which bound.
+    sub = server.streamable_http_app(
+        streamable_http_path=path, host=host, max_request_body_size=cap
+    )
+    for route in sub.routes:
+        if isinstance(route, Route):
+            route.app = McpBodyGate(route.app, cap)
     app.router.routes.extend(sub.routes)
     app.state.lifespan_hooks.append(server.session_manager.run)
     return server

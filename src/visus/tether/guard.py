@@ -18,11 +18,14 @@ reached by any name.
 Example:
     >>> _host_ok("127.0.0.1:8750"), _host_ok("localhost"), _host_ok("evil.example")
     (True, True, False)
+    >>> _host_ok("[::1]:8750"), _host_ok("evil.example:80@127.0.0.1")
+    (True, False)
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -45,10 +48,16 @@ def _is_loopback_name(host: str) -> bool:
         return False
 
 
+#: A Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 literal in
+#: brackets, then an optional port. Nothing else (no userinfo "@", no backslash, no
+#: path): URL parsers disagree on such forms, and "evil.example:80@127.0.0.1" would
+#: read as host 127.0.0.1 to one of them.
+_PLAIN_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
+
+
 def _host_ok(value: str) -> bool:
-    # "host:port", "[::1]:port", "host"; urlsplit parses all three after a scheme.
-    host = urlsplit(f"//{value}").hostname or ""
-    return _is_loopback_name(host)
+    match = _PLAIN_HOST.fullmatch(value)
+    return match is not None and _is_loopback_name(match.group(1))
 
 
 def _origin_ok(value: str) -> bool:

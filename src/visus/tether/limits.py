@@ -16,7 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from visus import limits
 from visus.errors import InvalidInputError, LimitError
@@ -31,6 +33,7 @@ __all__ = [
     "check_media_type",
     "check_total",
     "check_wire",
+    "load_json",
     "mb",
 ]
 
@@ -119,3 +122,41 @@ def _check_sizes(items: Iterable[tuple[str, ImageIn]], field: str) -> None:
         check_image(len(image.data), name)
         total += len(image.data)
     check_total(total, field)
+
+
+def load_json(body: bytes | str, field: str = "body") -> Any:
+    """Parse a JSON body no deeper than ``JSON_MAX_DEPTH``, or raise :class:`FrameError`.
+
+    The C parser itself gives up (``RecursionError``) around a thousand levels;
+    anything past the bound is refused here, before code that recurses over the
+    value (validation, re-encoding) sees it.
+
+    Example:
+        >>> load_json(b'{"a": [1, {"b": 2}]}')
+        {'a': [1, {'b': 2}]}
+        >>> try:
+        ...     load_json(b"[" * 100_000)
+        ... except FrameError as e:
+        ...     print(e.field, "JSON_MAX_DEPTH" in str(e))
+        body True
+    """
+    cap = limits.JSON_MAX_DEPTH
+    deep = f"{field}: JSON nested deeper than {cap} levels (JSON_MAX_DEPTH)"
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise FrameError(deep, field=field) from None
+    except ValueError as e:  # also UnicodeDecodeError
+        raise FrameError(f"{field}: not JSON ({e})", field=field) from e
+    # Iterative walk (a stack of (container, depth)), stopping at the first level past
+    # the bound: never recursion, and never more work than the parse already did.
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = []
+    if isinstance(value, dict | list):
+        stack.append((value, 1))
+    while stack:
+        item, depth = stack.pop()
+        if depth > cap:
+            raise FrameError(deep, field=field)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return value

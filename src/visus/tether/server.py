@@ -51,7 +51,7 @@ from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.tether.frames import decode_frame, encode_frame
 from visus.tether.guard import LoopbackGuard
 from visus.tether.instances import BusyError, Registry
-from visus.tether.limits import FrameError, TetherLimitError, check_wire
+from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
 from visus.tether.ring import Page
 from visus.tether.runner import RunnerFactory
 from visus.tether.schemas import (
@@ -264,11 +264,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
     async for chunk in request.stream():
         body += chunk
         check_wire(len(body))
-    try:
-        obj = json.loads(body)
-    except ValueError as e:
-        raise FrameError(f"body: not JSON ({e})", field="body") from e
-    decoded = decode_frame(obj, types=frozenset({"user.message"}), assign=True)
+    decoded = decode_frame(load_json(bytes(body)), types=frozenset({"user.message"}), assign=True)
     inst.check_capacity()
     frame = await inst.ring.append(decoded.frame)
     inst.start_turn(frame, decoded.images)

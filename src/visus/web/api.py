@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +62,7 @@ from visus.record.messages import (
 )
 from visus.record.sessions import SessionStore, validate_session_id
 from visus.retention import DEFAULT_POLICY, RetentionPolicy, image_statuses
+from visus.tether.limits import load_json
 
 __all__ = [
     "BLOB_PATH",
@@ -361,10 +361,7 @@ async def _read_body(request: Request, cap: int) -> bytes | JSONResponse:
 
 
 def _upload(body: bytes) -> AttachmentUpload:
-    try:
-        obj = json.loads(body)
-    except ValueError as e:
-        raise InvalidInputError(f"body: not JSON ({e})") from e
+    obj = load_json(body)  # FrameError is an InvalidInputError
     try:
         return AttachmentUpload.model_validate(obj)
     except ValidationError as e:
