@@ -70,6 +70,9 @@ TETHER_MAX_ID_CHARS: Final = 128
 #: Turns accepted but not finished per instance; each holds its decoded images until
 #: it runs, so more are refused (429) rather than queued without bound.
 TETHER_MAX_PENDING_TURNS: Final = 8
+#: Ingress bodies up to this size skip the early busy check: a turn.cancel must pass
+#: when an instance is at TETHER_MAX_PENDING_TURNS (that is when a user wants Stop).
+TETHER_SMALL_FRAME_BYTES: Final = 4096
 
 # --- network ----------------------------------------------------------------------
 NET_MAX_REDIRECTS: Final = 5

@@ -485,3 +485,33 @@ async def test_turns_of_one_session_run_in_order(tmp_path: Path) -> None:
         ]
         assert app.state.registry.get(iid)._locks == {}  # no lock outlives its session's turns
     await app.state.registry.aclose()
+
+
+async def test_a_turn_can_be_stopped_when_the_instance_is_busy(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    app = create_app(data_dir=tmp_path, runner_factory=Factory(gate=gate))
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        sent = [
+            await tc._http.post(
+                f"/v1/instances/{iid}/tether",
+                json={"type": "user.message", "session": f"s{i}", "payload": {"text": "x"}},
+            )
+            for i in range(limits.TETHER_MAX_PENDING_TURNS)
+        ]
+        assert (await tc.get_instance(iid))["pending"] == limits.TETHER_MAX_PENDING_TURNS
+        target = sent[0].json()["msg_id"]
+        stop = await tc._http.post(
+            f"/v1/instances/{iid}/tether",
+            json={"type": "turn.cancel", "session": "s0", "payload": {"target": target}},
+        )
+        assert stop.status_code == 202, stop.text
+        for _ in range(100):
+            if (await tc.get_instance(iid))["pending"] < limits.TETHER_MAX_PENDING_TURNS:
+                break
+            await asyncio.sleep(0.01)
+        page = await tc.poll(iid, session="s0")
+        assert [f.type for f in page.frames] == ["user.message", "turn.cancel", "error"]
+        assert page.frames[-1].reply_to == target
+        gate.set()
+    await app.state.registry.aclose()

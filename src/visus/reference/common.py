@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -28,7 +29,14 @@ from visus import limits
 from visus.errors import InvalidInputError
 from visus.models import get_model, image_tokens
 from visus.models.spec import ModelSpec
-from visus.reference.model import Conversation, InImage, Reply, count_tokens, respond
+from visus.reference.model import (
+    Conversation,
+    InImage,
+    Reply,
+    count_tokens,
+    requested_wait,
+    respond,
+)
 from visus.reference.vision import decode_size
 
 __all__ = [
@@ -161,6 +169,9 @@ async def answer(
     tokens = count_tokens(conv, image_cost(spec_for(wire, model)))
     if tokens > settings.context_tokens:
         raise too_long(tokens, settings.context_tokens)
+    wait = requested_wait(conv)
+    if wait:
+        await asyncio.sleep(wait)
     return await run_in_threadpool(respond, conv, input_tokens=tokens)
 
 

@@ -8,6 +8,8 @@ offered tool names); :func:`respond` answers it:
   holds lines ``call <tool> <json-args>`` naming offered tools, the answer is
   those tool calls (several lines make parallel calls; ids are derived from the
   request, so the same request always gets the same ids).
+* A line ``wait <seconds>`` in the last user message delays the answer (at most
+  :data:`MAX_WAIT_SECONDS`): tests use it to see a turn in flight and stop it.
 * Otherwise the answer describes every image in the request, in order: prose,
   then one fenced ``json`` block ``{"images": [...], "descriptors": [...]}``
   where ``descriptors`` are the ``[image elided: ...]`` notes found in any text.
@@ -55,6 +57,7 @@ __all__ = [
     "count_tokens",
     "document_pages",
     "perceive_cached",
+    "requested_wait",
     "respond",
     "text_tokens",
 ]
@@ -316,6 +319,19 @@ def _describe(conv: Conversation) -> str:
         prose.append(f"Elided images mentioned: {len(descriptors)}.")
     block = json.dumps({"images": images, "descriptors": descriptors}, ensure_ascii=False)
     return "\n".join(prose) + "\n\n```json\n" + block + "\n```"
+
+
+#: The longest ``wait <seconds>`` line honoured.
+MAX_WAIT_SECONDS = 60.0
+_WAIT_LINE = re.compile(r"^\s*wait\s+(\d+(?:\.\d+)?)\s*$", re.MULTILINE)
+
+
+def requested_wait(conv: Conversation) -> float:
+    """Seconds the last user message asks the answer to wait (``wait 2.5``), else 0."""
+    if not conv.messages or conv.messages[-1].role != "user":
+        return 0.0
+    match = _WAIT_LINE.search("\n".join(conv.messages[-1].texts))
+    return min(float(match.group(1)), MAX_WAIT_SECONDS) if match else 0.0
 
 
 def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:

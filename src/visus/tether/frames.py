@@ -9,7 +9,10 @@ frames have no ``reply_to`` key. Payloads:
 - ``assistant.delta`` ``{text}`` (never images)
 - ``assistant.done``  ``{text, images?}``
 - ``error``          ``{code, message}`` (the server's own notes: a failed turn, a
-  refused egress image)
+  refused egress image, ``cancelled`` when a turn was stopped)
+- ``turn.cancel``    ``{target}``: stop the turn answering the ``user.message`` whose
+  ``msg_id`` is ``target``; the agent stops at its next await and the turn ends with
+  an ``error`` frame of code ``cancelled`` (``reply_to`` = ``target``)
 
 An image is ``{media_type, data}``: png, jpeg, gif or webp; standard base64,
 padding optional, no data-URI prefix. ``ref`` is reserved: the decoder ignores it
@@ -46,8 +49,10 @@ from visus.tether.runner import ImageIn
 
 __all__ = [
     "FRAME_TYPES",
+    "INGRESS_TYPES",
     "AssistantDelta",
     "AssistantDone",
+    "CancelPayload",
     "Decoded",
     "ErrorPayload",
     "Frame",
@@ -72,10 +77,14 @@ __all__ = [
     "payload_to_dict",
 ]
 
-FrameType: TypeAlias = Literal["user.message", "assistant.delta", "assistant.done", "error"]
+FrameType: TypeAlias = Literal[
+    "user.message", "assistant.delta", "assistant.done", "error", "turn.cancel"
+]
 FRAME_TYPES: Final[frozenset[str]] = frozenset(
-    {"user.message", "assistant.delta", "assistant.done", "error"}
+    {"user.message", "assistant.delta", "assistant.done", "error", "turn.cancel"}
 )
+#: What a producer may POST: a message, or the stop of one.
+INGRESS_TYPES: Final[frozenset[str]] = frozenset({"user.message", "turn.cancel"})
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*")
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
@@ -150,7 +159,17 @@ class ErrorPayload:
     kind: Literal["error"] = "error"
 
 
-Payload: TypeAlias = UserMessagePayload | AssistantDelta | AssistantDone | ErrorPayload
+@dataclass(frozen=True, slots=True)
+class CancelPayload:
+    """Stop the turn answering the ``user.message`` whose ``msg_id`` is ``target``."""
+
+    target: str
+    kind: Literal["turn.cancel"] = "turn.cancel"
+
+
+Payload: TypeAlias = (
+    UserMessagePayload | AssistantDelta | AssistantDone | ErrorPayload | CancelPayload
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +237,8 @@ def payload_to_dict(payload: Payload) -> dict[str, Any]:
             out = {"text": payload.text}
         case ErrorPayload():
             out = {"code": payload.code, "message": payload.message}
+        case CancelPayload():
+            out = {"target": payload.target}
     return out
 
 
@@ -409,6 +430,8 @@ def _decode_images(value: object, field: str) -> tuple[tuple[Image, ...], tuple[
 
 
 def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn, ...]]:
+    if kind == "turn.cancel":
+        return CancelPayload(_ident(obj.get("target"), "payload.target")), ()
     if kind == "error":
         code = _str(obj.get("code"), "payload.code")
         return ErrorPayload(code, _str(obj.get("message"), "payload.message")), ()

@@ -130,6 +130,10 @@ class Instance:
         self.closed = False
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: (session, request msg_id) -> the task running (or queued to run) its turn.
+        self._by_request: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: Requests a client asked to stop (a cancel, not a shutdown).
+        self._stopping: set[tuple[str, str]] = set()
 
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -161,9 +165,35 @@ class Instance:
     def start_turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> asyncio.Task[None]:
         """Run the turn for an appended ``user.message`` in the background."""
         task = asyncio.create_task(self._turn(frame, images))
+        key = (frame.session, frame.msg_id)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._by_request[key] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            self._tasks.discard(done)
+            if self._by_request.get(key) is done:
+                del self._by_request[key]
+            self._stopping.discard(key)
+
+        task.add_done_callback(forget)
         return task
+
+    def cancel_turn(self, session: str, target: str) -> None:
+        """Stop the turn answering request ``target`` of ``session`` (running or queued).
+
+        The runner's task is cancelled: the agent stops at its next await, and the
+        turn ends with an ``error`` frame of code ``cancelled``. Raises
+        :class:`NotFoundError` when no such turn is in flight (it may have just ended).
+        """
+        key = (session, target)
+        task = self._by_request.get(key)
+        if task is None or task.done():
+            raise NotFoundError(
+                f"no turn in flight for msg_id {target!r} in session {session!r} "
+                "(it may have finished already)"
+            )
+        self._stopping.add(key)
+        task.cancel()
 
     async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
         payload = frame.payload
@@ -176,6 +206,14 @@ class Instance:
         try:
             async with lock:
                 await self._run(payload, session, reply, images)
+        except asyncio.CancelledError:
+            if (session, frame.msg_id) not in self._stopping:
+                raise  # the server is shutting down or the instance is deleted
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            note = ErrorPayload("cancelled", "stopped by the user; send a new message to go on")
+            await self.ring.append(reply.frame(note))
         finally:
             lock, users = self._locks[session]
             if users == 1:

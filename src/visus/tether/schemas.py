@@ -4,8 +4,8 @@ They exist for the OpenAPI spec (``/openapi.json``) and response validation; the
 ingress body itself is checked by :func:`visus.tether.frames.decode_frame`.
 
 Example:
-    >>> FRAME_IN_SCHEMA["properties"]["payload"]["required"]
-    ['text']
+    >>> [one["properties"]["payload"]["required"] for one in FRAME_IN_SCHEMA["oneOf"]]
+    [['text'], ['target']]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from pydantic import BaseModel, Field
 from visus import limits
 
 __all__ = [
+    "CANCEL_IN_SCHEMA",
     "FRAME_IN_SCHEMA",
+    "MESSAGE_IN_SCHEMA",
     "Accepted",
     "ErrorBody",
     "ErrorDetail",
@@ -41,8 +43,25 @@ _IMAGE_SCHEMA: dict[str, Any] = {
         },
     },
 }
-#: JSON Schema of an ingress frame, as published in the OpenAPI spec.
-FRAME_IN_SCHEMA: dict[str, Any] = {
+_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+    "maxLength": limits.TETHER_MAX_ID_CHARS,
+}
+#: JSON Schema of a ``turn.cancel`` frame: stop the turn answering ``payload.target``.
+CANCEL_IN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "payload"],
+    "properties": {
+        "v": {"type": "integer", "enum": [1]},
+        "type": {"type": "string", "enum": ["turn.cancel"]},
+        "session": _ID_SCHEMA,
+        "msg_id": _ID_SCHEMA,
+        "payload": {"type": "object", "required": ["target"], "properties": {"target": _ID_SCHEMA}},
+    },
+}
+#: JSON Schema of a ``user.message`` frame, as published in the OpenAPI spec.
+MESSAGE_IN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["type", "payload"],
     "properties": {
@@ -74,6 +93,10 @@ FRAME_IN_SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+
+#: What ingress takes: a message, or the stop of one.
+FRAME_IN_SCHEMA: dict[str, Any] = {"oneOf": [MESSAGE_IN_SCHEMA, CANCEL_IN_SCHEMA]}
 
 
 class InstanceCreate(BaseModel):

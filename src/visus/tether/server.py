@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits, paths
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
-from visus.tether.frames import decode_frame, encode_frame
+from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame, encode_frame
 from visus.tether.guard import LoopbackGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
@@ -252,19 +252,29 @@ async def delete_instance(instance_id: str, registry: Reg, request: Request) -> 
     },
 )
 async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str, Any]:
-    """Send one ``user.message`` frame; the turn runs in the background."""
+    """Send one ``user.message`` frame (the turn runs in the background), or a
+    ``turn.cancel`` frame naming a message's ``msg_id`` in ``payload.target`` to stop
+    its turn (404 when no such turn is in flight)."""
     inst = registry.get(instance_id)
-    inst.check_capacity()  # before the body is read, and again before the turn starts
     length = request.headers.get("content-length")
+    if length is not None and not length.isdigit():
+        raise FrameError("Content-Length: not a number", field="Content-Length")
+    if length is None or int(length) > limits.TETHER_SMALL_FRAME_BYTES:
+        # Before the body is read, and again before the turn starts; a small body may
+        # be a turn.cancel, which must pass when the instance is busy.
+        inst.check_capacity()
     if length is not None:
-        if not length.isdigit():
-            raise FrameError("Content-Length: not a number", field="Content-Length")
         check_wire(int(length))  # refused before a byte of the body is read
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         check_wire(len(body))
-    decoded = decode_frame(load_json(bytes(body)), types=frozenset({"user.message"}), assign=True)
+    decoded = decode_frame(load_json(bytes(body)), types=INGRESS_TYPES, assign=True)
+    if isinstance(decoded.frame.payload, CancelPayload):
+        # Checked before it is appended: a stop of nothing leaves no frame behind.
+        inst.cancel_turn(decoded.frame.session, decoded.frame.payload.target)
+        frame = await inst.ring.append(decoded.frame)
+        return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
     inst.check_capacity()
     frame = await inst.ring.append(decoded.frame)
     inst.start_turn(frame, decoded.images)
