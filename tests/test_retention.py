@@ -124,19 +124,47 @@ def test_descriptor_page_tool_and_quoting() -> None:
     )
     odd = ImagePart(_digest(1), "image/png", 1, 1, 1, PerceptionOrigin('a "b".png'))
     assert 'call view("a \\"b\\".png")' in elided_descriptor(odd, 1)
-    with pytest.raises(InvalidInputError):
-        elided_descriptor(ImagePart(_digest(1), "image/png", 1, 1, 1, AttachmentOrigin()), 1)
+    pasted = ImagePart(_digest(1), "image/png", 1, 1, 1, AttachmentOrigin("p.png"))
+    assert elided_descriptor(pasted, 2) == (
+        f'[image elided: p.png pasted in turn 2; call view("sha256:{_digest(1)}") to see it again]'
+    )
+    anonymous = ImagePart(_digest(2), "image/png", 1, 1, 1, AttachmentOrigin())
+    assert elided_descriptor(anonymous, 1).startswith("[image elided: pasted in turn 1;")
 
 
-def test_attachments_never_elided() -> None:
+def _pasted_then_views(views: int) -> list[Message]:
     pasted = ImagePart(_digest(99), "image/png", 1, 50, 50, AttachmentOrigin("photo.jpg"))
-    record = [UserMessage(parts=(TextPart("see this"), pasted), turn=1), *_session(6)[4:]]
-    view = model_view(record)
-    assert view[0] is record[0]
-    assert view[0].parts[1] == pasted
-    # even under a zero token budget
-    budget_view = model_view(record, RetentionPolicy(image_token_budget=0), model=MODEL)
-    assert budget_view[0].parts[1] == pasted
+    shifted = [dataclasses.replace(m, turn=m.turn + 1) for m in _session(views)]
+    return [UserMessage(parts=(TextPart("see this"), pasted), turn=1), *shifted]
+
+
+def test_attachments_leave_after_their_own_window() -> None:
+    # pasted in turn 1; the default keeps attachments 3 turns, views only 1
+    for current, live in ((2, True), (3, True), (4, False), (9, False)):
+        record = _pasted_then_views(current - 1)
+        view = model_view(record)
+        assert isinstance(view[0].parts[1], ImagePart) is live, current
+        if not live:
+            assert f'call view("sha256:{_digest(99)}")' in view[0].parts[1].text
+    # the descriptor never changes as the boundary moves on (prompt caches)
+    texts = {
+        message_to_dict(model_view(_pasted_then_views(n))[0])["parts"][1]["text"] for n in (3, 5, 8)
+    }
+    assert len(texts) == 1
+    # None keeps them forever, even under a zero token budget
+    keep = RetentionPolicy(attachments_live_turns=None, image_token_budget=0)
+    record = _pasted_then_views(8)
+    assert model_view(record, keep, model=MODEL)[0] is record[0]
+    # a window shorter than live_turns elides attachments before views
+    short = RetentionPolicy(live_turns=4, attachments_live_turns=1)
+    view = model_view(_pasted_then_views(2), short)
+    assert view[0].parts[1].kind == "text"
+    assert all(isinstance(m.parts[1], ImagePart) for m in view[1:] if m.kind == "tool")
+
+
+def test_attachments_window_moves_in_chunks() -> None:
+    policy = RetentionPolicy(attachments_live_turns=2, chunk=4)
+    assert [policy.first_live_attachment_turn(t) for t in (2, 5, 6, 9, 10)] == [1, 1, 5, 5, 9]
 
 
 def test_chunk_boundary_formula() -> None:
@@ -199,7 +227,9 @@ def test_token_budget_elides_oldest_reviewable_first() -> None:
     record += _session(4, w=1000, h=1000)
     per_image = image_tokens(MODEL, 1000, 1000)
     assert per_image > 0
-    policy = RetentionPolicy(live_turns=10, image_token_budget=3 * per_image)
+    policy = RetentionPolicy(
+        live_turns=10, image_token_budget=3 * per_image, attachments_live_turns=None
+    )
     view = model_view(record, policy, model=MODEL)
     # 5 live images (4 views + 1 attachment) over a 3-image budget: views of turns 1, 2 go
     assert _live_turns_of(view) == [1, 3, 4]
@@ -207,10 +237,14 @@ def test_token_budget_elides_oldest_reviewable_first() -> None:
     assert "[image elided: viewed shots/1.png in turn 1;" in view[3].text
     assert "[image elided: viewed shots/2.png in turn 2;" in view[7].text
     # a budget that fits everything changes nothing
-    roomy = RetentionPolicy(live_turns=10, image_token_budget=5 * per_image)
+    roomy = RetentionPolicy(
+        live_turns=10, image_token_budget=5 * per_image, attachments_live_turns=None
+    )
     assert model_view(record, roomy, model=MODEL) == tuple(record)
     # the budget counts what the window left live
-    windowed = RetentionPolicy(live_turns=2, image_token_budget=3 * per_image)
+    windowed = RetentionPolicy(
+        live_turns=2, image_token_budget=3 * per_image, attachments_live_turns=None
+    )
     assert _live_turns_of(model_view(record, windowed, model=MODEL)) == [1, 3, 4]
 
 
@@ -236,6 +270,8 @@ def test_budget_needs_a_model() -> None:
         {"chunk": 1.5},
         {"image_token_budget": -1},
         {"image_token_budget": False},
+        {"attachments_live_turns": 0},
+        {"attachments_live_turns": True},
     ],
 )
 def test_policy_validation(kwargs: dict[str, object]) -> None:
@@ -292,6 +328,7 @@ _policies = st.builds(
     live_turns=st.integers(1, 4),
     chunk=st.integers(1, 4),
     image_token_budget=st.one_of(st.none(), st.integers(0, 20_000)),
+    attachments_live_turns=st.one_of(st.none(), st.integers(1, 4)),
 )
 
 
@@ -304,6 +341,7 @@ def test_model_view_is_idempotent_and_keeps_shape(
     assert model_view(once, policy, model=MODEL) == once
     assert len(once) == len(record)
     first_live = policy.first_live_turn(current_turn(record))
+    first_attachment = policy.first_live_attachment_turn(current_turn(record))
     for before, after in zip(record, once, strict=True):
         assert type(before) is type(after)
         assert before.turn == after.turn
@@ -311,12 +349,10 @@ def test_model_view_is_idempotent_and_keeps_shape(
         for p, q in zip(before.parts, after.parts, strict=True):
             if p == q:
                 continue
-            # the only change retention makes: a re-viewable image -> its descriptor
+            # the only change retention makes: an image -> its descriptor
             assert isinstance(p, ImagePart)
-            assert isinstance(p.origin, PerceptionOrigin)
             assert q == TextPart(elided_descriptor(p, before.turn))
-            if policy.image_token_budget is None:
+            if isinstance(p.origin, AttachmentOrigin):  # only by their own window
+                assert before.turn < first_attachment
+            elif policy.image_token_budget is None:
                 assert before.turn < first_live
-        for p in before.parts:
-            if isinstance(p, ImagePart) and isinstance(p.origin, AttachmentOrigin):
-                assert p in after.parts

@@ -57,7 +57,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from visus import paths
+from visus import limits, paths
 from visus.errors import ConfigError
 from visus.models.spec import ModelSpec, Provider
 
@@ -130,6 +130,13 @@ class RetentionSettings(_Frozen):
     live_turns: int = Field(1, ge=1)
     chunk: int = Field(1, ge=1)
     image_token_budget: int | None = Field(None, ge=1)
+    #: Turns a pasted image keeps its pixels (then ``view("sha256:...")``); 0: forever.
+    attachments_live_turns: int = Field(limits.RETENTION_ATTACHMENTS_LIVE_TURNS, ge=0)
+
+    @property
+    def attachments_window(self) -> int | None:
+        """``attachments_live_turns`` as :class:`~visus.retention.RetentionPolicy` takes it."""
+        return self.attachments_live_turns or None
 
 
 class ReachSettings(_Frozen):

@@ -123,6 +123,8 @@ MCP_MAX_RESULT_BYTES: Final = 1 * MB
 MCP_MAX_REQUEST_BYTES: Final = (
     max(TETHER_MAX_WIRE_BYTES, (ANALYZE_MAX_INPUT_BYTES + 2) // 3 * 4) + 1 * MB
 )
+#: Images an MCP client session's view("sha256:...") can bring back (its latest views).
+MCP_VIEW_RECALL_IMAGES: Final = 32
 TELEGRAM_MAX_PHOTO_BYTES: Final = 10 * MB
 TELEGRAM_MAX_DOWNLOAD_BYTES: Final = 20 * MB
 TELEGRAM_MAX_PHOTO_SIDES_SUM: Final = 10_000
@@ -164,6 +166,10 @@ PROVIDER_MAX_BACKOFF_SECONDS: Final = 60.0
 SESSION_ID_MAX_CHARS: Final = 128
 #: Elided old messages retention remembers between views (memo only; never changes a result).
 RETENTION_MEMO_MESSAGES: Final = 4096
+#: Turns a pasted/attached image keeps its pixels by default (then view("sha256:...")).
+RETENTION_ATTACHMENTS_LIVE_TURNS: Final = 3
+#: The fewest hex digits a view("sha256:...") prefix may have.
+DIGEST_MIN_PREFIX: Final = 12
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...

@@ -10,7 +10,8 @@ Tools:
   so a caller ties every image to its frame and ``msg_id``.
 - ``tether_instances()``: the instances the tether server holds.
 - ``view(path, page?)``: the file as an image fitted so that the whole result
-  stays under ``limits.MCP_MAX_RESULT_BYTES``.
+  stays under ``limits.MCP_MAX_RESULT_BYTES``; ``sha256:<hex>`` shows again an
+  image this client session viewed (never another session's).
 - ``vision_analyze(prompt, file_path? | file_url? | file_base64?, ...)``: one
   question to a vision model (:func:`visus.analyze.vision_analyze`).
 
@@ -29,12 +30,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+import weakref
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
@@ -141,13 +143,34 @@ def _host_model(max_bytes: int) -> Any:
 
 
 def view_result(
-    path: str, *, roots: Sequence[Path | str], page: int | None = None
+    path: str,
+    *,
+    roots: Sequence[Path | str],
+    page: int | None = None,
+    recall: MutableMapping[str, bytes] | None = None,
 ) -> CallToolResult:
-    """``view`` for MCP: a short description, then the image, under the result cap."""
-    from visus.perception import Reach, view
+    """``view`` for MCP: a short description, then the image, under the result cap.
+
+    ``recall`` is what this client session viewed before (digest -> the image sent):
+    ``sha256:<hex>`` (or a prefix of 12+ digits) shows one of those again, and
+    never an image another session viewed. Each image shown is remembered there.
+    """
+    from visus.perception import Reach, is_digest_ref, view, view_digest
 
     budget = (limits.MCP_MAX_RESULT_BYTES - _VIEW_TEXT_RESERVE) * 3 // 4
-    seen = view(path, reach=Reach(list(roots)), model=_host_model(budget), page=page)
+    reach, model = Reach(list(roots)), _host_model(budget)
+    memory: MutableMapping[str, bytes] = {} if recall is None else recall
+    if is_digest_ref(path):
+        seen = view_digest(
+            path, known=list(memory), load=memory.__getitem__, reach=reach, model=model, page=page
+        )
+    else:
+        seen = view(path, reach=reach, model=model, page=page)
+    if seen.kind != "refusal":
+        memory.pop(seen.digest, None)  # most recent last: the oldest leaves first
+        memory[seen.digest] = seen.data
+        while len(memory) > limits.MCP_VIEW_RECALL_IMAGES:
+            del memory[next(iter(memory))]
     if seen.kind == "refusal":
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(seen.to_json()))], is_error=True
@@ -238,14 +261,26 @@ def build_server(
         except VisusError as e:
             raise ToolError(str(e)) from e
 
+    # Per client session: the images view showed it, for view("sha256:...").
+    recalled: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
+
     @server.tool()
     async def view(
-        path: Annotated[str, Field(description="file under the allowed roots")],
+        path: Annotated[
+            str,
+            Field(description="file under the allowed roots, or sha256:<hex> of an earlier view"),
+        ],
+        ctx: Context,
         page: Annotated[int | None, Field(ge=1, description="pdf page, 1-based")] = None,
     ) -> CallToolResult:
-        """See a file as an image (raster, svg, pdf page, or text rendered)."""
+        """See a file as an image (raster, svg, pdf page, or text rendered); sha256:<hex>
+        (12+ digits) shows again an image this session viewed."""
+        # mcp 2.x builds a ServerSession per request; its Connection is per client
+        # (stdio: the process; HTTP: the Mcp-Session-Id). No public accessor yet.
+        client_key = getattr(ctx.session, "_connection", ctx.session)
+        recall = recalled.setdefault(client_key, {})
         return await anyio.to_thread.run_sync(
-            lambda: view_result(path, roots=view_roots, page=page)
+            lambda: view_result(path, roots=view_roots, page=page, recall=recall)
         )
 
     @server.tool(name="vision_analyze")

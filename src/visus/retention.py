@@ -7,10 +7,16 @@ naming its source and the call that brings it back::
 
     [image elided: viewed shots/login.png in turn 3; call view("shots/login.png") to see it again]
 
-Images a user attached (:class:`~visus.record.messages.AttachmentOrigin`) are never
-elided automatically. Native documents (:class:`~visus.record.messages.DocumentPart`,
-PDFs) follow the same rule: a re-viewable one (perception origin) leaves the window
-like an image, as ``[document elided: ...]``; an attached one stays. Documents do not
+Every image is re-viewable by its digest (``view("sha256:<hex>")`` within the
+session's own record), so images a user attached
+(:class:`~visus.record.messages.AttachmentOrigin`) leave too, on their own longer
+window ``attachments_live_turns`` (default 3; ``None`` keeps them forever), and
+their descriptor names the digest::
+
+    [image elided: photo.jpg pasted in turn 2; call view("sha256:9f86d0...") to see it again]
+
+Native documents (:class:`~visus.record.messages.DocumentPart`, PDFs) follow the
+same rules as images, as ``[document elided: ...]``. Documents do not
 count against ``image_token_budget`` (it measures images only). The view keeps every
 message and every part in place (an elided image is replaced by exactly one text
 part), so callers can line up a view with its record position by position.
@@ -33,10 +39,10 @@ Two knobs beyond the window:
 ``image_token_budget``
     If the images still live after the window cost more tokens than this (by
     :func:`visus.models.image_tokens` for ``model``), the oldest re-viewable
-    ones are elided first until the rest fit. Attachments are never elided, and
-    neither are the images of the newest message that holds any (what the model
-    just asked to see). The budget trades cache stability for size: when it
-    bites, the prefix changes.
+    ones are elided first until the rest fit. Attachments are never elided by
+    it (they leave by their own window), and neither are the images of the
+    newest message that holds any (what the model just asked to see). The
+    budget trades cache stability for size: when it bites, the prefix changes.
 
 ``model_view`` is idempotent: ``model_view(model_view(x)) == model_view(x)``.
 
@@ -62,6 +68,7 @@ from visus.errors import InvalidInputError
 from visus.models import image_tokens
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
+    AttachmentOrigin,
     DocumentPart,
     ImagePart,
     Message,
@@ -97,10 +104,14 @@ class RetentionPolicy:
     live_turns: int = 1
     chunk: int = 1
     image_token_budget: int | None = None
+    #: Turns an attached (pasted) image keeps its pixels; ``None``: forever.
+    attachments_live_turns: int | None = limits.RETENTION_ATTACHMENTS_LIVE_TURNS
 
     def __post_init__(self) -> None:
-        for name in ("live_turns", "chunk"):
+        for name in ("live_turns", "chunk", "attachments_live_turns"):
             value = getattr(self, name)
+            if value is None and name == "attachments_live_turns":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
         budget = self.image_token_budget
@@ -114,6 +125,20 @@ class RetentionPolicy:
     def first_live_turn(self, current: int) -> int:
         """The earliest turn whose images stay live when ``current`` is the latest turn."""
         return max(1, ((current - self.live_turns) // self.chunk) * self.chunk + 1)
+
+    def first_live_attachment_turn(self, current: int) -> int:
+        """The earliest turn whose attachments stay live (1 when they never leave).
+
+        Example:
+            >>> RetentionPolicy(attachments_live_turns=3).first_live_attachment_turn(10)
+            8
+            >>> RetentionPolicy(attachments_live_turns=None).first_live_attachment_turn(10)
+            1
+        """
+        keep = self.attachments_live_turns
+        if keep is None:
+            return 1
+        return max(1, ((current - keep) // self.chunk) * self.chunk + 1)
 
 
 #: The default policy: only the current turn keeps its pixels.
@@ -131,7 +156,12 @@ def first_live_turn(messages: Sequence[Message], policy: RetentionPolicy = DEFAU
 
 
 def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
-    """The text a re-viewable image (or document) becomes once it leaves the live window.
+    """The text an image (or document) becomes once it leaves the live window.
+
+    A perception names its source and the call that re-creates it; anything else
+    (a pasted image, an attachment) names its digest, which ``view`` takes back.
+    The text depends only on the part and its turn, so it never changes between
+    boundary moves (prompt caches keep hitting).
 
     Example:
         >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
@@ -142,10 +172,20 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
         ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
         >>> print(elided_descriptor(doc, 2))
         [document elided: r.pdf (4 pages) in turn 2; call fetch_pdf("r.pdf") to see it again]
+        >>> pasted = ImagePart("ab" * 32, "image/png", 10, 64, 64, AttachmentOrigin("cat.png"))
+        >>> elided_descriptor(pasted, 1).split(";")[0]
+        '[image elided: cat.png pasted in turn 1'
     """
     origin = part.origin
-    if not isinstance(origin, PerceptionOrigin):
-        raise InvalidInputError("only re-viewable (perception) images have a descriptor")
+    if isinstance(origin, AttachmentOrigin):
+        what = "image" if isinstance(part, ImagePart) else "document"
+        name = f"{origin.filename} " if origin.filename else ""
+        pages = f" ({part.page_count} pages)" if isinstance(part, DocumentPart) else ""
+        page_arg = ", page=N" if isinstance(part, DocumentPart) else ""
+        return (
+            f"[{what} elided: {name}pasted{pages} in turn {turn}; "
+            f'call view("sha256:{part.digest}"{page_arg}) to see it again]'
+        )
     if isinstance(part, DocumentPart):
         args = json.dumps(origin.source, ensure_ascii=False)
         return (
@@ -161,10 +201,6 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
     return (
         f"[image elided: viewed {where} in turn {turn}; call {origin.tool}({args}) to see it again]"
     )
-
-
-def _reviewable(part: Part) -> bool:
-    return isinstance(part, ImagePart | DocumentPart) and isinstance(part.origin, PerceptionOrigin)
 
 
 def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
@@ -188,21 +224,28 @@ def _elide(message: Message, elide: set[int]) -> Message:
 # message keeps its id from being reused while cached, and an agent builds each view
 # from the same message objects as the last, so each old image is elided once rather
 # than once per request. Cleared wholesale when full (no per-hit bookkeeping).
-_ELIDED: dict[int, tuple[Message, Message]] = {}
+_ELIDED: dict[tuple[int, frozenset[int]], tuple[Message, Message]] = {}
 
 
-def _elide_old(message: Message) -> Message:
-    """``message`` with every re-viewable image replaced by its descriptor."""
-    hit = _ELIDED.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    old = {j for j, p in enumerate(message.parts) if _reviewable(p)}
+def _elide_old(message: Message, *, views: bool, attachments: bool) -> Message:
+    """``message`` with its perceptions (if ``views``) and its attached images (if
+    ``attachments``) replaced by their descriptors."""
+    old = frozenset(
+        j
+        for j, p in enumerate(message.parts)
+        if isinstance(p, ImagePart | DocumentPart)
+        and (views if isinstance(p.origin, PerceptionOrigin) else attachments)
+    )
     if not old:
         return message
-    elided = _elide(message, old)
+    key = (id(message), old)
+    hit = _ELIDED.get(key)
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    elided = _elide(message, set(old))
     if len(_ELIDED) >= limits.RETENTION_MEMO_MESSAGES:
         _ELIDED.clear()
-    _ELIDED[id(message)] = (message, elided)
+    _ELIDED[key] = (message, elided)
     return elided
 
 
@@ -223,11 +266,14 @@ def model_view(
         True
     """
     view = list(messages)
-    first_live = policy.first_live_turn(current_turn(view))
+    current = current_turn(view)
+    first_live = policy.first_live_turn(current)
+    first_attachment = policy.first_live_attachment_turn(current)
 
     for i, message in enumerate(view):
-        if message.turn < first_live and message.kind != "assistant":
-            view[i] = _elide_old(message)
+        views, attachments = message.turn < first_live, message.turn < first_attachment
+        if (views or attachments) and message.kind != "assistant":
+            view[i] = _elide_old(message, views=views, attachments=attachments)
 
     budget = policy.image_token_budget
     if budget is not None:

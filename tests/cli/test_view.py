@@ -213,3 +213,39 @@ def test_markup_in_names_is_printed_literally(root: Path) -> None:
     code, _, err = run(["view", "[b]missing[/b].png", "--root", str(root)])
     assert code == 3
     assert "[b]missing[/b].png" in err
+
+
+# --- sha256: refs within a session ---------------------------------------------------
+
+
+def _session_with_image(data: Path, sid: str, png: bytes) -> str:
+    from visus.record.blobs import FileBlobStore
+    from visus.record.messages import AttachmentOrigin, ImagePart, TextPart, UserMessage
+    from visus.record.sessions import SessionStore
+
+    digest = FileBlobStore(data / "blobs").put(png, "image/png")
+    store = SessionStore(data / "sessions")
+    store.create(sid)
+    part = ImagePart(digest, "image/png", len(png), 64, 48, AttachmentOrigin("p.png"))
+    store.append(sid, UserMessage(parts=(TextPart("look"), part), turn=1))
+    return digest
+
+
+def test_view_by_digest_within_a_session_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    mine = _session_with_image(data, "a", noise_png(64, 48))
+    theirs = _session_with_image(data, "b", noise_png(48, 64))
+    base = ["view", "--data", str(data), "--json", "--root", str(tmp_path)]
+
+    ok = runner.invoke(app, [*base, f"sha256:{mine[:12]}", "--session", "a"])
+    assert ok.exit_code == 0, ok.stdout
+    out = json.loads(ok.stdout)
+    assert (out["width"], out["height"], out["source"]) == (64, 48, f"sha256:{mine}")
+
+    other = runner.invoke(app, [*base, f"sha256:{theirs}", "--session", "a"])
+    assert other.exit_code == 3
+    assert json.loads(other.stdout)["reason"] == "not_found"
+
+    no_session = runner.invoke(app, [*base, f"sha256:{mine}"])
+    assert no_session.exit_code == 3
+    assert "--session" in json.loads(no_session.stdout)["message"]

@@ -143,6 +143,7 @@ class Agent:
             # Reads stay fresh across turns of this agent; a new process starts with
             # none, so an edit after a restart needs a new read (the safe side).
             read_digests=self._reads.setdefault(session_id, {}),
+            record=history,  # the list grows as the turn goes: digest refs see it all
         )
         usage = Usage()
         answer = ""

@@ -100,6 +100,7 @@ def build_agent(
             live_turns=retention.live_turns,
             chunk=retention.chunk,
             image_token_budget=retention.image_token_budget,
+            attachments_live_turns=retention.attachments_window,
         ),
         refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,

@@ -15,7 +15,15 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +34,25 @@ from visus.media import load
 from visus.media.types import Profile
 from visus.models import ModelSpec
 from visus.net import afetch
-from visus.perception import Perception, Reach, Refusal, read, view
+from visus.perception import (
+    Perception,
+    Reach,
+    Refusal,
+    is_digest_ref,
+    read,
+    view,
+    view_digest,
+)
 from visus.record.blobs import BlobStore
-from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
+from visus.record.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    PerceptionOrigin,
+    TextPart,
+    ToolSpec,
+)
 
 __all__ = [
     "TOOL_USAGE_KEY",
@@ -69,7 +93,8 @@ class ToolContext:
 
     ``read_digests`` maps a resolved path to the sha256 of its content when the
     ``read`` tool last returned it: ``edit`` requires the file to be unchanged since.
-    A ``view`` never records here (seeing is not reading).
+    A ``view`` never records here (seeing is not reading). ``record`` is the
+    session's messages so far: ``view("sha256:...")`` reaches only their images.
     """
 
     reach: Reach
@@ -80,6 +105,16 @@ class ToolContext:
     read_digests: MutableMapping[str, str] = field(default_factory=dict)
     outbox: list[OutboundImage] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    record: Sequence[Message] = ()
+
+    def record_digests(self) -> Iterator[str]:
+        """The digest of every image and document in this session's record."""
+        for message in self.record:
+            if message.kind == "assistant":
+                continue
+            for part in message.parts:
+                if isinstance(part, ImagePart | DocumentPart):
+                    yield part.digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +283,18 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     limit = _int_arg(args, "limit")
     source: str | bytes = path
     name: str | None = None
+    if is_digest_ref(path):
+        again = view_digest(
+            path,
+            known=ctx.record_digests(),
+            load=ctx.blobs.get,
+            reach=ctx.reach,
+            model=ctx.model,
+            page=page,
+        )
+        if isinstance(again, Refusal):
+            return ToolOutcome.refused(again)
+        return ToolOutcome(perception_parts(again, ctx, source=again.source, page=page))
     if path.startswith(("https://", "http://")):
         fetched = await _fetch_for_view(path, ctx)
         if isinstance(fetched, Refusal):
@@ -286,14 +333,18 @@ VIEW = Tool(
         description=(
             "See a file (or an https URL) as an image: photos and screenshots, SVG "
             "(rendered), PDF pages, and text or code (rendered as a screenshot). Returns "
-            "pixels, not text."
+            'pixels, not text. "sha256:<hex>" brings back an image of this conversation '
+            "(pasted, viewed or returned by a tool) that was elided."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "path": {
                     "type": "string",
-                    "description": "File path inside the allowed roots, or an https URL",
+                    "description": (
+                        "File path inside the allowed roots, an https URL, or sha256:<hex> "
+                        "of an image in this conversation"
+                    ),
                 },
                 "page": {"type": "integer", "minimum": 1, "description": "PDF page, 1-based"},
                 "offset": {"type": "integer", "minimum": 0, "description": "Text: first line"},

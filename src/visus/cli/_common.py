@@ -66,6 +66,7 @@ def retention(
             live_turns=settings.live_turns if live_turns is None else live_turns,
             chunk=settings.chunk if chunk is None else chunk,
             image_token_budget=settings.image_token_budget if budget is None else budget,
+            attachments_live_turns=settings.attachments_window,
         )
     except VisusError as e:
         fail(str(e))

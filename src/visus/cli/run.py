@@ -102,6 +102,7 @@ def _session_id(given: str | None, latest: bool = False, data: Path | None = Non
 
 CHAT_HELP = """\
 /view PATH    see a file as the model would and attach it to your next message
+              (it leaves the context after a few turns; the model can view it again)
 /paste PATH   attach an image file as it is to your next message
 /images       the images in this session
 /usage        tokens and cost so far

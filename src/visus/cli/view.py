@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from visus.perception import Perception, Refusal
+    from visus.perception import Perception, Reach, Refusal
 
 __all__ = ["register"]
 
@@ -28,7 +28,13 @@ EXIT_OUT_FAILED = 2
 
 
 def view_command(
-    path: Annotated[str, typer.Argument(help="File to view (under a --root), or an https URL.")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="File to view (under a --root), an https URL, or sha256:<hex> of an image "
+            "in the --session's record."
+        ),
+    ],
     model: Annotated[
         str,
         typer.Option("--model", "-m", help="Model to fit for."),
@@ -51,13 +57,20 @@ def view_command(
         bool,
         typer.Option("--allow-loopback-http", help="Allow http:// URLs to loopback (testing)."),
     ] = False,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", help="Session whose record a sha256: ref names."),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Data folder (default: visus.toml's).")
+    ] = None,
 ) -> None:
     """View a file or an https URL as an image fitted for a model, or say why it was refused.
 
     A URL is fetched through the same SSRF gate as the agent's view tool.
     """
     from visus.cli._common import check_roots
-    from visus.perception import Reach, Refusal, view
+    from visus.perception import Reach, Refusal, is_digest_ref, view
 
     check_roots(root)
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
@@ -65,13 +78,14 @@ def view_command(
     name: str | None = None
     if path.startswith(("https://", "http://")):
         source, name = _fetch(path, allow_loopback_http), path.rsplit("/", 1)[-1] or None
-    result = (
-        source
-        if isinstance(source, Refusal)
-        else view(
+    if is_digest_ref(path):
+        result = _view_recorded(path, session, data, reach=reach, model=model, page=page)
+    elif isinstance(source, Refusal):
+        result = source
+    else:
+        result = view(
             source, reach=reach, model=model, page=page, offset=offset, limit=limit, name=name
         )
-    )
     if isinstance(result, Refusal):
         _emit_refusal(result, as_json=as_json)
         raise typer.Exit(EXIT_REFUSAL)
@@ -89,6 +103,40 @@ def view_command(
                 console.print(f"[red]cannot write[/red] {escape(f'{out}: {why}')}")
             raise typer.Exit(EXIT_OUT_FAILED) from None
     _emit_perception(result, as_json=as_json, out=out)
+
+
+def _view_recorded(
+    ref: str, session: str | None, data: Path | None, *, reach: Reach, model: str, page: int | None
+) -> Perception | Refusal:
+    """``sha256:...`` within one session's record: its images only, never another's."""
+    from visus.cli._common import data_root
+    from visus.errors import VisusError
+    from visus.paths import blobs_dir, sessions_dir
+    from visus.perception import Refusal, view_digest
+    from visus.record.blobs import FileBlobStore
+    from visus.record.messages import DocumentPart, ImagePart
+    from visus.record.sessions import SessionStore
+
+    if session is None:
+        return Refusal(
+            "invalid_input",
+            f"{ref} names an image of a session's record: give --session ID",
+            ref,
+        )
+    root = data_root(data)
+    try:
+        messages = SessionStore(sessions_dir(root)).load(session).messages
+    except VisusError as e:
+        return Refusal("not_found", f"session {session!r}: {e}", ref)
+    known = [
+        p.digest
+        for m in messages
+        if m.kind != "assistant"
+        for p in m.parts
+        if isinstance(p, ImagePart | DocumentPart)
+    ]
+    blobs = FileBlobStore(blobs_dir(root))
+    return view_digest(ref, known=known, load=blobs.get, reach=reach, model=model, page=page)
 
 
 def _fetch(url: str, allow_loopback_http: bool) -> bytes | Refusal:

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from visus.perception.digest import DIGEST_SCHEME, is_digest_ref, match_digest, view_digest
 from visus.perception.reach import Reach
 from visus.perception.tools import DEFAULT_MODEL, read, view
 from visus.perception.values import (
@@ -26,6 +27,7 @@ from visus.perception.values import (
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DIGEST_SCHEME",
     "REFUSAL_REASONS",
     "Perception",
     "Reach",
@@ -33,6 +35,9 @@ __all__ = [
     "Refusal",
     "RefusalReason",
     "content_digest",
+    "is_digest_ref",
+    "match_digest",
     "read",
     "view",
+    "view_digest",
 ]
