@@ -7,6 +7,10 @@
    the runner echoes each image back, so 600 image frames pass the ring). The
    server's peak RSS (VmHWM) must stay under its idle RSS + the ring budget
    (RING_MAX_BYTES) + a bounded overhead.
+4. Concurrent polls of a full ring: right after (2), 10 clients poll from seq 0 at
+   once with the default ``max_bytes`` (TETHER_POLL_DEFAULT_MAX_BYTES), then, as the
+   baseline in the same run, 10 with ``max_bytes`` = RING_MAX_BYTES (what every poll
+   was before: the whole ring in one answer). Server peak RSS (VmHWM) after each.
 3. ``tether_read`` latency (p50, p99) through the MCP server (official client,
    in-process streams) over HTTP to the tether server: an empty read, and a read
    returning one ``assistant.done`` frame with a 1 MB image.
@@ -178,7 +182,40 @@ def bench_memory(http: httpx.Client, base: str, pid: int) -> None:
         f"peak - idle = {(peak - idle) / MB:.0f} MB against the ring budget of "
         f"{limits.RING_MAX_BYTES / MB:.0f} MB: overhead beyond the budget {overhead / MB:.0f} MB"
     )
+    bench_concurrent_polls(base, pid, iid)
     http.delete(f"{base}/v1/instances/{iid}")
+
+
+def bench_concurrent_polls(base: str, pid: int, iid: str) -> None:
+    """10 simultaneous polls from seq 0 of a full ring: bounded pages, then whole-ring ones."""
+
+    async def ten(max_bytes: int | None) -> int:
+        params: dict[str, Any] = {"after_seq": 0}
+        if max_bytes is not None:
+            params["max_bytes"] = max_bytes
+        async with httpx.AsyncClient(timeout=120) as client:
+            url = f"{base}/v1/instances/{iid}/tether/poll"
+            answers = await asyncio.gather(*(client.get(url, params=params) for _ in range(10)))
+        return max(len(a.content) for a in answers)
+
+    before, before_peak = _rss(pid)
+    largest = asyncio.run(ten(None))
+    _, bounded_peak = _rss(pid)
+    whole = asyncio.run(ten(limits.RING_MAX_BYTES))
+    _, unbounded_peak = _rss(pid)
+    print(
+        f"10 concurrent polls of the full ring from seq 0: RSS before {before / MB:.0f} MB "
+        f"(peak so far {before_peak / MB:.0f} MB)"
+    )
+    print(
+        f"  default max_bytes ({limits.TETHER_POLL_DEFAULT_MAX_BYTES / MB:.0f} MB): answers "
+        f"<= {largest / MB:.1f} MB, peak RSS {bounded_peak / MB:.0f} MB "
+        f"(+{(bounded_peak - max(before_peak, before)) / MB:.0f} MB)"
+    )
+    print(
+        f"  baseline, max_bytes = the whole ring: answers {whole / MB:.1f} MB, peak RSS "
+        f"{unbounded_peak / MB:.0f} MB (+{(unbounded_peak - bounded_peak) / MB:.0f} MB more)"
+    )
 
 
 async def bench_read(base: str) -> None:

@@ -113,7 +113,9 @@ async def test_image_round_trip_in_process(
         answer = await read_until_done(client, iid, 1)
         runner_call = factory.runners[iid].calls[0]
         assert runner_call.images == (ImageIn("image/png", red),)
-        r = await client.call_tool("tether_read", {"instance": iid, "session_id": "s1"})
+        r = await client.call_tool(
+            "tether_read", {"instance": iid, "session_id": "s1", "include_user_images": True}
+        )
         answer = json.loads(text_of(r))
         done = next(f for f in answer["frames"] if f["type"] == "assistant.done")
         assert done["reply_to"] == sent["msg_id"]
@@ -141,7 +143,7 @@ async def test_mcp_index_correlates_images_across_frames(
             )
             assert not r.is_error
         await read_until_done(client, iid, 2)
-        r = await client.call_tool("tether_read", {"instance": iid})
+        r = await client.call_tool("tether_read", {"instance": iid, "include_user_images": True})
         answer = json.loads(text_of(r))
         items = r.content[1:]
         dones = [f for f in answer["frames"] if f["type"] == "assistant.done"]

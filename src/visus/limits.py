@@ -65,6 +65,9 @@ RING_MAX_FRAMES: Final = 1000
 RING_MAX_BYTES: Final = 128 * MB
 #: Longest a tether long poll (or MCP tether_read) may hold the request open (seconds).
 TETHER_POLL_MAX_WAIT_SECONDS: Final = 60.0
+#: Payload bytes one poll answer carries when the caller gives no max_bytes (one frame
+#: always comes, whatever its size: at most TETHER_MAX_WIRE_BYTES).
+TETHER_POLL_DEFAULT_MAX_BYTES: Final = 8 * MB
 #: Longest session id or msg_id a tether frame may carry (characters).
 TETHER_MAX_ID_CHARS: Final = 128
 #: Turns accepted but not finished per instance; each holds its decoded images until
@@ -115,7 +118,11 @@ WEB_ATTACHMENT_MAX_BODY_BYTES: Final = (ATTACHMENT_MAX_FILE_BYTES + 2) // 3 * 4 
 WEB_SESSION_TITLE_CHARS: Final = 80
 
 # --- MCP and Telegram -------------------------------------------------------------
+#: Largest MCP tool result (text + images as sent): Claude Desktop and Claude Code
+#: reject bigger ones. VISUS_MCP_MAX_RESULT_BYTES (or visus mcp --max-result-bytes)
+#: sets another, down to MCP_MIN_RESULT_BYTES.
 MCP_MAX_RESULT_BYTES: Final = 1 * MB
+MCP_MIN_RESULT_BYTES: Final = 64 * KB
 #: Largest request body ``/mcp`` reads: the biggest argument a tool takes as base64
 #: (a tether frame, or a vision_analyze file) plus room for the JSON-RPC around it, so
 #: over HTTP every call that works over stdio works too (the MCP SDK's own default is

@@ -4,10 +4,12 @@ Tools:
 
 - ``tether_send(instance, text, images?, session_id?)``: a ``user.message`` to an
   instance; every limit is checked before anything is sent.
-- ``tether_read(instance, session_id?, after_seq?, wait_ms?)``: the first content
-  item is text holding the poll answer as JSON, each image replaced by
-  ``{"_mcp_index": N}``; then one image item per image, in order across frames,
-  so a caller ties every image to its frame and ``msg_id``.
+- ``tether_read(instance, session_id?, after_seq?, wait_ms?, include_user_images?)``:
+  the first content item is text holding the poll answer as JSON, each image
+  replaced by ``{"_mcp_index": N}``; then one image item per image, in order across
+  frames, so a caller ties every image to its frame and ``msg_id``. The agent's
+  images only, unless ``include_user_images``; the result stays under the cap
+  (:func:`read_result`: frames deferred, an image too big alone fitted).
 - ``tether_instances()``: the instances the tether server holds.
 - ``view(path, page?)``: the file as an image fitted so that the whole result
   stays under ``limits.MCP_MAX_RESULT_BYTES``; ``sha256:<hex>`` shows again an
@@ -30,8 +32,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import weakref
 from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,7 +50,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from visus import limits
-from visus.errors import VisusError
+from visus.errors import ConfigError, VisusError
 from visus.tether import limits as tether_limits
 from visus.tether.frames import base64_size, decode_base64, padded
 from visus.tether.guard import IN_PROCESS_HOST
@@ -59,7 +63,15 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.tether.client import TetherClient
 
-__all__ = ["McpBodyGate", "McpImage", "build_server", "mount_mcp", "read_result", "view_result"]
+__all__ = [
+    "McpBodyGate",
+    "McpImage",
+    "build_server",
+    "max_result_bytes",
+    "mount_mcp",
+    "read_result",
+    "view_result",
+]
 
 #: Bytes kept free in a view result for its text item and the JSON around it.
 _VIEW_TEXT_RESERVE = 16 * limits.KB
@@ -82,47 +94,205 @@ def _decode_args(images: Sequence[McpImage]) -> list[ImageIn]:
     return out
 
 
-def read_result(answer: dict[str, Any]) -> CallToolResult:
-    """Turn a poll answer into MCP content: JSON text with ``_mcp_index`` stubs, then images.
+#: Bytes of every tool result kept for the JSON-RPC envelope around its content.
+_RESULT_ENVELOPE = 2 * limits.KB
+#: Bytes one image item takes besides its data: {"type":"image","data":"","mimeType":""}.
+_ITEM_OVERHEAD = 64
+#: Least base64 an image fitted into a crowded result may take; below it the image is
+#: refused with a note rather than sent as a smudge.
+_MIN_FITTED_B64 = 8 * limits.KB
+#: Edge an image fitted for the MCP channel keeps at most (Claude's native edge).
+_HOST_EDGE = 1568
+_OMITTED = "the caller's own image; tether_read with include_user_images=true returns it"
+
+
+def max_result_bytes(value: int | None = None) -> int:
+    """The cap on every MCP tool result: ``value``, else ``$VISUS_MCP_MAX_RESULT_BYTES``,
+    else ``limits.MCP_MAX_RESULT_BYTES`` (1 MB: what Claude Desktop and Claude Code take).
+
+    Example:
+        >>> max_result_bytes(512 * 1024)
+        524288
+    """
+    if value is None:
+        raw = os.environ.get("VISUS_MCP_MAX_RESULT_BYTES", "").strip()
+        if not raw:
+            return limits.MCP_MAX_RESULT_BYTES
+        if not raw.isdigit():
+            raise ConfigError(f"VISUS_MCP_MAX_RESULT_BYTES: not a number of bytes: {raw!r}")
+        value = int(raw)
+    if value < limits.MCP_MIN_RESULT_BYTES:
+        raise ConfigError(
+            f"MCP max result bytes: {value} is under {limits.MCP_MIN_RESULT_BYTES} "
+            "(MCP_MIN_RESULT_BYTES)"
+        )
+    return value
+
+
+def _escaped(value: object) -> int:
+    """Bytes ``value`` takes as JSON inside the text item (a JSON string: escaped again)."""
+    text = json.dumps(value, separators=(",", ":"))
+    return len(json.dumps(text, ensure_ascii=False).encode()) - 2
+
+
+@dataclass
+class _Pending:
+    """One checked image of a frame, waiting for its ``_mcp_index``."""
+
+    stub: dict[str, Any]
+    media_type: str
+    data: str  # base64, padded
+
+    @property
+    def cost(self) -> int:
+        return len(self.data) + len(self.media_type) + _ITEM_OVERHEAD
+
+
+def _frame_images(
+    frame: dict[str, Any], include_user_images: bool
+) -> tuple[dict[str, Any], list[_Pending]]:
+    """``frame`` with its images as stubs, and the images that pass every check."""
+    payload = frame.get("payload")
+    if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
+        return frame, []
+    stubs: list[dict[str, Any]] = []
+    pending: list[_Pending] = []
+    own = frame.get("type") == "user.message" and not include_user_images
+    total = 0
+    for i, image in enumerate(payload["images"]):
+        name = f"frames[seq={frame.get('seq')}].payload.images[{i}]"
+        try:
+            check_image_count(i + 1, name)
+            if not isinstance(image, dict):
+                raise ToolError(f"{name}: not an image object")
+            media_type = check_media_type(image.get("media_type"), f"{name}.media_type")
+            size = base64_size(image.get("data"), f"{name}.data")  # checked, not decoded
+            check_image(size, name)
+            total += size
+            if total > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
+                raise ToolError(f"{name}: over TETHER_MAX_FRAME_IMAGE_BYTES for the frame")
+        except (VisusError, ToolError) as e:
+            stubs.append({"_mcp_error": str(e)})
+            continue
+        if own:
+            stubs.append({"media_type": media_type, "_mcp_omitted": _OMITTED})
+            continue
+        stub: dict[str, Any] = {"_mcp_index": 0}
+        stubs.append(stub)
+        pending.append(_Pending(stub, media_type, padded(image["data"])))
+    return {**frame, "payload": {**payload, "images": stubs}}, pending
+
+
+def _cut_text(frame: dict[str, Any], room: int) -> dict[str, Any]:
+    """``frame`` with its payload text cut so that it takes about ``room`` bytes."""
+    payload = frame.get("payload")
+    key = next((k for k in ("text", "message") if isinstance(payload, dict) and k in payload), "")
+    if not key or not isinstance(payload, dict) or not isinstance(payload[key], str):
+        return frame
+    text: str = payload[key]
+    keep = len(text)
+    out = frame
+    while keep > 0 and _escaped(out) > room:
+        keep = keep * max(room, 1) // _escaped(out) * 9 // 10
+        out = {**frame, "payload": {**payload, key: text[:keep]}, "truncated": True}
+    return out
+
+
+def _fit_images(pending: list[_Pending], room: int) -> list[_Pending]:
+    """Images of one frame fitted so that together they take at most ``room`` bytes; one
+    that cannot be gets an ``_mcp_error`` stub instead of an item."""
+    from visus.media import Profile, fit
+
+    kept: list[_Pending] = []
+    for k, item in enumerate(pending):
+        share = (room - sum(p.cost for p in kept)) // (len(pending) - k)
+        if item.cost <= share:
+            kept.append(item)
+            continue
+        b64_room = share - len(item.media_type) - _ITEM_OVERHEAD - 128  # the "fitted" note
+        if b64_room < _MIN_FITTED_B64:
+            item.stub.clear()
+            item.stub["_mcp_error"] = "image too large for one MCP result (MCP_MAX_RESULT_BYTES)"
+            continue
+        raw = base64.b64decode(item.data)
+        profile = Profile(_HOST_EDGE, _HOST_EDGE * _HOST_EDGE, b64_room * 3 // 4)
+        try:
+            fitted = fit(raw, profile)
+        except VisusError as e:
+            item.stub.clear()
+            item.stub["_mcp_error"] = f"image could not be fitted for MCP: {e}"
+            continue
+        item.stub["fitted"] = {
+            "width": fitted.width,
+            "height": fitted.height,
+            "from_bytes": len(raw),
+        }
+        item.media_type = fitted.media_type
+        item.data = base64.b64encode(fitted.data).decode("ascii")
+        kept.append(item)
+    return kept
+
+
+def read_result(
+    answer: dict[str, Any],
+    *,
+    max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
+    include_user_images: bool = False,
+) -> CallToolResult:
+    """Turn a poll answer into MCP content: JSON text with ``_mcp_index`` stubs, then images,
+    all of it within ``max_bytes``.
 
     Consumer-side checks run again on every image: one that is malformed or past a
     limit becomes ``{"_mcp_error": "..."}`` in the JSON and gets no image item.
+    ``user.message`` images (the caller's own) are ``{"_mcp_omitted": ...}`` unless
+    ``include_user_images``.
+
+    Frames that do not fit whole are left for the next read (as are those the tether
+    server held back: its ``more``): the answer then says ``"deferred": true`` and its
+    ``next_seq`` is where to read on. A first
+    frame too big alone has its images fitted for the channel (stub ``"fitted"``:
+    the size sent) and, if need be, its text cut (frame ``"truncated": true``); the
+    answer then says ``"truncated": true``.
 
     Example:
         >>> r = read_result({"frames": [], "next_seq": 0, "gap": False})
         >>> r.content[0].text
         '{"frames":[],"next_seq":0,"gap":false}'
     """
+    budget = max_bytes - _RESULT_ENVELOPE
+    head = {k: v for k, v in answer.items() if k not in ("frames", "more")}
+    used = _escaped({**head, "frames": []}) + 64  # room for the markers below
+    frames: list[dict[str, Any]] = []
     images: list[ImageContent] = []
-    frames = []
+    truncated = False
+    deferred = bool(answer.get("more"))  # the tether server held frames back already
+    next_seq = answer.get("next_seq")
     for frame in answer.get("frames", []):
-        payload = frame.get("payload")
-        if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
-            frames.append(frame)
-            continue
-        stubs: list[dict[str, Any]] = []
-        total = 0
-        for i, image in enumerate(payload["images"]):
-            name = f"frames[seq={frame.get('seq')}].payload.images[{i}]"
-            try:
-                check_image_count(i + 1, name)
-                if not isinstance(image, dict):
-                    raise ToolError(f"{name}: not an image object")
-                media_type = check_media_type(image.get("media_type"), f"{name}.media_type")
-                size = base64_size(image.get("data"), f"{name}.data")  # checked, not decoded
-                check_image(size, name)
-                total += size
-                if total > limits.TETHER_MAX_FRAME_IMAGE_BYTES:
-                    raise ToolError(f"{name}: over TETHER_MAX_FRAME_IMAGE_BYTES for the frame")
-            except (VisusError, ToolError) as e:
-                stubs.append({"_mcp_error": str(e)})
-                continue
-            stubs.append({"_mcp_index": len(images)})
-            images.append(
-                ImageContent(type="image", data=padded(image["data"]), mime_type=media_type)
-            )
-        frames.append({**frame, "payload": {**payload, "images": stubs}})
-    body = {**answer, "frames": frames}
+        out, pending = _frame_images(frame, include_user_images)
+        for k, item in enumerate(pending):
+            item.stub["_mcp_index"] = len(images) + k
+        cost = _escaped(out) + 1 + sum(p.cost for p in pending)
+        if used + cost > budget:
+            if frames:  # leave it (and what follows) for the next read
+                deferred = True
+                next_seq = frames[-1].get("seq", next_seq)
+                break
+            truncated = True
+            out = _cut_text(out, (budget - used) // 4 if pending else budget - used)
+            pending = _fit_images(pending, budget - used - _escaped(out) - 256)
+            for k, item in enumerate(pending):
+                item.stub["_mcp_index"] = len(images) + k
+            cost = _escaped(out) + 1 + sum(p.cost for p in pending)
+        used += cost
+        frames.append(out)
+        images.extend(
+            ImageContent(type="image", data=p.data, mime_type=p.media_type) for p in pending
+        )
+    body = {**head, "frames": frames, "next_seq": next_seq}
+    if truncated:
+        body["truncated"] = True
+    if deferred:
+        body["deferred"] = True
     text = TextContent(type="text", text=json.dumps(body, separators=(",", ":")))
     return CallToolResult(content=[text, *images])
 
@@ -148,8 +318,9 @@ def view_result(
     roots: Sequence[Path | str],
     page: int | None = None,
     recall: MutableMapping[str, bytes] | None = None,
+    max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
 ) -> CallToolResult:
-    """``view`` for MCP: a short description, then the image, under the result cap.
+    """``view`` for MCP: a short description, then the image, under ``max_bytes``.
 
     ``recall`` is what this client session viewed before (digest -> the image sent):
     ``sha256:<hex>`` (or a prefix of 12+ digits) shows one of those again, and
@@ -157,7 +328,7 @@ def view_result(
     """
     from visus.perception import Reach, is_digest_ref, view, view_digest
 
-    budget = (limits.MCP_MAX_RESULT_BYTES - _VIEW_TEXT_RESERVE) * 3 // 4
+    budget = (max_bytes - _VIEW_TEXT_RESERVE) * 3 // 4
     reach, model = Reach(list(roots)), _host_model(budget)
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
     if is_digest_ref(path):
@@ -183,7 +354,7 @@ def view_result(
     )
     if seen.page_count:
         note += f", page {seen.page} of {seen.page_count}"
-    if len(data) + len(note) > limits.MCP_MAX_RESULT_BYTES:  # fit promised less; refuse
+    if len(data) + len(note) > max_bytes:  # fit promised less; refuse
         msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
         return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
     return CallToolResult(
@@ -200,12 +371,15 @@ def build_server(
     roots: Sequence[Path | str] | None = None,
     name: str = "visus",
     analyze_config: VisusConfig | None = None,
+    result_bytes: int | None = None,
 ) -> MCPServer:
     """An MCP server whose tether tools go through ``client``; ``view`` and
     ``vision_analyze`` see ``roots`` (default: the current directory).
     ``analyze_config`` is the configuration ``vision_analyze`` resolves its model
-    with (default: ``load_config()`` at call time)."""
+    with (default: ``load_config()`` at call time). Every tool result stays within
+    ``result_bytes`` (default: :func:`max_result_bytes`)."""
     view_roots = list(roots) if roots else [Path.cwd()]
+    cap = max_result_bytes(result_bytes)
     server = MCPServer(
         name,
         # The SDK configures the root logger at this level; INFO would log every
@@ -242,16 +416,26 @@ def build_server(
         session_id: Annotated[str | None, Field(description="only this session")] = None,
         after_seq: Annotated[int, Field(ge=0, description="next_seq of the last read")] = 0,
         wait_ms: Annotated[int, Field(ge=0, description="wait this long for a frame")] = 0,
+        include_user_images: Annotated[
+            bool, Field(description="also return the images of user.message frames")
+        ] = False,
     ) -> CallToolResult:
         """Read frames after after_seq (pass the seq tether_send returned to skip your own
-        message); images come as image items, each stubbed in the JSON as
-        {"_mcp_index": N}. Use next_seq from the answer as the next after_seq."""
+        message); the agent's images come as image items, each stubbed in the JSON as
+        {"_mcp_index": N}. Use next_seq from the answer as the next after_seq:
+        "deferred": true means more frames wait there (a result stays under the host's
+        size limit); an image too big alone is fitted (its stub says "fitted")."""
         wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
         try:
-            answer = await client.poll_raw(instance, after_seq, session=session_id, wait=wait)
+            answer = await client.poll_raw(
+                instance, after_seq, session=session_id, wait=wait, max_bytes=cap
+            )
         except VisusError as e:
             raise ToolError(str(e)) from e
-        return read_result(answer)
+        # Fitting an oversized image decodes it: off the event loop.
+        return await anyio.to_thread.run_sync(
+            lambda: read_result(answer, max_bytes=cap, include_user_images=include_user_images)
+        )
 
     @server.tool()
     async def tether_instances() -> str:
@@ -280,7 +464,7 @@ def build_server(
         client_key = getattr(ctx.session, "_connection", ctx.session)
         recall = recalled.setdefault(client_key, {})
         return await anyio.to_thread.run_sync(
-            lambda: view_result(path, roots=view_roots, page=page, recall=recall)
+            lambda: view_result(path, roots=view_roots, page=page, recall=recall, max_bytes=cap)
         )
 
     @server.tool(name="vision_analyze")

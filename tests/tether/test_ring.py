@@ -148,3 +148,24 @@ async def test_poller_ahead_of_the_ring_gets_everything_with_gap() -> None:
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least one"):
         Ring(max_frames=0)
+
+
+async def test_read_stops_at_max_bytes_but_always_gives_one_frame() -> None:
+    ring = Ring()
+    for _ in range(4):
+        await ring.append(image_frame(300_000))  # ~400 KB of payload each
+    one = encode_payload(ring.read(0).frames[0].payload)
+    page = ring.read(0, max_bytes=2 * len(one) + 10)
+    assert [f.seq for f in page.frames] == [1, 2]
+    assert page.next_seq == 2
+    assert page.more
+    page = ring.read(0, max_bytes=1)  # a frame bigger than the budget still comes
+    assert [f.seq for f in page.frames] == [1]
+    assert page.more
+    page = ring.read(2, max_bytes=10 * len(one))
+    assert [f.seq for f in page.frames] == [3, 4]
+    assert not page.more
+    # other sessions' frames cost nothing: next_seq runs past them
+    await ring.append(text("other", session="t"))
+    page = ring.read(3, session="t", max_bytes=1)
+    assert ([f.seq for f in page.frames], page.next_seq) == ([5], 5)

@@ -16,7 +16,7 @@ from PIL import Image as PILImage
 from visus import limits
 from visus.errors import ConfigError, InvalidInputError, LimitError, NotFoundError
 from visus.tether.client import TetherClient
-from visus.tether.frames import AssistantDone, decode_frame
+from visus.tether.frames import AssistantDone, Frame, Image, decode_frame
 from visus.tether.instances import BusyError
 from visus.tether.limits import FrameError, TetherLimitError
 from visus.tether.runner import ImageIn
@@ -514,4 +514,37 @@ async def test_a_turn_can_be_stopped_when_the_instance_is_busy(tmp_path: Path) -
         assert [f.type for f in page.frames] == ["user.message", "turn.cancel", "error"]
         assert page.frames[-1].reply_to == target
         gate.set()
+    await app.state.registry.aclose()
+
+
+async def test_poll_answers_are_bounded_by_default(tmp_path: Path) -> None:
+    app = create_app(data_dir=tmp_path, runner_factory=Factory())
+    async with TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app)) as tc:
+        iid = (await tc.create_instance("reference"))["id"]
+        ring = app.state.registry.get(iid).ring
+        data = b64(os.urandom(3 * limits.MB))
+        for _ in range(8):  # ~32 MB of frames
+            ring.append_nowait(Frame(AssistantDone("", (Image("image/png", data),)), "s", "m"))
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        )
+        async with http:
+            r = await http.get(f"/v1/instances/{iid}/tether/poll")
+            assert r.status_code == 200
+            assert len(r.content) <= limits.TETHER_POLL_DEFAULT_MAX_BYTES + 64 * 1024
+            first = r.json()
+            assert first["more"] is True
+            assert 0 < len(first["frames"]) < 8
+            r = await http.get(f"/v1/instances/{iid}/tether/poll", params={"max_bytes": 1})
+            assert [f["seq"] for f in r.json()["frames"]] == [1]  # one frame, whatever the budget
+            after, seqs = 0, []
+            while True:
+                page = (
+                    await http.get(f"/v1/instances/{iid}/tether/poll", params={"after_seq": after})
+                ).json()
+                seqs += [f["seq"] for f in page["frames"]]
+                after = page["next_seq"]
+                if not page["more"]:
+                    break
+            assert seqs == list(range(1, 9))
     await app.state.registry.aclose()

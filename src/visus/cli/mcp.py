@@ -30,6 +30,13 @@ def mcp_command(
             metavar="DIR", help="Root the view tool may see (repeatable); default: the current dir."
         ),
     ] = None,
+    max_result_bytes: Annotated[
+        int | None,
+        typer.Option(
+            envvar="VISUS_MCP_MAX_RESULT_BYTES",
+            help="Largest tool result in bytes (default 1 MB: what Claude's hosts take).",
+        ),
+    ] = None,
 ) -> None:
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
@@ -43,7 +50,8 @@ def mcp_command(
 
     async def main() -> None:
         async with TetherClient(url, token) as client:
-            await build_server(client, roots=root).run_stdio_async()
+            server = build_server(client, roots=root, result_bytes=max_result_bytes)
+            await server.run_stdio_async()
 
     anyio.run(main)
 

@@ -35,7 +35,7 @@ from visus.tether.frames import (
     image_from_bytes,
     new_msg_id,
 )
-from visus.tether.limits import check_images, check_wire
+from visus.tether.limits import check_images, check_wire, load_json
 from visus.tether.runner import ImageIn
 
 __all__ = ["PollResult", "TetherClient", "TetherHTTPError"]
@@ -119,7 +119,8 @@ class TetherClient:
                 f"tether server unreachable at {self.base_url}: {e}", status=0
             ) from e
         _raise_for(resp)
-        return None if resp.status_code == 204 else resp.json()
+        # A server's answer is bounded in depth like any body visus reads.
+        return None if resp.status_code == 204 else load_json(resp.content, "response")
 
     # --- instances ------------------------------------------------------------------
 
@@ -185,6 +186,7 @@ class TetherClient:
         session: str | None = None,
         wait: float = 0.0,
         limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> dict[str, Any]:
         """The poll answer as parsed JSON, unchecked (see :meth:`poll`)."""
         params: dict[str, Any] = {"after_seq": after_seq, "wait": wait}
@@ -192,6 +194,8 @@ class TetherClient:
             params["session"] = session
         if limit is not None:
             params["limit"] = limit
+        if max_bytes is not None:
+            params["max_bytes"] = max_bytes
         result: dict[str, Any] = await self._json(
             "GET", f"/v1/instances/{instance}/tether/poll", params=params
         )

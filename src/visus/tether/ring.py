@@ -37,12 +37,14 @@ class Page:
     """What a read returns. Pass ``next_seq`` as ``after_seq`` to the next read.
 
     ``gap`` is true when frames after ``after_seq`` were evicted before this read
-    (the poller missed them for good).
+    (the poller missed them for good). ``more`` is true when the read stopped at
+    ``limit`` or ``max_bytes`` with frames still after ``next_seq``: read again at once.
     """
 
     frames: tuple[Frame, ...]
     next_seq: int
     gap: bool
+    more: bool = False
 
     def __iter__(self) -> Iterator[Any]:
         """Unpacks as ``frames, next_seq, gap = ring.read(...)``."""
@@ -106,9 +108,16 @@ class Ring:
         return stored
 
     def read(
-        self, after_seq: int = 0, *, session: str | None = None, limit: int | None = None
+        self,
+        after_seq: int = 0,
+        *,
+        session: str | None = None,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> Page:
-        """Frames with ``seq > after_seq`` (of one session when given), at most ``limit``.
+        """Frames with ``seq > after_seq`` (of one session when given), at most ``limit``
+        frames and at most ``max_bytes`` of payload (the first frame always comes, so a
+        reader makes progress whatever its budget; ``next_seq`` stops before the rest).
 
         A poller ahead of the ring (``after_seq`` past the last seq, as after a
         server restart) is answered from the start with ``gap`` set.
@@ -117,17 +126,23 @@ class Ring:
         if after_seq > self._last_seq:
             after_seq, gap = 0, True
         cap = math.inf if limit is None else max(limit, 0)
+        byte_cap = math.inf if max_bytes is None else max_bytes
         out: list[Frame] = []
+        total = 0
         next_seq = after_seq
         start = max(0, after_seq - self.first_seq + 1)
+        more = False
         for i in range(start, len(self._frames)):
-            frame = self._frames[i][0]
-            if len(out) >= cap:
+            frame, size = self._frames[i]
+            mine = session is None or frame.session == session
+            if len(out) >= cap or (mine and out and total + size > byte_cap):
+                more = True
                 break
             next_seq = frame.seq
-            if session is None or frame.session == session:
+            if mine:
                 out.append(frame)
-        return Page(tuple(out), max(next_seq, after_seq), gap)
+                total += size
+        return Page(tuple(out), max(next_seq, after_seq), gap, more)
 
     async def close(self) -> None:
         """Mark the ring closed and wake every waiter (their reads return at once)."""
@@ -141,21 +156,22 @@ class Ring:
         *,
         session: str | None = None,
         limit: int | None = None,
+        max_bytes: int | None = None,
         timeout: float = 0.0,
     ) -> Page:
         """:meth:`read`, waiting up to ``timeout`` seconds for a matching frame."""
-        page = self.read(after_seq, session=session, limit=limit)
+        page = self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)
         if page.frames or page.gap or timeout <= 0 or self.closed:
             return page
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         async with self._changed:
             while True:
-                page = self.read(after_seq, session=session, limit=limit)
+                page = self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)
                 remaining = deadline - loop.time()
                 if page.frames or page.gap or remaining <= 0 or self.closed:
                     return page
                 try:
                     await asyncio.wait_for(self._changed.wait(), remaining)
                 except TimeoutError:
-                    return self.read(after_seq, session=session, limit=limit)
+                    return self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)

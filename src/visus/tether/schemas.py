@@ -144,6 +144,8 @@ class PollOut(BaseModel):
     frames: list[FrameOut]
     next_seq: int
     gap: bool
+    #: More frames wait after next_seq (the answer stopped at limit or max_bytes).
+    more: bool = False
 
 
 class ErrorDetail(BaseModel):

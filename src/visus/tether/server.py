@@ -8,7 +8,8 @@ Routes (all under ``/v1``, bearer-token protected when a token is set):
 - ``POST /v1/instances/{id}/tether``: one ``user.message`` frame. A body over
   TETHER_MAX_WIRE_BYTES is refused from its Content-Length before it is read (and
   counted while reading when chunked): 413. Bad frames: 400 naming the field.
-- ``GET /v1/instances/{id}/tether/poll?after_seq=&session=&wait=&limit=``
+- ``GET /v1/instances/{id}/tether/poll?after_seq=&session=&wait=&limit=&max_bytes=``
+  (``max_bytes`` default TETHER_POLL_DEFAULT_MAX_BYTES: no answer is unbounded)
 - ``GET /v1/instances/{id}/tether/stream``: server-sent events, ``id:`` is the
   seq, resumable with ``Last-Event-ID`` (or ``?after_seq=``).
 
@@ -97,7 +98,9 @@ def _err(status: int, code: str, message: str, **extra: str | None) -> JSONRespo
 def encode_page(page: Page) -> bytes:
     """A poll answer built from the frames' own encoding (no re-serialising of images)."""
     frames = b",".join(encode_frame(f) for f in page.frames)
-    tail = json.dumps({"next_seq": page.next_seq, "gap": page.gap}, separators=(",", ":"))
+    tail = json.dumps(
+        {"next_seq": page.next_seq, "gap": page.gap, "more": page.more}, separators=(",", ":")
+    )
     return b'{"frames":[' + frames + b"]," + tail[1:].encode()
 
 
@@ -293,10 +296,17 @@ async def poll(
     session: str | None = None,
     wait: Annotated[float, Query(ge=0, le=limits.TETHER_POLL_MAX_WAIT_SECONDS)] = 0.0,
     limit: Annotated[int | None, Query(ge=1, le=limits.RING_MAX_FRAMES)] = None,
+    max_bytes: Annotated[
+        int, Query(ge=1, le=limits.RING_MAX_BYTES)
+    ] = limits.TETHER_POLL_DEFAULT_MAX_BYTES,
 ) -> Response:
-    """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives."""
+    """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives.
+    At most ``max_bytes`` of payload (but always one frame); poll again from
+    ``next_seq`` for the rest."""
     inst = registry.get(instance_id)
-    page = await inst.ring.wait_read(after_seq, session=session, limit=limit, timeout=wait)
+    page = await inst.ring.wait_read(
+        after_seq, session=session, limit=limit, max_bytes=max_bytes, timeout=wait
+    )
     return Response(encode_page(page), media_type="application/json")
 
 
