@@ -65,9 +65,13 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "app": frozenset((*BASE, "analyze", "tether", "mcp_server", "web")),
     # the gateway talks tether; without a remote server it runs app's main app
     "telegram": frozenset((*BASE, "tether", "app")),
+    # an HTTP proxy in front of a provider: it edits image parts with media (fit),
+    # models (limits), retention (descriptors, chunking) and wire (each wire's caps and
+    # hoisting rule), and serves like `visus serve` (tether's loopback guard, bind check)
+    "proxy": frozenset((*BASE, "tether")),
     # every command group; `visus reference` serves the reference model
     "cli": frozenset(
-        (*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram", "reference")
+        (*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram", "reference", "proxy")
     ),
     # reference/ is a test peer standing in for an outside provider: it may use
     # media (to render documents it is sent) and models (token counts, model ids),

@@ -69,6 +69,7 @@ __all__ = [
     "AuxiliarySettings",
     "ModelSettings",
     "ProviderEntry",
+    "ProxySettings",
     "ReachSettings",
     "RetentionSettings",
     "ServerSettings",
@@ -154,6 +155,17 @@ class ReachSettings(_Frozen):
 class ServerSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(8750, ge=1, le=65535)
+    token: SecretStr | None = None
+
+
+class ProxySettings(_Frozen):
+    """``[proxy]``: what ``visus proxy`` forwards to and how (its options override these)."""
+
+    upstream: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(8790, ge=1, le=65535)
+    live_turns: int | None = Field(None, ge=1)
+    chunk: int = Field(1, ge=1)
     token: SecretStr | None = None
 
 
@@ -278,6 +290,7 @@ class VisusConfig(BaseSettings):
     reach: ReachSettings = ReachSettings()
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
+    proxy: ProxySettings = ProxySettings()
     telegram: TelegramSettings = TelegramSettings()
     models: tuple[ModelSettings, ...] = ()
 

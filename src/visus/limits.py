@@ -222,6 +222,22 @@ BEDROCK_MAX_IMAGE_BYTES: Final = 3_932_160
 BEDROCK_MAX_EDGE: Final = 8000
 BEDROCK_MAX_IMAGES: Final = 20
 
+# --- proxy ------------------------------------------------------------------------
+#: Largest request body ``visus proxy`` reads (bytes): room for many oversized images
+#: before they are fitted (Anthropic's own cap, 32 MB, applies after).
+PROXY_MAX_BODY_BYTES: Final = 256 * MB
+#: The profile for a model the catalog does not know: the tightest of the major
+#: providers (Anthropic's 1568 px native edge and ~1.15 MP, 3.75 MB raw = 5 MB base64,
+#: at most 20 images a request like Bedrock), so an image fitted to it passes anywhere.
+PROXY_UNKNOWN_MAX_EDGE: Final = 1568
+PROXY_UNKNOWN_MAX_PIXELS: Final = 1_150_000
+PROXY_UNKNOWN_MAX_IMAGE_BYTES: Final = 3_750_000
+PROXY_UNKNOWN_MAX_IMAGES: Final = 20
+#: Seconds to connect to the upstream; reading waits PROVIDER_TIMEOUT_SECONDS.
+PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
+#: Characters of a tool call's arguments shown in an image's label or descriptor.
+PROXY_LABEL_ARGS_CHARS: Final = 120
+
 # --- reference server: its own knobs -----------------------------------------------
 #: Default context window of the reference model (tokens); `--context-tokens` overrides.
 REFERENCE_CONTEXT_TOKENS: Final = 128_000

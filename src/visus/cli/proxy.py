@@ -1,0 +1,92 @@
+"""``visus proxy``: put visus's image handling in front of any agent's provider."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def proxy(
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Provider base URL to forward to, e.g. https://api.anthropic.com "
+            "(default: \\[proxy] upstream in visus.toml)"
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on (default 127.0.0.1)")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8790)")] = None,
+    live_turns: Annotated[
+        int | None,
+        typer.Option(
+            "--live-turns",
+            min=1,
+            help="Keep images of the last N turns only; older ones become descriptors "
+            "(default: off, every image is kept)",
+        ),
+    ] = None,
+    chunk: Annotated[
+        int | None,
+        typer.Option(min=1, help="Move the retention window N turns at a time (prompt caches)"),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VISUS_PROXY_TOKEN",
+            help="Token clients send in x-visus-token (required beyond loopback)",
+        ),
+    ] = None,
+) -> None:
+    """Serve Anthropic Messages, OpenAI Chat Completions and Responses in front of UPSTREAM.
+
+    Point an agent's base URL here (Claude Code: ANTHROPIC_BASE_URL=http://127.0.0.1:8790;
+    an OpenAI client: base URL http://127.0.0.1:8790/v1). Requests keep the client's
+    own API key; only image parts are edited.
+    """
+    import logging
+
+    import uvicorn
+
+    from visus.cli._common import cannot_listen, config, fail
+    from visus.errors import VisusError
+    from visus.proxy import ProxyConfig, create_proxy_app
+    from visus.tether.server import check_bind
+
+    settings = config().proxy
+    upstream = upstream or settings.upstream
+    if not upstream:
+        fail("proxy: no upstream; pass --upstream URL or set [proxy] upstream in visus.toml")
+    host = host or settings.host
+    port = port or settings.port
+    token = token or (settings.token.get_secret_value() if settings.token else None)
+    try:
+        check_bind(host, token)
+        app = create_proxy_app(
+            ProxyConfig(
+                upstream=upstream,
+                live_turns=live_turns or settings.live_turns,
+                chunk=chunk or settings.chunk,
+                token=token,
+            )
+        )
+    except VisusError as e:
+        fail(str(e))
+    problem = cannot_listen(host, port)
+    if problem:
+        fail(f"cannot listen on {host}:{port}: {problem}")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("visus.proxy").setLevel(logging.INFO)
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    typer.echo(f"visus proxy · {base} -> {upstream}")
+    window = live_turns or settings.live_turns
+    typer.echo(f"  retention  {f'last {window} turn(s) of images' if window else 'off'}")
+    typer.echo(f"  stats      {base}/stats")
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("proxy")(proxy)

@@ -1,0 +1,238 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``): fit, repair, hoist, elide.
+
+Only ``user`` messages may carry images on this wire; OpenAI answers an image in a
+``tool`` message with a 400 and several compatible servers drop it silently. The proxy
+applies visus's own lowering rule (:mod:`visus.wire.openai_chat`): a tool message
+keeps its text plus a stub naming each image, the tool messages of a run stay
+adjacent, and right after the run ONE user message carries the images, introduced by
+:data:`~visus.wire.openai_chat.HOIST_INTRO` and each labelled with its call. A tool
+message whose text is stringified media (the AI SDK's ``JSON.stringify``) is treated
+the same way once its images are recovered.
+
+A turn starts at each ``user`` message; tool results belong to the turn that asked.
+
+Example:
+    >>> body = {"model": "gpt-4.1", "messages": [
+    ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1",
+    ...      "type": "function", "function": {"name": "shot", "arguments": "{}"}}]},
+    ...     {"role": "tool", "tool_call_id": "c1", "content": "no image here"}]}
+    >>> rewrite(body, policy=None).changed
+    False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from visus.proxy.edit import Edit, Fitted, call_text, data_url, parse_data_url
+from visus.proxy.slots import Slot, fit_all
+from visus.proxy.stringified import ImagePiece, TextPiece, parse
+from visus.retention import RetentionPolicy
+from visus.wire.openai_chat import HOIST_INTRO, RULES
+
+__all__ = ["rewrite"]
+
+
+@dataclass(slots=True)
+class _Image:
+    """One image of a tool message (to hoist) or of a user message (stays in place)."""
+
+    path: str
+    turn: int
+    call_id: str
+    call: tuple[str, Any] | None
+    media_type: str = ""
+    b64: str = ""
+    url: str | None = None  # a non-data URL: hoisted as it is, never fitted
+    detail: Any = None
+    width: int | None = None
+    height: int | None = None
+    stale_text: str | None = None
+
+    def part(self) -> dict[str, Any]:
+        url = self.url if self.url is not None else data_url(self.media_type, self.b64)
+        inner: dict[str, Any] = {"url": url}
+        if self.detail is not None:
+            inner["detail"] = self.detail
+        return {"type": "image_url", "image_url": inner}
+
+    def what(self) -> str:
+        dims = f", {self.width}x{self.height}" if self.width and self.height else ""
+        name = call_text(*self.call) if self.call else "tool result"
+        return f"{name}{dims}"
+
+    def write(self, fitted: Fitted) -> None:
+        self.media_type, self.b64 = fitted.media_type, fitted.b64
+        self.width, self.height = fitted.width, fitted.height
+
+
+@dataclass(slots=True)
+class _Tool:
+    texts: list[str] = field(default_factory=list)
+    images: list[_Image] = field(default_factory=list)
+
+
+def _tool_pieces(
+    content: Any, i: int, turn: int, call_id: str, call: tuple[str, Any] | None, edit: Edit
+) -> _Tool | None:
+    """A tool message's text and images, or None when it holds no image at all."""
+    parts: list[Any] = content if isinstance(content, list) else [content]
+    tool = _Tool()
+    for j, part in enumerate(parts):
+        text = part if isinstance(part, str) else None
+        if isinstance(part, dict) and part.get("type") == "text":
+            text = part.get("text") if isinstance(part.get("text"), str) else None
+        if text is not None:
+            pieces = parse(text)
+            if pieces is None:
+                tool.texts.append(text)
+                continue
+            for piece in pieces:
+                if isinstance(piece, TextPiece):
+                    tool.texts.append(piece.text)
+                elif isinstance(piece, ImagePiece):
+                    edit.repaired += 1
+                    path = f"messages[{i}].content (image {len(tool.images) + 1})"
+                    image = _Image(path, turn, call_id, call, piece.media_type, piece.b64)
+                    tool.images.append(image)
+            continue
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            inner = part.get("image_url")
+            url = inner.get("url") if isinstance(inner, dict) else inner
+            detail = inner.get("detail") if isinstance(inner, dict) else None
+            if not isinstance(url, str):
+                return None  # not an image we understand: leave the message alone
+            image = _Image(f"messages[{i}].content[{j}]", turn, call_id, call, detail=detail)
+            parsed = parse_data_url(url)
+            if parsed is None:
+                image.url = url
+            else:
+                image.media_type, image.b64 = parsed
+            tool.images.append(image)
+            continue
+        return None  # a part kind we do not know: pass the message through untouched
+    return tool if tool.images else None
+
+
+def _size(edit: Edit, image: _Image) -> None:
+    if image.url is None and image.width is None:
+        size = edit.size_of(image.b64)
+        if size is not None:
+            image.width, image.height = size
+
+
+def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
+    """Edit ``body`` in place (``messages`` may be rebuilt); the :class:`Edit` says what changed."""
+    edit = Edit.for_model(body.get("model"), RULES, image_count=0, policy=policy)
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return edit
+    calls: dict[str, tuple[str, Any]] = {}
+    turns: list[int] = []
+    turn = 0
+    for message in messages:
+        if isinstance(message, dict):
+            if message.get("role") == "user":
+                turn += 1
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(fn, dict) and isinstance(call.get("id"), str):
+                    calls[call["id"]] = (str(fn.get("name", "tool")), fn.get("arguments"))
+        turns.append(turn)
+    current = turn
+
+    # Pass 1: find every image, decide which leave the window, fit the rest.
+    tools: dict[int, _Tool] = {}
+    user_images: list[tuple[list[Any], int, _Image]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role, content = message.get("role"), message.get("content")
+        if role == "tool":
+            call_id = str(message.get("tool_call_id", ""))
+            tool = _tool_pieces(content, i, turns[i], call_id, calls.get(call_id), edit)
+            if tool is not None:
+                tools[i] = tool
+        elif role == "user" and isinstance(content, list):
+            for j, part in enumerate(content):
+                inner = part.get("image_url") if isinstance(part, dict) else None
+                url = inner.get("url") if isinstance(inner, dict) else inner
+                parsed = parse_data_url(url) if isinstance(url, str) else None
+                if parsed is None:
+                    continue
+                image = _Image(f"messages[{i}].content[{j}]", turns[i], "", None, *parsed)
+                if isinstance(inner, dict):
+                    image.detail = inner.get("detail")
+                user_images.append((content, j, image))
+    everything = [im for t in tools.values() for im in t.images] + [im for *_, im in user_images]
+    for image in everything:
+        if edit.is_stale(image.turn, current):
+            image.stale_text = edit.elide(
+                image.b64 or None, image.turn, image.call if image.call_id else None
+            )
+    live = [im for im in everything if im.stale_text is None]
+    fit_all(
+        edit,
+        RULES,
+        [Slot(im.path, im.media_type, im.b64, im.write) for im in live if im.url is None],
+        count=len(live),
+    )
+    for image in live:
+        _size(edit, image)
+    if not tools and not edit.changed:
+        return edit
+
+    # Pass 2: write the images back; hoist tool images after their run.
+    for content, j, image in user_images:
+        if image.stale_text is not None:
+            content[j] = {"type": "text", "text": image.stale_text}
+        else:
+            content[j] = image.part()
+    out: list[Any] = []
+    relocated: dict[str, str] = {}
+    run: list[_Image] = []
+
+    def close_run() -> None:
+        if not run:
+            return
+        hoisted: list[Any] = [{"type": "text", "text": HOIST_INTRO}]
+        for image in run:
+            hoisted.append(
+                {"type": "text", "text": f"[image from tool call {image.call_id}: {image.what()}]"}
+            )
+            relocated[image.path] = f"messages[{len(out)}].content[{len(hoisted)}]"
+            hoisted.append(image.part())
+        edit.hoisted += len(run)
+        out.append({"role": "user", "content": hoisted})
+        run.clear()
+
+    for i, message in enumerate(messages):
+        if not (isinstance(message, dict) and message.get("role") == "tool"):
+            close_run()
+            if isinstance(message, dict) and message.get("role") == "user":
+                for k, item in enumerate(message.get("content") or []):
+                    if isinstance(item, dict) and item.get("type") == "image_url":
+                        relocated[f"messages[{i}].content[{k}]"] = (
+                            f"messages[{len(out)}].content[{k}]"
+                        )
+            out.append(message)
+            continue
+        tool = tools.get(i)
+        if tool is None:
+            out.append(message)
+            continue
+        lines = list(tool.texts)
+        for image in tool.images:
+            if image.stale_text is not None:
+                lines.append(image.stale_text)
+            else:
+                lines.append(
+                    f"[image: {image.what()}; shown in the user message after these tool results]"
+                )
+                run.append(image)
+        out.append({**message, "content": "\n".join(lines)})
+    close_run()
+    body["messages"] = out
+    edit.relocate(relocated)
+    return edit

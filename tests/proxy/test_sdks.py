@@ -1,0 +1,132 @@
+"""The official OpenAI and Anthropic SDKs through the proxy, the reference server upstream.
+
+Each case first shows the failure without the proxy (the reference server refuses it
+as the real provider does), then that the same request through the proxy is seen:
+the reference model perceives only real image parts, so every word of a grid placed
+in its cell proves the pixels arrived as an image.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from .conftest import Grid, assert_placed, grid, seen
+
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "screenshot",
+            "description": "Take a screenshot",
+            "parameters": {"type": "object", "properties": {"page": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _tool_conversation(g: Grid, content: Any) -> list[Any]:
+    return [
+        {"role": "user", "content": "look at the login page"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "screenshot", "arguments": '{"page": "login"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": content},
+    ]
+
+
+def test_openai_tool_message_image_is_seen_through_the_proxy(
+    reference_url: str, proxy_url: str
+) -> None:
+    g = grid(2, 2, 11)
+    messages = _tool_conversation(
+        g,
+        [
+            {"type": "text", "text": "the login page"},
+            {"type": "image_url", "image_url": {"url": g.data_url}},
+        ],
+    )
+    direct = openai.OpenAI(base_url=f"{reference_url}/v1", api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="image"):
+        direct.chat.completions.create(model="gpt-4.1", messages=messages, tools=TOOLS)
+
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    reply = client.chat.completions.create(model="gpt-4.1", messages=messages, tools=TOOLS)
+    text = reply.choices[0].message.content or ""
+    (image,) = seen(text)["images"]
+    assert_placed(image, g)
+
+
+def test_openai_stringified_tool_result_becomes_an_image(proxy_url: str) -> None:
+    # The shape @ai-sdk/openai-compatible sends: JSON.stringify of the tool's output.
+    g = grid(2, 2, 12)
+    stringified = json.dumps(
+        [
+            {"type": "text", "text": "shot"},
+            {"type": "media", "data": g.b64, "mediaType": "image/png"},
+        ]
+    )
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    reply = client.chat.completions.create(
+        model="gpt-4.1", messages=_tool_conversation(g, stringified), tools=TOOLS
+    )
+    (image,) = seen(reply.choices[0].message.content or "")["images"]
+    assert_placed(image, g)
+
+
+def test_responses_stringified_function_output_becomes_an_image(proxy_url: str) -> None:
+    g = grid(2, 2, 13)
+    stringified = json.dumps({"type": "image", "data": g.b64, "mimeType": "image/png"})
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    reply = client.responses.create(
+        model="gpt-4.1",
+        input=[
+            {"role": "user", "content": "look"},
+            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": stringified},
+        ],
+        tools=[{"type": "function", "name": "shot", "parameters": {"type": "object"}}],
+    )
+    (image,) = seen(reply.output_text)["images"]
+    assert_placed(image, g)
+
+
+def test_anthropic_25_images_of_2500px_are_all_seen(reference_url: str, proxy_url: str) -> None:
+    # Five distinct grids, each sent five times (25 images); the reference model OCRs
+    # each distinct image once, so the test stays fast while every image is checked.
+    grids = [grid(1, 2, 100 + i, edge=2500) for i in range(5)]
+    sent = [grids[i % 5] for i in range(25)]
+    content: list[Any] = [{"type": "text", "text": "what do these say?"}]
+    for g in sent:
+        content.append(
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": g.b64},
+            }
+        )
+    messages: list[Any] = [{"role": "user", "content": content}]
+
+    direct = anthropic.Anthropic(base_url=reference_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match="many-image requests"):
+        direct.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=messages)
+
+    client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
+    reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=messages)
+    text = "".join(b.text for b in reply.content if b.type == "text")
+    images = seen(text)["images"]
+    assert len(images) == 25
+    for image, g in zip(images, sent, strict=True):
+        assert max(image["width"], image["height"]) <= 1568  # fitted to the model
+        assert_placed(image, g)
