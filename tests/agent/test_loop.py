@@ -203,3 +203,23 @@ async def test_undecodable_pasted_image_is_a_clear_error(tmp_path: Path) -> None
     a = agent(tmp_path, [say("x")])
     with pytest.raises(InvalidInputError, match="image 1"):
         await a.run_turn("s", "hi", [PastedImage(b"not an image at all", "image/png")])
+
+
+async def test_a_bit_flipped_blob_is_found_when_the_session_is_loaded(tmp_path: Path) -> None:
+    from visus.agent import PastedImage
+
+    first = agent(tmp_path, [say("a red square")])
+    await first.run_turn("s", "what is this?", images=[PastedImage(png(), "image/png")])
+    (image,) = [p for p in first.sessions.load("s").messages[0].parts if isinstance(p, ImagePart)]
+    blob = first.blobs.path(image.digest)  # type: ignore[attr-defined]
+    assert blob is not None
+    raw = bytearray(blob.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one flipped bit
+    blob.write_bytes(bytes(raw))
+    second = agent(tmp_path, [say("still here")])  # a fresh process: loads from disk
+    r = await second.run_turn("s", "and now?")
+    assert r.answer == "still here"
+    sent = second.client.requests[0].messages[0]  # type: ignore[attr-defined]
+    assert not any(isinstance(p, ImagePart) for p in sent.parts)
+    note = " ".join(p.text for p in sent.parts if isinstance(p, TextPart))
+    assert f"sha256:{image.digest} is corrupt" in note

@@ -162,3 +162,30 @@ def test_show_notes_a_model_without_vision(app: typer.Typer, tmp_path: Path) -> 
     assert "is not known to take images" in result.output
     vision = CliRunner().invoke(app, ["session", "show", "demo", "--data", str(tmp_path)])
     assert "is not known to take images" not in vision.output
+
+
+def test_check_reports_missing_and_corrupt_blobs(tmp_path: Path, app: typer.Typer) -> None:
+    digests = _make_session(tmp_path)
+    runner = CliRunner()
+    ok = runner.invoke(app, ["session", "check", "demo", "--data", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    assert "4 blobs checked" in ok.output
+    assert ok.output.strip().endswith("ok")
+    blobs = FileBlobStore(blobs_dir(tmp_path))
+    flipped = blobs.path(digests[2])
+    assert flipped is not None
+    raw = bytearray(flipped.read_bytes())
+    raw[0] ^= 0x80
+    flipped.write_bytes(bytes(raw))
+    gone = blobs.path(digests[0])
+    assert gone is not None
+    gone.unlink()
+    bad = runner.invoke(app, ["session", "check", "demo", "--data", str(tmp_path), "--json"])
+    assert bad.exit_code == 1, bad.output
+    report = json.loads(bad.output)
+    assert report["ok"] is False
+    assert len(report["problems"]) == 2
+    assert any(f"sha256:{digests[2]} is corrupt" in p for p in report["problems"])
+    assert any(f"sha256:{digests[0]} is missing" in p for p in report["problems"])
+    missing = runner.invoke(app, ["session", "check", "nope", "--data", str(tmp_path)])
+    assert missing.exit_code == 2

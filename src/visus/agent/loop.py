@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -40,11 +41,13 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
-from visus.record.sessions import SessionLog
+from visus.record.sessions import SessionLog, degrade_bad_blobs
 from visus.retention import RetentionPolicy, model_view
 from visus.wire import RefitCache
 
 __all__ = ["Agent", "DeltaCallback", "PastedImage", "ToolCallback", "TurnResult"]
+
+log = logging.getLogger(__name__)
 
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 #: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
@@ -248,7 +251,13 @@ class Agent:
         cached = self._cache.get(session_id)
         if cached is not None and cached[0] == self.sessions.revision(session_id):
             return cached[1]
-        history = list(self.sessions.load(session_id, blobs=self.blobs).messages)
+        loaded = self.sessions.load(session_id, blobs=self.blobs)
+        # Read and hash every blob once here (the history is then kept in memory): a
+        # bit-flipped image degrades to a note now, like a missing one, not mid-request.
+        problems = list(loaded.problems)
+        history = degrade_bad_blobs(loaded.messages, self.blobs, problems)
+        for problem in problems:
+            log.warning("session %s: %s", session_id, problem)
         self._cache[session_id] = (self.sessions.revision(session_id), history)
         return history
 

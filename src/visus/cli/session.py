@@ -1,9 +1,10 @@
-"""``visus session show`` and ``visus session list``: what a session holds and what a model sees.
+"""``visus session show``, ``list`` and ``check``: what a session holds and what a model sees.
 
 Example:
     $ visus session list
     $ visus session show 20261122-064800-1a2b3c4d --model claude-sonnet-4-6 --live-turns 2
     $ visus session show 20261122-064800-1a2b3c4d --json
+    $ visus session check 20261122-064800-1a2b3c4d   # missing or corrupt blobs; exit 1
 """
 
 from __future__ import annotations
@@ -246,6 +247,57 @@ def show(
             typer.echo(f"  {p}")
 
 
+def check(
+    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
+    data: DataOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a session's log and every blob it references: missing blobs, and blobs whose
+    bytes no longer hash to their digest (corrupt). Exit code 1 when anything is wrong."""
+    from visus.errors import VisusError
+    from visus.paths import blobs_dir, sessions_dir
+    from visus.record.blobs import FileBlobStore
+    from visus.record.messages import DocumentPart, ImagePart
+    from visus.record.sessions import SessionStore, degrade_bad_blobs
+
+    root = data_root(data)
+    store = SessionStore(sessions_dir(root))
+    try:
+        if not store.exists(session):
+            _fail(f"no session {session!r} under {sessions_dir(root)}")
+        loaded = store.load(session)  # log damage only; blobs are read below
+    except VisusError as e:
+        _fail(str(e))
+    problems = list(loaded.problems)
+    degrade_bad_blobs(loaded.messages, FileBlobStore(blobs_dir(root)), problems)
+    blobs = {
+        p.digest
+        for m in loaded.messages
+        for p in m.parts
+        if isinstance(p, ImagePart | DocumentPart)
+    }
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "session": session,
+                    "messages": len(loaded.messages),
+                    "blobs": len(blobs),
+                    "ok": not problems,
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
+    else:
+        typer.echo(f"{session}: {len(loaded.messages)} messages, {len(blobs)} blobs checked")
+        for p in problems:
+            typer.echo(f"  {p}")
+        typer.echo("ok" if not problems else f"{len(problems)} problem(s)")
+    if problems:
+        raise typer.Exit(1)
+
+
 def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
     """List sessions under the data folder, most recently modified first."""
     from visus.paths import sessions_dir
@@ -282,4 +334,5 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(name="session", help="Inspect recorded sessions.", no_args_is_help=True)
     group.command("show")(show)
     group.command("list")(list_sessions)
+    group.command("check")(check)
     app.add_typer(group, name="session")

@@ -29,14 +29,21 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from visus import limits
-from visus.errors import InvalidInputError, InvalidKeyError, NotFoundError, StoreError, VisusError
+from visus.errors import (
+    IntegrityError,
+    InvalidInputError,
+    InvalidKeyError,
+    NotFoundError,
+    StoreError,
+    VisusError,
+)
 from visus.record.blobs import BlobStore
 from visus.record.codec import RECORD_VERSION, message_from_dict, message_to_dict
 from visus.record.messages import DocumentPart, ImagePart, Message, Part, TextPart
@@ -46,6 +53,7 @@ __all__ = [
     "SessionInfo",
     "SessionLog",
     "SessionStore",
+    "degrade_bad_blobs",
     "degrade_missing_blobs",
     "missing_blob_note",
     "validate_session_id",
@@ -80,9 +88,14 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
-def missing_blob_note(digest: str, kind: str = "image") -> str:
-    """The text an image (or document) whose blob is gone degrades to."""
-    return f"[{kind} unavailable: blob sha256:{digest} is missing]"
+def missing_blob_note(digest: str, kind: str = "image", reason: str = "is missing") -> str:
+    """The text an image (or document) whose blob is gone (or damaged) degrades to.
+
+    Example:
+        >>> missing_blob_note("ab" * 32, reason="is corrupt")[:40]
+        '[image unavailable: blob sha256:abababab'
+    """
+    return f"[{kind} unavailable: blob sha256:{digest} {reason}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +155,34 @@ def degrade_missing_blobs(
     """``messages`` with every image (or document) whose blob is absent replaced by
     :func:`missing_blob_note` text; each replacement is noted in ``problems``."""
     return [SessionStore._check_blobs(m, blobs, problems) for m in messages]
+
+
+def degrade_bad_blobs(
+    messages: Iterable[Message], blobs: BlobStore, problems: list[str]
+) -> list[Message]:
+    """Like :func:`degrade_missing_blobs`, but every blob is read and its bytes hashed:
+    one that no longer matches its digest (a bit flip on disk) or cannot be read
+    degrades exactly like a missing one (a note naming the digest, and a problem).
+
+    This reads each referenced blob once, so the agent does it when it loads a
+    session for a turn (then keeps the history in memory), not on every listing.
+    """
+    verdicts: dict[str, str | None] = {}
+
+    def fault(digest: str) -> str | None:
+        if digest not in verdicts:
+            try:
+                blobs.get(digest)
+                verdicts[digest] = None
+            except NotFoundError:
+                verdicts[digest] = "is missing"
+            except IntegrityError:
+                verdicts[digest] = "is corrupt"
+            except VisusError as e:
+                verdicts[digest] = f"cannot be read ({e})"
+        return verdicts[digest]
+
+    return [SessionStore._degrade(m, fault, problems) for m in messages]
 
 
 def _new_id() -> str:
@@ -335,23 +376,34 @@ class SessionStore:
 
     @staticmethod
     def _check_blobs(message: Message, blobs: BlobStore, problems: list[str]) -> Message:
+        def fault(digest: str) -> str | None:
+            try:
+                return None if blobs.has(digest) else "is missing"
+            except VisusError as e:
+                problems.append(f"blob sha256:{digest} cannot be checked: {e}")
+                return "is missing"
+
+        return SessionStore._degrade(message, fault, problems)
+
+    @staticmethod
+    def _degrade(
+        message: Message, fault: Callable[[str], str | None], problems: list[str]
+    ) -> Message:
+        """``message`` with each image/document part whose blob has a ``fault`` (its
+        reason, or None when sound) replaced by a note; each one noted in ``problems``."""
         if not any(isinstance(p, ImagePart | DocumentPart) for p in message.parts):
             return message
         parts: list[Part] = []
         changed = False
         for part in message.parts:
             if isinstance(part, ImagePart | DocumentPart):
-                try:
-                    present = blobs.has(part.digest)
-                except VisusError as e:
-                    present = False
-                    problems.append(f"blob sha256:{part.digest} cannot be checked: {e}")
-                if not present:
+                reason = fault(part.digest)
+                if reason is not None:
                     problems.append(
-                        f"turn {message.turn}: blob sha256:{part.digest} is missing; "
+                        f"turn {message.turn}: blob sha256:{part.digest} {reason}; "
                         f"the {part.kind} is replaced by a note"
                     )
-                    parts.append(TextPart(missing_blob_note(part.digest, part.kind)))
+                    parts.append(TextPart(missing_blob_note(part.digest, part.kind, reason)))
                     changed = True
                     continue
             parts.append(part)
