@@ -77,6 +77,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     # media (to render documents it is sent) and models (token counts, model ids),
     # nothing of the pipeline it is there to test.
     "reference": frozenset((*FOUNDATION, "media", "models")),
+    # adapters into other agent frameworks: the agent's tools, retention and blobs,
+    # driven by the framework's own loop (each framework only in its own module).
+    "integrations": frozenset(BASE),
 }
 
 #: (importing module, imported unit) -> why this edge against the table is intended.
@@ -107,6 +110,11 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "typer": ("cli/",),
     "psycopg": ("store/postgres.py",),
     "psycopg_pool": ("store/postgres.py",),
+    "pydantic_ai": ("integrations/pydantic_ai.py",),
+    "agents": ("integrations/openai_agents.py",),
+    "langchain": ("integrations/langchain.py",),
+    "langchain_core": ("integrations/langchain.py",),
+    "langgraph": ("integrations/langchain.py",),
 }
 
 

@@ -1,0 +1,270 @@
+"""The framework-neutral half of every integration: tools, fitting, retention, tokens.
+
+Each framework adapter (``pydantic_ai``, ``openai_agents``, ``langchain``) is a thin
+translation between its framework's message types and this core. The core owns:
+
+* the ``view`` and ``read`` tools, run through visus's own tool registry, so reach,
+  render capability and typed refusals are exactly the agent's;
+* fitting to the model the framework is calling: a framework model name goes through
+  the catalog (``visus.models``); a name the catalog does not know as a vision model
+  gets :data:`CONSERVATIVE`'s limits and one warning;
+* the blob store: every viewed image is stored once by sha256, so a framework history
+  that holds only the descriptor (or the digest) can always have the pixels back;
+* retention as a view decision: :meth:`VisionCore.live_from` says which turns keep
+  pixels and :meth:`VisionCore.descriptor` is the plain text an older image becomes;
+* token estimates of the images a request carries.
+
+Example:
+    >>> import tempfile
+    >>> core = VisionCore([tempfile.mkdtemp()], data=tempfile.mkdtemp())
+    >>> core.model_spec("claude-sonnet-4-6", "anthropic").vision
+    True
+    >>> [core.live_from(t) for t in (1, 2, 3)]
+    [1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from visus import media, paths
+from visus.agent.tools import Tool, ToolContext, ToolRegistry
+from visus.errors import VisusError
+from visus.models import ModelSpec, get_model, image_tokens
+from visus.models.spec import AnthropicPatches
+from visus.perception import Reach
+from visus.record.blobs import BlobStore, FileBlobStore
+from visus.record.messages import ImagePart, PerceptionOrigin, TextPart, ToolSpec
+from visus.retention import RetentionPolicy, elided_descriptor
+
+__all__ = [
+    "CONSERVATIVE",
+    "TOOL_NAMES",
+    "Seen",
+    "VisionCore",
+    "VisionWarning",
+    "catalog_provider",
+]
+
+#: The tools an integration can hand to a framework, in the order the model sees them.
+TOOL_NAMES: tuple[str, ...] = ("view", "read")
+
+#: What an image is fitted to when the catalog does not know the framework's model as
+#: a vision model: the strictest limits among the providers visus speaks (Anthropic's
+#: 1568 px native edge, Bedrock's 3.75 MB, png/jpeg only), so the image is accepted
+#: anywhere that takes images at all.
+CONSERVATIVE = ModelSpec(
+    name="unknown",
+    provider="openai-compatible",
+    vision=True,
+    max_edge=1568,
+    max_pixels=1568 * 1568,
+    max_image_bytes=3_750_000,
+    max_images=20,
+    media_types=frozenset({"image/png", "image/jpeg"}),
+    tokens=AnthropicPatches(),
+)
+
+# A framework's own name for a provider -> the catalog's. pydantic-ai says "google-gla"
+# or "google-vertex", LangChain "google_genai"; every one of them means Gemini.
+_PROVIDERS: Mapping[str, str] = {
+    "openai": "openai",
+    "azure": "openai",
+    "anthropic": "anthropic",
+    "google": "gemini",
+    "google-gla": "gemini",
+    "google-vertex": "gemini",
+    "google_genai": "gemini",
+    "gemini": "gemini",
+    "bedrock": "bedrock",
+    "ollama": "ollama",
+}
+
+
+class VisionWarning(UserWarning):
+    """A visus integration fitted images for a model it does not know."""
+
+
+def catalog_provider(framework_name: str | None) -> str | None:
+    """The catalog's provider for a framework's provider name (None when unknown).
+
+    Example:
+        >>> catalog_provider("google-gla"), catalog_provider("groq")
+        ('gemini', None)
+    """
+    if not framework_name:
+        return None
+    return _PROVIDERS.get(framework_name.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What one tool call produced: the text the model reads, and the image if any.
+
+    ``image`` is the record part (digest, size, origin: the call that re-views it);
+    ``data`` its fitted bytes; ``is_error`` marks a refusal or a bad argument.
+    """
+
+    text: str
+    image: ImagePart | None = None
+    data: bytes = b""
+    is_error: bool = False
+
+    @property
+    def tagged_digest(self) -> str:
+        """``sha256:<hex>`` of the image, or ``""`` when there is none."""
+        return f"sha256:{self.image.digest}" if self.image else ""
+
+
+class VisionCore:
+    """The state an integration shares across its framework's turns.
+
+    ``roots`` bound what the tools may see (``render=False`` withholds rendering svg,
+    text and pdf). ``live_turns``/``chunk`` are the retention knobs of
+    :class:`~visus.retention.RetentionPolicy`. Blobs go to ``blobs`` if given, else
+    under ``data`` (default: visus's data folder). ``allow_loopback_http`` lets
+    ``view`` fetch plain http from loopback (local tests only).
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]] = (".",),
+        *,
+        render: bool = True,
+        live_turns: int = 1,
+        chunk: int = 1,
+        data: str | os.PathLike[str] | None = None,
+        blobs: BlobStore | None = None,
+        tools: Sequence[str] = TOOL_NAMES,
+        allow_loopback_http: bool = False,
+    ) -> None:
+        if isinstance(roots, str | os.PathLike):
+            roots = [roots]
+        self.reach = Reach([Path(r) for r in roots], render=render)
+        self.policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
+        self.blobs: BlobStore = (
+            blobs
+            if blobs is not None
+            else FileBlobStore(
+                paths.blobs_dir(paths.data_dir(None if data is None else os.fspath(data)))
+            )
+        )
+        unknown = sorted(set(tools) - set(TOOL_NAMES))
+        if unknown:
+            raise ValueError(f"unknown visus tools {unknown}; choose from {list(TOOL_NAMES)}")
+        self.registry = ToolRegistry.builtin().only(tools)
+        self.allow_loopback_http = allow_loopback_http
+        self._specs: dict[tuple[str, str | None], ModelSpec] = {}
+        self._warned: set[str] = set()
+        # digest -> the part a view produced: its origin names the call that re-views it.
+        self._images: dict[str, ImagePart] = {}
+
+    # --- models ------------------------------------------------------------------
+
+    def model_spec(self, name: str, provider: str | None = None) -> ModelSpec:
+        """The catalog spec for the framework's model ``name`` (served by ``provider``).
+
+        A model the catalog does not know as a vision model gets :data:`CONSERVATIVE`
+        limits under its own name, with one :class:`VisionWarning` per name.
+        """
+        key = (name, provider)
+        cached = self._specs.get(key)
+        if cached is not None:
+            return cached
+        mapped = catalog_provider(provider)
+        spec = get_model(f"{mapped}:{name}" if mapped else name)
+        if not spec.vision:
+            if name not in self._warned:
+                self._warned.add(name)
+                warnings.warn(
+                    f"visus does not know {name!r} as a vision model; images are fitted to "
+                    "conservative limits (1568 px, 3.75 MB, png/jpeg). Register the model "
+                    "with visus.models.register_model for its real limits.",
+                    VisionWarning,
+                    stacklevel=3,
+                )
+            spec = dataclasses.replace(CONSERVATIVE, name=name)
+        self._specs[key] = spec
+        return spec
+
+    # --- tools -------------------------------------------------------------------
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """Name, description and JSON schema of each tool, as visus's agent offers them."""
+        return self.registry.specs()
+
+    def tool(self, name: str) -> Tool:
+        found = self.registry.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    async def call(self, name: str, args: Mapping[str, Any], model: ModelSpec) -> Seen:
+        """Run tool ``name`` with decoded ``args`` for ``model``; never raises for bad input."""
+        ctx = ToolContext(
+            reach=self.reach,
+            model=model,
+            blobs=self.blobs,
+            extras={"allow_loopback_http": self.allow_loopback_http},
+        )
+        outcome = await self.registry.call(name, args, ctx)
+        texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]
+        images = [p for p in outcome.parts if isinstance(p, ImagePart)]
+        if not images:
+            return Seen("\n".join(texts), is_error=outcome.is_error)
+        image = images[0]  # view returns one image per call
+        self._images[image.digest] = image
+        return Seen("\n".join(texts), image, self.blobs.get(image.digest), outcome.is_error)
+
+    # --- retention ---------------------------------------------------------------
+
+    def live_from(self, current_turn: int) -> int:
+        """The earliest turn whose images keep their pixels when ``current_turn`` is newest."""
+        return self.policy.first_live_turn(current_turn)
+
+    def known_image(self, digest: str) -> ImagePart | None:
+        """The part a view of this process produced for ``digest`` (``sha256:`` optional)."""
+        return self._images.get(digest.removeprefix("sha256:"))
+
+    def descriptor(
+        self, digest: str, turn: int, *, source: str | None = None, page: int | None = None
+    ) -> str:
+        """The plain text an image of ``turn`` becomes once it leaves the live window.
+
+        The view that produced ``digest`` names the source; else ``source``/``page``
+        (from the framework's recorded call arguments); else the digest itself, which
+        ``view`` also takes.
+        """
+        bare = digest.removeprefix("sha256:")
+        known = self._images.get(bare)
+        if source is not None or known is None:
+            # The same pixels may have been viewed under several names: the call that
+            # produced this very image names its source.
+            origin = PerceptionOrigin(source=source or f"sha256:{bare}", tool="view", page=page)
+            image = ImagePart(bare, "image/png", 0, 0, 0, origin)
+        else:
+            image = known
+        return elided_descriptor(image, turn)
+
+    def tokens(self, model: ModelSpec, digest: str, data: bytes = b"") -> int:
+        """Image tokens of the image ``digest`` for ``model`` (visus's formulas).
+
+        Sizes come from the view that produced it, else from ``data``'s header;
+        bytes that are not an image cost 0.
+        """
+        known = self._images.get(digest.removeprefix("sha256:"))
+        if known is not None:
+            return image_tokens(model, known.width, known.height)
+        try:
+            head = media.probe(data)
+        except VisusError:
+            return 0
+        if head.width is None or head.height is None:
+            return 0
+        return image_tokens(model, head.width, head.height)

@@ -1,0 +1,51 @@
+"""Integration fixtures: the reference server on loopback, grids, the answer's JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from visus.reference.grid import make_grid
+from visus.reference.server import serve_in_background
+
+_JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+
+Grid = tuple[bytes, list[tuple[str, int, int, str]]]
+
+
+@pytest.fixture(scope="session")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+def grid(rows: int, cols: int, case: str) -> Grid:
+    """A word grid; stable per case unless VISUS_GRID_SEED says random (or a number)."""
+    chosen = os.environ.get("VISUS_GRID_SEED", "")
+    if chosen == "random":
+        seed = random.SystemRandom().randrange(1 << 30)
+    elif chosen:
+        seed = int(chosen) + zlib.crc32(case.encode())
+    else:
+        seed = zlib.crc32(case.encode())
+    return make_grid(rows, cols, seed)
+
+
+def seen(answer: str) -> dict[str, Any]:
+    """The reference model's JSON block from an answer."""
+    blocks = _JSON_BLOCK.findall(answer)
+    assert len(blocks) == 1, f"expected one JSON block in the answer: {answer[:400]!r}"
+    data = json.loads(blocks[0])
+    assert isinstance(data, dict)
+    return data
+
+
+def view_call(path: str) -> str:
+    return f"call view {json.dumps({'path': path})}"

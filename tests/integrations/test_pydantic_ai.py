@@ -1,0 +1,192 @@
+"""pydantic-ai's real agent loop and model classes, against the reference server.
+
+The reference model perceives only real image parts, so a dropped or stringified
+image fails these tests; its answer lists every image and descriptor it received.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.google import GoogleModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.google import GoogleProvider
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from tests.integrations.conftest import grid, seen, view_call
+from visus.integrations.core import CONSERVATIVE, VisionWarning
+from visus.integrations.pydantic_ai import Vision
+from visus.models import get_model, image_tokens
+from visus.reference.grid import score_grid
+
+WIRES = ("openai-chat", "openai-responses", "anthropic", "gemini")
+
+
+def model_for(wire: str, url: str) -> Model:
+    if wire == "openai-chat":
+        return OpenAIChatModel(
+            "reference", provider=OpenAIProvider(base_url=f"{url}/v1", api_key="k")
+        )
+    if wire == "openai-responses":
+        return OpenAIResponsesModel(
+            "reference", provider=OpenAIProvider(base_url=f"{url}/v1", api_key="k")
+        )
+    if wire == "anthropic":
+        return AnthropicModel("reference", provider=AnthropicProvider(base_url=url, api_key="k"))
+    assert wire == "gemini"
+    return GoogleModel("reference", provider=GoogleProvider(base_url=url, api_key="k"))
+
+
+def _images(messages: list[ModelMessage]) -> list[BinaryContent]:
+    out: list[BinaryContent] = []
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, ToolReturnPart) and isinstance(p.content, list):
+                out.extend(i for i in p.content if isinstance(i, BinaryContent))
+    return out
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_view_reaches_the_model_on_every_wire_then_leaves_as_a_descriptor(
+    reference_url: str, tmp_path: Path, wire: str
+) -> None:
+    png, expected = grid(2, 2, f"pydantic-ai-{wire}")
+    (tmp_path / "grid.png").write_bytes(png)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for(wire, reference_url), capabilities=[vision])
+
+    first = await agent.run(view_call("grid.png"))
+    data = seen(first.output)
+    assert len(data["images"]) == 1
+    placed, coloured = score_grid(expected, data["images"][0]["words"], 2, 2)
+    assert placed == 4, (expected, data["images"][0]["words"])
+    assert coloured >= 3
+    assert vision.last_request is not None
+    assert vision.last_request.live == 1
+    assert vision.last_request.live_tokens == image_tokens(get_model("reference"), 600, 260)
+
+    # Turn 2: the image left the window; the model reads the descriptor instead.
+    second = await agent.run("And now?", message_history=first.all_messages())
+    data = seen(second.output)
+    assert data["images"] == []
+    (descriptor,) = data["descriptors"]
+    assert "grid.png" in descriptor
+    if wire != "gemini":  # Gemini's functionResponse is a JSON object: its quotes are JSON's
+        assert 'call view("grid.png") to see it again' in descriptor
+    assert vision.last_request is not None
+    assert (vision.last_request.live, vision.last_request.elided) == (0, 1)
+
+    # The framework's own history still holds the pixels, and so does the blob store.
+    (kept,) = _images(second.all_messages())
+    assert kept.identifier.startswith("sha256:")
+    assert vision.core.blobs.get(kept.identifier.removeprefix("sha256:")) == kept.data
+
+
+async def test_twenty_turns_keep_prompt_image_tokens_flat(
+    reference_url: str, tmp_path: Path
+) -> None:
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("openai-chat", reference_url), capabilities=[vision])
+    spec = get_model("reference")
+    history: list[ModelMessage] = []
+    per_turn: list[int] = []
+    # One screen, shot every turn (the same pixels under a new name): the reference
+    # model reads it once, so twenty turns stay fast.
+    png, expected = grid(1, 2, "pydantic-ai-shot")
+    for turn in range(1, 21):
+        (tmp_path / f"shot{turn}.png").write_bytes(png)
+        result = await agent.run(view_call(f"shot{turn}.png"), message_history=history)
+        history = result.all_messages()
+        data = seen(result.output)
+        # What the server received: exactly this turn's screenshot, earlier ones as text.
+        assert len(data["images"]) == 1
+        assert score_grid(expected, data["images"][0]["words"], 1, 2)[0] == 2
+        assert len(data["descriptors"]) == turn - 1
+        # Each descriptor names its own turn's file, though the pixels are the same.
+        assert all(f"shot{t}.png in turn {t};" in d for t, d in enumerate(data["descriptors"], 1))
+        per_turn.append(sum(image_tokens(spec, i["width"], i["height"]) for i in data["images"]))
+    assert len(set(per_turn)) == 1, per_turn
+    # Persisted history keeps all 20 images (bytes inline, digests in the blob store).
+    kept = _images(history)
+    assert len(kept) == 20
+    assert all(vision.core.blobs.has(k.identifier.removeprefix("sha256:")) for k in kept)
+
+
+def _calls_then_answers(
+    path: str, seen_returns: list[Any], model: str = "claude-sonnet-4-6"
+) -> FunctionModel:
+    """A pydantic-ai FunctionModel (real agent loop, no HTTP) calling view once."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        returns = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            seen_returns.extend(r.content for r in returns)
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart("view", {"path": path})])
+
+    return FunctionModel(respond, model_name=model)
+
+
+def test_unknown_model_gets_conservative_fit_and_one_warning(tmp_path: Path) -> None:
+    Image.new("RGB", (3000, 1000), "white").save(tmp_path / "wide.png")
+    returns: list[Any] = []
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(
+        _calls_then_answers("wide.png", returns, "someones-private-vlm"), capabilities=[vision]
+    )
+    with pytest.warns(VisionWarning, match="someones-private-vlm"):
+        agent.run_sync("look")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agent.run_sync("look again")  # warned once per model, not per call
+    (text, image), _ = returns
+    assert "raster 3000x1000 sent as" in text
+    assert isinstance(image, BinaryContent)
+    with Image.open(io.BytesIO(image.data)) as im:
+        assert 1500 < max(im.size) <= CONSERVATIVE.max_edge
+
+
+def test_refusals_and_reach_are_visus_own(tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.png"
+    Image.new("RGB", (8, 8)).save(outside)
+    returns: list[Any] = []
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    Agent(_calls_then_answers(str(outside), returns), capabilities=[vision]).run_sync("x")
+    Agent(_calls_then_answers("missing.png", returns), capabilities=[vision]).run_sync("x")
+    outside_reach, missing = returns
+    assert outside_reach.startswith("refused (outside_reach)")
+    assert missing.startswith("refused (not_found)")
+
+
+def test_render_capability_can_be_withheld(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    returns: list[Any] = []
+    vision = Vision(roots=[tmp_path], render=False, data=tmp_path / "data")
+    Agent(_calls_then_answers("notes.txt", returns), capabilities=[vision]).run_sync("x")
+    (refusal,) = returns
+    assert refusal.startswith("refused (")
+    assert "render" in refusal
