@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -49,3 +50,14 @@ def seen(answer: str) -> dict[str, Any]:
 
 def view_call(path: str) -> str:
     return f"call view {json.dumps({'path': path})}"
+
+
+@pytest.fixture(autouse=True)
+def _collect_framework_garbage() -> Iterator[None]:
+    """Run the frameworks' finalizers (their unclosed HTTP clients) inside the test.
+
+    Left to a later collection, they can run in the middle of another test's
+    ``ast.parse`` and trip CPython 3.11's "AST constructor recursion depth mismatch".
+    """
+    yield
+    gc.collect()
