@@ -12,10 +12,11 @@ import {
   setToken,
   takeTokenFromURL,
 } from "./api.js";
-import { base64Of, blobOfBase64, human, isMessageImage, mb, refusal } from "./files.js";
+import { base64Of, human, isMessageImage, mb, refusal } from "./files.js";
 import {
   $,
   el,
+  followResizes,
   imageButton,
   renderConversation,
   renderDetails,
@@ -35,7 +36,6 @@ const state = {
   // user msg_ids whose answer ended before their POST returned (a fast turn): the SSE
   // stream can beat the POST's own response, and such a turn must not wait forever.
   ended: new Set(),
-  sent: new Map(), // session -> Map(turn -> [{url, type}]) images answers carried
   sessions: [],
 };
 
@@ -43,8 +43,48 @@ const state = {
 
 function notice(message) {
   const box = $("notice");
-  box.textContent = message || "";
+  $("notice-text").textContent = message || "";
   box.hidden = !message;
+}
+
+// While a turn runs Send is disabled (a second message would only queue behind it on
+// the server); the working bubble says for how long, and Stop ends the turn.
+function syncBusy() {
+  const busy = state.sending || state.pending.size > 0;
+  $("send").disabled = busy;
+  $("send").title = busy ? "Wait for the answer, or stop it" : "";
+  document.body.dataset.busy = busy ? "true" : "";
+}
+
+function workingBubble(msgId) {
+  const started = Date.now();
+  const status = el("span", { class: "working-text", text: "Working… 0 s" });
+  const stop = el("button", { type: "button", class: "stop", text: "Stop", "aria-label": "Stop this answer" });
+  stop.addEventListener("click", () => stopTurn(msgId, stop));
+  const live = el("p", { class: "working", role: "status" }, el("span", { class: "spinner", "aria-hidden": "true" }), status, stop);
+  const bubble = el("article", { class: "msg assistant streaming", "aria-label": "Assistant is answering", "aria-busy": "true" }, live);
+  const timer = setInterval(() => {
+    if (!bubble.isConnected && !state.pending.has(msgId)) {
+      clearInterval(timer);
+      return;
+    }
+    status.textContent = `Working… ${Math.round((Date.now() - started) / 1000)} s`;
+  }, 1000);
+  return { bubble, live, timer };
+}
+
+async function stopTurn(msgId, button) {
+  button.disabled = true;
+  button.textContent = "Stopping…";
+  try {
+    await postJSON(
+      `/v1/instances/${encodeURIComponent(state.config.instance)}/tether`,
+      JSON.stringify({ v: 1, type: "turn.cancel", session: state.sid, payload: { target: msgId } }),
+    );
+  } catch (error) {
+    // 404: the turn ended meanwhile; its answer is on its way.
+    if (!(error instanceof ApiError && error.status === 404)) showError(error);
+  }
 }
 
 function newSessionId() {
@@ -149,34 +189,27 @@ async function onFrame(frame) {
     pending.text += frame.payload.text;
     pending.bubble.replaceChildren();
     renderText(pending.bubble, pending.text);
+    pending.bubble.append(pending.live); // the elapsed time and Stop stay under the text
     pending.bubble.setAttribute("aria-busy", "true");
     return;
   }
   if (frame.type === "assistant.done" || frame.type === "error") {
-    if (frame.type === "error") {
-      notice(`The agent reported an error: ${frame.payload.message}`);
-    }
-    const images = (frame.type === "assistant.done" && frame.payload.images) || [];
-    if (images.length) {
-      const turn = pending ? pending.turn : lastTurn();
-      if (!state.sent.has(state.sid)) state.sent.set(state.sid, new Map());
-      const byTurn = state.sent.get(state.sid);
-      byTurn.set(turn, [
-        ...(byTurn.get(turn) || []),
-        ...images.map((im) => ({
-          url: URL.createObjectURL(blobOfBase64(im.data, im.media_type)),
-          type: im.media_type,
-        })),
-      ]);
-    }
-    if (frame.type === "assistant.done" || frame.payload.code === "turn_failed") {
+    const code = frame.type === "error" ? frame.payload.code : "";
+    if (code === "cancelled") notice("Stopped. Send a new message to go on.");
+    else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
+    if (frame.type === "assistant.done" || code === "turn_failed" || code === "cancelled") {
       const id = frame.reply_to;
-      if (pending) state.pending.delete(id);
-      else if (id) {
+      if (pending) {
+        clearInterval(pending.timer);
+        state.pending.delete(id);
+      } else if (id) {
         state.ended.add(id);
         if (state.ended.size > 200) state.ended.delete(state.ended.values().next().value);
       }
+      syncBusy();
     }
+    // The stored record shows everything the turn did, images the agent sent included
+    // (send_image's result): the live view and a reload show the same things.
     await refreshConversation().catch(showError);
     await refreshSessions().catch(showError);
   }
@@ -192,8 +225,10 @@ function lastTurn() {
 async function openSession(sid) {
   if (state.stream) state.stream.stop();
   state.sid = sid;
+  for (const pending of state.pending.values()) clearInterval(pending.timer);
   state.pending.clear();
   state.ended.clear();
+  syncBusy();
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
   history.replaceState(history.state, "", url);
@@ -262,7 +297,7 @@ function showError(error) {
 }
 
 async function send() {
-  if (state.sending) return;
+  if (state.sending || state.pending.size) return;
   const input = $("message");
   const text = input.value.trim();
   const items = [...state.tray];
@@ -280,7 +315,7 @@ async function send() {
     }
   }
   state.sending = true;
-  $("send").disabled = true;
+  syncBusy();
   notice("");
   try {
     const sid = state.sid;
@@ -309,22 +344,23 @@ async function send() {
     const body = JSON.stringify({ v: 1, type: "user.message", session: sid, payload });
     const size = new Blob([body]).size;
     if (size > limits.max_wire_bytes) {
-      throw new Error(`This message is ${mb(size)} as sent, over the ${mb(limits.max_wire_bytes)} limit (TETHER_MAX_WIRE_BYTES).`);
+      throw new Error(`This message is ${mb(size)} as sent, over the ${mb(limits.max_wire_bytes)} a message may be.`);
     }
     const accepted = await postJSON(
       `/v1/instances/${encodeURIComponent(state.config.instance)}/tether`,
       body,
     );
     const thumbs = images.map((item) => imageButton(item.url, `Your image ${item.file.name}`, { local: true }));
-    const bubble = el("article", { class: "msg assistant streaming", "aria-label": "Assistant is answering", "aria-busy": "true" },
-      el("p", { class: "text thinking", text: "…" }));
     if (state.ended.delete(accepted.msg_id)) {
       refreshConversation().catch(showError); // answered already: show it, wait for nothing
     } else {
+      const { bubble, live, timer } = workingBubble(accepted.msg_id);
       state.pending.set(accepted.msg_id, {
         turn: lastTurn() + state.pending.size + 1,
         user: userBubble(payload.text, thumbs),
         bubble,
+        live,
+        timer,
         text: "",
       });
     }
@@ -337,7 +373,7 @@ async function send() {
     showError(error);
   } finally {
     state.sending = false;
-    $("send").disabled = false;
+    syncBusy();
   }
 }
 
@@ -364,6 +400,11 @@ function askToken() {
 // --- wiring -----------------------------------------------------------------------------
 
 function wire() {
+  followResizes($("conversation"));
+  $("notice-dismiss").addEventListener("click", () => {
+    notice("");
+    $("message").focus();
+  });
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     send();

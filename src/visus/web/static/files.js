@@ -37,22 +37,19 @@ export function refusal(file, tray, limits, stored) {
     if (file.size > limits.max_image_bytes) {
       const [got, cap] = sizeOf(file.size, limits.max_image_bytes);
       return (
-        `${name} is ${got}; an image may be at most ${cap} ` +
-        "(TETHER_MAX_IMAGE_BYTES). It was not added."
+        `${name} is ${got}; an image may be at most ${cap}. It was not added.`
       );
     }
     if (images.length + 1 > limits.max_images) {
       return (
-        `A message carries at most ${limits.max_images} images ` +
-        `(TETHER_MAX_IMAGES_PER_MESSAGE); ${name} was not added.`
+        `A message carries at most ${limits.max_images} images; ${name} was not added.`
       );
     }
     const total = images.reduce((n, t) => n + t.file.size, 0) + file.size;
     if (total > limits.max_message_image_bytes) {
       return (
         `With ${name} the images would total ${mb(total)}, over the ` +
-        `${mb(limits.max_message_image_bytes)} per message (TETHER_MAX_FRAME_IMAGE_BYTES). ` +
-        "It was not added."
+        `${mb(limits.max_message_image_bytes)} a message may carry. It was not added.`
       );
     }
     return null;
@@ -61,23 +58,20 @@ export function refusal(file, tray, limits, stored) {
   if (file.size > limits.attachment_max_file_bytes) {
     const [got, cap] = sizeOf(file.size, limits.attachment_max_file_bytes);
     return (
-      `${name} is ${got}; an attachment may be at most ${cap} ` +
-      "(ATTACHMENT_MAX_FILE_BYTES). It was not added."
+      `${name} is ${got}; an attached file may be at most ${cap}. It was not added.`
     );
   }
   if (stored.length + waiting.length + 1 > limits.attachment_max_files) {
     return (
-      `This session may hold at most ${limits.attachment_max_files} attachments ` +
-      `(ATTACHMENT_MAX_FILES); ${name} was not added.`
+      `This chat may hold at most ${limits.attachment_max_files} attached files; ${name} was not added.`
     );
   }
   const used =
     stored.reduce((n, a) => n + a.size, 0) + waiting.reduce((n, t) => n + t.file.size, 0);
   if (used + file.size > limits.attachment_max_session_bytes) {
     return (
-      `With ${name} this session's attachments would total ${mb(used + file.size)}, over ` +
-      `${mb(limits.attachment_max_session_bytes)} (ATTACHMENT_MAX_SESSION_BYTES). ` +
-      "It was not added."
+      `With ${name} this chat's attached files would total ${mb(used + file.size)}, over ` +
+      `the ${mb(limits.attachment_max_session_bytes)} a chat may hold. It was not added.`
     );
   }
   return null;

@@ -93,8 +93,9 @@ export function userBubble(text, images) {
 }
 
 function toolBlock(message, elided) {
+  const sent = message.tool_name === "send_image";
   const block = el("article", {
-    class: `msg tool${message.is_error ? " error" : ""}`,
+    class: `msg tool${message.is_error ? " error" : ""}${sent ? " sent" : ""}`,
     "aria-label": `Result of ${message.tool_name}`,
   });
   block.append(el("p", { class: "tool-name", text: `${message.tool_name} result${message.is_error ? " (error)" : ""}` }));
@@ -102,7 +103,7 @@ function toolBlock(message, elided) {
   if (message.images.length) {
     const row = el("div", { class: "images" });
     for (const image of message.images) {
-      const button = imageButton(image.url, imageLabel(image, "Viewed"));
+      const button = imageButton(image.url, imageLabel(image, sent ? "Sent" : "Viewed"));
       if (elided.has(`${message.turn}:${image.digest}`)) {
         row.append(
           el("figure", { class: "elided" }, button,
@@ -126,16 +127,11 @@ function assistantBubble(message) {
   return bubble;
 }
 
-function sentImages(state, turn) {
-  const byTurn = state.sent.get(state.sid);
-  return (byTurn && byTurn.get(turn)) || [];
-}
-
 export function renderConversation(state) {
   const box = $("conversation");
   box.replaceChildren();
   const conv = state.conv;
-  if (!conv || !conv.messages.length) {
+  if ((!conv || !conv.messages.length) && !state.pending.size) {
     box.append(
       el("p", {
         class: "empty",
@@ -160,12 +156,6 @@ export function renderConversation(state) {
     }
     const next = messages[i + 1];
     if (!next || next.turn !== message.turn) {
-      const extra = sentImages(state, message.turn);
-      if (extra.length) {
-        const row = el("div", { class: "msg assistant sent", "aria-label": "Images the assistant sent" });
-        extra.forEach((im, k) => row.append(imageButton(im.url, `Sent image ${k + 1}`, { local: true })));
-        box.append(row);
-      }
       const t = usage.get(message.turn);
       if (t && t.steps) {
         const u = t.usage;
@@ -202,6 +192,19 @@ function scrollToEnd(box) {
   }
   box.scrollTop = box.scrollHeight;
   box.dataset.atEnd = "true";
+}
+
+// The newest message stays in view when the window or the conversation box changes
+// size (a phone rotating, the keyboard opening, a panel closing), unless the reader
+// scrolled away from the end.
+export function followResizes(box) {
+  let end = true;
+  box.addEventListener("scroll", () => {
+    end = box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
+  });
+  new ResizeObserver(() => {
+    if (end) box.scrollTop = box.scrollHeight;
+  }).observe(box);
 }
 
 export function renderDetails(state) {
