@@ -1,0 +1,428 @@
+"""visus in the OpenAI Agents SDK: tools, a run config, and sessions that store images once.
+
+::
+
+    vision = Vision(roots=["."])
+    agent = Agent(name="a", model="gpt-4.1", tools=vision.tools)
+    result = await Runner.run(agent, "look at shot.png", run_config=vision.run_config())
+
+* :attr:`Vision.tools` are visus's ``view`` and ``read`` as ``FunctionTool`` s: an
+  image is fitted to the model the agent calls (its name through visus's catalog),
+  stored in visus's blob store and returned as ``ToolOutputImage``.
+* :meth:`Vision.run_config` wraps the run's model provider so every model it resolves
+  is a :class:`VisionModel`; :meth:`Vision.model` wraps a ``Model`` instance given to
+  an ``Agent`` directly. The wrapper rewrites each request's input (never the run's
+  items): images viewed before the live window become visus's plain-text descriptor,
+  and on Chat Completions, whose converter keeps only the text of a tool output (the
+  image is silently dropped), live images are hoisted into one user message after the
+  tool messages, each labelled with its call.
+* :class:`VisionSession` wraps any SDK ``Session``: image data URLs are stored once in
+  visus's blob store and the session keeps a short ``visus-blob:sha256:...`` reference,
+  restored when the items are read back.
+
+Example:
+    >>> import tempfile
+    >>> vision = Vision(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
+    >>> [t.name for t in vision.tools]
+    ['view', 'read']
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from visus.errors import ConfigError
+from visus.integrations.core import TOOL_NAMES, VisionCore
+from visus.models import ModelSpec
+from visus.perception.values import content_digest
+from visus.record.blobs import BlobStore
+
+try:
+    from agents import (
+        FunctionTool,
+        Model,
+        ModelProvider,
+        ModelResponse,
+        RunConfig,
+        ToolOutputImage,
+        ToolOutputText,
+    )
+    from agents.memory import Session
+    from agents.models.multi_provider import MultiProvider
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+    from agents.tool_context import ToolContext
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ConfigError(
+        "visus.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'visus[openai-agents]'"
+    ) from e
+
+__all__ = ["RequestImages", "Vision", "VisionModel", "VisionProvider", "VisionSession"]
+
+_BLOB_REF = "visus-blob:"
+_DEFAULT_MODEL = "gpt-4.1"  # the SDK's default model when an agent names none
+
+Item = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestImages:
+    """The images of one model request: live, elided, hoisted, and the live ones' tokens."""
+
+    model: str
+    turn: int
+    live: int
+    elided: int
+    hoisted: int
+    live_tokens: int
+
+
+class Vision:
+    """visus's tools and retention for Agents SDK agents. See the module docstring.
+
+    ``roots``/``render`` bound what the tools see; ``live_turns``/``chunk`` are the
+    retention knobs; blobs go to ``blobs`` or under ``data`` (default: visus's folder).
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]] = (".",),
+        *,
+        live_turns: int = 1,
+        chunk: int = 1,
+        render: bool = True,
+        data: str | os.PathLike[str] | None = None,
+        blobs: BlobStore | None = None,
+        tools: Sequence[str] = TOOL_NAMES,
+        allow_loopback_http: bool = False,
+    ) -> None:
+        self.core = VisionCore(
+            roots,
+            render=render,
+            live_turns=live_turns,
+            chunk=chunk,
+            data=data,
+            blobs=blobs,
+            tools=tools,
+            allow_loopback_http=allow_loopback_http,
+        )
+        self.last_request: RequestImages | None = None
+        self._digests: dict[str, str] = {}  # data URL -> digest of its bytes
+        self.tools: list[FunctionTool] = [
+            FunctionTool(
+                name=spec.name,
+                description=spec.description,
+                params_json_schema=dict(spec.parameters),
+                on_invoke_tool=self._invoker(spec.name),
+                strict_json_schema=False,  # page/offset/limit are optional
+            )
+            for spec in self.core.tool_specs()
+        ]
+
+    # --- wiring ------------------------------------------------------------------
+
+    def run_config(
+        self, *, model_provider: ModelProvider | None = None, **kwargs: Any
+    ) -> RunConfig:
+        """A ``RunConfig`` whose models are wrapped for retention and hoisting.
+
+        ``model_provider`` (default: the SDK's ``MultiProvider``) resolves model names
+        as before; other keyword arguments go to ``RunConfig``.
+        """
+        model = kwargs.pop("model", None)
+        if isinstance(model, Model) and not isinstance(model, VisionModel):
+            model = self.model(model)
+        provider = VisionProvider(self, model_provider or MultiProvider())
+        return RunConfig(model=model, model_provider=provider, **kwargs)
+
+    def model(self, model: Model) -> VisionModel:
+        """``model`` wrapped for retention and (on Chat Completions) image hoisting."""
+        return model if isinstance(model, VisionModel) else VisionModel(self, model)
+
+    # --- tools -------------------------------------------------------------------
+
+    def _invoker(self, name: str) -> Any:
+        async def invoke(ctx: ToolContext[Any], raw: str) -> Any:
+            try:
+                args = json.loads(raw or "{}")
+            except json.JSONDecodeError as e:
+                return f"error: arguments are not JSON ({e.msg})"
+            if not isinstance(args, dict):
+                return "error: arguments must be a JSON object"
+            seen = await self.core.call(name, args, self.spec_for(_model_of(ctx)))
+            if seen.image is None:
+                return seen.text
+            url = _data_url(seen.image.media_type, seen.data)
+            self._digests[url] = seen.image.digest
+            return [ToolOutputText(text=seen.text), ToolOutputImage(image_url=url)]
+
+        return invoke
+
+    def spec_for(self, model: str | Model | None) -> ModelSpec:
+        """The catalog spec for an SDK model (a name or a ``Model`` object)."""
+        if isinstance(model, VisionModel):
+            model = model.inner
+        name = model if isinstance(model, str) else getattr(model, "model", None)
+        return self.core.model_spec(str(name or _DEFAULT_MODEL), "openai")
+
+    # --- the request view --------------------------------------------------------
+
+    def model_input(self, items: Sequence[Item], model: ModelSpec, *, hoist: bool) -> list[Item]:
+        """The input one request should carry; ``items`` are not changed.
+
+        A turn starts at each user message. Viewed images of turns before the live
+        window become descriptors; with ``hoist`` the live ones move to one user
+        message after each run of tool outputs (Chat Completions).
+        """
+        turns: list[int] = []
+        turn = 0
+        for item in items:
+            if _is_user(item):
+                turn += 1
+            turns.append(max(turn, 1))
+        current = max(turn, 1)
+        first_live = self.core.live_from(current)
+        calls = {
+            i.get("call_id"): i
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call"
+        }
+        out: list[Item] = []
+        pending: list[Item] = []  # hoisted content waiting for the end of a run of outputs
+        live = elided = tokens = 0
+        for item, t in zip(items, turns, strict=True):
+            is_output = isinstance(item, dict) and item.get("type") == "function_call_output"
+            if pending and not is_output:
+                out.append({"role": "user", "content": pending})
+                pending = []
+            images = self._viewed(item) if is_output else []
+            if not images:
+                out.append(item)
+                continue
+            texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
+            if t < first_live:
+                call = calls.get(item.get("call_id"), {})
+                source, page = _call_source(call)
+                texts += [self.core.descriptor(d, t, source=source, page=page) for d, _ in images]
+                out.append({**item, "output": "\n".join(texts)})
+                elided += len(images)
+                continue
+            live += len(images)
+            tokens += sum(self.core.tokens(model, d, _decode(u)) for d, u in images)
+            if not hoist:
+                out.append(item)
+                continue
+            call_id = item.get("call_id")
+            texts.append(f"(the image is in the next user message, labelled {call_id})")
+            out.append({**item, "output": "\n".join(texts)})
+            for _, url in images:
+                pending.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
+                pending.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        if pending:
+            out.append({"role": "user", "content": pending})
+        self.last_request = RequestImages(
+            model.name, current, live, elided, live if hoist else 0, tokens
+        )
+        return out
+
+    def _viewed(self, item: Item) -> list[tuple[str, str]]:
+        """(digest, data URL) of each image a visus tool put in a function_call_output."""
+        output = item.get("output")
+        if not isinstance(output, list):
+            return []
+        found: list[tuple[str, str]] = []
+        for c in output:
+            if not isinstance(c, dict) or c.get("type") != "input_image":
+                continue
+            url = c.get("image_url")
+            if not isinstance(url, str):
+                continue
+            digest = self._digests.get(url)
+            if digest is None and url.startswith("data:"):
+                digest = content_digest(_decode(url))
+                if self.core.blobs.has(digest):  # an image visus stored: one of ours
+                    self._digests[url] = digest
+                else:
+                    continue
+            if digest is not None:
+                found.append((digest, url))
+        return found
+
+
+class VisionModel(Model):
+    """An SDK ``Model`` whose requests carry visus's view of the input. See :class:`Vision`."""
+
+    def __init__(self, vision: Vision, inner: Model) -> None:
+        self.vision = vision
+        self.inner = inner
+
+    def _input(self, input: str | list[Any]) -> str | list[Any]:
+        if isinstance(input, str):
+            return input
+        spec = self.vision.spec_for(self.inner)
+        hoist = isinstance(self.inner, OpenAIChatCompletionsModel)
+        return self.vision.model_input(input, spec, hoist=hoist)
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        return await self.inner.get_response(
+            system_instructions, self._input(input), *args, **kwargs
+        )
+
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        async for event in self.inner.stream_response(
+            system_instructions, self._input(input), *args, **kwargs
+        ):
+            yield event
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Whatever else the SDK asks of a model (retry advice, cleanup) is the inner one's.
+        return getattr(self.inner, name)
+
+
+class VisionProvider(ModelProvider):
+    """Resolves names with ``inner`` and wraps each model in :class:`VisionModel`."""
+
+    def __init__(self, vision: Vision, inner: ModelProvider) -> None:
+        self.vision = vision
+        self.inner = inner
+
+    def get_model(self, model_name: str | None) -> Model:
+        return self.vision.model(self.inner.get_model(model_name))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class VisionSession:
+    """An SDK ``Session`` storing each image once in visus's blob store.
+
+    Items are written to ``inner`` with every ``input_image`` data URL replaced by
+    ``visus-blob:sha256:<hex>`` (the bytes go to ``blobs``) and restored on read, so a
+    50-image session is small on disk. A reference whose blob is gone reads back as a
+    text note instead of failing the load.
+
+    Example:
+        >>> from agents import SQLiteSession
+        >>> from visus.record.blobs import MemoryBlobStore
+        >>> s = VisionSession(SQLiteSession("demo"), MemoryBlobStore())
+        >>> s.session_id
+        'demo'
+    """
+
+    def __init__(self, inner: Session, blobs: BlobStore) -> None:
+        self.inner = inner
+        self.blobs = blobs
+        self.session_id = inner.session_id
+        self.session_settings = getattr(inner, "session_settings", None)
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return [self._restore(i) for i in await self.inner.get_items(limit)]
+
+    async def add_items(self, items: list[Any]) -> None:
+        await self.inner.add_items([self._store(i) for i in items])
+
+    async def pop_item(self) -> Any:
+        item = await self.inner.pop_item()
+        return None if item is None else self._restore(item)
+
+    async def clear_session(self) -> None:
+        await self.inner.clear_session()
+
+    def _store(self, item: Any) -> Any:
+        return _map_images(item, self._put)
+
+    def _restore(self, item: Any) -> Any:
+        return _map_images(item, self._get)
+
+    def _put(self, part: Item) -> Item:
+        url = part.get("image_url")
+        if not isinstance(url, str) or not url.startswith("data:"):
+            return part
+        media_type = url[5:].split(";", 1)[0] or "image/png"
+        digest = self.blobs.put(_decode(url), media_type)
+        return {**part, "image_url": f"{_BLOB_REF}sha256:{digest}"}
+
+    def _get(self, part: Item) -> Item:
+        url = part.get("image_url")
+        if not isinstance(url, str) or not url.startswith(_BLOB_REF):
+            return part
+        digest = url.removeprefix(_BLOB_REF).removeprefix("sha256:")
+        try:
+            data = self.blobs.get(digest)
+        except Exception:  # missing or corrupt: a note, never a failed load
+            return {"type": "input_text", "text": f"[image sha256:{digest} is no longer stored]"}
+        return {**part, "image_url": _data_url(self.blobs.media_type(digest) or "image/png", data)}
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _model_of(ctx: ToolContext[Any]) -> str | Model | None:
+    agent = ctx.agent
+    model = getattr(agent, "model", None) if agent is not None else None
+    if model is None and ctx.run_config is not None:
+        model = ctx.run_config.model
+    return cast("str | Model | None", model)
+
+
+def _is_user(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("role") == "user"
+        and item.get("type", "message") == "message"
+    )
+
+
+def _call_source(call: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    try:
+        args = json.loads(call.get("arguments") or "{}")
+    except (json.JSONDecodeError, TypeError):
+        return None, None
+    if not isinstance(args, dict):
+        return None, None
+    path, page = args.get("path"), args.get("page")
+    return (path if isinstance(path, str) else None), (page if isinstance(page, int) else None)
+
+
+def _data_url(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _decode(url: str) -> bytes:
+    try:
+        return base64.b64decode(url.split(",", 1)[1], validate=True)
+    except (IndexError, binascii.Error, ValueError):
+        return b""
+
+
+def _map_images(item: Any, fn: Any) -> Any:
+    """``item`` with ``fn`` applied to every input_image part (a copy; ``item`` untouched)."""
+    if not isinstance(item, dict):
+        return item
+    changed = False
+    out = dict(item)
+    for key in ("output", "content"):
+        value = item.get(key)
+        if isinstance(value, list):
+            mapped = [
+                fn(c) if isinstance(c, dict) and c.get("type") == "input_image" else c
+                for c in value
+            ]
+            if any(a is not b for a, b in zip(mapped, value, strict=True)):
+                out[key] = mapped
+                changed = True
+    return out if changed else copy.copy(item)

@@ -1,0 +1,172 @@
+"""The OpenAI Agents SDK's real Runner and OpenAI models, against the reference server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import (
+    Agent,
+    OpenAIProvider,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    ToolOutputImage,
+    function_tool,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+
+from tests.integrations.conftest import grid, seen, view_call
+from visus.integrations.openai_agents import Vision, VisionSession
+from visus.models import get_model, image_tokens
+from visus.record.blobs import MemoryBlobStore
+from visus.reference.grid import score_grid
+
+APIS = ("responses", "chat")
+
+
+set_tracing_disabled(True)  # the SDK would otherwise export traces to OpenAI
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[AsyncOpenAI]]:
+    """OpenAI clients made in a test, closed while its event loop still runs."""
+    made: list[AsyncOpenAI] = []
+    yield made
+    for client in made:
+        await client.close()
+
+
+def provider(url: str, api: str, clients: list[AsyncOpenAI]) -> OpenAIProvider:
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="k")
+    clients.append(client)
+    return OpenAIProvider(openai_client=client, use_responses=api == "responses")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_view_reaches_the_model_then_leaves_as_a_descriptor(
+    reference_url: str, tmp_path: Path, api: str, clients: list[AsyncOpenAI]
+) -> None:
+    png, expected = grid(2, 2, f"agents-{api}")
+    (tmp_path / "grid.png").write_bytes(png)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = vision.run_config(model_provider=provider(reference_url, api, clients))
+
+    first = await Runner.run(agent, view_call("grid.png"), run_config=config)
+    data = seen(first.final_output)
+    assert len(data["images"]) == 1
+    placed, coloured = score_grid(expected, data["images"][0]["words"], 2, 2)
+    assert placed == 4, (expected, data["images"][0]["words"])
+    assert coloured >= 3
+    assert vision.last_request is not None
+    assert vision.last_request.hoisted == (1 if api == "chat" else 0)
+    assert vision.last_request.live_tokens == image_tokens(get_model("reference"), 600, 260)
+
+    items = [*first.to_input_list(), {"role": "user", "content": "And now?"}]
+    second = await Runner.run(agent, items, run_config=config)
+    data = seen(second.final_output)
+    assert data["images"] == []
+    assert data["descriptors"] == [
+        '[image elided: viewed grid.png in turn 1; call view("grid.png") to see it again]'
+    ]
+    # The run's own items still hold the image.
+    outputs = [i for i in second.to_input_list() if i.get("type") == "function_call_output"]
+    assert any(c.get("type") == "input_image" for c in outputs[0]["output"])
+
+
+async def test_control_without_visus_chat_completions_drops_the_tool_image(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    png, _ = grid(2, 2, "agents-control")
+    (tmp_path / "grid.png").write_bytes(png)
+
+    @function_tool
+    def view(path: str) -> ToolOutputImage:
+        """See an image file."""
+        import base64
+
+        data = (tmp_path / path).read_bytes()
+        return ToolOutputImage(image_url="data:image/png;base64," + base64.b64encode(data).decode())
+
+    agent = Agent(name="plain", model="reference", tools=[view])
+    config = RunConfig(model_provider=provider(reference_url, "chat", clients))
+    result = await Runner.run(agent, view_call("grid.png"), run_config=config)
+    assert "I see no images" in result.final_output  # today's silent drop
+    assert seen(result.final_output)["images"] == []
+
+
+async def test_twenty_turns_flat_image_tokens_and_a_small_session(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = vision.run_config(model_provider=provider(reference_url, "chat", clients))
+    db = tmp_path / "session.db"
+    session = VisionSession(SQLiteSession("s", db), vision.core.blobs)
+    png, expected = grid(1, 2, "agents-shot")  # one screen, shot every turn
+    spec = get_model("reference")
+    per_turn: list[int] = []
+    for turn in range(1, 21):
+        (tmp_path / f"shot{turn}.png").write_bytes(png)
+        result = await Runner.run(
+            agent, view_call(f"shot{turn}.png"), run_config=config, session=session
+        )
+        data = seen(result.final_output)
+        assert len(data["images"]) == 1  # what the server received: this turn's shot only
+        assert score_grid(expected, data["images"][0]["words"], 1, 2)[0] == 2
+        assert len(data["descriptors"]) == turn - 1
+        per_turn.append(sum(image_tokens(spec, i["width"], i["height"]) for i in data["images"]))
+    assert len(set(per_turn)) == 1, per_turn
+
+    # The session keeps every image: restored as data URLs on read...
+    items = await session.get_items()
+    images = [
+        c
+        for i in items
+        if i.get("type") == "function_call_output"
+        for c in i["output"]
+        if c.get("type") == "input_image"
+    ]
+    assert len(images) == 20
+    assert all(c["image_url"] == images[0]["image_url"] for c in images)
+    assert images[0]["image_url"].startswith("data:image/png;base64,")
+    # ...stored on disk as blob references: no base64 in the session database.
+    with sqlite3.connect(db) as conn:
+        rows = [json.loads(r[0]) for r in conn.execute("select message_data from agent_messages")]
+    refs = [
+        c["image_url"]
+        for r in rows
+        if r.get("type") == "function_call_output"
+        for c in r["output"]
+        if c.get("type") == "input_image"
+    ]
+    assert len(refs) == 20
+    assert all(u.startswith("visus-blob:sha256:") and len(u) < 100 for u in refs)
+    assert not any("base64" in json.dumps(r) for r in rows)
+    assert vision.core.blobs.get(refs[0].split("sha256:")[1]) == png  # stored once, intact
+
+
+async def test_session_with_a_lost_blob_loads_with_a_note() -> None:
+    blobs = MemoryBlobStore()
+    session = VisionSession(SQLiteSession("lost"), blobs)
+    item: dict[str, Any] = {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}],
+    }
+    await session.add_items([item])
+    (digest,) = list(blobs.digests())
+    blobs.gc(())  # the blob is gone
+    (back,) = await session.get_items()
+    assert back["output"] == [
+        {"type": "input_text", "text": f"[image sha256:{digest} is no longer stored]"}
+    ]
