@@ -1,0 +1,168 @@
+"""The protocol modules on their own: which shapes they recognise and what they change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from visus.cli import app as cli_app
+from visus.proxy import anthropic, openai_chat, openai_responses
+from visus.proxy.edit import UNKNOWN_MODEL, Edit
+from visus.proxy.stringified import ImagePiece, TextPiece, parse
+from visus.retention import RetentionPolicy
+from visus.wire.anthropic import RULES as ANTHROPIC
+from visus.wire.openai_chat import HOIST_INTRO
+
+from .conftest import grid
+
+G = grid(1, 2, 61)
+URL = G.data_url
+
+SHAPES = [
+    {"type": "media", "data": G.b64, "mediaType": "image/png"},  # AI SDK v5/v6
+    {"type": "image-data", "data": G.b64, "mediaType": "image/png"},  # AI SDK v6
+    {"type": "image", "data": G.b64, "mimeType": "image/png"},  # MCP, AI SDK v4
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": G.b64}},
+    {"type": "image_url", "image_url": {"url": URL}},
+    {"type": "input_image", "image_url": URL},
+    {"type": "content", "value": [{"type": "media", "data": G.b64, "mediaType": "image/png"}]},
+    {"content": [{"type": "image", "data": G.b64, "mimeType": "image/png"}], "isError": False},
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: str(s.get("type", "mcp")))
+def test_stringified_shapes_become_images(shape: dict[str, Any]) -> None:
+    pieces = parse(json.dumps([{"type": "text", "text": "here"}, shape]))
+    assert pieces is not None
+    assert pieces[0] == TextPiece("here")
+    assert pieces[-1] == ImagePiece("image/png", G.b64)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"data": "abc"}', "plain text with data", '[{"type": "text", "text": "data"}]', "{"]
+)
+def test_text_without_images_stays_text(text: str) -> None:
+    assert parse(text) is None
+
+
+def test_unknown_model_gets_the_conservative_profile() -> None:
+    edit = Edit.for_model("my-local-vlm", ANTHROPIC, image_count=1)
+    assert edit.spec is UNKNOWN_MODEL
+    assert edit.profile.max_edge == 1568
+    assert Edit.for_model("claude-sonnet-4-6", ANTHROPIC, image_count=1).spec.name != "unknown"
+
+
+def test_anthropic_many_image_rule_tightens_a_large_model() -> None:
+    # The reference model takes 2576 px; over 20 images Anthropic allows 2000.
+    assert Edit.for_model("reference", ANTHROPIC, image_count=20).profile.max_edge == 2576
+    assert Edit.for_model("reference", ANTHROPIC, image_count=21).profile.max_edge == 2000
+
+
+def _image_block() -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": G.b64}}
+
+
+def test_anthropic_retention_elides_old_turns_keeping_cache_control() -> None:
+    old = {**_image_block(), "cache_control": {"type": "ephemeral"}}
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-6",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "one"}, old]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "view", "input": {"path": "a.png"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [_image_block()]}
+                ],
+            },
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "text", "text": "two"}, _image_block()]},
+        ],
+    }
+    edit = anthropic.rewrite(body, policy=RetentionPolicy(live_turns=1))
+    assert edit.elided == 2
+    first = body["messages"][0]["content"][1]
+    assert first["type"] == "text"
+    assert first["cache_control"] == {"type": "ephemeral"}
+    assert first["text"].startswith("[image elided: sent in turn 1, 600x130")
+    # A tool image whose call took one string: visus's own descriptor, re-view included.
+    inner = body["messages"][2]["content"][0]["content"][0]
+    assert inner["text"] == (
+        '[image elided: viewed a.png in turn 1; call view("a.png") to see it again]'
+    )
+    assert body["messages"][4]["content"][1]["type"] == "image"  # the live turn keeps it
+
+
+def test_chat_hoists_a_run_of_tool_images_after_the_run() -> None:
+    calls = [
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "shot", "arguments": f'{{"i": {i}}}'},
+        }
+        for i in (1, 2)
+    ]
+    body: dict[str, Any] = {
+        "model": "gpt-4.1",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "image_url", "image_url": {"url": URL}}],
+            },
+            {"role": "tool", "tool_call_id": "c2", "content": "no image"},
+        ],
+    }
+    edit = openai_chat.rewrite(body, policy=None)
+    assert edit.hoisted == 1
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "user"]  # tool messages adjacent
+    assert body["messages"][2]["content"] == (
+        '[image: shot({"i": 1}), 600x130; shown in the user message after these tool results]'
+    )
+    hoisted = body["messages"][4]["content"]
+    assert hoisted[0] == {"type": "text", "text": HOIST_INTRO}
+    assert hoisted[1]["text"] == '[image from tool call c1: shot({"i": 1}), 600x130]'
+    assert hoisted[2] == {"type": "image_url", "image_url": {"url": URL}}
+
+
+def test_responses_fits_an_oversized_function_output_image() -> None:
+    big = grid(1, 2, 62, edge=3000)
+    body: dict[str, Any] = {
+        "model": "gpt-4.1",
+        "input": [
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_image", "image_url": big.data_url}],
+            }
+        ],
+    }
+    edit = openai_responses.rewrite(body, policy=None)
+    assert edit.fitted == 1
+    assert body["input"][0]["output"][0]["image_url"].startswith("data:image/")
+    assert len(body["input"][0]["output"][0]["image_url"]) < len(big.data_url)
+
+
+def test_cli_needs_an_upstream_and_a_token_beyond_loopback(tmp_path: Path) -> None:
+    (tmp_path / "visus.toml").write_text("")
+    runner = CliRunner(env={"VISUS_CONFIG": str(tmp_path / "visus.toml")})
+    missing = runner.invoke(cli_app, ["proxy"])
+    assert missing.exit_code == 2
+    assert "no upstream" in missing.output
+    open_bind = runner.invoke(
+        cli_app, ["proxy", "--upstream", "https://api.openai.com", "--host", "0.0.0.0"]
+    )
+    assert open_bind.exit_code == 2
+    assert "without a token" in open_bind.output
