@@ -41,6 +41,36 @@ TEXT_MAX_PAGE_LINES: Final = 400
 #: Characters per rendered line before wrapping.
 TEXT_WRAP_COLUMNS: Final = 120
 
+# --- rendering budget: every svg, text and pdf render (media/_worker.py) ---------
+#: Wall-clock seconds one render may take in its worker process before it is killed.
+RENDER_TIME_BUDGET_SECONDS: Final = 10.0
+#: Address space (RLIMIT_AS) of a render worker: Python, the renderers and the render.
+RENDER_MAX_MEMORY_BYTES: Final = 2048 * MB
+#: Render worker processes kept per process (renders past this many wait their turn).
+RENDER_MAX_WORKERS: Final = 2
+# Complexity caps checked while an SVG is parsed, before resvg sees it: each refuses a
+# document that would take seconds to minutes to render (measured bombs in tests).
+#: Elements in one SVG document.
+SVG_MAX_ELEMENTS: Final = 100_000
+#: Attributes on one element (usvg looks attributes up linearly: 100k on one took 104 s).
+SVG_MAX_ATTRIBUTES: Final = 256
+#: Nesting depth of elements.
+SVG_MAX_DEPTH: Final = 128
+#: Filter primitives (``fe*`` elements) in the document; each is a full-canvas pass.
+SVG_MAX_FILTER_PRIMITIVES: Final = 100
+#: ``<mask>`` elements in the document; each is an offscreen layer per use.
+SVG_MAX_MASKS: Final = 100
+#: Text elements (``text``, ``tspan``, ``textPath``); each is shaped separately.
+SVG_MAX_TEXT_ELEMENTS: Final = 5_000
+#: Path segments over all ``d`` and ``points`` attributes (counted as coordinate pairs).
+SVG_MAX_PATH_SEGMENTS: Final = 250_000
+#: feMorphology ``radius`` (user units; the cost grows with the radius per pixel).
+SVG_MAX_FILTER_RADIUS: Final = 200
+#: feTurbulence ``numOctaves`` (each octave is one more noise pass per pixel).
+SVG_MAX_TURBULENCE_OCTAVES: Final = 16
+#: feConvolveMatrix ``order`` per side (the kernel has order x order taps per pixel).
+SVG_MAX_CONVOLVE_ORDER: Final = 16
+
 # --- read tool ------------------------------------------------------------------
 #: Lines the read tool returns when the caller gives no limit.
 READ_DEFAULT_LINES: Final = 2000

@@ -12,6 +12,7 @@ from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 from visus.media import Profile, load, probe
 from visus.media import pdf as pdf_mod
+from visus.media.render import render_source
 
 
 def test_first_page_is_rendered_to_fill_the_profile() -> None:
@@ -38,7 +39,11 @@ def test_render_scale_targets_the_fit_directly(monkeypatch: pytest.MonkeyPatch) 
         return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pdfium.PdfPage, "render", spy)
-    f = load(pdf_bytes(1), profile=CLAUDE)
+    # In this process: load() renders in a worker, where the spy is not installed.
+    f = render_source(
+        pdf_bytes(1), profile=CLAUDE, render=True, page=None, offset=None, limit=None, name=None
+    )
+    assert f is not None
     assert len(scales) == 1
     # Rendered straight at the fitted size, not at 300 dpi (scale 4.17) then shrunk.
     assert round(792 * scales[0]) == f.height

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ def attachment_tools(data: Path | str) -> list[Tool]:
         name = args.get("filename")
         if not isinstance(name, str):
             return ToolOutcome.text("error: filename must be a string", is_error=True)
-        result = view_attachment(_store(root, ctx), name, model=ctx.model, render=ctx.reach.render)
+        # Off the event loop: a render waits on its worker process.
+        result = await asyncio.to_thread(
+            view_attachment, _store(root, ctx), name, model=ctx.model, render=ctx.reach.render
+        )
         if isinstance(result, Refusal):
             return ToolOutcome.refused(result)
         return ToolOutcome(perception_parts(result, ctx, source=name, tool="view_attachment"))

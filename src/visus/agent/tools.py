@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import (
     Awaitable,
@@ -300,8 +301,17 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         if isinstance(fetched, Refusal):
             return ToolOutcome.refused(fetched)
         source, name = fetched, path.rsplit("/", 1)[-1] or None
-    result = view(
-        source, reach=ctx.reach, model=ctx.model, page=page, offset=offset, limit=limit, name=name
+    # A render waits on its worker process (up to limits.RENDER_TIME_BUDGET_SECONDS):
+    # never on the event loop, which other sessions and streams share.
+    result = await asyncio.to_thread(
+        view,
+        source,
+        reach=ctx.reach,
+        model=ctx.model,
+        page=page,
+        offset=offset,
+        limit=limit,
+        name=name,
     )
     if isinstance(result, Refusal):
         return ToolOutcome.refused(result)
@@ -431,7 +441,9 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     # Fitted for what leaves the agent (tether's per-image bound), not for the model.
     # Errors (missing, outside reach, undecodable) become an error result in call().
     data = ctx.reach.read_bytes(ctx.reach.resolve(path))
-    fitted = load(data, profile=OUTBOUND_PROFILE, render=ctx.reach.render, name=path)
+    fitted = await asyncio.to_thread(
+        load, data, profile=OUTBOUND_PROFILE, render=ctx.reach.render, name=path
+    )
     ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
     # The record keeps what was sent (a surface re-showing the conversation needs it);
     # it is re-viewable from its path, so retention may elide it like a view.

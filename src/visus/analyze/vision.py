@@ -382,7 +382,10 @@ async def vision_analyze(
             on_usage(usage)
 
     try:
-        pics = _inputs_for(loaded, spec, client.wire, render=reach.render, pages=pages)
+        # Rendering (pdf pages, svg, text) waits on a worker process: off the event loop.
+        pics = await asyncio.to_thread(
+            _inputs_for, loaded, spec, client.wire, render=reach.render, pages=pages
+        )
         text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
     except AnalyzeError as e:
         if spent:  # a failed call may still have cost something: count it

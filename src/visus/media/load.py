@@ -17,19 +17,14 @@ from visus.errors import (
 )
 from visus.media import pdf, raster, svg, text
 from visus.media._guard import translated
-from visus.media.fitting import check_profile, encode
-from visus.media.types import Fitted, Probe, Profile, SourceKind
+from visus.media._worker import render_in_worker
+from visus.media.fitting import check_profile
+from visus.media.render import only, render_source
+from visus.media.types import Fitted, Probe, Profile
 
 __all__ = ["fit", "load", "probe"]
 
 _UNKNOWN = "not an image, PDF, SVG or UTF-8 text that visus can decode"
-
-
-def _withheld(kind: SourceKind) -> UnsupportedTypeError:
-    return UnsupportedTypeError(
-        f"this source is {kind}; rendering {kind} to pixels is withheld by the host "
-        "(only raster images can be viewed)"
-    )
 
 
 def _check_source(data: bytes) -> None:
@@ -48,14 +43,6 @@ def _check_args(page: int | None, offset: int | None, limit: int | None) -> None
         raise InvalidInputError(f"offset is a 0-based line number: {offset}")
     if limit is not None and limit < 1:
         raise InvalidInputError(f"limit must be at least 1: {limit}")
-
-
-def _only(kind: SourceKind, page: int | None, offset: int | None, limit: int | None) -> None:
-    """Refuse arguments that do not apply to ``kind`` rather than ignore them silently."""
-    if kind != "pdf" and page not in (None, 1):
-        raise InvalidInputError(f"page applies to PDFs; this source is {kind}")
-    if kind != "text" and (offset is not None or limit is not None):
-        raise InvalidInputError(f"offset and limit apply to text; this source is {kind}")
 
 
 def load(
@@ -90,78 +77,27 @@ def load(
     with translated("source"):
         im = raster.identify(data)
         if im is not None:
-            _only("raster", page, offset, limit)
+            only("raster", page, offset, limit)
             with im:
                 return raster.load_raster(im, data, profile)
-        doc = pdf.render_pdf(
-            data,
-            page=page,
-            max_edge=profile.max_edge,
-            max_pixels=profile.max_pixels,
-            render=render,
+    if render:
+        # Rendering can take any time and memory: a worker process bounds both.
+        fitted = render_in_worker(
+            data, profile=profile, page=page, offset=offset, limit=limit, name=name
         )
-        if doc is not None:
-            _only("pdf", page, offset, limit)
-            if doc.image is None:
-                raise _withheld("pdf")
-            enc = encode(doc.image, profile)
-            return Fitted(
-                data=enc.data,
-                media_type=enc.media_type,
-                width=enc.width,
-                height=enc.height,
-                source_width=max(1, round(doc.width_pt)),
-                source_height=max(1, round(doc.height_pt)),
-                source_kind="pdf",
-                page=doc.page,
-                page_count=doc.page_count,
-            )
-        parsed = svg.parse_svg(data)
-        if parsed is not None:
-            _only("svg", page, offset, limit)
-            if not render:
-                raise _withheld("svg")
-            image = svg.render_svg(parsed, profile.max_edge, profile.max_pixels)
-            enc = encode(image, profile)
-            return Fitted(
-                data=enc.data,
-                media_type=enc.media_type,
-                width=enc.width,
-                height=enc.height,
-                source_width=max(1, round(parsed.width)),
-                source_height=max(1, round(parsed.height)),
-                source_kind="svg",
-            )
-        source = text.decode_text(data)
-        if source is not None:
-            _only("text", page, offset, limit)
-            if not render:
-                raise _withheld("text")
-            if len(data) > limits.MAX_TEXT_BYTES:
-                raise TooLargeError(
-                    f"text of {len(data)} bytes is over {limits.MAX_TEXT_BYTES} for rendering"
-                )
-            shot = text.render_text(
-                source,
+    else:
+        with translated("source"):
+            fitted = render_source(
+                data,
+                profile=profile,
+                render=False,
+                page=page,
                 offset=offset,
                 limit=limit,
                 name=name,
-                max_edge=profile.max_edge,
-                max_pixels=profile.max_pixels,
             )
-            enc = encode(shot.image, profile, content="graphic")
-            return Fitted(
-                data=enc.data,
-                media_type=enc.media_type,
-                width=enc.width,
-                height=enc.height,
-                source_width=shot.image.width,
-                source_height=shot.image.height,
-                source_kind="text",
-                line_start=shot.line_start,
-                line_end=shot.line_end,
-                line_total=shot.line_total,
-            )
+    if fitted is not None:
+        return fitted
     raise UnsupportedTypeError(_UNKNOWN)
 
 

@@ -14,7 +14,10 @@ directory), so before the renderer sees a document we:
 Text uses the shipped DejaVu fonts (Noto for CJK and emoji), never the machine's fonts.
 The render is sized by us (never the document's own canvas, which may claim 100000 px), and runs on
 a thread with a large stack: resvg recurses per nesting level and a deep document
-overflows a default 8 MB stack (a segfault, not an exception).
+overflows a default 8 MB stack (a segfault, not an exception). That thread lives in
+the render worker (:mod:`visus.media._worker`), which bounds the render's time and
+memory; :func:`check_complexity` refuses the documents past the ``SVG_MAX_*`` caps
+before any of that starts.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ _ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
 _SAFE_DATA = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp)[;,]", re.IGNORECASE)
 _CSS_URL = re.compile(r"url\(\s*(['\"]?)\s*(?!#)[^)]*\)", re.IGNORECASE)
 _CSS_IMPORT = re.compile(r"@import[^;]*;?", re.IGNORECASE)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# Digits and dots -> "1", anything else -> " ": a number starts at every " 1".
+_DIGIT_RUNS = bytes(49 if chr(i) in "0123456789." else 32 for i in range(256))
+_TEXT_ELEMENTS = frozenset({"text", "tspan", "textPath"})
 _LENGTH = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-z%]*)\s*$")
 _UNITS = {
     "": 1.0,
@@ -146,6 +153,93 @@ def _safe_data_image(uri: str) -> bool:
     return w * h <= limits.MAX_SOURCE_PIXELS and max(w, h) <= limits.MAX_SOURCE_EDGE
 
 
+def _numbers(value: str | None) -> list[float]:
+    out: list[float] = []
+    for token in _NUMBER.findall(value or ""):
+        with contextlib.suppress(ValueError):
+            out.append(float(token))
+    return out
+
+
+def _coordinates(value: str) -> int:
+    """How many numbers path data or a points list holds: its runs of digits and dots.
+
+    Counted at C speed (``bytes.translate`` + ``count``; a regex pass over a 4 MB path
+    takes most of a second). "M.5.5" counts as one number: an undercount only there.
+    """
+    runs = b" " + value.encode("utf-8", "replace").translate(_DIGIT_RUNS)
+    return runs.count(b" 1")
+
+
+def _too_complex(what: str, count: float, bound: str) -> TooLargeError:
+    return TooLargeError(
+        f"SVG is too complex to render: {what} {count:,g} is over "
+        f"{getattr(limits, bound):,} (limits.{bound})"
+    )
+
+
+def _check_filter(local: str, element: ET.Element) -> None:
+    """Refuse the filter parameters whose cost grows without bound."""
+    if local == "feMorphology":
+        radius = max(_numbers(element.get("radius")), default=0.0)
+        if radius > limits.SVG_MAX_FILTER_RADIUS:
+            raise _too_complex("feMorphology radius", radius, "SVG_MAX_FILTER_RADIUS")
+    elif local == "feTurbulence":
+        octaves = max(_numbers(element.get("numOctaves")), default=1.0)
+        if octaves > limits.SVG_MAX_TURBULENCE_OCTAVES:
+            raise _too_complex("feTurbulence numOctaves", octaves, "SVG_MAX_TURBULENCE_OCTAVES")
+    elif local == "feConvolveMatrix":
+        order = max(_numbers(element.get("order")), default=3.0)
+        if order > limits.SVG_MAX_CONVOLVE_ORDER:
+            raise _too_complex("feConvolveMatrix order", order, "SVG_MAX_CONVOLVE_ORDER")
+
+
+def check_complexity(root: ET.Element) -> None:
+    """Refuse, before rendering, a document whose render cost is out of all proportion.
+
+    Counts elements, attributes per element, nesting depth, filter primitives, masks,
+    text elements and path segments, and checks the parameters of the filters whose
+    cost has no ceiling of its own; each bound is in :mod:`visus.limits`. One walk
+    over the parsed tree: cheap next to any render.
+    """
+    elements = filters = masks = texts = 0
+    coordinates = 0
+    stack = [(root, 1)]
+    while stack:
+        element, depth = stack.pop()
+        elements += 1
+        if elements > limits.SVG_MAX_ELEMENTS:
+            raise _too_complex("element count", elements, "SVG_MAX_ELEMENTS")
+        if depth > limits.SVG_MAX_DEPTH:
+            raise _too_complex("nesting depth", depth, "SVG_MAX_DEPTH")
+        if len(element.attrib) > limits.SVG_MAX_ATTRIBUTES:
+            raise _too_complex(
+                "attribute count of one element", len(element.attrib), "SVG_MAX_ATTRIBUTES"
+            )
+        tag = element.tag if isinstance(element.tag, str) else ""
+        local = tag.rsplit("}", 1)[-1]
+        if local.startswith("fe") and local[2:3].isupper():
+            filters += 1
+            if filters > limits.SVG_MAX_FILTER_PRIMITIVES:
+                raise _too_complex("filter primitive count", filters, "SVG_MAX_FILTER_PRIMITIVES")
+            _check_filter(local, element)
+        elif local == "mask":
+            masks += 1
+            if masks > limits.SVG_MAX_MASKS:
+                raise _too_complex("mask count", masks, "SVG_MAX_MASKS")
+        elif local in _TEXT_ELEMENTS:
+            texts += 1
+            if texts > limits.SVG_MAX_TEXT_ELEMENTS:
+                raise _too_complex("text element count", texts, "SVG_MAX_TEXT_ELEMENTS")
+        for key in ("d", "points"):
+            value = element.get(key)
+            if value:
+                coordinates += _coordinates(value)
+        if coordinates > 2 * limits.SVG_MAX_PATH_SEGMENTS:
+            raise _too_complex("path segment count", coordinates // 2, "SVG_MAX_PATH_SEGMENTS")
+        stack.extend((child, depth + 1) for child in element)
+
+
 def _sanitise(root: ET.Element) -> None:
     for element in root.iter():
         for key in list(element.attrib):
@@ -213,6 +307,7 @@ def parse_svg(data: bytes) -> ParsedSvg | None:
         raise TooLargeError(f"SVG of {len(data)} bytes is over {limits.MAX_SVG_BYTES}")
     if root is None:
         raise UndecodableError(f"malformed SVG: {error}")
+    check_complexity(root)
     _sanitise(root)
     width, height = _intrinsic_size(root)
     return ParsedSvg(ET.tostring(root, encoding="unicode"), width, height)

@@ -1,0 +1,127 @@
+"""Render a document source (pdf, svg, text) and fit it: what the render worker runs.
+
+:func:`render_source` is the part of :func:`visus.media.load` that is not a raster:
+it tries PDFium, then our SVG parser, then UTF-8, in that order. With ``render=True``
+it runs inside the render worker (:mod:`visus.media._worker`), under the time budget
+and memory cap; with ``render=False`` only the type is decided (nothing is rendered),
+in the caller's process.
+"""
+
+from __future__ import annotations
+
+from visus import limits
+from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
+from visus.media import pdf, svg, text
+from visus.media.fitting import encode
+from visus.media.types import Fitted, Profile, SourceKind
+
+__all__ = ["only", "render_source", "withheld"]
+
+
+def withheld(kind: SourceKind) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"this source is {kind}; rendering {kind} to pixels is withheld by the host "
+        "(only raster images can be viewed)"
+    )
+
+
+def only(kind: SourceKind, page: int | None, offset: int | None, limit: int | None) -> None:
+    """Refuse arguments that do not apply to ``kind`` rather than ignore them silently."""
+    if kind != "pdf" and page not in (None, 1):
+        raise InvalidInputError(f"page applies to PDFs; this source is {kind}")
+    if kind != "text" and (offset is not None or limit is not None):
+        raise InvalidInputError(f"offset and limit apply to text; this source is {kind}")
+
+
+def render_source(
+    data: bytes,
+    *,
+    profile: Profile,
+    render: bool,
+    page: int | None,
+    offset: int | None,
+    limit: int | None,
+    name: str | None,
+) -> Fitted | None:
+    """``data`` rendered and fitted into ``profile``; ``None`` if it is no pdf, svg or text.
+
+    With ``render=False`` a recognised source raises :class:`UnsupportedTypeError`
+    (rendering withheld). Errors as :func:`visus.media.load`.
+
+    Example:
+        >>> p = Profile(max_edge=200, max_pixels=40_000, max_bytes=1_000_000)
+        >>> f = render_source(b"x = 1\\n", profile=p, render=True, page=None,
+        ...                   offset=None, limit=None, name="x.py")
+        >>> (f.source_kind, f.line_total)
+        ('text', 1)
+    """
+    doc = pdf.render_pdf(
+        data,
+        page=page,
+        max_edge=profile.max_edge,
+        max_pixels=profile.max_pixels,
+        render=render,
+    )
+    if doc is not None:
+        only("pdf", page, offset, limit)
+        if doc.image is None:
+            raise withheld("pdf")
+        enc = encode(doc.image, profile)
+        return Fitted(
+            data=enc.data,
+            media_type=enc.media_type,
+            width=enc.width,
+            height=enc.height,
+            source_width=max(1, round(doc.width_pt)),
+            source_height=max(1, round(doc.height_pt)),
+            source_kind="pdf",
+            page=doc.page,
+            page_count=doc.page_count,
+        )
+    parsed = svg.parse_svg(data)
+    if parsed is not None:
+        only("svg", page, offset, limit)
+        if not render:
+            raise withheld("svg")
+        image = svg.render_svg(parsed, profile.max_edge, profile.max_pixels)
+        enc = encode(image, profile)
+        return Fitted(
+            data=enc.data,
+            media_type=enc.media_type,
+            width=enc.width,
+            height=enc.height,
+            source_width=max(1, round(parsed.width)),
+            source_height=max(1, round(parsed.height)),
+            source_kind="svg",
+        )
+    source = text.decode_text(data)
+    if source is None:
+        return None
+    only("text", page, offset, limit)
+    if not render:
+        raise withheld("text")
+    if len(data) > limits.MAX_TEXT_BYTES:
+        raise TooLargeError(
+            f"text of {len(data)} bytes is over {limits.MAX_TEXT_BYTES} for rendering"
+        )
+    shot = text.render_text(
+        source,
+        offset=offset,
+        limit=limit,
+        name=name,
+        max_edge=profile.max_edge,
+        max_pixels=profile.max_pixels,
+    )
+    enc = encode(shot.image, profile, content="graphic")
+    return Fitted(
+        data=enc.data,
+        media_type=enc.media_type,
+        width=enc.width,
+        height=enc.height,
+        source_width=shot.image.width,
+        source_height=shot.image.height,
+        source_kind="text",
+        line_start=shot.line_start,
+        line_end=shot.line_end,
+        line_total=shot.line_total,
+    )

@@ -1,0 +1,217 @@
+"""Every render has a budget: complexity caps refuse the obvious bombs at once, and a
+render that gets past them is stopped at the wall-clock budget or the memory cap.
+
+The bombs are the ones found by hand (issue 11): each held a core for 16 s to minutes
+before. The budget is lowered for the suite so a stopped render costs about a second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from visus import limits
+from visus.errors import TooLargeError
+from visus.media import Profile, load, probe
+from visus.media import _worker as worker_mod
+from visus.perception import Reach, Refusal, view
+
+CLAUDE = Profile(max_edge=1568, max_pixels=1_150_000, max_bytes=5 * 1024 * 1024)
+BUDGET = 1.5
+# A stopped render returns within the budget plus this (kill, reap, reply).
+SLACK = 1.5
+# "At once": refused by the caps before any render starts (the parse of a 4 MB
+# document alone takes ~0.5 s on a loaded 2-core machine).
+AT_ONCE = 3.0
+
+_SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}">{body}</svg>'
+
+
+def _svg(body: str, w: int = 4000, h: int = 4000) -> bytes:
+    return _SVG.format(w=w, h=h, body=body).encode()
+
+
+def _filter(primitives: str) -> bytes:
+    return _svg(
+        f'<filter id="f" x="0" y="0" width="1" height="1">{primitives}</filter>'
+        '<rect width="4000" height="4000" fill="teal" filter="url(#f)"/>'
+    )
+
+
+def morphology() -> bytes:
+    return _filter('<feMorphology operator="dilate" radius="5000"/>')
+
+
+def turbulence() -> bytes:
+    return _filter('<feTurbulence baseFrequency="0.05" numOctaves="100000"/>')
+
+
+def convolve() -> bytes:
+    kernel = " ".join(["1"] * 300 * 300)
+    return _filter(f'<feConvolveMatrix order="300" kernelMatrix="{kernel}"/>')
+
+
+def chained_blurs() -> bytes:
+    blurs = "".join(
+        f'<feGaussianBlur in="{"SourceGraphic" if i == 0 else f"b{i - 1}"}" '
+        f'stdDeviation="3" result="b{i}"/>'
+        for i in range(500)
+    )
+    return _filter(blurs)
+
+
+def nested_masks() -> bytes:
+    masks = ['<mask id="m0"><rect width="4000" height="4000" fill="white"/></mask>']
+    masks += [
+        f'<mask id="m{i}"><rect width="4000" height="4000" fill="white" mask="url(#m{i - 1})"/>'
+        "</mask>"
+        for i in range(1, 199)
+    ]
+    return _svg("".join(masks) + '<rect width="4000" height="4000" mask="url(#m198)"/>')
+
+
+def deep_nesting() -> bytes:
+    return _svg("<g>" * 199 + '<rect width="10" height="10"/>' + "</g>" * 199)
+
+
+def long_path() -> bytes:
+    segments = " ".join(f"L{(i * 37) % 4000} {(i * 91) % 4000}" for i in range(350_000))
+    return _svg(f'<path d="M0 0 {segments}" stroke="black" fill="red"/>')
+
+
+def many_texts() -> bytes:
+    texts = "".join(
+        f'<text x="{i % 4000}" y="{i % 3999}" font-size="12">label {i}</text>'
+        for i in range(20_000)
+    )
+    return _svg(texts)
+
+
+def many_attributes() -> bytes:
+    attributes = " ".join(f'data-a{i}="{i}"' for i in range(100_000))
+    return _svg(f'<rect width="10" height="10" {attributes}/>')
+
+
+def long_line() -> bytes:
+    return b"x = 1 + 2; " * (2 * 1024 * 1024 // 11)
+
+
+#: Each bomb and the bound that refuses it before rendering (None: the budget stops it).
+BOMBS: dict[str, tuple[Callable[[], bytes], str | None]] = {
+    "feMorphology radius 5000": (morphology, "SVG_MAX_FILTER_RADIUS"),
+    "feTurbulence numOctaves 100000": (turbulence, "SVG_MAX_TURBULENCE_OCTAVES"),
+    "feConvolveMatrix order 300": (convolve, "SVG_MAX_CONVOLVE_ORDER"),
+    "500 chained blurs": (chained_blurs, "SVG_MAX_FILTER_PRIMITIVES"),
+    "199 nested masks": (nested_masks, "SVG_MAX_MASKS"),
+    "199 nested groups": (deep_nesting, "SVG_MAX_DEPTH"),
+    "350k-segment path": (long_path, "SVG_MAX_PATH_SEGMENTS"),
+    "20k text elements": (many_texts, "SVG_MAX_TEXT_ELEMENTS"),
+    "100k attributes": (many_attributes, "SVG_MAX_ATTRIBUTES"),
+    "2 MB single-line text": (long_line, None),
+}
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Warm first: starting the worker is not the render the budget is for.
+    load(b"warm\n", profile=CLAUDE)
+    monkeypatch.setattr(limits, "RENDER_TIME_BUDGET_SECONDS", BUDGET)
+
+
+@pytest.mark.usefixtures("small_budget")
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_bomb_is_refused_at_once_or_stopped_at_the_budget(name: str) -> None:
+    make, bound = BOMBS[name]
+    data = make()
+    start = time.monotonic()
+    try:
+        fitted = load(data, profile=CLAUDE, name="bomb.py")
+    except TooLargeError as e:
+        elapsed = time.monotonic() - start
+        message = str(e)
+    else:
+        # Rendered after all: then it was fast, which is as good as refused.
+        elapsed = time.monotonic() - start
+        assert elapsed < BUDGET
+        assert max(fitted.width, fitted.height) <= CLAUDE.max_edge
+        assert bound is None, f"{name} got past {bound}"
+        return
+    if bound is not None:
+        assert f"limits.{bound}" in message
+        assert elapsed < AT_ONCE, f"{name}: refused after {elapsed:.2f}s"
+        assert "RENDER_TIME_BUDGET_SECONDS" not in message
+    else:
+        assert "RENDER_TIME_BUDGET_SECONDS" in message
+        assert elapsed < BUDGET + SLACK
+
+
+@pytest.mark.parametrize("name", [n for n, (_, bound) in BOMBS.items() if bound])
+def test_probe_refuses_the_svg_bombs_from_the_parse(name: str) -> None:
+    make, bound = BOMBS[name]
+    with pytest.raises(TooLargeError, match=f"limits.{bound}"):
+        probe(make())
+
+
+def _past_the_caps() -> bytes:
+    # Every count and parameter inside its cap; a dilate of radius 200 over the whole
+    # fitted canvas, ten times, still takes far longer than the budget.
+    passes = "".join(
+        f'<feMorphology in="{"SourceGraphic" if i == 0 else f"m{i - 1}"}" '
+        f'operator="dilate" radius="{limits.SVG_MAX_FILTER_RADIUS}" result="m{i}"/>'
+        for i in range(10)
+    )
+    return _svg(
+        '<filter id="f" x="0" y="0" width="1" height="1">'
+        f"{passes}</filter>"
+        '<g filter="url(#f)"><rect width="4000" height="4000" fill="teal"/>'
+        '<circle cx="2000" cy="2000" r="900" fill="orange"/></g>',
+        w=1500,
+        h=1500,
+    )
+
+
+@pytest.mark.usefixtures("small_budget")
+def test_render_past_the_caps_is_killed_at_the_budget() -> None:
+    data = _past_the_caps()
+    probe(data)  # no cap refuses it
+    start = time.monotonic()
+    with pytest.raises(TooLargeError, match=r"longer than the 1\.5 s budget"):
+        load(data, profile=CLAUDE)
+    assert time.monotonic() - start < BUDGET + SLACK
+    # The killed worker is replaced: the next render works.
+    assert load(b"after\n", profile=CLAUDE).source_kind == "text"
+
+
+@pytest.mark.usefixtures("small_budget")
+def test_view_turns_a_stopped_render_into_a_too_large_refusal(tmp_path: object) -> None:
+    result = view(_past_the_caps(), reach=Reach([]), name="slow.svg")
+    assert isinstance(result, Refusal)
+    assert result.reason == "too_large"
+    assert "RENDER_TIME_BUDGET_SECONDS" in result.message
+
+
+def test_render_past_the_memory_cap_is_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh worker under a cap that leaves the interpreter room but not a 16 MP canvas.
+    monkeypatch.setattr(limits, "RENDER_MAX_MEMORY_BYTES", 700 * limits.MB)
+    big = Profile(max_edge=4000, max_pixels=16_000_000, max_bytes=10**9)
+    layers = "".join(
+        f'<g opacity="0.9"><rect width="4000" height="4000" fill="#{i:02x}8080"/>' for i in range(8)
+    )
+    data = _svg(layers + "</g>" * 8)
+    with pytest.raises(TooLargeError, match="RENDER_MAX_MEMORY_BYTES"):
+        load(data, profile=big)
+    monkeypatch.undo()
+    assert load(b"after\n", profile=CLAUDE).source_kind == "text"
+
+
+def test_renders_in_parallel_threads_share_the_pool() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sources = [f"line {i}\n".encode() * (i + 1) for i in range(6)]
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda d: load(d, profile=CLAUDE), sources))
+    assert [r.line_total for r in results] == [i + 1 for i in range(6)]
+    pool = worker_mod._pool()
+    assert pool.count <= limits.RENDER_MAX_WORKERS
