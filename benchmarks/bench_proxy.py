@@ -1,0 +1,189 @@
+"""Latency ``visus proxy`` adds to a request, against a direct call in the same run.
+
+The upstream is a minimal loopback server in its own process that reads the whole
+body and answers a fixed JSON reply at once, so what is measured is the proxy's own
+cost (read, parse, edit, re-serialise, forward, stream back), not a model's. The proxy
+runs as ``visus proxy`` in its own process too. For each request kind the same body
+is sent N times directly and N times through the proxy (interleaved, after a warm-up);
+p50 and p99 of each and the added latency are printed.
+
+1. Text only: a 20-message Chat Completions body (~6 KB) with tools; nothing to edit,
+   so the proxy forwards the original bytes.
+2. Five images to fit: an Anthropic Messages body with five 3000x2000 JPEG photos
+   (about 0.6 MB each); each is fitted to claude-sonnet-4-6 (1568 px) before forwarding.
+
+Run: ``.venv/bin/python -m benchmarks proxy``
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from PIL import Image, ImageDraw, ImageFilter
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT_RUNS = 60
+IMAGE_RUNS = 15
+
+_UPSTREAM = """
+import sys, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+REPLY = b'{"id":"x","type":"message","content":[{"type":"text","text":"ok"}]}'
+async def any_path(request):
+    await request.body()
+    return Response(REPLY, media_type="application/json")
+app = Starlette(routes=[Route("/{p:path}", any_path, methods=["POST"])])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _process(args: list[str], port: int) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                httpx.post(f"{url}/v1/ping", content=b"{}", timeout=1)
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{args[:3]} did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _photo(seed: int) -> str:
+    """A 3000x2000 photo-like JPEG (gradients, shapes, blur, grain), base64."""
+    im = Image.linear_gradient("L").resize((3000, 2000)).convert("RGB")
+    draw = ImageDraw.Draw(im)
+    for i in range(40):
+        x, y = (seed * 97 + i * 211) % 2800, (seed * 53 + i * 157) % 1800
+        draw.ellipse((x, y, x + 200, y + 150), fill=((i * 37) % 255, (i * 91) % 255, seed * 40))
+    im = im.filter(ImageFilter.GaussianBlur(3))
+    noise = Image.effect_noise((3000, 2000), 20).convert("RGB")
+    im = Image.blend(im, noise, 0.15)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=85)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _bodies() -> dict[str, tuple[str, bytes]]:
+    messages: list[dict[str, Any]] = []
+    for i in range(10):
+        messages.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
+        messages.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit " * 20})
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "description": "does a thing",
+                "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+            },
+        }
+        for i in range(5)
+    ]
+    text = {"model": "gpt-4.1", "messages": messages, "tools": tools}
+    content: list[dict[str, Any]] = [{"type": "text", "text": "compare these"}]
+    for seed in range(5):
+        source = {"type": "base64", "media_type": "image/jpeg", "data": _photo(seed)}
+        content.append({"type": "image", "source": source})
+    images = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": content}],
+    }
+    return {
+        "text only": ("/v1/chat/completions", json.dumps(text).encode()),
+        "5 images to fit": ("/v1/messages", json.dumps(images).encode()),
+    }
+
+
+def _time(client: httpx.Client, url: str, body: bytes) -> float:
+    start = time.perf_counter()
+    r = client.post(url, content=body)
+    r.read()
+    elapsed = time.perf_counter() - start
+    assert r.status_code == 200, r.text
+    return elapsed
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    up_port, proxy_port = _free_port(), _free_port()
+    bodies = _bodies()
+    headers = {"content-type": "application/json", "authorization": "Bearer k", "x-api-key": "k"}
+    proxy_cmd = [
+        sys.executable,
+        "-c",
+        "from visus.cli import app; app()",
+        "proxy",
+        "--upstream",
+        f"http://127.0.0.1:{up_port}",
+        "--port",
+        str(proxy_port),
+    ]
+    upstream_cmd = [sys.executable, "-c", _UPSTREAM, str(up_port)]
+    with (
+        _process(upstream_cmd, up_port) as upstream,
+        _process(proxy_cmd, proxy_port) as proxy,
+        httpx.Client(headers=headers, timeout=120) as client,
+    ):
+        print(
+            f"{'request':<16} {'body':>9} {'direct p50':>11} {'p99':>8} "
+            f"{'proxy p50':>10} {'p99':>8} {'added p50':>10} {'added p99':>10}"
+        )
+        for name, (path, body) in bodies.items():
+            runs = TEXT_RUNS if name == "text only" else IMAGE_RUNS
+            for _ in range(3):  # warm-up: connections, imports, the fitting code paths
+                _time(client, upstream + path, body)
+                _time(client, proxy + path, body)
+            direct: list[float] = []
+            proxied: list[float] = []
+            for _ in range(runs):
+                direct.append(_time(client, upstream + path, body))
+                proxied.append(_time(client, proxy + path, body))
+            d50, d99 = statistics.median(direct), _pct(direct, 0.99)
+            p50, p99 = statistics.median(proxied), _pct(proxied, 0.99)
+            print(
+                f"{name:<16} {len(body) / 1e6:>7.2f}MB {d50 * 1e3:>9.1f}ms {d99 * 1e3:>6.1f}ms "
+                f"{p50 * 1e3:>8.1f}ms {p99 * 1e3:>6.1f}ms {(p50 - d50) * 1e3:>8.1f}ms "
+                f"{(p99 - d99) * 1e3:>8.1f}ms  (x{p50 / d50:.2f} p50, n={runs})"
+            )
+        stats = client.get(f"{proxy}/stats").json()
+        print(
+            f"proxy stats: {stats['requests']} requests, {stats['images_fitted']} images fitted, "
+            f"{stats['bytes_saved'] / 1e6:.1f} MB saved"
+        )
