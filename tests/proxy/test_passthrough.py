@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -167,7 +168,8 @@ def test_a_refused_image_is_named_and_counted(reference_url: str) -> None:
     assert stats["requests"] == 1
 
 
-def test_stats_count_what_was_done(reference_url: str) -> None:
+def test_stats_count_what_was_done(reference_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="visus.proxy")
     big = grid(1, 2, 41, edge=3000)  # over claude's 1568 px: fitted
     shot = grid(2, 2, 42)
     calls = [{"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]
@@ -223,3 +225,9 @@ def test_stats_count_what_was_done(reference_url: str) -> None:
     # Claude shrinks an image to its native 1568 px itself, so fitting saves bytes
     # (and the request), not tokens; elision is what saves tokens (test_retention).
     assert stats["image_tokens_saved"] == 0
+    # One log line per request that changed something; never a key, never the body.
+    lines = [r.getMessage() for r in caplog.records if r.name == "visus.proxy"]
+    assert len(lines) == 2, lines
+    assert "hoisted=1 repaired=1" in lines[0]
+    assert "fitted=1" in lines[1]
+    assert not any("Bearer" in line or big.b64[:40] in line for line in lines)
