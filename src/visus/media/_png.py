@@ -1,0 +1,88 @@
+"""Drop PNG metadata chunks that expand past Pillow's text bounds, keeping the image.
+
+A zTXt, compressed iTXt or iCCP chunk is zlib data; Pillow refuses to open a PNG
+whose chunk inflates past ``PngImagePlugin.MAX_TEXT_CHUNK`` (1 MB) or whose chunks
+together pass ``MAX_TEXT_MEMORY`` (64 MB). Those chunks are metadata: the pixels are
+fine, so such a chunk is removed and the image perceived without it. Each chunk is
+inflated at most to the bound plus one byte, and once the running total passes the
+memory bound later compressed chunks are dropped without inflating them: the work is
+bounded whatever the file holds.
+
+Example:
+    >>> import io, zlib
+    >>> from PIL import Image
+    >>> buf = io.BytesIO(); Image.new("RGB", (4, 4)).save(buf, "PNG"); png = buf.getvalue()
+    >>> without_oversized_chunks(png) is png  # nothing to drop: the same object back
+    True
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from PIL import PngImagePlugin
+
+__all__ = ["without_oversized_chunks"]
+
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_COMPRESSED = frozenset({b"zTXt", b"iTXt", b"iCCP"})
+
+
+def _zlib_payload(kind: bytes, body: bytes) -> bytes | None:
+    """The zlib stream inside a compressed metadata chunk, or None (not compressed)."""
+    name_end = body.find(b"\0")
+    if name_end < 0:
+        return None
+    if kind == b"iTXt":
+        # keyword \0 flag method language \0 translated-keyword \0 text
+        if body[name_end + 1 : name_end + 2] != b"\1":
+            return None
+        lang_end = body.find(b"\0", name_end + 3)
+        tkey_end = body.find(b"\0", lang_end + 1) if lang_end >= 0 else -1
+        return body[tkey_end + 1 :] if tkey_end >= 0 else None
+    return body[name_end + 2 :]  # keyword \0 method, then the stream (zTXt, iCCP)
+
+
+def _inflated_size(stream: bytes, cap: int) -> int:
+    """Bytes ``stream`` inflates to, counting at most ``cap + 1`` (a broken stream: 0)."""
+    try:
+        return len(zlib.decompressobj().decompress(stream, cap + 1))
+    except zlib.error:
+        return 0  # Pillow skips broken metadata itself
+
+
+def without_oversized_chunks(data: bytes) -> bytes:
+    """``data`` without the compressed metadata chunks Pillow would refuse; ``data``
+    itself (not a copy) when it is no PNG or nothing needs dropping."""
+    if not data.startswith(_SIGNATURE):
+        return data
+    chunk_cap = PngImagePlugin.MAX_TEXT_CHUNK
+    memory_cap = PngImagePlugin.MAX_TEXT_MEMORY
+    kept: list[bytes] = [_SIGNATURE]
+    dropped = False
+    total = 0
+    pos = len(_SIGNATURE)
+    while pos + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        end = pos + 12 + length
+        if end > len(data):
+            break  # truncated: leave the rest to the decoder as it is
+        if kind in _COMPRESSED:
+            stream = _zlib_payload(kind, data[pos + 8 : pos + 8 + length])
+            if stream is not None:
+                size = chunk_cap + 1 if total > memory_cap else _inflated_size(stream, chunk_cap)
+                if size > chunk_cap or total + size > memory_cap:
+                    dropped = True
+                    pos = end
+                    continue
+                total += size
+        kept.append(data[pos:end])
+        pos = end
+        if kind == b"IEND":
+            break
+    if not dropped:
+        return data
+    kept.append(data[pos:])
+    return b"".join(kept)

@@ -1,0 +1,74 @@
+"""A valid PNG whose zTXt/iTXt/iCCP chunk inflates past Pillow's text bounds is
+perceived with the chunk dropped (not refused as undecodable), with bounded work."""
+
+from __future__ import annotations
+
+import io
+import struct
+import tracemalloc
+import zlib
+
+import pytest
+from PIL import Image
+
+from visus.media import Profile, load, probe
+from visus.media._png import without_oversized_chunks
+
+PROFILE = Profile(1568, 1568 * 1568, 5_000_000)
+BLUE = (0, 128, 255)
+#: 50 MB of zeros, deflated to ~50 KB.
+BOMB = zlib.compress(b"\0" * (50 * 1024 * 1024), 9)
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def png_with(*extra: bytes, after_idat: bool = False) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), BLUE).save(buf, "PNG")
+    raw = buf.getvalue()
+    chunks, pos = [], 8
+    while pos < len(raw):
+        (n,) = struct.unpack(">I", raw[pos : pos + 4])
+        chunks.append(raw[pos : pos + 12 + n])
+        pos += 12 + n
+    at = len(chunks) - 1 if after_idat else 1  # before IEND, or right after IHDR
+    return raw[:8] + b"".join(chunks[:at]) + b"".join(extra) + b"".join(chunks[at:])
+
+
+CASES = {
+    "zTXt": png_with(_chunk(b"zTXt", b"Comment\0\0" + BOMB)),
+    "zTXt after IDAT": png_with(_chunk(b"zTXt", b"Comment\0\0" + BOMB), after_idat=True),
+    "iTXt compressed": png_with(_chunk(b"iTXt", b"XML\0\1\0en\0\0" + BOMB)),
+    "iCCP": png_with(_chunk(b"iCCP", b"icc\0\0" + BOMB)),
+    # each under the 1 MB chunk bound, together past the 64 MB text memory bound
+    "many chunks": png_with(
+        *[_chunk(b"zTXt", b"k\0\0" + zlib.compress(b"\0" * 1_000_000, 9))] * 80
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_png_with_an_oversized_metadata_chunk_is_perceived(name: str) -> None:
+    data = CASES[name]
+    tracemalloc.start()
+    try:
+        fitted = load(data, profile=PROFILE)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (fitted.width, fitted.height) == (64, 48)
+    assert Image.open(io.BytesIO(fitted.data)).convert("RGB").getpixel((10, 10)) == BLUE
+    assert peak < 16 * 1024 * 1024  # the 50 MB (or 80 MB) of text is never inflated
+    # the oversized chunk is not passed on either (of 80 chunks, those Pillow would
+    # hold within its text memory bound stay)
+    assert len(fitted.data) < (len(data) if name == "many chunks" else 1024)
+    assert probe(data).kind == "raster"
+
+
+def test_small_metadata_chunks_are_kept_and_the_bytes_untouched() -> None:
+    data = png_with(_chunk(b"zTXt", b"Comment\0\0" + zlib.compress(b"hello" * 100)))
+    assert without_oversized_chunks(data) is data
+    assert without_oversized_chunks(b"not a png") == b"not a png"
