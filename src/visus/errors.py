@@ -24,7 +24,9 @@ these classes and never a library's own.
     │   ├── ContextLengthError      the request is over the model's context window
     │   └── ImageRejectedError      the provider refused an image (size, format)
     ├── NetError                    fetching a URL failed
-    │   └── BlockedURLError         the SSRF gate refused the target
+    │   ├── BlockedURLError         the SSRF gate refused the target
+    │   ├── UnreachableError        no server answered (name, connection, TLS)
+    │   └── HTTPStatusError         the server answered an error status (404, ...)
     ├── LimitError                  a protocol bound (tether frame, image count) was broken
     ├── ConfigError                 an invalid configuration file or value
     └── AnalyzeError                vision_analyze / video_analyze failed (``code`` prefix)
@@ -43,6 +45,7 @@ __all__ = [
     "BlockedURLError",
     "ConfigError",
     "ContextLengthError",
+    "HTTPStatusError",
     "ImageRejectedError",
     "IntegrityError",
     "InvalidInputError",
@@ -57,6 +60,7 @@ __all__ = [
     "StoreError",
     "TooLargeError",
     "UndecodableError",
+    "UnreachableError",
     "UnsupportedTypeError",
     "VisusError",
     "WireError",
@@ -145,6 +149,19 @@ class NetError(VisusError):
 
 class BlockedURLError(NetError):
     """The SSRF gate refused the URL (scheme, address, redirect)."""
+
+
+class UnreachableError(NetError):
+    """No server answered: the name did not resolve, the connection was refused or
+    failed (TLS included). Unlike :class:`HTTPStatusError`, nothing was said back."""
+
+
+class HTTPStatusError(NetError):
+    """The server answered with an error status (``status``: 404, 500, ...)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class LimitError(VisusError):

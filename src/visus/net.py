@@ -39,7 +39,7 @@ from typing import TypeAlias, TypedDict
 import httpx
 
 from visus import limits
-from visus.errors import BlockedURLError, NetError
+from visus.errors import BlockedURLError, HTTPStatusError, NetError, UnreachableError
 
 __all__ = ["Fetched", "Resolver", "afetch", "check_address", "check_host", "fetch", "parse_ip"]
 
@@ -203,7 +203,7 @@ def _system_resolver(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as e:
-        raise NetError(f"cannot resolve {host}: {e}") from e
+        raise UnreachableError(f"cannot resolve {host}: {e}") from e
     return [str(info[4][0]) for info in infos]
 
 
@@ -322,7 +322,10 @@ class _Body:
         self.chunks: list[bytes] = []
         self.size = 0
         if response.status_code >= 400:
-            raise NetError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            raise HTTPStatusError(
+                f"{url}: HTTP {response.status_code} {response.reason_phrase}",
+                status=response.status_code,
+            )
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes:
             raise NetError(self._too_large(f"declares {int(declared)} bytes"))
@@ -422,6 +425,8 @@ def fetch(
         raise _timeout_error(url, timeout) from None
     except httpx.TimeoutException as e:
         raise _timeout_error(url, timeout) from e
+    except (httpx.ConnectError, httpx.NetworkError, httpx.ProtocolError) as e:
+        raise UnreachableError(f"{current}: {type(e).__name__}: {e}") from e
     except httpx.HTTPError as e:
         raise NetError(f"{current}: {type(e).__name__}: {e}") from e
 
@@ -464,5 +469,7 @@ async def afetch(
         raise _timeout_error(url, timeout) from None
     except httpx.TimeoutException as e:
         raise _timeout_error(url, timeout) from e
+    except (httpx.ConnectError, httpx.NetworkError, httpx.ProtocolError) as e:
+        raise UnreachableError(f"{current}: {type(e).__name__}: {e}") from e
     except httpx.HTTPError as e:
         raise NetError(f"{current}: {type(e).__name__}: {e}") from e

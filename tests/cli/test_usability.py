@@ -515,7 +515,25 @@ def test_view_takes_a_url_through_the_ssrf_gate(env: Path, http_folder: tuple[st
     assert missing.exit_code == 3
     refusal = json.loads(missing.stdout)
     assert refusal["reason"] == "not_found"
-    assert "404" in refusal["message"]
+    assert "answered HTTP 404" in refusal["message"]
+    assert "no such file" in refusal["message"]
+
+
+def test_view_tells_an_unreachable_url_from_a_404(env: Path, http_folder: tuple[str, Path]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    down = invoke("view", f"http://127.0.0.1:{dead}/x.png", "--allow-loopback-http", "--json")
+    assert down.exit_code == 3
+    message = json.loads(down.stdout)["message"]
+    assert "could not be reached" in message
+    assert "no server answered" in message
+    assert "HTTP" not in message.replace("http://", "")
+    base, _www = http_folder
+    missing = invoke("view", f"{base}/absent.png", "--allow-loopback-http", "--json")
+    assert "could not be reached" not in json.loads(missing.stdout)["message"]
 
 
 # --- one error prefix ---------------------------------------------------------------

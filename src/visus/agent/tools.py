@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from visus import limits
-from visus.errors import BlockedURLError, NetError, VisusError
+from visus.errors import NetError, VisusError
 from visus.media import load
 from visus.media.types import Profile
 from visus.models import ModelSpec
@@ -39,6 +39,7 @@ from visus.perception import (
     Perception,
     Reach,
     Refusal,
+    fetch_refusal,
     is_digest_ref,
     read,
     view,
@@ -330,10 +331,8 @@ async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
             max_bytes=limits.MAX_SOURCE_BYTES,
             allow_loopback_http=bool(ctx.extras.get("allow_loopback_http", False)),
         )
-    except BlockedURLError as e:
-        return Refusal("outside_reach", f"{url} is not fetched: {e}", source=url)
     except NetError as e:
-        return Refusal("not_found", f"{url} could not be fetched: {e}", source=url)
+        return fetch_refusal(url, e)
     return fetched.data
 
 

@@ -142,18 +142,16 @@ def _view_recorded(
 def _fetch(url: str, allow_loopback_http: bool) -> bytes | Refusal:
     """The URL's bytes through visus.net's SSRF gate, or the refusal the tool would give."""
     from visus import limits
-    from visus.errors import BlockedURLError, NetError
+    from visus.errors import NetError
     from visus.net import fetch
-    from visus.perception import Refusal
+    from visus.perception import fetch_refusal
 
     try:
         return fetch(
             url, max_bytes=limits.MAX_SOURCE_BYTES, allow_loopback_http=allow_loopback_http
         ).data
-    except BlockedURLError as e:
-        return Refusal("outside_reach", f"{url} is not fetched: {e}", source=url)
     except NetError as e:
-        return Refusal("not_found", f"{url} could not be fetched: {e}", source=url)
+        return fetch_refusal(url, e)
 
 
 def _emit_refusal(refusal: Refusal, *, as_json: bool) -> None:

@@ -23,11 +23,14 @@ from pathlib import Path
 
 from visus import media
 from visus.errors import (
+    BlockedURLError,
+    HTTPStatusError,
     InvalidInputError,
     NotFoundError,
     ReachError,
     TooLargeError,
     UndecodableError,
+    UnreachableError,
     UnsupportedTypeError,
     VisusError,
 )
@@ -47,7 +50,7 @@ from visus.perception.values import (
     content_digest,
 )
 
-__all__ = ["DEFAULT_MODEL", "read", "view"]
+__all__ = ["DEFAULT_MODEL", "fetch_refusal", "read", "view"]
 
 #: The model ``view`` fits for when the caller names none.
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -334,6 +337,35 @@ def _why(e: BaseException) -> str:
 def _detail(e: BaseException) -> str:
     """An error's text without a trailing full stop, to sit inside a sentence."""
     return str(e).strip().rstrip(".") or type(e).__name__
+
+
+def fetch_refusal(url: str, e: VisusError) -> Refusal:
+    """The refusal for a URL that could not be fetched (any :class:`~visus.errors.NetError`),
+    telling a server that answered an error apart from one that was never reached.
+
+    Example:
+        >>> gone = HTTPStatusError("HTTP 404", status=404)
+        >>> fetch_refusal("https://x.example/a.png", gone).message.split(":")[1]
+        '//x.example/a.png answered HTTP 404'
+    """
+    detail = _detail(e)
+    if isinstance(e, BlockedURLError):
+        return Refusal("outside_reach", f"{url} is not fetched: {detail}.", source=url)
+    if isinstance(e, HTTPStatusError):
+        what = "has no such file" if e.status in (404, 410) else "refused or failed the request"
+        return Refusal(
+            "not_found",
+            f"{url} answered HTTP {e.status}: the server is up but {what}. Check the URL.",
+            source=url,
+        )
+    if isinstance(e, UnreachableError):
+        return Refusal(
+            "not_found",
+            f"{url} could not be reached ({detail}): no server answered. Check the host "
+            "name and the network; the file itself was never asked for.",
+            source=url,
+        )
+    return Refusal("not_found", f"{url} could not be fetched: {detail}.", source=url)
 
 
 def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
