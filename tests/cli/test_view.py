@@ -127,6 +127,9 @@ def test_page_offset_limit_model(root: Path) -> None:
     code, out, _ = run(["view", "shot.png", "--model", "gpt-4o", "--json", "--root", str(root)])
     assert json.loads(out)["model"] == "gpt-4o"
     code, out, _ = run(["view", "shot.png", "--model", "mystery", "--json", "--root", str(root)])
+    assert code == 2  # not in the catalog: an unknown model (see the typo test)
+    local = "openai-compatible:mystery"  # a local server's model: known, but not to see
+    code, out, _ = run(["view", "shot.png", "--model", local, "--json", "--root", str(root)])
     assert code == 3
     assert "cannot see images" in json.loads(out)["message"]
 
@@ -249,3 +252,18 @@ def test_view_by_digest_within_a_session_only(tmp_path: Path) -> None:
     no_session = runner.invoke(app, [*base, f"sha256:{mine}"])
     assert no_session.exit_code == 3
     assert "--session" in json.loads(no_session.stdout)["message"]
+
+
+def test_a_model_typo_is_an_unknown_model_not_a_blind_one(root: Path) -> None:
+    code, out, err = run(
+        ["view", str(root / "shot.png"), "--root", str(root), "--model", "claude-sonet-4-6"]
+    )
+    assert code == 2
+    assert out == ""
+    assert "unknown model 'claude-sonet-4-6'" in err
+    assert "did you mean claude-sonnet-4-6" in err
+    assert "cannot see images" not in err
+    code, out, _ = run(
+        ["view", str(root / "shot.png"), "--root", str(root), "--model", "claude-sonnet-4-6"]
+    )
+    assert code == 0

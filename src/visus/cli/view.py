@@ -73,6 +73,7 @@ def view_command(
     from visus.perception import Reach, Refusal, is_digest_ref, view
 
     check_roots(root)
+    _check_model(model)
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
     source: str | bytes | Refusal = path
     name: str | None = None
@@ -137,6 +138,26 @@ def _view_recorded(
     ]
     blobs = FileBlobStore(blobs_dir(root))
     return view_digest(ref, known=known, load=blobs.get, reach=reach, model=model, page=page)
+
+
+def _check_model(model: str) -> None:
+    """A model name not in the catalog is a typo far more often than a new model: say
+    so (exit 2) instead of fitting for a text-only guess and refusing every image."""
+    from visus.errors import VisusError
+    from visus.models import is_known_model, similar_models
+
+    try:
+        if is_known_model(model):
+            return
+    except VisusError as e:  # an unknown provider prefix
+        typer.echo(f"visus: {e}", err=True)
+        raise typer.Exit(2) from None
+    close = similar_models(model)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    typer.echo(
+        f"visus: unknown model {model!r}{hint} (`visus models` lists the known ones)", err=True
+    )
+    raise typer.Exit(2)
 
 
 def _fetch(url: str, allow_loopback_http: bool) -> bytes | Refusal:

@@ -13,8 +13,10 @@ from visus.models.catalog import BEDROCK_IDS, CATALOG, REFERENCE
 from visus.models.registry import (
     PROVIDERS,
     get_model,
+    is_known_model,
     parse_model_ref,
     register_model,
+    similar_models,
     unregister_model,
 )
 from visus.models.spec import (
@@ -45,7 +47,9 @@ __all__ = [
     "TokenFormula",
     "get_model",
     "image_tokens",
+    "is_known_model",
     "parse_model_ref",
     "register_model",
+    "similar_models",
     "unregister_model",
 ]

@@ -25,7 +25,15 @@ from visus.errors import InvalidInputError
 from visus.models.catalog import BEDROCK_IDS, CATALOG, REFERENCE
 from visus.models.spec import ModelSpec, Provider
 
-__all__ = ["PROVIDERS", "get_model", "parse_model_ref", "register_model", "unregister_model"]
+__all__ = [
+    "PROVIDERS",
+    "get_model",
+    "is_known_model",
+    "parse_model_ref",
+    "register_model",
+    "similar_models",
+    "unregister_model",
+]
 
 #: Every provider prefix a reference may carry.
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -137,6 +145,35 @@ def get_model(name: str) -> ModelSpec:
     if spec.provider != provider or spec.name != model:
         return dataclasses.replace(spec, name=model, provider=_as_provider(provider))
     return spec
+
+
+def is_known_model(name: str) -> bool:
+    """True when ``name`` is in the catalog or registered (a typo is not: it would get
+    a text-only spec from :func:`get_model`). Local providers (``ollama:``,
+    ``openai-compatible:``) serve any name, so those count as known.
+
+    Example:
+        >>> is_known_model("claude-sonnet-4-6"), is_known_model("claude-sonet-4-6")
+        (True, False)
+    """
+    provider, model = parse_model_ref(name)
+    if provider in ("reference", "ollama", "openai-compatible") and ":" in name:
+        return True
+    return provider == "reference" or _lookup(model) is not None
+
+
+def similar_models(name: str, n: int = 3) -> list[str]:
+    """Catalog (and registered) ids spelled most like ``name``, best first.
+
+    Example:
+        >>> similar_models("claude-sonet-4-6")[0]
+        'claude-sonnet-4-6'
+    """
+    import difflib
+
+    with _lock:
+        names = set(_registered) | set(CATALOG)
+    return difflib.get_close_matches(parse_model_ref(name)[1], sorted(names), n=n, cutoff=0.6)
 
 
 def _lookup(model: str) -> ModelSpec | None:
