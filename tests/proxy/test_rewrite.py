@@ -166,3 +166,14 @@ def test_cli_needs_an_upstream_and_a_token_beyond_loopback(tmp_path: Path) -> No
     )
     assert open_bind.exit_code == 2
     assert "without a token" in open_bind.output
+
+
+def test_cli_reads_the_proxy_section_of_visus_toml(tmp_path: Path) -> None:
+    (tmp_path / "visus.toml").write_text(
+        '[proxy]\nupstream = "https://api.anthropic.com"\nhost = "0.0.0.0"\n'
+    )
+    runner = CliRunner(env={"VISUS_CONFIG": str(tmp_path / "visus.toml")})
+    result = runner.invoke(cli_app, ["proxy"])
+    # Past the upstream check (it came from the file), stopped by the token rule.
+    assert result.exit_code == 2
+    assert "without a token" in result.output

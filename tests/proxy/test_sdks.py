@@ -130,3 +130,20 @@ def test_anthropic_25_images_of_2500px_are_all_seen(reference_url: str, proxy_ur
     for image, g in zip(images, sent, strict=True):
         assert max(image["width"], image["height"]) <= 1568  # fitted to the model
         assert_placed(image, g)
+
+
+def test_anthropic_stream_with_an_oversized_image(proxy_url: str) -> None:
+    # Over Anthropic's 8000 px: refused outright by the provider; fitted by the proxy,
+    # and the answer still streams back through it.
+    g = grid(1, 2, 14, edge=8200)
+    source = {"type": "base64", "media_type": "image/png", "data": g.b64}
+    client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
+    with client.messages.stream(
+        model="claude-haiku-4-5",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": [{"type": "image", "source": source}]}],
+    ) as stream:
+        text = "".join(stream.text_stream)
+    (image,) = seen(text)["images"]
+    assert max(image["width"], image["height"]) <= 1568
+    assert_placed(image, g)
