@@ -1,0 +1,225 @@
+"""visus in LangChain v1 agents: one middleware gives ``create_agent`` eyes.
+
+``create_agent(model, tools=[...], middleware=[VisionMiddleware(roots=["."])])``. The
+middleware
+
+* registers visus's ``view`` and ``read`` tools (``AgentMiddleware.tools``): an image
+  is fitted to the chat model the agent calls (its model name through visus's
+  catalog), stored in visus's blob store and returned as a standard ``image`` content
+  block, with its digest and source in the ``ToolMessage.artifact`` (never sent);
+* rewrites each model request in ``wrap_model_call`` (the request only: the graph's
+  state keeps every message as it was): images viewed before the live window become
+  visus's plain-text descriptor, and for every chat model but Anthropic's (which
+  takes images inside ``tool_result``) live tool images move to one ``HumanMessage``
+  after the run of tool messages, each labelled with its call, since OpenAI's Chat
+  Completions refuses images in tool messages;
+* keeps :attr:`VisionMiddleware.last_request` (live/elided/hoisted counts, tokens).
+
+Example:
+    >>> import tempfile
+    >>> mw = VisionMiddleware(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
+    >>> [t.name for t in mw.tools]
+    ['view', 'read']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from visus.errors import ConfigError
+from visus.integrations.core import TOOL_NAMES, VisionCore
+from visus.models import ModelSpec
+from visus.record.blobs import BlobStore
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+    from langchain_core.tools import BaseTool, StructuredTool
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ConfigError(
+        "visus.integrations.langchain needs LangChain v1: pip install 'visus[langchain]'"
+    ) from e
+
+__all__ = ["RequestImages", "VisionMiddleware"]
+
+_ARTIFACT = "visus"
+# LangChain's _llm_type -> the catalog's provider; chat models that take images in
+# tool results natively.
+_PROVIDERS = {"openai-chat": "openai", "anthropic-chat": "anthropic", "chat-google": "gemini"}
+_IMAGES_IN_TOOL_RESULTS = frozenset({"anthropic-chat"})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestImages:
+    """The images of one model request: live, elided, hoisted, and the live ones' tokens."""
+
+    model: str
+    turn: int
+    live: int
+    elided: int
+    hoisted: int
+    live_tokens: int
+
+
+class VisionMiddleware(AgentMiddleware):
+    """visus's view/read tools and retention for ``create_agent``. See the module docstring."""
+
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]] = (".",),
+        *,
+        live_turns: int = 1,
+        chunk: int = 1,
+        render: bool = True,
+        data: str | os.PathLike[str] | None = None,
+        blobs: BlobStore | None = None,
+        tools: Sequence[str] = TOOL_NAMES,
+        allow_loopback_http: bool = False,
+    ) -> None:
+        super().__init__()
+        self.core = VisionCore(
+            roots,
+            render=render,
+            live_turns=live_turns,
+            chunk=chunk,
+            data=data,
+            blobs=blobs,
+            tools=tools,
+            allow_loopback_http=allow_loopback_http,
+        )
+        self.last_request: RequestImages | None = None
+        # The model whose reply asked for the tool call: what a view is fitted to.
+        self._spec: ModelSpec = self.core.model_spec("gpt-4.1", "openai")
+        self.tools: list[BaseTool] = [self._tool(s.name) for s in self.core.tool_specs()]
+
+    # --- tools -------------------------------------------------------------------
+
+    def _tool(self, name: str) -> BaseTool:
+        spec = self.core.tool(name).spec
+
+        async def run(**args: Any) -> tuple[Any, Any]:
+            seen = await self.core.call(name, args, self._spec)
+            if seen.image is None:
+                return seen.text, None
+            image = seen.image
+            block = {
+                "type": "image",
+                "base64": base64.b64encode(seen.data).decode("ascii"),
+                "mime_type": image.media_type,
+            }
+            artifact = {
+                _ARTIFACT: {
+                    "digest": image.digest,
+                    "source": args.get("path"),
+                    "page": args.get("page"),
+                }
+            }
+            return [{"type": "text", "text": seen.text}, block], artifact
+
+        def run_sync(**args: Any) -> tuple[Any, Any]:
+            return asyncio.run(run(**args))
+
+        return StructuredTool.from_function(
+            func=run_sync,
+            coroutine=run,
+            name=name,
+            description=spec.description,
+            args_schema=dict(spec.parameters),
+            response_format="content_and_artifact",
+        )
+
+    # --- requests ----------------------------------------------------------------
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        return handler(self._prepare(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        return await handler(self._prepare(request))
+
+    def spec_for(self, model: BaseChatModel) -> ModelSpec:
+        """The catalog spec of a LangChain chat model (its model name and type)."""
+        name = getattr(model, "model_name", None) or getattr(model, "model", None)
+        provider = _PROVIDERS.get(getattr(model, "_llm_type", ""))
+        return self.core.model_spec(str(name or "unknown"), provider)
+
+    def _prepare(self, request: ModelRequest) -> ModelRequest:
+        self._spec = self.spec_for(request.model)
+        hoist = getattr(request.model, "_llm_type", "") not in _IMAGES_IN_TOOL_RESULTS
+        messages = self.model_messages(request.messages, self._spec, hoist=hoist)
+        return request.override(messages=messages)
+
+    def model_messages(
+        self, messages: Sequence[AnyMessage], model: ModelSpec, *, hoist: bool
+    ) -> list[AnyMessage]:
+        """What the model should see of ``messages`` (which are not changed)."""
+        turns: list[int] = []
+        turn = 0
+        for m in messages:
+            if isinstance(m, HumanMessage):
+                turn += 1
+            turns.append(max(turn, 1))
+        current = max(turn, 1)
+        first_live = self.core.live_from(current)
+        out: list[AnyMessage] = []
+        pending: list[Any] = []
+        live = elided = tokens = 0
+        for m, t in zip(messages, turns, strict=True):
+            if pending and not isinstance(m, ToolMessage):
+                out.append(HumanMessage(content=pending))
+                pending = []
+            meta = _visus_artifact(m)
+            if meta is None or not isinstance(m, ToolMessage) or not isinstance(m.content, list):
+                out.append(m)
+                continue
+            texts = [
+                b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"
+            ]
+            images = [b for b in m.content if isinstance(b, dict) and b.get("type") == "image"]
+            if t < first_live:
+                source = meta.get("source") if isinstance(meta.get("source"), str) else None
+                page = meta.get("page") if isinstance(meta.get("page"), int) else None
+                texts.append(self.core.descriptor(str(meta["digest"]), t, source=source, page=page))
+                out.append(m.model_copy(update={"content": "\n".join(texts)}))
+                elided += len(images)
+                continue
+            live += len(images)
+            tokens += sum(
+                self.core.tokens(model, str(meta["digest"]), base64.b64decode(b["base64"]))
+                for b in images
+                if isinstance(b.get("base64"), str)
+            )
+            if not hoist:
+                out.append(m)
+                continue
+            texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
+            out.append(m.model_copy(update={"content": "\n".join(texts)}))
+            for b in images:
+                pending.append({"type": "text", "text": f"Image from tool call {m.tool_call_id}:"})
+                pending.append(b)
+        if pending:
+            out.append(HumanMessage(content=pending))
+        self.last_request = RequestImages(
+            model.name, current, live, elided, live if hoist else 0, tokens
+        )
+        return out
+
+
+def _visus_artifact(message: AnyMessage) -> dict[str, Any] | None:
+    artifact = getattr(message, "artifact", None)
+    if isinstance(artifact, dict):
+        meta = artifact.get(_ARTIFACT)
+        if isinstance(meta, dict) and isinstance(meta.get("digest"), str):
+            return meta
+    return None

@@ -1,0 +1,104 @@
+"""LangChain v1's real create_agent loop and chat models, against the reference server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent
+from langchain_anthropic import ChatAnthropic
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import ToolMessage
+from langchain_openai import ChatOpenAI
+
+from tests.integrations.conftest import grid, seen, view_call
+from visus.integrations.langchain import VisionMiddleware
+from visus.models import get_model, image_tokens
+from visus.reference.grid import score_grid
+
+WIRES = ("openai-chat", "anthropic")
+
+
+# langchain-openai shares one HTTP client between equal models (a module cache), bound
+# to the event loop it first ran on: every test here runs on one loop.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def models() -> list[BaseChatModel]:
+    return []
+
+
+def model_for(wire: str, url: str, made: list[BaseChatModel]) -> BaseChatModel:
+    model: BaseChatModel
+    if wire == "openai-chat":
+        model = ChatOpenAI(model="reference", base_url=f"{url}/v1", api_key="k")  # type: ignore[arg-type]
+    else:
+        model = ChatAnthropic(model="reference", base_url=url, api_key="k")  # type: ignore[arg-type]
+    made.append(model)
+    return model
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_view_reaches_the_model_then_leaves_as_a_descriptor(
+    reference_url: str, tmp_path: Path, wire: str, models: list[BaseChatModel]
+) -> None:
+    png, expected = grid(2, 2, f"langchain-{wire}")
+    (tmp_path / "grid.png").write_bytes(png)
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(model_for(wire, reference_url, models), tools=[], middleware=[vision])
+
+    first = await agent.ainvoke({"messages": [_user(view_call("grid.png"))]})
+    data = seen(first["messages"][-1].content)
+    assert len(data["images"]) == 1
+    placed, coloured = score_grid(expected, data["images"][0]["words"], 2, 2)
+    assert placed == 4, (expected, data["images"][0]["words"])
+    assert coloured >= 3
+    assert vision.last_request is not None
+    assert vision.last_request.hoisted == (1 if wire == "openai-chat" else 0)
+    assert vision.last_request.live_tokens == image_tokens(get_model("reference"), 600, 260)
+
+    second = await agent.ainvoke({"messages": [*first["messages"], _user("And now?")]})
+    data = seen(second["messages"][-1].content)
+    assert data["images"] == []
+    assert data["descriptors"] == [
+        '[image elided: viewed grid.png in turn 1; call view("grid.png") to see it again]'
+    ]
+    # The graph's state still holds the image block.
+    (tool,) = [m for m in second["messages"] if isinstance(m, ToolMessage)]
+    assert any(b.get("type") == "image" for b in tool.content if isinstance(b, dict))
+
+
+async def test_twenty_turns_keep_prompt_image_tokens_flat(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(
+        model_for("openai-chat", reference_url, models), tools=[], middleware=[vision]
+    )
+    spec = get_model("reference")
+    png, expected = grid(1, 2, "langchain-shot")  # one screen, shot every turn
+    messages: list[Any] = []
+    per_turn: list[int] = []
+    for turn in range(1, 21):
+        (tmp_path / f"shot{turn}.png").write_bytes(png)
+        state = await agent.ainvoke({"messages": [*messages, _user(view_call(f"shot{turn}.png"))]})
+        messages = state["messages"]
+        data = seen(messages[-1].content)
+        assert len(data["images"]) == 1
+        assert score_grid(expected, data["images"][0]["words"], 1, 2)[0] == 2
+        assert len(data["descriptors"]) == turn - 1
+        per_turn.append(sum(image_tokens(spec, i["width"], i["height"]) for i in data["images"]))
+    assert len(set(per_turn)) == 1, per_turn
+    tools = [m for m in messages if isinstance(m, ToolMessage)]
+    assert len(tools) == 20
+    assert all(vision.core.blobs.has(m.artifact["visus"]["digest"]) for m in tools)
+    assert all(any(b.get("type") == "image" for b in m.content) for m in tools)
