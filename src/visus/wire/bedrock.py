@@ -128,6 +128,16 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
+def _tool_spec(name: str, description: str, schema: Any) -> dict[str, Any]:
+    """One Converse toolSpec. botocore requires a description of at least one
+    character when the key is present, so an empty one is left out, not sent."""
+    spec: dict[str, Any] = {"name": name}
+    if description:
+        spec["description"] = description
+    spec["inputSchema"] = {"json": schema}
+    return spec
+
+
 def build(prepared: Prepared) -> dict[str, Any]:
     """The Converse body for ``prepared`` (the model id goes in the URL)."""
     native = prepared.model.images_in_tool_results
@@ -171,13 +181,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
     if prepared.tools:
         body["toolConfig"] = {
             "tools": [
-                {
-                    "toolSpec": {
-                        "name": t.name,
-                        "description": t.description,
-                        "inputSchema": {"json": plain(t.parameters)},
-                    }
-                }
+                {"toolSpec": _tool_spec(t.name, t.description, plain(t.parameters))}
                 for t in prepared.tools
             ]
         }
