@@ -132,6 +132,36 @@ def _gemini(
 _OLLAMA_FORMATS = frozenset({"image/png", "image/jpeg"})
 
 
+# --- Amazon Nova (Bedrock Converse) ---------------------------------------------------
+# Nova user guide, image understanding: PNG/JPEG/GIF/WebP, at most 8000 x 8000 px, the
+# whole request at most 25 MB; Bedrock's Converse bounds (3.75 MB and 8000 px per image,
+# 20 images) are applied by get_model for every bedrock id. Nova rescales each image to
+# about 1-1.7 MP itself (its token table: 900 x 900 ~1300 tokens, 1.3K x 1.3K ~2600), so
+# fitting to 2 MP loses nothing the model would see. Nova 2 Lite takes at most 5
+# images embedded in a request and bills 230 tokens per image (Nova 2 user guide).
+_NOVA_FORMATS = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _nova(
+    name: str, context: int, price_in: float, price_out: float, *, nova2: bool = False
+) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        provider="bedrock",
+        vision=True,
+        max_edge=8000,
+        max_pixels=2_000_000,
+        max_image_bytes=3_750_000,
+        max_images=5 if nova2 else 20,
+        media_types=_NOVA_FORMATS,
+        # ~ 32 px patches at ~1.6 tokens each matches the guide's table within ~15%
+        tokens=FlatTokens(tokens=230) if nova2 else OpenAIPatches(budget=2000, multiplier=1.6),
+        context_tokens=context,
+        input_price_per_mtok=price_in,
+        output_price_per_mtok=price_out,
+    )
+
+
 def _ollama(name: str, edge: int, tokens: int, context: int) -> ModelSpec:
     return ModelSpec(
         name=name,
@@ -197,6 +227,10 @@ _SPECS: tuple[ModelSpec, ...] = (
     _gemini("gemini-2.0-flash", gemini3=False, price_in=0.10, price_out=0.40),
     _gemini("gemini-3-pro", gemini3=True, price_in=2.0, price_out=12.0),  # ~ preview pricing
     _gemini("gemini-3-flash", gemini3=True, price_in=0.50, price_out=3.0),  # ~
+    _nova("nova-lite", 300_000, 0.06, 0.24),
+    _nova("nova-pro", 300_000, 0.80, 3.20),
+    _nova("nova-premier", 1_000_000, 2.50, 12.50),
+    _nova("nova-2-lite", 1_000_000, 0.30, 2.50, nova2=True),  # ~ pricing
     # llama3.2-vision: 560 px tiles, up to 2 x 2; 1601 tokens per tile (40 x 40 + 1).
     _ollama("llama3.2-vision", 1120, 1601, 128_000),
     # llava 1.6: 336 px CLIP grid of 24 x 24 = 576 tokens per view.
@@ -211,12 +245,16 @@ _SPECS: tuple[ModelSpec, ...] = (
 CATALOG: Mapping[str, ModelSpec] = MappingProxyType({s.name: s for s in _SPECS})
 
 #: Bedrock model ids (and their cross-region ``us.``/``eu.``/``apac.``/``global.``
-#: forms, handled by ``get_model``) for the Claude models above. Other Bedrock Claude
+#: forms, handled by ``get_model``) for the Claude and Nova models above. Other Bedrock Claude
 #: ids are matched by pattern (``anthropic.claude-<family>-<version>-...``).
 BEDROCK_IDS: Mapping[str, str] = MappingProxyType(
     {
         "anthropic.claude-haiku-4-5-20251001-v1:0": "claude-haiku-4-5",
         "anthropic.claude-sonnet-4-5-20250929-v1:0": "claude-sonnet-4-5",
         "anthropic.claude-opus-4-5-20251101-v1:0": "claude-opus-4-5",
+        "amazon.nova-lite-v1:0": "nova-lite",
+        "amazon.nova-pro-v1:0": "nova-pro",
+        "amazon.nova-premier-v1:0": "nova-premier",
+        "amazon.nova-2-lite-v1:0": "nova-2-lite",
     }
 )

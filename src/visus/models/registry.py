@@ -103,7 +103,7 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
         return prefix, rest.strip()
     if ref == "reference":
         return "reference", "reference"
-    if _REGION.sub("", ref).startswith("anthropic."):
+    if _REGION.sub("", ref).startswith(("anthropic.", "amazon.")):
         return "bedrock", ref
     known = _lookup(ref)
     return (known.provider if known else _guess_provider(ref)), ref
