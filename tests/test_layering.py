@@ -106,7 +106,8 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "boto3": ("providers/bedrock_client.py",),
     "botocore": ("providers/bedrock_client.py",),
     "telegram": ("telegram/",),
-    "mcp": ("mcp_server.py",),
+    # the server side, and the client side the agent mounts other servers with
+    "mcp": ("mcp_server.py", "agent/mcp_client.py"),
     "typer": ("cli/",),
     "psycopg": ("store/postgres.py",),
     "psycopg_pool": ("store/postgres.py",),

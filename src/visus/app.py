@@ -22,12 +22,19 @@ from fastapi import FastAPI
 
 from visus.agent import PastedImage, ToolRegistry, build_agent
 from visus.agent.extra_tools import attachment_tools
+from visus.agent.mcp_client import McpServerSpec
 from visus.config import load_config
 from visus.errors import ConfigError
 from visus.paths import data_dir
 from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
-from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnOutput
+from visus.tether.runner import (
+    MCP_SERVERS_KEY,
+    ImageIn,
+    InstanceConfig,
+    RunnerFactory,
+    TurnOutput,
+)
 from visus.tether.server import create_app
 
 __all__ = [
@@ -68,6 +75,7 @@ class AgentRunner:
         *,
         settings: ProviderSettings | None = None,
         policy: RetentionPolicy | None = None,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
         folder = Path(config.data_dir)
         roots: list[Path | str] = list(config.roots)
@@ -96,6 +104,7 @@ class AgentRunner:
             settings=settings,
             policy=policy,
             tools=registry,
+            mcp_servers=[*mcp_servers, *_requested_mcp(config)],
         )
 
     async def run_turn(
@@ -119,13 +128,43 @@ class AgentRunner:
         await self.agent.aclose()
 
 
+def _requested_mcp(config: InstanceConfig) -> list[McpServerSpec]:
+    """The MCP servers a create request asked for; stdio commands only when the server's
+    ``[mcp] allow_remote_commands`` says a tether client may start programs here."""
+    asked = config.extra.get(MCP_SERVERS_KEY) or []
+    specs: list[McpServerSpec] = []
+    for entry in asked:
+        if entry.get("command") is not None and not load_config().mcp.allow_remote_commands:
+            raise ConfigError(
+                f"mcp_servers: {entry.get('name')!r} is a stdio command; this server lets "
+                "create requests start programs only with [mcp] allow_remote_commands = true "
+                "(a url works)"
+            )
+        specs.append(
+            McpServerSpec(
+                name=str(entry.get("name")),
+                command=entry.get("command"),
+                args=tuple(entry.get("args") or ()),
+                env=dict(entry.get("env") or {}),
+                url=entry.get("url"),
+                headers=dict(entry.get("headers") or {}),
+            )
+        )
+    return specs
+
+
 def agent_runner_factory(
-    *, settings: ProviderSettings | None = None, policy: RetentionPolicy | None = None
+    *,
+    settings: ProviderSettings | None = None,
+    policy: RetentionPolicy | None = None,
+    mcp_servers: Sequence[McpServerSpec] = (),
 ) -> RunnerFactory:
-    """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance."""
+    """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance;
+    every instance mounts ``mcp_servers`` (``visus serve --mcp``) and the ones its
+    create request names."""
 
     def factory(config: InstanceConfig) -> AgentRunner:
-        return AgentRunner(config, settings=settings, policy=policy)
+        return AgentRunner(config, settings=settings, policy=policy, mcp_servers=mcp_servers)
 
     return factory
 
@@ -151,12 +190,15 @@ def create_main_app(
     web: bool = True,
     host: str = "127.0.0.1",
     roots: Sequence[Path | str] | None = None,
+    mcp_servers: Sequence[McpServerSpec] = (),
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat)."""
     folder = data_dir(data if data is not None else load_config().data_dir) / "serve"
     app = create_app(
         data_dir=folder,
-        runner_factory=agent_runner_factory(settings=settings, policy=policy),
+        runner_factory=agent_runner_factory(
+            settings=settings, policy=policy, mcp_servers=mcp_servers
+        ),
         token=token,
     )
     app.state.default_model = model or load_config().default_model

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_ENV",
     "AuxiliarySettings",
+    "McpServerEntry",
+    "McpSettings",
     "ModelSettings",
     "ProviderEntry",
     "ProxySettings",
@@ -175,6 +177,37 @@ class StoreSettings(_Frozen):
     database several replicas share (``$VISUS_STORE`` sets it too)."""
 
     url: SecretStr | None = None
+
+
+class McpServerEntry(_Frozen):
+    """One ``[[mcp.servers]]`` entry: an MCP server the agent mounts as tools
+    ``NAME__TOOL``. Either ``command`` (with ``args``, ``env``: a stdio server) or
+    ``url`` (with ``headers``: streamable HTTP)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: Seconds one tool call may take before it becomes a tool error.
+    timeout_seconds: float = Field(limits.MCP_CLIENT_CALL_SECONDS, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerEntry:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"mcp server {self.name!r}: give exactly one of command or url")
+        if "__" in self.name:
+            raise ValueError(f"mcp server {self.name!r}: a name may not contain '__'")
+        return self
+
+
+class McpSettings(_Frozen):
+    """``[mcp]``: the MCP servers every agent mounts (``[[mcp.servers]]``), and whether
+    a tether create request may start stdio commands (off: only URLs)."""
+
+    servers: tuple[McpServerEntry, ...] = ()
+    allow_remote_commands: bool = False
 
 
 class TelegramSettings(_Frozen):
@@ -291,6 +324,7 @@ class VisusConfig(BaseSettings):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     proxy: ProxySettings = ProxySettings()
+    mcp: McpSettings = McpSettings()
     telegram: TelegramSettings = TelegramSettings()
     models: tuple[ModelSettings, ...] = ()
 

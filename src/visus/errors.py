@@ -14,6 +14,7 @@ these classes and never a library's own.
     ├── ReachError                  path outside the allowed roots (or render withheld)
     ├── NotFoundError               missing file, session, blob or instance
     ├── InvalidInputError           a malformed argument (bad base64, bad page number)
+    ├── McpServerError              a mounted MCP server failed (start, crash, hang, bad answer)
     ├── StoreError                  the record's storage
     │   ├── IntegrityError          a blob whose bytes do not match its digest
     │   └── InvalidKeyError         a digest or session id that is not well formed
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidKeyError",
     "LimitError",
+    "McpServerError",
     "MediaError",
     "NetError",
     "NotFoundError",
@@ -93,6 +95,10 @@ class ReachError(VisusError):
 
 class NotFoundError(VisusError):
     """A file, session, blob or instance that does not exist."""
+
+
+class McpServerError(VisusError):
+    """A mounted MCP server failed: it did not start, crashed, hung or answered badly."""
 
 
 class InvalidInputError(VisusError):

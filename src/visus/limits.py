@@ -162,6 +162,14 @@ MCP_MAX_REQUEST_BYTES: Final = (
 )
 #: Images an MCP client session's view("sha256:...") can bring back (its latest views).
 MCP_VIEW_RECALL_IMAGES: Final = 32
+#: A mounted MCP server: seconds to start (spawn, initialize, list tools), seconds per
+#: tool call (a hang becomes a tool error), and what one result may carry.
+MCP_CLIENT_START_SECONDS: Final = 30.0
+MCP_CLIENT_CALL_SECONDS: Final = 60.0
+MCP_CLIENT_MAX_TEXT_CHARS: Final = 200_000
+MCP_CLIENT_MAX_IMAGES: Final = 8
+MCP_CLIENT_MAX_IMAGE_BYTES: Final = 20 * MB
+MCP_CLIENT_MAX_TOOLS: Final = 128
 TELEGRAM_MAX_PHOTO_BYTES: Final = 10 * MB
 TELEGRAM_MAX_DOWNLOAD_BYTES: Final = 20 * MB
 TELEGRAM_MAX_PHOTO_SIDES_SUM: Final = 10_000

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from visus.agent.loop import Agent, DeltaCallback, PastedImage, ToolCallback, TurnResult
+from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.runtime import build_agent, ensure_reference_server
 from visus.agent.tools import (
     OutboundImage,
@@ -22,6 +23,8 @@ from visus.agent.tools import (
 __all__ = [
     "Agent",
     "DeltaCallback",
+    "McpMounts",
+    "McpServerSpec",
     "OutboundImage",
     "PastedImage",
     "Tool",

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 from visus import limits
+from visus.agent.mcp_client import McpMounts
 from visus.agent.tools import TOOL_USAGE_KEY, OutboundImage, ToolContext, ToolRegistry
 from visus.errors import ImageRejectedError, InvalidInputError, MediaError
 from visus.media import fit
@@ -108,12 +109,17 @@ class Agent:
     refit_cache: RefitCache = field(default_factory=RefitCache)
     #: The ``provider:model`` ref the agent was built from (kept in session meta).
     model_ref: str = ""
+    #: MCP servers whose tools join ``tools`` (as ``NAME__TOOL``) on the first turn.
+    mcp: McpMounts | None = None
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # session id -> (log file signature after our last write, the messages it holds)
     _cache: dict[str, tuple[Hashable, list[Message]]] = field(default_factory=dict, repr=False)
 
     async def aclose(self) -> None:
-        """Release the provider client's connections (call before the event loop ends)."""
+        """Release the provider client's connections and close the mounted MCP servers'
+        sessions (call before the event loop ends)."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await aclose(self.client)
 
     async def run_turn(
@@ -131,6 +137,8 @@ class Agent:
         call the model asked for then gets a "cancelled" result in the record, so the
         session stays valid for every wire (each call answered) and a next turn works.
         """
+        # In the turn's own event loop: the MCP client sessions belong to it.
+        started = await self.mcp.start(self.tools.add) if self.mcp is not None else []
         history = self._history(session_id)
         turn = max((m.turn for m in history), default=0) + 1
 
@@ -150,7 +158,7 @@ class Agent:
         )
         usage = Usage()
         answer = ""
-        notes: list[str] = []
+        notes: list[str] = list(started)
 
         def result(steps: int, stopped: str) -> TurnResult:
             return TurnResult(

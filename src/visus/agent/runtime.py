@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from visus.agent.loop import Agent
+from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.tools import ToolRegistry
 from visus.config import VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
@@ -68,6 +69,7 @@ def build_agent(
     config: VisusConfig | None = None,
     sessions: SessionLog | None = None,
     blobs: BlobStore | None = None,
+    mcp_servers: Sequence[McpServerSpec] = (),
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
@@ -75,7 +77,9 @@ def build_agent(
     user's config dir, ``VISUS_*`` env vars): its default model (``reference`` when no
     provider key is set), provider keys and URLs, data folder, reach and retention.
     ``sessions`` and ``blobs`` replace the data folder's files (a database store
-    gives them: :mod:`visus.store`).
+    gives them: :mod:`visus.store`). ``mcp_servers`` are mounted after the
+    configuration's ``[[mcp.servers]]`` (a same-named one replaces it); their stdio
+    servers log to ``<data>/logs``.
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -88,13 +92,17 @@ def build_agent(
     root = data_dir(data if data is not None else cfg.data_dir)
     reach_roots: Sequence[Path | str] = roots or cfg.reach.roots or [Path.cwd()]
     retention = cfg.retention
+    base = tools or ToolRegistry.builtin()
+    registry = base.only(base.names())  # mounted MCP tools join a copy, never a shared one
+    servers = {s.name: McpServerSpec.from_settings(s) for s in cfg.mcp.servers}
+    servers.update((s.name, s) for s in mcp_servers)
     agent = Agent(
         client=client,
         model=spec,
         sessions=sessions if sessions is not None else SessionStore(sessions_dir(root)),
         blobs=blobs if blobs is not None else FileBlobStore(blobs_dir(root)),
         reach=Reach(list(reach_roots), render=cfg.reach.render if render is None else render),
-        tools=tools or ToolRegistry.builtin(),
+        tools=registry,
         policy=policy
         or RetentionPolicy(
             live_turns=retention.live_turns,
@@ -104,6 +112,7 @@ def build_agent(
         ),
         refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,
+        mcp=McpMounts(servers.values(), log_dir=root / "logs") if servers else None,
     )
     if system is not None:
         agent.system = system

@@ -44,17 +44,29 @@ ContinueOpt = Annotated[
     typer.Option("--continue", "-c", help="Continue the most recent session in the data folder"),
 ]
 
+McpOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="NAME=COMMAND ARGS...|NAME=URL",
+        help="Mount an MCP server's tools as NAME__TOOL (repeatable; also [[mcp.servers]])",
+    ),
+]
+
 _COMMAND = re.compile(r"/[A-Za-z?]+")
 
 
-def _agent(model: str | None, data: Path | None, roots: list[Path] | None) -> Agent:
-    from visus.agent import build_agent
+def _agent(
+    model: str | None, data: Path | None, roots: list[Path] | None, mcp: list[str] | None = None
+) -> Agent:
+    from visus.agent import McpServerSpec, build_agent
     from visus.cli._common import check_roots
     from visus.errors import VisusError
 
     check_roots(roots)
     try:
-        return build_agent(model, data=data, roots=roots or [Path.cwd()])
+        servers = [McpServerSpec.parse(flag) for flag in mcp or ()]
+        return build_agent(model, data=data, roots=roots or [Path.cwd()], mcp_servers=servers)
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
@@ -162,6 +174,7 @@ def run(
     cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
+    mcp: McpOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     save_images: Annotated[
         Path | None,
@@ -183,7 +196,7 @@ def run(
 
     sid = _session_id(session, cont, data)
     text, pasted = _prompt_and_stdin(prompt)
-    agent = _agent(model, data, root)
+    agent = _agent(model, data, root, mcp)
     for p in image or []:
         try:
             pasted.append(PastedImage(p.read_bytes(), filename=p.name))
@@ -278,6 +291,7 @@ def chat(
     cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
+    mcp: McpOpt = None,
 ) -> None:
     """Talk to the agent interactively.
 
@@ -286,7 +300,7 @@ def chat(
     image file as is), /help, /quit. Empty lines are not sent.
     """
     sid = _session_id(session, cont, data)
-    agent = _agent(model, data, root)
+    agent = _agent(model, data, root, mcp)
     if sys.stdin.isatty():
         # input() edits lines (arrows, history) only once readline is loaded; without
         # it a terminal sends the arrow keys' escape codes into the message.

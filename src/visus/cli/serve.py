@@ -25,6 +25,14 @@ def serve(
         typer.Option(envvar="VISUS_TOKEN", help="Bearer token (required beyond loopback)"),
     ] = None,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
+    mount: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp",
+            metavar="NAME=COMMAND ARGS...|NAME=URL",
+            help="MCP server every instance's agent mounts as tools NAME__TOOL (repeatable)",
+        ),
+    ] = None,
     root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -39,6 +47,7 @@ def serve(
     Embedded defaults: the offline reference model (when no provider key is set), data
     under the user's data folder (or --data / VISUS_DATA), loopback only.
     """
+    from visus.agent import McpServerSpec
     from visus.app import create_main_app
     from visus.cli._common import cannot_listen, check_roots, config, data_root, fail
     from visus.errors import VisusError
@@ -55,7 +64,13 @@ def serve(
         token = token or (server.token.get_secret_value() if server.token else None)
         check_bind(host, token)
         app = create_main_app(
-            data=data, token=token, model=model, mcp=not no_mcp, host=host, roots=root
+            data=data,
+            token=token,
+            model=model,
+            mcp=not no_mcp,
+            host=host,
+            roots=root,
+            mcp_servers=[McpServerSpec.parse(flag) for flag in mount or ()],
         )
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)

@@ -47,6 +47,11 @@ class TurnOutput:
     images: tuple[ImageIn, ...] = ()
 
 
+#: ``InstanceConfig.extra`` key of the MCP servers a create request asked to mount (a
+#: list of ``{name, url, headers, command, args, env}``); the runner factory reads it.
+MCP_SERVERS_KEY = "mcp_servers"
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceConfig:
     """One instance as created by ``POST /v1/instances`` and persisted under data_dir.

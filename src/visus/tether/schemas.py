@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from visus import limits
 
@@ -99,11 +99,28 @@ MESSAGE_IN_SCHEMA: dict[str, Any] = {
 FRAME_IN_SCHEMA: dict[str, Any] = {"oneOf": [MESSAGE_IN_SCHEMA, CANCEL_IN_SCHEMA]}
 
 
+class McpServerIn(BaseModel):
+    """An MCP server the instance's agent mounts (tools ``NAME__TOOL``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+    url: str | None = Field(None, description="streamable-HTTP endpoint")
+    headers: dict[str, str] = Field(default_factory=dict)
+    command: str | None = Field(
+        None, description="stdio command (needs [mcp] allow_remote_commands on the server)"
+    )
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 class InstanceCreate(BaseModel):
     model: str = Field(min_length=1, pattern=r"\S", description="catalog id of the model")
     tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
     roots: list[Annotated[str, Field(pattern="^/")]] | None = Field(
         None, description="absolute folders the tools may reach"
+    )
+    mcp_servers: list[McpServerIn] | None = Field(
+        None, max_length=16, description="MCP servers to mount as tools NAME__TOOL"
     )
 
 

@@ -54,7 +54,7 @@ from visus.tether.guard import LoopbackGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
 from visus.tether.ring import Page
-from visus.tether.runner import RunnerFactory
+from visus.tether.runner import MCP_SERVERS_KEY, RunnerFactory
 from visus.tether.schemas import (
     FRAME_IN_SCHEMA,
     Accepted,
@@ -212,7 +212,12 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(_openapi_bearer)], respon
 @router.post("/instances", status_code=201, response_model=InstanceOut, responses={400: _E[400]})
 async def create_instance(body: InstanceCreate, registry: Reg) -> dict[str, Any]:
     """Create an instance: an agent with a model, tools and roots."""
-    return registry.create(model=body.model, tools=body.tools, roots=body.roots).describe()
+    # The runner factory reads mounted MCP servers from extra (tether knows no agent).
+    mcp = [m.model_dump(exclude_defaults=True) for m in body.mcp_servers or ()]
+    extra = {MCP_SERVERS_KEY: mcp} if mcp else None
+    return registry.create(
+        model=body.model, tools=body.tools, roots=body.roots, extra=extra
+    ).describe()
 
 
 @router.get("/instances", response_model=InstanceList)

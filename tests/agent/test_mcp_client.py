@@ -1,0 +1,155 @@
+"""Mounted MCP servers: result mapping and every way a server can fail.
+
+The peer is a real stdio MCP server built on the official SDK (``mcp_peer.py``); the
+agent side is :class:`visus.agent.McpMounts` as ``build_agent`` wires it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from visus import limits
+from visus.agent import McpMounts, McpServerSpec, ToolContext, ToolRegistry, build_agent
+from visus.errors import InvalidInputError
+from visus.models import get_model
+from visus.perception import Reach
+from visus.providers import ProviderSettings
+from visus.record.blobs import MemoryBlobStore
+from visus.record.messages import ImagePart, TextPart
+from visus.reference.server import serve_in_background
+
+PEER = str(Path(__file__).with_name("mcp_peer.py"))
+SRC = str(Path(__file__).parents[2] / "src")
+
+
+def _peer(timeout: float = 20.0) -> McpServerSpec:
+    return McpServerSpec(
+        name="peer", command=sys.executable, args=(PEER,), env={"PYTHONPATH": SRC}, timeout=timeout
+    )
+
+
+def _ctx(tmp: Path) -> ToolContext:
+    return ToolContext(
+        reach=Reach([tmp]), model=get_model("claude-sonnet-4-6"), blobs=MemoryBlobStore()
+    )
+
+
+@pytest.fixture
+async def mounted(tmp_path: Path) -> AsyncIterator[tuple[ToolRegistry, list[str], Path]]:
+    registry = ToolRegistry()
+    mounts = McpMounts([_peer(timeout=2.0)], log_dir=tmp_path / "logs")
+    warnings = await mounts.start(registry.add)
+    try:
+        yield registry, warnings, tmp_path
+    finally:
+        await mounts.aclose()
+
+
+async def test_tools_results_and_failures(
+    mounted: tuple[ToolRegistry, list[str], Path],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry, warnings, tmp = mounted
+    assert warnings == []
+    assert {"peer__picture", "peer__hang", "peer__crash"} <= set(registry.names())
+    spec = registry.get("peer__picture")
+    assert spec is not None
+    assert spec.spec.parameters["type"] == "object"
+    ctx = _ctx(tmp)
+
+    # text and a fitted image stored as a blob, re-viewable by digest
+    out = await registry.call("peer__picture", {}, ctx)
+    assert not out.is_error
+    text, image = out.parts
+    assert text == TextPart("a red picture")
+    assert isinstance(image, ImagePart)
+    assert (image.width, image.height) == (64, 32)
+    assert ctx.blobs.has(image.digest)
+    assert image.origin.kind == "perception"
+    assert image.origin.source == f"sha256:{image.digest}"
+
+    # one long-lived session: the same process answers every call
+    first = await registry.call("peer__pid", {}, ctx)
+    second = await registry.call("peer__pid", {}, ctx)
+    assert first.parts == second.parts
+
+    # isError -> an error result; malformed image data -> a note, not a crash
+    failing = await registry.call("peer__failing", {}, ctx)
+    assert failing.is_error
+    assert failing.parts == (TextPart("no such thing"),)
+    broken = await registry.call("peer__broken_picture", {}, ctx)
+    assert broken.parts[0].kind == "text"
+    assert "not valid base64" in broken.parts[0].text
+
+    # oversized content is refused before it is decoded
+    monkeypatch.setattr(limits, "MCP_CLIENT_MAX_IMAGE_BYTES", 100)
+    big = await registry.call("peer__picture", {}, ctx)
+    assert "over MCP_CLIENT_MAX_IMAGE_BYTES" in big.parts[1].text
+    monkeypatch.undo()
+
+    # a hang is a tool error after the timeout, and the server still answers after it
+    hung = await registry.call("peer__hang", {}, ctx)
+    assert hung.is_error
+    assert "did not answer hang within 2 s" in hung.parts[0].text
+    assert not (await registry.call("peer__picture", {}, ctx)).is_error
+
+    # a crash is a tool error; later calls say the server is gone
+    crashed = await registry.call("peer__crash", {}, ctx)
+    assert crashed.is_error
+    assert "peer" in crashed.parts[0].text
+    after = await registry.call("peer__picture", {}, ctx)
+    assert after.is_error
+    assert "is not running (it stopped during crash" in after.parts[0].text
+
+    # the server's stderr went to its log file, never to the terminal
+    log = (tmp / "logs" / "mcp-peer.log").read_text()
+    assert "peer: started" in log
+    assert "peer: started" not in capfd.readouterr().err
+
+
+async def test_a_server_that_does_not_start_is_a_warning_and_the_agent_runs(
+    tmp_path: Path,
+) -> None:
+    missing = McpServerSpec(name="ghost", command=str(tmp_path / "no-such-program"))
+    with serve_in_background() as url:
+        agent = build_agent(
+            "reference",
+            data=tmp_path / "data",
+            roots=[tmp_path],
+            settings=ProviderSettings(reference_url=url, env={}),
+            mcp_servers=[missing, _peer()],
+        )
+        try:
+            result = await agent.run_turn("s", "call peer__pid {}")
+            (warning,) = result.notes
+            assert "MCP server 'ghost'" in warning
+            assert "did not start" in warning
+            assert result.stopped == "answer"
+            tool = next(m for m in result.messages if m.kind == "tool")
+            assert tool.tool_name == "peer__pid"
+            assert not tool.is_error
+            again = await agent.run_turn("s", "hello")
+            assert again.notes == ()  # warned once
+        finally:
+            await agent.aclose()
+
+
+def test_flag_and_spec_parsing() -> None:
+    spec = McpServerSpec.parse("fs=npx -y '@scope/server fs' --root /tmp")
+    assert (spec.name, spec.command, spec.args) == (
+        "fs",
+        "npx",
+        ("-y", "@scope/server fs", "--root", "/tmp"),
+    )
+    web = McpServerSpec.parse("web=https://example.com/mcp")
+    assert (web.url, web.command) == ("https://example.com/mcp", None)
+    for bad in ("noequals", "=cmd", "a__b=cmd", "x=", "bad name=cmd"):
+        with pytest.raises(InvalidInputError):
+            McpServerSpec.parse(bad)
+    with pytest.raises(InvalidInputError, match="unique"):
+        McpMounts([McpServerSpec.parse("a=x"), McpServerSpec.parse("a=y")])

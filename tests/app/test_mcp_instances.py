@@ -1,0 +1,127 @@
+"""MCP servers for `visus serve`'s instances: ``--mcp`` (every instance), the create
+request's ``mcp_servers`` (stdio commands only when the server allows them), and a
+streamable-HTTP server mounted by URL."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.tether.doubles import live_server
+from visus.agent import McpServerSpec
+from visus.app import create_main_app
+from visus.providers import ProviderSettings
+from visus.reference.server import serve_in_background
+
+PEER = str(Path(__file__).parents[1] / "agent" / "mcp_peer.py")
+SRC = str(Path(__file__).parents[2] / "src")
+_JSON = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+def _app(tmp_path: Path, url: str, servers: list[McpServerSpec] | None = None) -> FastAPI:
+    return create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=url, env={}),
+        web=False,
+        mcp=False,
+        mcp_servers=servers or [],
+    )
+
+
+async def _answer(client: httpx.AsyncClient, iid: str, text: str) -> dict[str, Any]:
+    r = await client.post(
+        f"/v1/instances/{iid}/tether", json={"type": "user.message", "payload": {"text": text}}
+    )
+    assert r.status_code == 202, r.text
+    after = 0
+    for _ in range(60):
+        body = (
+            await client.get(
+                f"/v1/instances/{iid}/tether/poll", params={"after_seq": after, "wait": 2}
+            )
+        ).json()
+        after = body["next_seq"]
+        for f in body["frames"]:
+            if f["type"] == "error":
+                raise AssertionError(f)
+            if f["type"] == "assistant.done":
+                data = json.loads(_JSON.findall(f["payload"]["text"])[0])
+                assert isinstance(data, dict)
+                return data
+    raise AssertionError("no answer")
+
+
+def _peer_entry() -> dict[str, Any]:
+    return {
+        "name": "peer",
+        "command": sys.executable,
+        "args": [PEER],
+        "env": {"PYTHONPATH": SRC},
+    }
+
+
+async def test_serve_mcp_flag_and_create_request_servers(
+    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "visus.toml").write_text("")
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
+    flag = McpServerSpec.parse(f"peer={sys.executable} {PEER}")
+    flag = McpServerSpec(name="peer", command=flag.command, args=flag.args, env={"PYTHONPATH": SRC})
+    app = _app(tmp_path, reference_url, [flag])
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+    ):
+        # --mcp: the default instance mounts it
+        seen = await _answer(client, app.state.default_instance, "call peer__picture {}")
+        assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
+
+        # a create request may not start a program unless the server allows it
+        body = {"model": "reference", "mcp_servers": [{**_peer_entry(), "name": "other"}]}
+        r = await client.post("/v1/instances", json=body)
+        assert r.status_code == 400, r.text
+        assert "allow_remote_commands" in r.json()["error"]["message"]
+        bad = {"model": "reference", "mcp_servers": [{"name": "x", "url": "h", "oops": 1}]}
+        assert (await client.post("/v1/instances", json=bad)).status_code == 400  # validation
+
+        monkeypatch.setenv("VISUS_MCP__ALLOW_REMOTE_COMMANDS", "true")
+        r = await client.post("/v1/instances", json=body)
+        assert r.status_code == 201, r.text
+        seen = await _answer(client, r.json()["id"], "call other__picture {}")
+        assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
+
+
+async def test_a_streamable_http_server_mounted_by_url(
+    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(PEER).parent))
+    import mcp_peer  # the same peer, served over streamable HTTP in this process
+
+    with live_server(mcp_peer.server.streamable_http_app()) as base:
+        app = _app(tmp_path, reference_url)
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
+        ):
+            body = {"model": "reference", "mcp_servers": [{"name": "web", "url": f"{base}/mcp"}]}
+            r = await c.post("/v1/instances", json=body)
+            assert r.status_code == 201, r.text
+            seen = await _answer(c, r.json()["id"], "call web__picture {}")
+            assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
