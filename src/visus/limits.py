@@ -42,8 +42,9 @@ TEXT_MAX_PAGE_LINES: Final = 400
 TEXT_WRAP_COLUMNS: Final = 120
 
 # --- rendering budget: every svg, text and pdf render (media/_worker.py) ---------
-#: Wall-clock seconds one render may take in its worker process before it is killed.
-RENDER_TIME_BUDGET_SECONDS: Final = 10.0
+#: Wall-clock seconds one render may take in its worker process before it is killed
+#: (a busy 500 KB SVG takes ~12 s on a 2-core machine at load 12; idle, ~3 s).
+RENDER_TIME_BUDGET_SECONDS: Final = 20.0
 #: Address space (RLIMIT_AS) of a render worker: Python, the renderers and the render.
 RENDER_MAX_MEMORY_BYTES: Final = 2048 * MB
 #: Render worker processes kept per process (renders past this many wait their turn).

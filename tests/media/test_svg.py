@@ -253,3 +253,21 @@ def test_embedded_raster_bomb_is_dropped_before_the_renderer() -> None:
     assert ok in parsed.text
     out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
     assert near(pixel(out, (150, 50)), (0, 0, 255, 255), 10)
+
+
+def test_line_art_is_sent_as_resvgs_own_png_without_a_round_trip() -> None:
+    from visus.media.svg import render_svg_png
+
+    doc = svg(
+        '<rect x="10" y="10" width="300" height="120" fill="#3366cc" stroke="black"/>'
+        '<circle cx="400" cy="200" r="60" fill="orange"/>',
+        'width="800" height="400"',
+    )
+    f = load(doc, profile=CLAUDE)
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    image, png = render_svg_png(parsed, CLAUDE.max_edge, CLAUDE.max_pixels)
+    # Rendered straight at the fitted size, and those very bytes are what is sent.
+    assert (f.width, f.height) == image.size == (800, 400)
+    assert f.media_type == "image/png"
+    assert f.data == png

@@ -40,7 +40,7 @@ from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
 from visus.media._fonts import fallback_font_paths, font_path
 from visus.media.fitting import target_size
 
-__all__ = ["ParsedSvg", "parse_svg", "render_svg"]
+__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg", "render_svg_png"]
 
 _SVG_NS = "{http://www.w3.org/2000/svg}"
 _FEED_CHUNK = 64 * 1024
@@ -364,9 +364,14 @@ def render_svg(svg: ParsedSvg, max_edge: int, max_pixels: int) -> Image.Image:
         >>> render_svg(doc, 100, 10_000).size
         (100, 50)
     """
+    return render_svg_png(svg, max_edge, max_pixels)[0]
+
+
+def render_svg_png(svg: ParsedSvg, max_edge: int, max_pixels: int) -> tuple[Image.Image, bytes]:
+    """:func:`render_svg`, and resvg's own PNG of it (lossless: the caller may send it as is)."""
     pixels = min(max_pixels, limits.MAX_SVG_RENDER_PIXELS)
     w, h = target_size(math.ceil(svg.width), math.ceil(svg.height), max_edge, pixels)
     png = _on_big_stack(svg.text, w, h)
     im = Image.open(io.BytesIO(png))
     im.load()
-    return im.convert("RGBA") if im.mode != "RGBA" else im
+    return (im.convert("RGBA") if im.mode != "RGBA" else im), png
