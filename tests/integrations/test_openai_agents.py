@@ -170,3 +170,26 @@ async def test_session_with_a_lost_blob_loads_with_a_note() -> None:
     assert back["output"] == [
         {"type": "input_text", "text": f"[image sha256:{digest} is no longer stored]"}
     ]
+
+
+async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    grids = [grid(1, 2, f"agents-parallel-{i}") for i in (1, 2)]
+    for i, (png, _) in enumerate(grids, 1):
+        (tmp_path / f"g{i}.png").write_bytes(png)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = vision.run_config(model_provider=provider(reference_url, "chat", clients))
+    prompt = f"{view_call('g1.png')}\n{view_call('g2.png')}"
+    result = await Runner.run(agent, prompt, run_config=config)
+    images = seen(result.final_output)["images"]
+    assert len(images) == 2
+    placed = [
+        score_grid(exp, im["words"], 1, 2)[0] for (_, exp), im in zip(grids, images, strict=True)
+    ]
+    assert placed == [2, 2]
+    assert len({im["where"].split(" part")[0] for im in images}) == 1
+    assert "(user)" in images[0]["where"]
+    assert vision.last_request is not None
+    assert vision.last_request.hoisted == 2

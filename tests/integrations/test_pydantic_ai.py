@@ -190,3 +190,23 @@ def test_render_capability_can_be_withheld(tmp_path: Path) -> None:
     (refusal,) = returns
     assert refusal.startswith("refused (")
     assert "render" in refusal
+
+
+async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
+    reference_url: str, tmp_path: Path
+) -> None:
+    grids = [grid(1, 2, f"pydantic-ai-parallel-{i}") for i in (1, 2)]
+    for i, (png, _) in enumerate(grids, 1):
+        (tmp_path / f"g{i}.png").write_bytes(png)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("openai-chat", reference_url), capabilities=[vision])
+    result = await agent.run(f"{view_call('g1.png')}\n{view_call('g2.png')}")
+    images = seen(result.output)["images"]
+    assert len(images) == 2
+    placed = [
+        score_grid(exp, im["words"], 1, 2)[0] for (_, exp), im in zip(grids, images, strict=True)
+    ]
+    assert placed == [2, 2]
+    # Both tool messages stay adjacent; the images follow them in one user message.
+    assert len({im["where"].split(" part")[0] for im in images}) == 1
+    assert "(user)" in images[0]["where"]
