@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 pytest.importorskip("langchain")
@@ -13,6 +15,7 @@ from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from tests.integrations.conftest import grid, seen, view_call
@@ -102,3 +105,21 @@ async def test_twenty_turns_keep_prompt_image_tokens_flat(
     assert len(tools) == 20
     assert all(vision.core.blobs.has(m.artifact["visus"]["digest"]) for m in tools)
     assert all(any(b.get("type") == "image" for b in m.content) for m in tools)
+
+
+async def test_control_without_visus_chat_completions_refuses_the_tool_image(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    png, _ = grid(2, 2, "langchain-control")
+    (tmp_path / "grid.png").write_bytes(png)
+
+    @tool
+    def view(path: str) -> list[dict[str, Any]]:
+        """See an image file."""
+        data = base64.b64encode((tmp_path / path).read_bytes()).decode()
+        return [{"type": "image", "base64": data, "mime_type": "image/png"}]
+
+    agent = create_agent(model_for("openai-chat", reference_url, models), tools=[view])
+    # langchain-openai sends the image inside the tool message, which the wire refuses.
+    with pytest.raises(openai.BadRequestError, match="only allowed for messages with role 'user'"):
+        await agent.ainvoke({"messages": [_user(view_call("grid.png"))]})
