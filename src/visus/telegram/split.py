@@ -97,14 +97,21 @@ def _pieces(atom: _Atom, budget: int, *, inside: bool) -> list[_Atom]:
     return [_Atom(p, atom.fence_after) for p in out]
 
 
+def _says_something(chunk: str) -> bool:
+    """False for a chunk that would render as nothing: whitespace and fence lines only
+    (an empty code block; Telegram refuses such a message, and it tells nobody anything)."""
+    return any(line.strip() and not _FENCE.match(line) for line in chunk.splitlines())
+
+
 def split_text(text: str, limit: int = limits.TELEGRAM_MAX_TEXT_CHARS) -> list[str]:
     """Cut ``text`` into messages of at most ``limit`` UTF-16 units (see module doc).
 
-    Whitespace at a cut outside code is dropped; empty text gives no messages.
+    Whitespace at a cut outside code is dropped; empty text, and a part that would
+    render as nothing (an empty code block), give no message.
     """
     if limit < 16:
         raise ValueError("limit must be at least 16 characters")
-    if not text.strip():
+    if not _says_something(text):
         return []
     if tg_len(text) <= limit:
         return [text]
@@ -150,7 +157,7 @@ def split_text(text: str, limit: int = limits.TELEGRAM_MAX_TEXT_CHARS) -> list[s
         queue.extendleft(reversed(cur[keep:]))
         chunk = flush(cur[:keep], fence_before)
         fence_before = cur[keep - 1].fence_after
-        if chunk.strip():
+        if _says_something(chunk):
             chunks.append(chunk)
         cur = []
         if not fence_before:
@@ -159,6 +166,6 @@ def split_text(text: str, limit: int = limits.TELEGRAM_MAX_TEXT_CHARS) -> list[s
                 queue.popleft()
     if cur:
         last = flush(cur, fence_before)
-        if last.strip():
+        if _says_something(last):
             chunks.append(last)
     return chunks
