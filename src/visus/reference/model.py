@@ -270,6 +270,30 @@ def _tool_calls(conv: Conversation) -> tuple[OutCall, ...]:
     return tuple(out)
 
 
+#: Words spelled out in the prose per image; the JSON block lists every word. Keeps an
+#: answer readable in a chat bubble or a Telegram caption.
+_PROSE_WORDS = 8
+
+
+_OTHER_COLOURS = 1  # colours named besides the main one; more are counted
+
+
+def _colours(seen: SeenImage) -> str:
+    """Dominant colours of the nine regions, short: ``blue everywhere``, or the main
+    colour then where the others are: ``mostly white; blue at bottom-left, bottom``."""
+    by_colour: dict[str, list[str]] = {}
+    for r in seen.regions:
+        by_colour.setdefault(r.color, []).append(r.name)
+    ranked = sorted(by_colour.items(), key=lambda kv: -len(kv[1]))
+    if len(ranked) == 1:
+        return f"{ranked[0][0]} everywhere"
+    parts = [f"mostly {ranked[0][0]}"]
+    parts += [f"{c} at {', '.join(names)}" for c, names in ranked[1 : 1 + _OTHER_COLOURS]]
+    if len(ranked) > 1 + _OTHER_COLOURS:
+        parts.append(f"{len(ranked) - 1 - _OTHER_COLOURS} more colours")
+    return "; ".join(parts)
+
+
 def _describe(conv: Conversation) -> str:
     images: list[dict[str, Any]] = []
     prose: list[str] = []
@@ -300,10 +324,17 @@ def _describe(conv: Conversation) -> str:
                 {"text": w.text, "x": w.x, "y": w.y, "color": w.color, "hex": w.hex}
                 for w in seen.words
             ]
+            shown = seen.words[:_PROSE_WORDS]
             said = ", ".join(
-                f"'{w.text}' at ({w.x:.2f}, {w.y:.2f}) in {w.color} {w.hex}" for w in seen.words
+                f"'{w.text}' at ({w.x:.2f}, {w.y:.2f}) in {w.color} {w.hex}" for w in shown
             )
-            prose.append(f"Image {index} ({seen.width}x{seen.height}): {said or 'no text seen'}.")
+            if len(seen.words) > len(shown):
+                said += f" and {len(seen.words) - len(shown)} more words (all in the JSON)"
+            colours = _colours(seen)
+            prose.append(
+                f"Image {index} ({seen.width}x{seen.height}): {said or 'no text seen'}"
+                + (f"; colours: {colours}." if colours else ".")
+            )
             images.append(
                 {
                     "index": index,

@@ -1,4 +1,6 @@
-"""What the reference model perceives in one image: words, where they are, their ink.
+"""What the reference model perceives in one image: words, where they are, their ink,
+and the dominant colour of each of nine regions (so an image without text is described
+too).
 
 OCR is rapidocr-onnxruntime, whose wheel ships its ONNX models (nothing is ever
 downloaded). Each OCR line is split on spaces into words; a word's box is the
@@ -34,7 +36,7 @@ from PIL import Image, ImageOps
 from visus.errors import UndecodableError
 from visus.reference.palette import nearest_colour, to_hex
 
-__all__ = ["SeenImage", "SeenWord", "decode_size", "perceive"]
+__all__ = ["REGION_NAMES", "SeenImage", "SeenRegion", "SeenWord", "decode_size", "perceive"]
 
 _INK_THRESHOLD = 60.0  # RGB distance from the background that counts as ink
 _MIN_SCORE = 0.5  # OCR confidence below which a line is noise
@@ -56,10 +58,50 @@ class SeenWord:
 
 
 @dataclass(frozen=True, slots=True)
+class SeenRegion:
+    """The dominant colour of one of nine regions (a 3x3 grid: ``top-left`` .. ``bottom-right``)."""
+
+    name: str
+    color: str
+    hex: str
+
+
+@dataclass(frozen=True, slots=True)
 class SeenImage:
     width: int
     height: int
     words: tuple[SeenWord, ...]
+    #: Dominant colours per region, for any image, text or not.
+    regions: tuple[SeenRegion, ...] = ()
+
+
+REGION_NAMES = (
+    "top-left", "top", "top-right",
+    "left", "centre", "right",
+    "bottom-left", "bottom", "bottom-right",
+)  # fmt: skip
+_REGION_SAMPLES = 64  # pixels a side sampled per region: enough for a dominant colour
+
+
+def _regions(arr: NDArray[np.uint8]) -> tuple[SeenRegion, ...]:
+    """Nine regions' dominant colours: the most common colour after coarse quantising
+    (so noise and anti-aliasing do not split it), named from the palette."""
+    height, width = arr.shape[0], arr.shape[1]
+    out: list[SeenRegion] = []
+    for i, name in enumerate(REGION_NAMES):
+        row, col = divmod(i, 3)
+        y0, y1 = row * height // 3, max((row + 1) * height // 3, row * height // 3 + 1)
+        x0, x1 = col * width // 3, max((col + 1) * width // 3, col * width // 3 + 1)
+        patch = arr[y0:y1, x0:x1]
+        step_y = max(1, patch.shape[0] // _REGION_SAMPLES)
+        step_x = max(1, patch.shape[1] // _REGION_SAMPLES)
+        pixels = patch[::step_y, ::step_x].reshape(-1, 3).astype(np.int32)
+        keys = (pixels[:, 0] >> 4) << 8 | (pixels[:, 1] >> 4) << 4 | (pixels[:, 2] >> 4)
+        values, counts = np.unique(keys, return_counts=True)
+        top = pixels[keys == values[int(np.argmax(counts))]]
+        colour = tuple(float(v) for v in np.median(top, axis=0))
+        out.append(SeenRegion(name, nearest_colour(colour), to_hex(colour)))
+    return tuple(out)
 
 
 _engine: Any = None
@@ -179,8 +221,10 @@ def perceive(data: bytes) -> SeenImage:
     rgb = _open_rgb(data)
     arr = np.asarray(rgb, dtype=np.uint8)
     height, width = arr.shape[0], arr.shape[1]
+    regions = _regions(arr)
     if bool((arr == arr[0, 0]).all()):
-        return SeenImage(width=width, height=height, words=())  # one flat colour: no text
+        # One flat colour: no text.
+        return SeenImage(width=width, height=height, words=(), regions=regions)
     ocr_arr, scale = _ocr_input(rgb)
     with _call_lock:
         result, _ = _ocr_engine()(ocr_arr, use_cls=False)
@@ -208,4 +252,4 @@ def perceive(data: bytes) -> SeenImage:
                     hex=to_hex(colour),
                 )
             )
-    return SeenImage(width=width, height=height, words=tuple(words))
+    return SeenImage(width=width, height=height, words=tuple(words), regions=regions)
