@@ -78,11 +78,15 @@ async def test_streamed_preview_gives_way_to_images_then_text(
     )
     script.deltas, script.text, script.images = ("Thinking ", "about it"), long_text, images
     methods = [m for m in await _ask(fake, scripted_app, script) if m != "sendChatAction"]
-    # The preview is sent, then deleted; the album precedes every text message.
+    # The preview is sent, never deleted: it becomes a pointer to the images, which
+    # precede every text message.
     assert methods[0] == "sendMessage"
-    assert "deleteMessage" in methods
+    assert "deleteMessage" not in methods
     group = methods.index("sendMediaGroup")
-    assert methods.index("deleteMessage") < group
+    pointer = fake.sent("editMessageText")[-1]
+    assert pointer.params["message_id"] == "1001"
+    assert pointer.params["text"] == "⬇ 2 images, then the answer"
+    assert methods.index("editMessageText") < group
     after = methods[group + 1 :]
     assert after
     assert set(after) == {"sendMessage"}

@@ -7,7 +7,8 @@ One :class:`ChatReply` per chat turns the frames of a reply into Bot API calls:
   when its text changed (a trailing edit catches the last deltas of a pause);
 - ``assistant.done`` finishes the reply. Without images the preview becomes the
   final text (further messages follow when it is longer than one message). With
-  images the preview is removed and the images go first (``sendPhoto``, or
+  images the preview is edited into a short pointer ("⬇ 2 images, then the answer":
+  a message the user saw is never deleted) and the images go first (``sendPhoto``, or
   ``sendMediaGroup`` for several), the first one captioned with the text when it
   fits in a caption; the text (split by :func:`~visus.telegram.split.split_text`)
   follows otherwise.
@@ -130,6 +131,17 @@ def _preview(text: str) -> str:
     while tg_len(text[:cut]) > limit - 1:
         cut -= 1
     return text[:cut] + "…"
+
+
+def _pointer(images: int, text: bool) -> str:
+    """What a streamed preview becomes when its reply carries images (they follow it).
+
+    Example:
+        >>> _pointer(2, True)
+        '⬇ 2 images, then the answer'
+    """
+    what = "1 image" if images == 1 else f"{images} images"
+    return f"⬇ {what}, then the answer" if text else f"⬇ {what}"
 
 
 class ChatReply:
@@ -308,11 +320,12 @@ class ChatReply:
 
     async def _done_with_images(self, text: str, images: Sequence[ImageIn]) -> None:
         if self._message is not None:
-            # Images come before text: the streamed preview gives way to them.
+            # Images come before text, and a message the user saw is never deleted
+            # under their eyes: the streamed preview becomes a pointer to what follows.
             message_id = self._message.message_id
-            await self._try(
-                "deleteMessage", lambda: self.bot.delete_message(self.chat_id, message_id)
-            )
+            note = _pointer(len(images), bool(text.strip()))
+            if note != self._shown:
+                await self._try("editMessageText", lambda: self._edit(message_id, note, None))
         prepared = await asyncio.to_thread(lambda: [prepare_image(i) for i in images])
         caption = text if text.strip() and tg_len(text) <= limits.TELEGRAM_MAX_CAPTION_CHARS else ""
         captioned = await self._send_images(prepared, caption)
