@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from visus.tether.client import TetherClient
+from visus.tether.frames import AssistantDelta
 from visus.tether.server import create_app, tether_server
 
 from .doubles import Factory, live_server
@@ -117,3 +121,52 @@ def test_exit_ends_open_streams_so_shutdown_does_not_hang(tmp_path: Path) -> Non
     assert not client.is_alive()
     assert time.monotonic() - t0 < 5
     assert lines[0] == "retry: 1000"
+
+
+def _sse_peer(seen: list[str | None]) -> Any:
+    """A stream that sends one event as multi-line data, then breaks the connection;
+    the next connection must come back with Last-Event-ID and gets the rest."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    def frame(seq: int, text: str) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "type": "assistant.delta",
+            "ts": "t",
+            "session": "s",
+            "seq": seq,
+            "msg_id": "m",
+            "payload": {"text": text},
+        }
+
+    async def stream(request: Request) -> StreamingResponse:
+        seen.append(request.headers.get("last-event-id"))
+        first = len(seen) == 1
+
+        async def body() -> AsyncIterator[bytes]:
+            if first:
+                lines = json.dumps(frame(5, "a")).replace(', "seq"', ',\n"seq"').split("\n")
+                yield b"id: 5\nevent: assistant.delta\n"
+                yield "".join(f"data: {line}\n" for line in lines).encode() + b"\n"
+                raise RuntimeError("connection lost")  # uvicorn cuts the response short
+            yield b"id: 6\nevent: assistant.delta\ndata:" + json.dumps(frame(6, "b")).encode()
+            yield b"\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/instances/i/tether/stream", stream)])
+
+
+async def test_client_joins_multiline_data_and_resumes_with_the_last_id() -> None:
+    seen: list[str | None] = []
+    with live_server(_sse_peer(seen)) as base:
+        async with TetherClient(base) as tc:
+            frames = [f async for f in tc.stream("i")]
+    assert [(f.seq, f.payload) for f in frames] == [
+        (5, AssistantDelta("a")),
+        (6, AssistantDelta("b")),
+    ]
+    assert seen == [None, "5"]  # the second connection resumed after id 5

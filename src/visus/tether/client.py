@@ -222,28 +222,49 @@ class TetherClient:
         *,
         session: str | None = None,
         last_event_id: int | None = None,
+        reconnects: int = 5,
     ) -> AsyncIterator[Frame]:
-        """Frames as the server streams them (SSE); runs until the caller stops."""
-        params: dict[str, Any] = {}
-        if after_seq is not None:
-            params["after_seq"] = after_seq
-        if session is not None:
-            params["session"] = session
-        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        """Frames as the server streams them (SSE); runs until the caller stops or the
+        server ends the stream.
+
+        Events are parsed by httpx-sse (multi-line ``data:`` joined with newlines, one
+        optional space after the colon). Each event's ``id`` (its seq) is remembered: a
+        dropped connection is re-opened with ``Last-Event-ID``, so nothing is missed or
+        repeated, up to ``reconnects`` times in a row.
+        """
+        from httpx_sse import aconnect_sse
+
         url = f"/v1/instances/{instance}/tether/stream"
-        async with self._http.stream(
-            "GET", url, params=params, headers=headers, timeout=httpx.Timeout(30.0, read=None)
-        ) as resp:
-            if not resp.is_success:
-                await resp.aread()
-                _raise_for(resp)
-            event, data = "", ""
-            async for line in resp.aiter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    data += line[5:].strip()
-                elif line == "":
-                    if data and event not in ("gap", ""):
-                        yield decode_frame(json.loads(data)).frame
-                    event, data = "", ""
+        last = last_event_id
+        failures = 0
+        while True:
+            params: dict[str, Any] = {}
+            if session is not None:
+                params["session"] = session
+            if last is None and after_seq is not None:
+                params["after_seq"] = after_seq
+            headers = {} if last is None else {"Last-Event-ID": str(last)}
+            try:
+                async with aconnect_sse(
+                    self._http,
+                    "GET",
+                    url,
+                    params=params,
+                    headers=headers,
+                    timeout=httpx.Timeout(30.0, read=None),
+                ) as source:
+                    resp = source.response
+                    if not resp.is_success:
+                        await resp.aread()
+                        _raise_for(resp)
+                    async for event in source.aiter_sse():
+                        failures = 0
+                        if event.id and event.id.isdigit():
+                            last = int(event.id)
+                        if event.data and event.event not in ("gap", "message"):
+                            yield decode_frame(json.loads(event.data)).frame
+                return  # the server ended the stream (it is shutting down)
+            except (httpx.RemoteProtocolError, httpx.ReadError) as e:
+                failures += 1
+                if failures > reconnects:
+                    raise VisusError(f"tether stream broke {failures} times: {e}") from e
