@@ -21,7 +21,8 @@ over the process and, for visus, its render worker. Quality: SSIM (luma, 7x7 win
 and PSNR of the output against a full-resolution LANCZOS reference of the same size
 (for PDF and SVG, a 300 dpi / 4x render reduced with LANCZOS).
 
-``python -m benchmarks media`` (``VISUS_BENCH_ROUNDS`` rounds, default 5).
+``python -m benchmarks media`` (``VISUS_BENCH_ROUNDS`` rounds, default 5;
+``VISUS_BENCH_ONLY=svg`` runs the sources whose label contains that text).
 """
 
 from __future__ import annotations
@@ -80,9 +81,19 @@ def svg_size():
     m = re.search(rb'width="(\d+)" height="(\d+)"', data)
     return int(m.group(1)), int(m.group(2))
 
+def flat(im):
+    # Transparent areas on white, for every method and the reference alike (dropping
+    # alpha would show straight-alpha edge colours at full strength on black).
+    if im.mode == "RGB":
+        return im
+    im = im.convert("RGBA")
+    base = Image.new("RGB", im.size, (255, 255, 255))
+    base.paste(im, mask=im.getchannel("A"))
+    return base
+
 def resvg(**kwargs):
     png = bytes(resvg_py.svg_to_bytes(**kwargs))
-    return Image.open(io.BytesIO(png)).convert("RGB")
+    return flat(Image.open(io.BytesIO(png)))
 
 def visus():
     f = load(data, profile=profile, name="module.py" if kind == "text" else None)
@@ -172,7 +183,7 @@ def reference(size):
 
 def quality(out):
     import numpy as np
-    im = Image.open(io.BytesIO(out)).convert("RGB")
+    im = flat(Image.open(io.BytesIO(out)))
     ref = reference(im.size)
     a = np.asarray(im.convert("L"), dtype=np.float64)
     b = np.asarray(ref.convert("L"), dtype=np.float64)
@@ -372,8 +383,11 @@ def main() -> None:
         f"{'source':22} {'method':6} {'time':>22} {'visus/x':>7} {'peak MB':>8} "
         f"{'SSIM':>6} {'PSNR':>6}  output"
     )
+    only = os.environ.get("VISUS_BENCH_ONLY", "")
     with tempfile.TemporaryDirectory() as tmp:
         for label, (kind, make) in cases.items():
+            if only and only.lower() not in label.lower():
+                continue
             path = Path(tmp) / label.replace(" ", "_")
             data = make()
             path.write_bytes(data)
