@@ -96,15 +96,13 @@ async def test_image_sent_by_the_agent_arrives_as_a_photo(
     with Image.open(io.BytesIO(data)) as got:
         assert got.size == chart.size
         assert got.convert("RGB").tobytes() == chart.tobytes()
-    # Images first, then (or as its caption) the agent's text: a streamed preview sent
-    # before the image is deleted, and every message still visible comes after it.
-    calls = fake.sent("sendPhoto", "sendMessage", "deleteMessage")
-    deleted = {c.params["message_id"] for c in calls if c.method == "deleteMessage"}
+    # Images first, then (or as its caption) the agent's text. A streamed preview sent
+    # before the image is never deleted: it ends as a pointer to what follows.
+    assert not fake.sent("deleteMessage")
+    calls = fake.sent("sendPhoto", "sendMessage")
     photo_at = calls.index(sent)
-    visible = [
-        i
-        for i, c in enumerate(calls)
-        if c.method == "sendMessage" and str(c.result["message_id"]) not in deleted
-    ]
-    assert all(i > photo_at for i in visible)
+    before = {str(c.result["message_id"]) for c in calls[:photo_at]}
+    last_text = {e.params["message_id"]: e.params["text"] for e in fake.sent("editMessageText")}
+    assert all(last_text.get(m, "").startswith("⬇ 1 image") for m in before)
+    visible = [i for i, c in enumerate(calls) if c.method == "sendMessage" and i > photo_at]
     assert sent.params.get("caption") or visible
