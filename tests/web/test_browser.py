@@ -337,7 +337,9 @@ def test_file_picker_attachment_is_grepped(open_page: Any, served: Served) -> No
     page.set_input_files(
         "#file-input", files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": notes}]
     )
-    page.wait_for_selector("#tray .tray-item.attachment")
+    # Stored at once (not held in the tray until Send): listed in the panel already.
+    page.wait_for_selector("#attachment-list li:has-text('notes.md')")
+    assert page.locator("#tray .tray-item").count() == 0
     page.fill("#message", 'call grep_attachment {"pattern": "zorblat"}')
     page.press("#message", "Enter")
     result = page.wait_for_selector(".msg.tool .tool-result", timeout=ANSWER_TIMEOUT_MS)
@@ -712,3 +714,25 @@ def test_the_newest_message_stays_in_view_on_load_and_resize(
     page.wait_for_function(at_end, timeout=5000)
     page.set_viewport_size({"width": 700, "height": 420})
     page.wait_for_function(at_end, timeout=5000)
+
+
+def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    sid = _new_chat(page)
+    size = limits.ATTACHMENT_MAX_FILE_BYTES - 1024  # near the limit: the upload takes a while
+    # In the panel at once, with a progress bar: checked in the same task as the drop,
+    # before the page starts encoding 25 MB (which keeps its main thread busy a while).
+    shown = page.evaluate(
+        "async (args) => { await (" + _DROP_JS + ")(args); const bar = document"
+        ".querySelector('#attachment-list li.uploading progress');"
+        " return bar && bar.getAttribute('aria-label'); }",
+        [None, size, "big.log", "text/plain", "#conversation"],
+    )
+    assert shown == "Uploading big.log"
+    page.wait_for_selector("#attachment-list li.uploading", state="detached", timeout=30_000)
+    page.wait_for_selector("#attachment-list li:has-text('big.log')")
+    [info] = AttachmentStore.for_session(served.instance_dir, sid).list()
+    assert (info.name, info.size) == ("big.log", size)
+    assert page.errors == []

@@ -140,3 +140,34 @@ export async function readEvents(path, { signal, onEvent, onOpen }) {
     buffer = buffer.slice(start);
   }
 }
+
+/**
+ * POST JSON with upload progress (fetch cannot report it): `onProgress(fraction)` as the
+ * body leaves the browser. Resolves to the parsed answer; rejects like postJSON.
+ */
+export function postJSONWithProgress(path, body, onProgress) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", path);
+    for (const [key, value] of Object.entries(headers({ "Content-Type": "application/json" }))) {
+      xhr.setRequestHeader(key, value);
+    }
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) onProgress(event.loaded / event.total);
+    });
+    xhr.addEventListener("load", () => {
+      let answer = {};
+      try {
+        answer = JSON.parse(xhr.responseText || "{}");
+      } catch {
+        answer = {};
+      }
+      if (xhr.status >= 200 && xhr.status < 300) resolve(answer);
+      else reject(new ApiError(xhr.status, answer.error || { message: `HTTP ${xhr.status}` }));
+    });
+    xhr.addEventListener("error", () => {
+      reject(new NetworkError("Could not reach the visus server (is it stopped or restarting?). Try again when it is back."));
+    });
+    xhr.send(typeof body === "string" ? body : JSON.stringify(body));
+  });
+}

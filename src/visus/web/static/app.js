@@ -8,6 +8,7 @@ import {
   getJSON,
   hasToken,
   postJSON,
+  postJSONWithProgress,
   readEvents,
   setToken,
   takeTokenFromURL,
@@ -37,6 +38,8 @@ const state = {
   // stream can beat the POST's own response, and such a turn must not wait forever.
   ended: new Set(),
   sessions: [],
+  uploads: [], // attachments uploading now: {name, size, fraction, row}
+  uploaded: [], // attachments stored since the last message: named in the next one
 };
 
 // --- small helpers -------------------------------------------------------------------
@@ -117,6 +120,7 @@ async function refreshConversation() {
   state.conv = conv;
   renderConversation(state);
   renderDetails(state);
+  renderUploads();
   return conv;
 }
 
@@ -228,6 +232,7 @@ async function openSession(sid) {
   for (const pending of state.pending.values()) clearInterval(pending.timer);
   state.pending.clear();
   state.ended.clear();
+  state.uploaded = [];
   syncBusy();
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
@@ -281,11 +286,51 @@ function addFiles(files) {
       problems.push(why);
       continue;
     }
-    const kind = isMessageImage(file, state.config.limits) ? "image" : "attachment";
-    state.tray.push({ file, kind, url: kind === "image" ? URL.createObjectURL(file) : "" });
+    if (isMessageImage(file, state.config.limits)) {
+      state.tray.push({ file, kind: "image", url: URL.createObjectURL(file) });
+    } else {
+      upload(file).catch(showError); // other files go to the attachments at once
+    }
   }
   renderTray();
   notice(problems.join(" "));
+}
+
+// A file that is not a message image is stored in the session's attachments as soon as
+// it is added: it shows in the attachments panel at once, with its upload progress.
+async function upload(file) {
+  const sid = state.sid;
+  const name = file.name || "attachment";
+  const bar = el("progress", { max: 1, value: 0, "aria-label": `Uploading ${name}` });
+  const label = el("span", { class: "upload-text", text: `${name} (${human(file.size)}) · reading…` });
+  const row = el("li", { class: "uploading" }, label, bar);
+  const item = { name, size: file.size, row };
+  state.uploads.push(item);
+  renderUploads();
+  try {
+    const body = JSON.stringify({ filename: name, contentBase64: await base64Of(file), mimeType: file.type });
+    label.textContent = `${name} (${human(file.size)}) · uploading`;
+    const info = await postJSONWithProgress(
+      `/web/api/sessions/${encodeURIComponent(sid)}/attachments`,
+      body,
+      (fraction) => {
+        bar.value = fraction;
+        label.textContent = `${name} (${human(file.size)}) · uploading ${Math.round(fraction * 100)}%`;
+      },
+    );
+    if (sid === state.sid) state.uploaded.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
+  } finally {
+    state.uploads.splice(state.uploads.indexOf(item), 1);
+    if (sid === state.sid) await refreshConversation().catch(showError);
+    renderUploads();
+  }
+}
+
+function renderUploads() {
+  const list = $("attachment-list");
+  list.querySelectorAll("li.uploading").forEach((li) => li.remove());
+  if (state.uploads.length) list.querySelectorAll("li.help").forEach((li) => li.remove());
+  for (const item of state.uploads) list.prepend(item.row);
 }
 
 function showError(error) {
@@ -301,7 +346,11 @@ async function send() {
   const input = $("message");
   const text = input.value.trim();
   const items = [...state.tray];
-  if (!text && !items.length) {
+  if (state.uploads.length) {
+    notice("Wait until the files have uploaded (see Attachments), then send.");
+    return;
+  }
+  if (!text && !items.length && !state.uploaded.length) {
     notice("Write a message or add an image first.");
     return;
   }
@@ -319,17 +368,8 @@ async function send() {
   notice("");
   try {
     const sid = state.sid;
-    const mentions = [];
-    for (const item of items.filter((t) => t.kind === "attachment")) {
-      const info = await postJSON(`/web/api/sessions/${encodeURIComponent(sid)}/attachments`, {
-        filename: item.file.name || "attachment",
-        contentBase64: await base64Of(item.file),
-        mimeType: item.file.type,
-      });
-      mentions.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
-      state.tray.splice(state.tray.indexOf(item), 1);
-      renderTray();
-    }
+    const mentions = state.uploaded.filter(() => sid === state.sid);
+    state.uploaded = [];
     const images = items.filter((t) => t.kind === "image");
     const payload = { text };
     if (mentions.length) {
