@@ -342,3 +342,94 @@ def test_checker_flags_an_sdk_outside_its_provider(tmp_path: Path) -> None:
 def test_core_layers_never_reach_the_agent_or_surfaces(unit: str) -> None:
     """A spot check in words, independent of how the table is built."""
     assert not ALLOWED[unit] & {"agent", "analyze", "tether", "cli", "app", "web"}
+
+
+# --- one provider, one place ---------------------------------------------------------
+
+#: Each provider's own protocol words (reply fields, stream events, request knobs): they
+#: may appear only in its codec (``wire/<name>.py``) and its transport
+#: (``providers/<name>_client.py``). ``reference/`` stands in for the providers (an
+#: independent oracle) and ``proxy/`` edits their request bodies in flight (a module
+#: per provider protocol): both may spell them all.
+PROVIDER_WORDS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("wire/anthropic.py", "providers/anthropic_client.py"): (
+        "content_block_delta",
+        "input_json_delta",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    ),
+    ("wire/openai_chat.py", "providers/openai_client.py"): (
+        "finish_reason",
+        "completion_tokens",
+        "max_completion_tokens",
+    ),
+    ("wire/openai_responses.py", "providers/openai_client.py"): (
+        "function_call_output",
+        "incomplete_details",
+        "output_text",
+        "encrypted_content",
+        "response.output_text.delta",
+    ),
+    ("wire/gemini.py", "providers/gemini_client.py"): (
+        "finishReason",
+        "usageMetadata",
+        "thoughtSignature",
+        "functionResponse",
+        "maxOutputTokens",
+        "promptFeedback",
+    ),
+    ("wire/ollama.py", "providers/ollama_client.py"): (
+        "done_reason",
+        "prompt_eval_count",
+        "num_predict",
+    ),
+    ("wire/bedrock.py", "providers/bedrock_client.py"): (
+        "toolUseId",
+        "stopReason",
+        "inferenceConfig",
+        "contentBlockDelta",
+    ),
+}
+
+#: (path, word) -> why that provider word lives outside its codec and transport.
+WORD_EXCEPTIONS: Mapping[tuple[str, str], str] = {}
+
+
+def provider_word_violations(root: Path) -> list[str]:
+    """Every provider word found in a file that is not its provider's codec or transport."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("reference/", "proxy/")):
+            continue
+        text = path.read_text()
+        for owners, words in PROVIDER_WORDS.items():
+            for word in words:
+                if word in text and rel not in owners and (rel, word) not in WORD_EXCEPTIONS:
+                    bad.append(f"src/visus/{rel} says {word!r}; only {' and '.join(owners)} may")
+    return bad
+
+
+def test_provider_words_stay_in_their_codec_and_transport() -> None:
+    assert provider_word_violations(SRC) == []
+
+
+def test_word_exceptions_are_still_needed() -> None:
+    for path, word in WORD_EXCEPTIONS:
+        assert word in (SRC / path).read_text(), f"{path} no longer says {word}; drop it"
+
+
+def test_checker_flags_a_provider_word_elsewhere(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "wire/gemini.py": "X = 'finishReason'\n",
+            "agent/loop.py": "if reply['finishReason'] == 'MAX_TOKENS': pass\n",
+            "reference/wire_gemini.py": "X = 'finishReason'\n",
+        },
+    )
+    bad = provider_word_violations(root)
+    assert bad == [
+        "src/visus/agent/loop.py says 'finishReason'; only wire/gemini.py and "
+        "providers/gemini_client.py may"
+    ]

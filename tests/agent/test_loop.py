@@ -223,3 +223,25 @@ async def test_a_bit_flipped_blob_is_found_when_the_session_is_loaded(tmp_path: 
     assert not any(isinstance(p, ImagePart) for p in sent.parts)
     note = " ".join(p.text for p in sent.parts if isinstance(p, TextPart))
     assert f"sha256:{image.digest} is corrupt" in note
+
+
+async def test_pasted_images_are_fitted_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import visus.agent.loop as loop_module
+
+    threads: list[int] = []
+    real_fit = loop_module.fit
+
+    def spy(data: bytes, profile: object) -> object:
+        threads.append(threading.get_ident())
+        return real_fit(data, profile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop_module, "fit", spy)
+    a = agent(tmp_path, [say("a red picture")])
+    r = await a.run_turn("s", "what is this?", [PastedImage(png(), "image/png")])
+    assert r.answer == "a red picture"
+    assert threads
+    assert threading.get_ident() not in threads  # never on the loop's own thread

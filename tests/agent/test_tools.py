@@ -130,7 +130,7 @@ async def test_view_takes_a_url_through_the_ssrf_gate(tmp_path: Path) -> None:
         refused = await reg.call("view", {"path": url}, ctx)
         assert refused.is_error
         assert _text(refused).startswith("refused (outside_reach)")
-        ctx.extras["allow_loopback_http"] = True
+        ctx.allow_loopback_http = True
         seen = await reg.call("view", {"path": url}, ctx)
     finally:
         server.shutdown()

@@ -10,7 +10,7 @@ import pytest
 from tests.analyze.conftest import video_bytes, word_png
 from visus.agent import build_agent
 from visus.agent.tools import ToolContext, ToolRegistry
-from visus.analyze.tool import TOOL_USAGE_KEY, VIDEO_ANALYZE, VISION_ANALYZE, tool_usage
+from visus.analyze.tool import VIDEO_ANALYZE, VISION_ANALYZE, tool_usage
 from visus.config import VisusConfig, load_config
 from visus.models import get_model, register_model, unregister_model
 from visus.models.spec import ModelSpec
@@ -31,7 +31,7 @@ def context(root: Path, cfg: VisusConfig, model: str = "reference") -> ToolConte
         reach=Reach([root]),
         model=get_model(model),
         blobs=MemoryBlobStore(),
-        extras={"config": cfg},
+        config=cfg,
     )
 
 
@@ -64,7 +64,7 @@ async def test_tool_returns_the_envelope_and_counts_usage(tmp_path: Path, cfg: V
     assert not out.is_error
     envelope = json.loads(out.parts[0].text)  # type: ignore[union-attr]
     assert words(out.parts[0].text) == [["LANTERN"]]  # type: ignore[union-attr]
-    assert len(ctx.extras[TOOL_USAGE_KEY]) == 1
+    assert len(ctx.tool_usage) == 1
     assert tool_usage(ctx) == Usage(envelope["input_tokens"], envelope["output_tokens"], 0.0)
 
 
@@ -102,7 +102,7 @@ async def test_the_agents_model_ends_the_chain(tmp_path: Path, cfg: VisusConfig)
                 ).auxiliary
             }
         )
-        ctx.extras["config"] = aux
+        ctx.config = aux
         ok = await VISION_ANALYZE.run({"prompt": "?", "file_path": "s.png"}, ctx)
         assert not ok.is_error
         assert words(ok.parts[0].text) == [["LANTERN"]]  # type: ignore[union-attr]
@@ -116,7 +116,7 @@ async def test_video_tool(tmp_path: Path, cfg: VisusConfig) -> None:
     out = await VIDEO_ANALYZE.run({"file_path": "v.mp4", "prompt": "What is at 0:01?"}, ctx)
     assert not out.is_error
     assert words(out.parts[0].text) == [["KETTLE"], ["MARBLE"]]  # type: ignore[union-attr]
-    assert len(ctx.extras[TOOL_USAGE_KEY]) == 1
+    assert len(ctx.tool_usage) == 1
 
 
 async def test_inside_the_agent_loop(
@@ -143,3 +143,38 @@ async def test_inside_the_agent_loop(
     assert [t.tool_name for t in tool_results] == ["vision_analyze"]
     assert not tool_results[0].is_error
     assert words(tool_results[0].text) == [["LANTERN"]]
+
+
+async def test_the_agent_passes_its_config_and_caches_answers(
+    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # visus.toml names an auxiliary vision model that does not exist: a tool that
+    # reloaded it (instead of using the agent's config) would fail.
+    bad = tmp_path / "visus.toml"
+    bad.write_text('[auxiliary.vision]\nmodel = "openai:no-such-model-anywhere"\n')
+    monkeypatch.setenv("VISUS_CONFIG", str(bad))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "sign.png").write_bytes(word_png("LANTERN"))
+    tools = ToolRegistry.builtin()
+    tools.add(VISION_ANALYZE)
+    from tests.analyze.conftest import make_config
+
+    agent = build_agent(
+        "reference",
+        data=tmp_path / "data",
+        roots=[work],
+        settings=ProviderSettings(reference_url=reference_url, backoff_base=0.01, env={}),
+        tools=tools,
+        config=make_config(tmp_path, reference_url),
+    )
+    args = json.dumps({"prompt": "What does the sign say?", "file_path": "sign.png"})
+    envelopes = []
+    for _ in range(2):
+        result = await agent.run_turn("s", f"call vision_analyze {args}")
+        out = [m for m in result.messages if isinstance(m, ToolResult) and m.turn == result.turn]
+        assert not out[0].is_error, out[0].text
+        envelopes.append(json.loads(out[0].text))
+    await agent.aclose()
+    assert [e.get("cached", False) for e in envelopes] == [False, True]
+    assert words(json.dumps(envelopes[1])) == [["LANTERN"]]

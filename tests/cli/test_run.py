@@ -95,7 +95,8 @@ def write_grid(folder: Path, rows: int, cols: int, seed: int) -> list[tuple[str,
 
 def test_run_json_prints_exactly_the_four_keys(env: Path) -> None:
     out = run_json(env / "data", "hello")
-    assert set(out) == {"answer", "usage", "cost_usd", "session"}
+    assert set(out) == {"answer", "usage", "cost_usd", "session", "stopped", "stop_reason"}
+    assert (out["stopped"], out["stop_reason"]) == ("answer", "end_turn")
     assert "I see no images" in out["answer"]
     assert out["usage"]["input_tokens"] > 0
     assert out["usage"]["output_tokens"] > 0

@@ -211,7 +211,7 @@ def test_run_saves_the_images_the_agent_sends(env: Path) -> None:
         "--json", 'call send_image {"path": "red.png"}',
     )  # fmt: skip
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert set(json.loads(result.stdout)) == {"answer", "usage", "cost_usd", "session"}
+    assert set(json.loads(result.stdout)) >= {"answer", "usage", "cost_usd", "session"}
     files = sorted(out.iterdir())
     assert [f.name for f in files] == ["1-red.png"]
     with Image.open(files[0]) as im:

@@ -15,6 +15,7 @@ from visus.record.messages import (
     ImagePart,
     Message,
     PerceptionOrigin,
+    ProviderState,
     TextPart,
     ToolCall,
     ToolResult,
@@ -46,6 +47,8 @@ MESSAGES: list[Message] = [
         turn=3,
         model="claude-sonnet-4-6",
         usage=Usage(input_tokens=1200, output_tokens=34, cost_usd=0.0041),
+        stop_reason="tool_use",
+        provider_state=ProviderState("openai-responses", '[{"type":"reasoning","id":"rs_1"}]'),
     ),
     ToolResult(
         call_id="call_1",
@@ -116,6 +119,20 @@ def test_tool_call_without_signature_writes_no_signature_key() -> None:
     back = message_from_dict(d)
     assert isinstance(back, AssistantMessage)
     assert back.tool_calls[0].signature is None
+
+
+def test_stop_reason_and_provider_state_round_trip_and_are_checked() -> None:
+    plain = message_to_dict(AssistantMessage())
+    assert "stop_reason" not in plain  # older records stay as they were
+    assert "provider_state" not in plain
+    with pytest.raises(InvalidInputError, match="stop_reason"):
+        message_from_dict({**plain, "stop_reason": "bored"})
+    with pytest.raises(InvalidInputError, match="provider_state"):
+        message_from_dict({**plain, "provider_state": {"wire": 1, "items": "[]"}})
+    d = {**plain, "stop_reason": "max_tokens"}
+    back = message_from_dict(d)
+    assert isinstance(back, AssistantMessage)
+    assert back.truncated
 
 
 def test_document_part_record_holds_no_bytes() -> None:

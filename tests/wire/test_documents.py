@@ -137,10 +137,10 @@ def test_gemini_3_in_function_response_parts_gemini_2_hoisted() -> None:
     assert fr["name"] == "fetch_pdf"
     assert fr["parts"] == [inline]
     g2 = _lower(_native("gemini-2"))["contents"]
-    last = g2[2]["parts"]
-    assert "parts" not in last[0]["functionResponse"]
-    assert "[document: " in last[0]["functionResponse"]["response"]["output"]
-    assert inline in last[2:]
+    responses, last = g2[2]["parts"], g2[3]["parts"]  # 2.x: the document in its own content
+    assert "parts" not in responses[0]["functionResponse"]
+    assert "[document: " in responses[0]["functionResponse"]["response"]["output"]
+    assert inline in last[1:]
     assert any("document from tool call call_d" in p.get("text", "") for p in last)
 
 

@@ -75,7 +75,13 @@ def conversations(draw: st.DrawFn) -> ModelRequest:
 
 def _roles(body: dict[str, Any]) -> list[str]:
     key = "contents" if "contents" in body else "messages"
-    return [m["role"] for m in body[key]]
+    # Gemini 2.x keeps a tool run's images in a user content of their own right after
+    # the function responses: the one place two user contents meet.
+    return [
+        m["role"]
+        for m in body[key]
+        if key != "contents" or "from tool call" not in m["parts"][0].get("text", "")
+    ]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,20 +13,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from visus import limits
 from visus.agent.mcp_client import McpMounts
-from visus.agent.tools import TOOL_USAGE_KEY, OutboundImage, ToolContext, ToolRegistry
+from visus.agent.tools import OutboundImage, ResultCache, ToolContext, ToolRegistry
 from visus.errors import ImageRejectedError, InvalidInputError, MediaError
 from visus.media import fit
 from visus.media.types import Profile
 from visus.models import ModelSpec
 from visus.perception import Reach
-from visus.providers.base import ProviderClient, aclose
+from visus.providers.base import OnDelta, ProviderClient, aclose
 from visus.record.blobs import BlobStore
 from visus.record.messages import (
     AssistantMessage,
@@ -36,6 +36,7 @@ from visus.record.messages import (
     Message,
     ModelRequest,
     Part,
+    StopReason,
     TextPart,
     ToolCall,
     ToolResult,
@@ -46,11 +47,15 @@ from visus.record.sessions import SessionLog, degrade_bad_blobs
 from visus.retention import RetentionPolicy, model_view
 from visus.wire import RefitCache
 
+if TYPE_CHECKING:
+    from visus.config import VisusConfig
+
 __all__ = ["Agent", "DeltaCallback", "PastedImage", "ToolCallback", "TurnResult"]
 
 log = logging.getLogger(__name__)
 
-DeltaCallback = Callable[[str], Awaitable[None] | None]
+#: The one delta-callback type (the providers' :data:`~visus.providers.base.OnDelta`).
+DeltaCallback = OnDelta
 #: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
 ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
 
@@ -86,10 +91,18 @@ class TurnResult:
     session: str
     turn: int
     images: tuple[OutboundImage, ...] = ()
-    stopped: str = "answer"  # "answer" | "step_limit"
+    #: "answer" | "max_tokens" (the answer was cut off at the output limit) | "step_limit"
+    stopped: str = "answer"
     messages: tuple[Message, ...] = field(default=(), repr=False)
     #: What the loop did to recover, e.g. images re-fitted after a provider refused them.
     notes: tuple[str, ...] = ()
+    #: Why the model's last step stopped, as its wire said (None: the wire did not say).
+    stop_reason: StopReason | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """True when the final answer was cut off at the model's output limit."""
+        return self.stopped == "max_tokens"
 
 
 @dataclass
@@ -111,6 +124,10 @@ class Agent:
     model_ref: str = ""
     #: MCP servers whose tools join ``tools`` (as ``NAME__TOOL``) on the first turn.
     mcp: McpMounts | None = None
+    #: The configuration it was built with; its tools read this, never visus.toml again.
+    config: VisusConfig | None = None
+    #: Answers its tools paid for (vision_analyze), kept across turns.
+    result_cache: ResultCache | None = None
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # session id -> (log file signature after our last write, the messages it holds)
     _cache: dict[str, tuple[Hashable, list[Message]]] = field(default_factory=dict, repr=False)
@@ -142,7 +159,10 @@ class Agent:
         history = self._history(session_id)
         turn = max((m.turn for m in history), default=0) + 1
 
-        user = UserMessage(parts=self._user_parts(text, images), turn=turn)
+        # Fitting pasted images decodes and re-encodes them: off the event loop, as
+        # tether's egress fitting is, so one big paste never stalls other turns.
+        parts = await asyncio.to_thread(self._user_parts, text, images) if images else None
+        user = UserMessage(parts=parts or self._user_parts(text, ()), turn=turn)
         self._append(session_id, history, user)
 
         ctx = ToolContext(
@@ -155,10 +175,13 @@ class Agent:
             # none, so an edit after a restart needs a new read (the safe side).
             read_digests=self._reads.setdefault(session_id, {}),
             record=history,  # the list grows as the turn goes: digest refs see it all
+            config=self.config,
+            result_cache=self.result_cache,
         )
         usage = Usage()
         answer = ""
         notes: list[str] = list(started)
+        stop: StopReason | None = None
 
         def result(steps: int, stopped: str) -> TurnResult:
             return TurnResult(
@@ -171,6 +194,7 @@ class Agent:
                 stopped,
                 tuple(history),
                 tuple(notes),
+                stop,
             )
 
         for step in range(1, self.max_steps + 1):
@@ -185,11 +209,12 @@ class Agent:
             if reply.usage is not None:
                 usage = usage + reply.usage
             self._append(session_id, history, reply)
-            answer = reply.text
+            answer, stop = reply.text, reply.stop_reason
             if not reply.tool_calls:
-                return result(step, "answer")
+                # An answer cut off at the output limit is not a finished answer.
+                return result(step, "max_tokens" if reply.truncated else "answer")
             for index, call in enumerate(reply.tool_calls):
-                spent: list[Usage] = ctx.extras.setdefault(TOOL_USAGE_KEY, [])
+                spent = ctx.tool_usage
                 before = len(spent)
                 try:
                     if on_tool is not None:
@@ -351,12 +376,3 @@ def _cancelled(call: ToolCall, turn: int) -> ToolResult:
         is_error=True,
         turn=turn,
     )
-
-
-async def call_delta(cb: DeltaCallback | None, text: str) -> None:
-    """Invoke a delta callback that may be sync or async."""
-    if cb is None:
-        return
-    result = cb(text)
-    if inspect.isawaitable(result):
-        await result

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from visus.agent.loop import Agent
 from visus.agent.mcp_client import McpMounts, McpServerSpec
-from visus.agent.tools import ToolRegistry
+from visus.agent.tools import MemoryResultCache, ToolRegistry
 from visus.config import VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
@@ -113,6 +113,8 @@ def build_agent(
         refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,
         mcp=McpMounts(servers.values(), log_dir=root / "logs") if servers else None,
+        config=cfg,
+        result_cache=MemoryResultCache(),
     )
     if system is not None:
         agent.system = system

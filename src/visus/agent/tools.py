@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import OrderedDict
 from collections.abc import (
     Awaitable,
     Callable,
@@ -27,7 +28,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
 from visus.errors import NetError, VisusError
@@ -54,11 +55,17 @@ from visus.record.messages import (
     PerceptionOrigin,
     TextPart,
     ToolSpec,
+    Usage,
 )
+
+if TYPE_CHECKING:
+    from visus.config import VisusConfig
 
 __all__ = [
     "TOOL_USAGE_KEY",
+    "MemoryResultCache",
     "OutboundImage",
+    "ResultCache",
     "Tool",
     "ToolContext",
     "ToolOutcome",
@@ -75,9 +82,43 @@ OUTBOUND_PROFILE = Profile(
     media_types=limits.TETHER_MEDIA_TYPES,
 )
 
-#: ``ToolContext.extras`` key of the list of :class:`~visus.record.messages.Usage` that
-#: tools spent on models themselves (vision_analyze); the loop records and bills it.
+#: Kept for callers that named the field by string; it is ``ToolContext.tool_usage``.
 TOOL_USAGE_KEY = "tool_usage"
+
+
+class ResultCache(Protocol):
+    """Where a tool remembers answers it paid for (``vision_analyze``): JSON-able
+    mappings by hex key. ``visus.analyze.cache`` has memory and file stores."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+
+class MemoryResultCache:
+    """The agent's default :class:`ResultCache`: the last ``size`` answers, in memory.
+
+    Example:
+        >>> c = MemoryResultCache(size=1)
+        >>> c.put("a", {"text": "x"}); c.put("b", {"text": "y"}); c.get("a") is None
+        True
+    """
+
+    def __init__(self, size: int = limits.ANALYZE_CACHE_MAX_ENTRIES) -> None:
+        self._size = size
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return None if value is None else dict(value)
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        self._items[key] = dict(value)
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +147,14 @@ class ToolContext:
     turn: int = 1
     read_digests: MutableMapping[str, str] = field(default_factory=dict)
     outbox: list[OutboundImage] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
+    #: What tools spent on models themselves (vision_analyze); the loop bills it.
+    tool_usage: list[Usage] = field(default_factory=list)
+    #: The agent's configuration (``build_agent(config=...)``); None: load visus.toml.
+    config: VisusConfig | None = None
+    #: The agent's cache of analyze answers (kept across turns); None: no caching.
+    result_cache: ResultCache | None = None
+    #: Let URL tools fetch plain http from loopback (tests, local setups).
+    allow_loopback_http: bool = False
     record: Sequence[Message] = ()
 
     def record_digests(self) -> Iterator[str]:
@@ -322,14 +370,14 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
 async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
     """A URL's bytes through the SSRF gate (net.py), or the refusal the model reads.
 
-    ``ctx.extras["allow_loopback_http"]`` lets tests and local setups fetch plain http
+    ``ctx.allow_loopback_http`` lets tests and local setups fetch plain http
     from loopback; nothing else gets past the gate.
     """
     try:
         fetched = await afetch(
             url,
             max_bytes=limits.MAX_SOURCE_BYTES,
-            allow_loopback_http=bool(ctx.extras.get("allow_loopback_http", False)),
+            allow_loopback_http=ctx.allow_loopback_http,
         )
     except NetError as e:
         return fetch_refusal(url, e)

@@ -22,8 +22,9 @@ from visus.analyze._values import fail
 from visus.errors import ProviderError
 from visus.models import ModelSpec
 from visus.providers import ProviderSettings
-from visus.providers.base import MappedError, classify_http, usage_for, with_retries
+from visus.providers.base import MappedError, classify_http, with_retries
 from visus.record.messages import Usage
+from visus.wire import ReplyContext, gemini
 
 __all__ = ["DEFAULT_GEMINI_URL", "ask_gemini_video", "request_body"]
 
@@ -71,21 +72,15 @@ def _map(e: Exception) -> MappedError | None:
 def _parse(spec: ModelSpec, reply: Any) -> tuple[str, Usage]:
     if not isinstance(reply, dict):
         raise fail("LLM_ERROR", "gemini: the reply is not a JSON object")
-    texts: list[str] = []
-    for candidate in reply.get("candidates") or []:
-        for part in (candidate.get("content") or {}).get("parts") or []:
-            if isinstance(part.get("text"), str) and not part.get("thought"):
-                texts.append(part["text"])
-        break  # the first candidate is the answer
-    meta = reply.get("usageMetadata") or {}
-    tokens_in = int(meta.get("promptTokenCount") or 0)
-    tokens_out = int(meta.get("candidatesTokenCount") or 0) + int(
-        meta.get("thoughtsTokenCount") or 0
-    )
-    if not texts:
-        reason = (reply.get("promptFeedback") or {}).get("blockReason")
-        raise fail("LLM_ERROR", f"gemini returned no text{f' ({reason})' if reason else ''}")
-    return "".join(texts), usage_for(spec, tokens_in, tokens_out)
+    # The Gemini codec reads the reply, as it does for every Gemini chat step.
+    try:
+        message = gemini.parse(reply, ReplyContext(spec, provider="gemini"))
+    except ProviderError as e:
+        raise fail("LLM_ERROR", str(e)) from e
+    if not message.text:
+        raise fail("LLM_ERROR", f"gemini returned no text ({message.stop_reason})")
+    assert message.usage is not None
+    return message.text, message.usage
 
 
 async def ask_gemini_video(

@@ -3,12 +3,12 @@
 Each returns the envelope JSON as text; a failure is an error outcome whose text
 starts with its code (``FILE_NOT_FOUND: ...``). The tools read from the
 :class:`~visus.agent.tools.ToolContext`: ``reach`` bounds ``file_path``; the
-agent's own model is the default at the end of the model chain; ``extras`` may hold
-``config`` (a :class:`~visus.config.VisusConfig`, else ``load_config()``),
-``analyze_cache`` (an :class:`~visus.analyze.cache.AnalyzeCache`) and
-``allow_loopback_http`` (tests). Each model call's :class:`~visus.record.Usage` is
-appended to ``ctx.extras["tool_usage"]`` (a list) so the loop can add it to the
-turn's usage; the envelope's ``cost_usd`` and token counts say the same.
+agent's own model is the default at the end of the model chain; ``config`` (the
+agent's :class:`~visus.config.VisusConfig`, else ``load_config()``),
+``result_cache`` (the agent's analyze cache) and ``allow_loopback_http`` (tests) are
+its typed fields. Each model call's :class:`~visus.record.Usage` is appended to
+``ctx.tool_usage`` so the loop can add it to the turn's usage; the envelope's
+``cost_usd`` and token counts say the same.
 
 Example:
     >>> VISION_ANALYZE.name, sorted(VISION_ANALYZE.spec.parameters["required"])
@@ -30,7 +30,6 @@ from visus.record.messages import ToolSpec, Usage
 
 __all__ = ["TOOL_USAGE_KEY", "VIDEO_ANALYZE", "VISION_ANALYZE", "tool_usage"]
 
-# ``ctx.extras[TOOL_USAGE_KEY]``: the list of Usage tools spent; the agent loop bills it.
 
 _SOURCE_PROPS: dict[str, Any] = {
     "file_path": {"type": "string", "description": "A file inside the allowed roots"},
@@ -44,14 +43,11 @@ _SOURCE_PROPS: dict[str, Any] = {
 
 def tool_usage(ctx: ToolContext) -> Usage:
     """The sum of what the analyze tools spent in ``ctx`` so far."""
-    spent = ctx.extras.get(TOOL_USAGE_KEY) or []
-    return sum((u for u in spent if isinstance(u, Usage)), Usage())
+    return sum(ctx.tool_usage, Usage())
 
 
 def _config(ctx: ToolContext) -> VisusConfig:
-    cfg = ctx.extras.get("config")
-    if not isinstance(cfg, VisusConfig):
-        cfg = load_config()
+    cfg = ctx.config if ctx.config is not None else load_config()
     if cfg.auxiliary.vision.model:
         return cfg
     # The end of the chain is the agent's own model, not the file's default.
@@ -61,7 +57,7 @@ def _config(ctx: ToolContext) -> VisusConfig:
 
 
 def _sink(ctx: ToolContext) -> Any:
-    spent = ctx.extras.setdefault(TOOL_USAGE_KEY, [])
+    spent = ctx.tool_usage
 
     def sink(usage: Usage) -> None:
         spent.append(usage)
@@ -111,8 +107,8 @@ async def _vision(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             pages=_pages(args),
             reach=ctx.reach,
             config=_config(ctx),
-            cache=ctx.extras.get("analyze_cache"),
-            allow_loopback_http=bool(ctx.extras.get("allow_loopback_http", False)),
+            cache=ctx.result_cache,
+            allow_loopback_http=ctx.allow_loopback_http,
             on_usage=_sink(ctx),
         )
     except AnalyzeError as e:
@@ -132,7 +128,7 @@ async def _video(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             file_path=_opt_str(args, "file_path"),
             reach=ctx.reach,
             config=_config(ctx),
-            allow_loopback_http=bool(ctx.extras.get("allow_loopback_http", False)),
+            allow_loopback_http=ctx.allow_loopback_http,
             on_usage=_sink(ctx),
         )
     except AnalyzeError as e:

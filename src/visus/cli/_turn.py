@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from visus.agent import TurnResult
     from visus.agent.tools import OutboundImage
 
-__all__ = ["save_images", "tool_lines"]
+__all__ = ["TRUNCATED_NOTE", "save_images", "tool_lines"]
+
+#: Said after an answer the model cut off at its output limit.
+TRUNCATED_NOTE = (
+    "  note: the answer was cut off at the model's output limit (max_tokens); ask it to continue"
+)
 
 _ARGS_CHARS = 80
 _RESULT_CHARS = 100
@@ -55,6 +60,8 @@ def tool_lines(result: TurnResult) -> list[str]:
             outcome = said or ", ".join(images) or "(no output)"
             flag = "error: " if m.is_error and not said.lower().startswith("error") else ""
             lines.append(f"  {m.tool_name} {_preview(args, _ARGS_CHARS)} -> {flag}{outcome}")
+    if result.truncated:
+        lines.append(TRUNCATED_NOTE)
     return lines
 
 

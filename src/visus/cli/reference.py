@@ -40,6 +40,15 @@ def serve(
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", help="Allow binding a non-loopback address.")
     ] = False,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-output-tokens",
+            min=1,
+            help="Cut answers off at this many tokens (or the request's cap, if smaller), "
+            "with each wire's truncation signal. Default: never cut.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every provider wire, answered by the OCR-and-colour reference model."""
     if not is_loopback(host) and not allow_remote:
@@ -60,7 +69,8 @@ def serve(
     typer.echo(f"visus reference server on {base} (context {context_tokens} tokens)")
     typer.echo(_ENDPOINTS)
     typer.echo(f"try: VISUS_REFERENCE_URL={base} visus run -m reference:anthropic 'hello'")
-    uvicorn.run(create_app(context_tokens), host=host, port=port, log_level="warning")
+    app = create_app(context_tokens, max_output_tokens)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 # Like the real services, each wire wants a key (any non-empty one passes).

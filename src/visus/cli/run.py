@@ -254,6 +254,8 @@ def run(
                     "usage": usage,
                     "cost_usd": round(result.usage.cost_usd, 8),
                     "session": result.session,
+                    "stopped": result.stopped,
+                    "stop_reason": result.stop_reason,
                 }
             )
         )

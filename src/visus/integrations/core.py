@@ -211,7 +211,7 @@ class VisionCore:
             reach=self.reach,
             model=model,
             blobs=self.blobs,
-            extras={"allow_loopback_http": self.allow_loopback_http},
+            allow_loopback_http=self.allow_loopback_http,
         )
         outcome = await self.registry.call(name, args, ctx)
         texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]

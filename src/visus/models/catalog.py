@@ -85,6 +85,7 @@ def _openai(
         vision=True,
         pdf=True,
         images_in_tool_results=True,
+        reasoning=name.startswith(("gpt-5", "o3", "o4")),
         max_edge=2048,
         max_pixels=_OPENAI_PIXELS,
         max_image_bytes=20 * MB,  # older guide: 20 MB per image, 50 MB per request
@@ -113,7 +114,7 @@ def _gemini(
         vision=True,
         pdf=True,
         video=True,
-        images_in_tool_results=gemini3,  # Gemini 3: functionResponse.parts
+        images_in_tool_results=gemini3,  # Gemini 3: images inside the function response
         max_edge=3072,
         max_pixels=3072 * 3072,
         max_image_bytes=7 * MB,

@@ -106,6 +106,9 @@ class ModelSpec:
     pdf: bool = False
     video: bool = False
     images_in_tool_results: bool = False
+    #: A reasoning model (OpenAI gpt-5, o-series): on the Responses wire its reasoning
+    #: items are requested encrypted (``store: false``) and sent back between steps.
+    reasoning: bool = False
     max_edge: int = 2048
     max_pixels: int = 2048 * 2048
     max_image_bytes: int = 5 * 1024 * 1024

@@ -174,7 +174,7 @@ def make_client(
             config,
             provider=name,
             wire=wire,  # type: ignore[arg-type]
-            token_param="max_completion_tokens" if provider == "openai" else "max_tokens",
+            official=provider == "openai",
         )
     if provider == "anthropic":
         from visus.providers.anthropic_client import AnthropicClient

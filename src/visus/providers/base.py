@@ -1,10 +1,13 @@
-"""What every provider client shares: the protocol, its config, retries, errors, usage.
+"""What every provider client shares: the protocol, its config, the one
+:class:`Client`, retries and error classification.
 
-A client sends one lowered request (``visus.wire.lower``) through its provider's
-official SDK and parses the reply back into an :class:`AssistantMessage`. The SDK's
-own retries are switched off; :func:`with_retries` retries 429, 5xx and connection
-failures for every provider the same way (bounded, exponential, honouring
-``Retry-After``), so behaviour and tests do not depend on each SDK's defaults.
+A provider is a :class:`Transport` (its official SDK: a body in, a reply dict or
+event dicts out, its errors mapped) under the one :class:`Client`, which lowers a
+request with the wire's codec (``visus.wire``), sends it, and parses the reply with
+the same codec. The SDK's own retries are switched off; :func:`with_retries` retries
+429, 5xx and connection failures for every provider the same way (bounded,
+exponential, honouring ``Retry-After``), so behaviour and tests do not depend on each
+SDK's defaults.
 
 Example:
     >>> cfg = ProviderConfig(api_key="k", max_retries=1, backoff_base=0.0)
@@ -17,11 +20,9 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import inspect
-import json
 import re
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -34,24 +35,26 @@ from visus.errors import (
     RateLimitError,
 )
 from visus.models.spec import ModelSpec
-from visus.record.messages import AssistantMessage, ModelRequest, TextPart, ToolCall, Usage
-from visus.wire import BlobReader, RefitCache, Wire, lower
+from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
+from visus.wire import WIRES, BlobReader, RefitCache, ReplyContext, Wire, lower
+from visus.wire._reply import decode_arguments, new_call_id, usage_for
 
 __all__ = [
     "BlobReader",
+    "Client",
     "DeltaGate",
     "MappedError",
+    "NoStreaming",
     "OnDelta",
     "ProviderClient",
     "ProviderConfig",
     "RefitCache",
+    "Transport",
     "Wire",
     "aclose",
-    "assistant_message",
     "backoff_delay",
     "classify_http",
     "decode_arguments",
-    "lower_request",
     "new_call_id",
     "parse_retry_after",
     "request_turn",
@@ -59,8 +62,12 @@ __all__ = [
     "with_retries",
 ]
 
-#: Called with each text delta as it streams; may be sync or async.
+#: Called with each text delta as it streams; may be sync or async. The one
+#: delta-callback type of visus (the agent's ``on_delta`` is this too).
 OnDelta: TypeAlias = Callable[[str], Awaitable[None] | None]
+
+#: A request body as a wire's codec built it (JSON-ready).
+Body: TypeAlias = dict[str, Any]
 
 T = TypeVar("T")
 
@@ -125,85 +132,12 @@ async def aclose(client: object) -> None:
         await close()
 
 
-def lower_request(
-    request: ModelRequest,
-    *,
-    wire: Wire,
-    model: ModelSpec,
-    blobs: BlobReader,
-    refit_cache: RefitCache | None = None,
-) -> dict[str, Any]:
-    """Lower ``request`` onto ``wire`` (the one call into ``visus.wire``)."""
-    return lower(request, wire=wire, model=model, blobs=blobs, refit_cache=refit_cache)
-
-
 # --- usage and replies ----------------------------------------------------------
-
-
-def usage_for(model: ModelSpec, input_tokens: int, output_tokens: int) -> Usage:
-    """Tokens as the provider reported them, priced from the model's catalog entry.
-
-    Example:
-        >>> spec = ModelSpec(name="m", provider="openai", input_price_per_mtok=2.0,
-        ...                  output_price_per_mtok=8.0)
-        >>> usage_for(spec, 1_000_000, 500_000).cost_usd
-        6.0
-    """
-    cost = (
-        input_tokens * model.input_price_per_mtok + output_tokens * model.output_price_per_mtok
-    ) / 1_000_000
-    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
-
-
-def decode_arguments(raw: object) -> dict[str, Any]:
-    """Tool-call arguments as a dict, whether the wire sent JSON text or an object.
-
-    Arguments that are not a JSON object are kept, undecoded, under ``_raw`` so the
-    tool layer can report the problem to the model instead of crashing the step.
-
-    Example:
-        >>> decode_arguments('{"path": "a.png"}'), decode_arguments("")
-        ({'path': 'a.png'}, {})
-    """
-    if raw is None or raw == "":
-        return {}
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return {"_raw": raw}
-        return dict(value) if isinstance(value, dict) else {"_raw": raw}
-    return {"_raw": str(raw)}
-
-
-def new_call_id() -> str:
-    """An id for a tool call the provider did not name (Gemini, Ollama)."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def request_turn(request: ModelRequest) -> int:
     """The turn a reply to ``request`` belongs to: that of its last message."""
     return request.messages[-1].turn if request.messages else 1
-
-
-def assistant_message(
-    model: ModelSpec,
-    text: str,
-    tool_calls: list[ToolCall],
-    usage: Usage,
-    *,
-    turn: int = 1,
-) -> AssistantMessage:
-    """The reply as a record value."""
-    return AssistantMessage(
-        parts=(TextPart(text),) if text else (),
-        tool_calls=tuple(tool_calls),
-        turn=turn,
-        model=model.name,
-        usage=usage,
-    )
 
 
 class DeltaGate:
@@ -351,3 +285,103 @@ async def with_retries(
                 raise mapped.error from e
             tries += 1
             await sleep(backoff_delay(config, attempt=tries, retry_after=mapped.retry_after))
+
+
+# --- the one client -------------------------------------------------------------
+
+
+class NoStreaming(Exception):
+    """Raised by a transport's ``events`` before any event when the provider cannot
+    stream this request: the client then asks for the whole reply instead."""
+
+
+class Transport(Protocol):
+    """One provider's SDK call: a wire body in, the reply as a dict (or its stream as
+    event dicts) out. No parsing: that is the wire codec's."""
+
+    async def call(self, body: Body, model: str) -> JSONObject: ...
+
+    def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]: ...
+
+    def map_error(self, e: Exception, provider: str) -> MappedError | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Client:
+    """A :class:`ProviderClient`: lower -> send -> parse over one transport and wire,
+    with the shared retry loop and delta gate.
+
+    Example:
+        >>> client = Client(transport, provider="openai", wire="openai-chat",
+        ...                 config=ProviderConfig())  # doctest: +SKIP
+        >>> reply = await client.complete(request, model=spec, blobs=store)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, transport: Transport, *, provider: str, wire: Wire, config: ProviderConfig
+    ) -> None:
+        self.transport = transport
+        self.provider = provider
+        self.wire: Wire = wire
+        self.config = config
+
+    async def aclose(self) -> None:
+        """Close the transport's connection pool (call before the event loop ends)."""
+        await self.transport.aclose()
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        model: ModelSpec,
+        blobs: BlobReader,
+        on_delta: OnDelta | None = None,
+        refit_cache: RefitCache | None = None,
+    ) -> AssistantMessage:
+        """Lower ``request`` onto this client's wire, send it, parse the reply."""
+        body = lower(request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache)
+        return await self.send(
+            body,
+            model=model,
+            on_delta=on_delta,
+            turn=request_turn(request),
+            max_tokens=request.max_tokens,
+        )
+
+    async def send(
+        self,
+        payload: Body,
+        *,
+        model: ModelSpec,
+        on_delta: OnDelta | None = None,
+        turn: int = 1,
+        max_tokens: int | None = None,
+    ) -> AssistantMessage:
+        """Send an already lowered body (its cap set to ``max_tokens`` if it has none);
+        stream text to ``on_delta`` when given."""
+        codec = WIRES[self.wire]
+        body = codec.cap(payload, max_tokens) if max_tokens is not None else dict(payload)
+        ctx = ReplyContext(model, turn, self.provider)
+        gate = DeltaGate(on_delta)
+
+        async def attempt() -> AssistantMessage:
+            if on_delta is not None:
+                stream = codec.stream(ctx)
+                try:
+                    async for event in self.transport.events(body, model.name):
+                        await gate(stream.feed(event))
+                    return stream.result()
+                except NoStreaming:
+                    pass  # answer in one piece rather than not at all
+            reply = codec.parse(await self.transport.call(body, model.name), ctx)
+            if on_delta is not None:
+                await gate(reply.text)
+            return reply
+
+        return await with_retries(
+            attempt,
+            config=self.config,
+            map_error=lambda e: self.transport.map_error(e, self.provider),
+            gate=gate,
+        )

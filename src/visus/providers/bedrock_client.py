@@ -1,9 +1,10 @@
-"""Amazon Bedrock Converse. The only module that imports ``boto3``/``botocore``.
+"""Amazon Bedrock Converse transport. The only module that imports ``boto3``/``botocore``.
 
 ``visus.wire`` lowers to the Converse REST body, where image (and document) bytes
 are base64 text; boto3 takes raw bytes and encodes them itself, so they are decoded
 back here. boto3 is synchronous: each call runs in a worker thread, and a stream is
-read one event per thread hop so ``on_delta`` always runs on the event loop.
+read one event per thread hop so ``on_delta`` always runs on the event loop. Replies
+and events are already dicts; :mod:`visus.wire.bedrock` parses them.
 
 Example:
     >>> BedrockClient(ProviderConfig(region="us-east-1", api_key="a",
@@ -16,30 +17,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from visus.errors import AuthError, InvalidInputError, ProviderError
-from visus.models.spec import ModelSpec
 from visus.providers.base import (
-    BlobReader,
-    DeltaGate,
+    Body,
+    Client,
     MappedError,
-    OnDelta,
+    NoStreaming,
     ProviderConfig,
-    RefitCache,
-    Wire,
-    assistant_message,
     classify_http,
-    decode_arguments,
-    lower_request,
-    new_call_id,
     parse_retry_after,
-    request_turn,
-    usage_for,
-    with_retries,
 )
-from visus.record.messages import AssistantMessage, ModelRequest, ToolCall
+from visus.record.messages import JSONObject
 
 try:
     import boto3
@@ -48,7 +39,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Bedrock client needs: pip install 'visus[providers]'") from e
 
-__all__ = ["BedrockClient", "map_bedrock_error", "to_boto_request"]
+__all__ = ["BedrockClient", "BedrockTransport", "map_bedrock_error", "to_boto_request"]
 
 # Error codes as Converse names them (HTTP responses and in-stream exception events).
 _CODE_STATUS = {
@@ -146,18 +137,16 @@ def to_boto_request(payload: Mapping[str, Any], *, model_id: str) -> dict[str, A
     return {"modelId": model_id, **body}
 
 
-class BedrockClient:
-    """A :class:`~visus.providers.base.ProviderClient` on boto3's ``bedrock-runtime``.
+class BedrockTransport:
+    """boto3's ``bedrock-runtime``: a Converse body in, the reply or its stream events
+    as dicts out (boto3 returns dicts already).
 
     ``config.api_key`` is the access key id (with ``aws_secret_access_key`` and an
     optional ``aws_session_token``); without them boto3's usual chain applies
     (environment, profile, instance role). ``base_url`` is the endpoint URL.
     """
 
-    def __init__(self, config: ProviderConfig, *, provider: str = "bedrock") -> None:
-        self.provider = provider
-        self.wire: Wire = "bedrock"
-        self.config = config
+    def __init__(self, config: ProviderConfig) -> None:
         session = boto3.session.Session(
             aws_access_key_id=config.api_key,
             aws_secret_access_key=config.aws_secret_access_key,
@@ -168,7 +157,7 @@ class BedrockClient:
             "bedrock-runtime",
             endpoint_url=config.base_url,
             config=botocore.config.Config(
-                # One attempt: with_retries owns retrying, the same way for every provider.
+                # One attempt: the Client owns retrying, the same way for every provider.
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=min(config.timeout, 60.0),
                 read_timeout=config.timeout,
@@ -185,129 +174,39 @@ class BedrockClient:
             self._client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
 
     async def aclose(self) -> None:
-        """Close the SDK's connection pool (call before the event loop ends)."""
         await asyncio.to_thread(self._client.close)
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        model: ModelSpec,
-        blobs: BlobReader,
-        on_delta: OnDelta | None = None,
-        refit_cache: RefitCache | None = None,
-    ) -> AssistantMessage:
-        """Lower ``request`` onto Converse, send it, parse the reply."""
-        payload = lower_request(
-            request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache
+    async def call(self, body: Body, model: str) -> JSONObject:
+        reply = await asyncio.to_thread(
+            self._client.converse, **to_boto_request(body, model_id=model)
         )
-        inference = dict(payload.get("inferenceConfig") or {})
-        inference.setdefault("maxTokens", request.max_tokens)
-        payload["inferenceConfig"] = inference
-        return await self.send(payload, model=model, on_delta=on_delta, turn=request_turn(request))
+        return {k: v for k, v in reply.items() if k != "ResponseMetadata"}
 
-    async def send(
-        self,
-        payload: dict[str, Any],
-        *,
-        model: ModelSpec,
-        on_delta: OnDelta | None = None,
-        turn: int = 1,
-    ) -> AssistantMessage:
-        """Send an already lowered Converse body; stream text when ``on_delta`` is given."""
-        kwargs = to_boto_request(payload, model_id=model.name)
-        gate = DeltaGate(on_delta)
-
-        async def attempt() -> AssistantMessage:
-            if on_delta is not None and self._streams:
-                try:
-                    return await self._stream(kwargs, model, gate, turn)
-                except botocore.exceptions.ClientError as e:
-                    if gate.emitted or not _no_streaming(e):
-                        raise
-                    # Some models (tools + streaming) and gateways cannot stream: answer
-                    # in one piece rather than not at all, and stop trying to stream.
-                    self._streams = False
-            reply = await asyncio.to_thread(self._client.converse, **kwargs)
-            message = self._parse(reply, model, turn)
-            if on_delta is not None:
-                await gate(message.text)
-            return message
-
-        return await with_retries(
-            attempt,
-            config=self.config,
-            map_error=lambda e: map_bedrock_error(e, provider=self.provider),
-            gate=gate,
-        )
-
-    def _parse(self, reply: Mapping[str, Any], model: ModelSpec, turn: int) -> AssistantMessage:
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        for block in reply.get("output", {}).get("message", {}).get("content", ()):
-            if "text" in block:
-                text.append(block["text"])
-            elif "toolUse" in block:
-                use = block["toolUse"]
-                calls.append(
-                    ToolCall(
-                        id=use.get("toolUseId") or new_call_id(),
-                        name=use["name"],
-                        arguments=decode_arguments(use.get("input")),
-                    )
-                )
-        usage = reply.get("usage", {})
-        return assistant_message(
-            model,
-            "".join(text),
-            calls,
-            usage_for(model, int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))),
-            turn=turn,
-        )
-
-    async def _stream(
-        self, kwargs: dict[str, Any], model: ModelSpec, gate: DeltaGate, turn: int
-    ) -> AssistantMessage:
-        reply = await asyncio.to_thread(self._client.converse_stream, **kwargs)
+    async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
+        if not self._streams:
+            raise NoStreaming
+        kwargs = to_boto_request(body, model_id=model)
+        try:
+            reply = await asyncio.to_thread(self._client.converse_stream, **kwargs)
+        except botocore.exceptions.ClientError as e:
+            if not _no_streaming(e):
+                raise
+            # Some models (tools + streaming) and gateways cannot stream: answer in one
+            # piece rather than not at all, and stop trying to stream.
+            self._streams = False
+            raise NoStreaming from e
         events = iter(reply["stream"])
-        text: list[str] = []
-        slots: dict[int, dict[str, Any]] = {}
-        usage: Mapping[str, Any] = {}
+        # boto3 reads the stream synchronously: one event per thread hop, so the
+        # caller's on_delta always runs on the event loop.
         while (event := await asyncio.to_thread(next, events, None)) is not None:
-            if "contentBlockStart" in event:
-                start = event["contentBlockStart"]
-                use = start.get("start", {}).get("toolUse")
-                if use:
-                    slots[start["contentBlockIndex"]] = {
-                        "id": use.get("toolUseId", ""),
-                        "name": use.get("name", ""),
-                        "args": [],
-                    }
-            elif "contentBlockDelta" in event:
-                delta = event["contentBlockDelta"]
-                body = delta.get("delta", {})
-                if body.get("text"):
-                    text.append(body["text"])
-                    await gate(body["text"])
-                elif "toolUse" in body:
-                    slot = slots.setdefault(
-                        delta["contentBlockIndex"], {"id": "", "name": "", "args": []}
-                    )
-                    slot["args"].append(body["toolUse"].get("input", ""))
-            elif "metadata" in event:
-                usage = event["metadata"].get("usage", {})
-        calls = [
-            ToolCall(
-                id=s["id"] or new_call_id(),
-                name=s["name"],
-                arguments=decode_arguments("".join(s["args"])),
-            )
-            for _, s in sorted(slots.items())
-        ]
-        return assistant_message(
-            model,
-            "".join(text),
-            calls,
-            usage_for(model, int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))),
-            turn=turn,
-        )
+            yield event
+
+    def map_error(self, e: Exception, provider: str) -> MappedError | None:
+        return map_bedrock_error(e, provider=provider)
+
+
+class BedrockClient(Client):
+    """The :class:`~visus.providers.base.Client` over :class:`BedrockTransport`."""
+
+    def __init__(self, config: ProviderConfig, *, provider: str = "bedrock") -> None:
+        super().__init__(BedrockTransport(config), provider=provider, wire="bedrock", config=config)

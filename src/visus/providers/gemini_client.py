@@ -1,14 +1,13 @@
-"""Gemini generateContent. The only module that imports ``google-genai``.
+"""Gemini generateContent transport. The only module that imports ``google-genai``.
 
 ``visus.wire`` lowers to the REST body (``contents``, ``systemInstruction``,
 ``tools``, ``generationConfig``; camelCase). The SDK's pydantic types accept those
 aliases, so the body becomes ``types.Content`` and ``types.GenerateContentConfig``
 without a second, hand-written lowering.
 
-Thought signatures: Gemini 3 (and 2.5 with thinking) puts an opaque
-``thought_signature`` on ``functionCall`` parts and answers 400 when a later request
-leaves it off that call. It is kept on :attr:`ToolCall.signature` (base64 text, so
-the record stays JSON) and the wire sends it back as ``thoughtSignature``.
+Replies are dumped to camelCase dicts (bytes as base64) and parsed by
+:mod:`visus.wire.gemini`, which keeps thought signatures (on function calls and on
+text) for the next request.
 
 Example:
     >>> GeminiClient(ProviderConfig(api_key="x")).wire
@@ -18,29 +17,20 @@ Example:
 from __future__ import annotations
 
 import base64
-from typing import Any
+import datetime
+import enum
+from collections.abc import AsyncIterator, Mapping
 
-from visus.errors import AuthError, ProviderError
-from visus.models.spec import ModelSpec
+from visus.errors import AuthError
 from visus.providers.base import (
-    BlobReader,
-    DeltaGate,
+    Body,
+    Client,
     MappedError,
-    OnDelta,
     ProviderConfig,
-    RefitCache,
-    Wire,
-    assistant_message,
     classify_http,
-    decode_arguments,
-    lower_request,
-    new_call_id,
     parse_retry_after,
-    request_turn,
-    usage_for,
-    with_retries,
 )
-from visus.record.messages import AssistantMessage, ModelRequest, ToolCall
+from visus.record.messages import JSONObject
 
 try:
     from google import genai
@@ -49,7 +39,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Gemini client needs: pip install 'visus[providers]'") from e
 
-__all__ = ["GeminiClient", "map_gemini_error", "to_sdk_request"]
+__all__ = ["GeminiClient", "GeminiTransport", "map_gemini_error", "to_sdk_request"]
 
 # REST body keys that belong in GenerateContentConfig (camelCase and snake_case).
 _CONFIG_KEYS = {
@@ -90,7 +80,7 @@ def map_gemini_error(e: Exception, *, provider: str = "gemini") -> MappedError |
 
 
 def to_sdk_request(
-    payload: dict[str, Any], *, max_tokens: int | None = None
+    payload: Mapping[str, object], *, max_tokens: int | None = None
 ) -> tuple[list[genai_types.Content], genai_types.GenerateContentConfig]:
     """The lowered REST body as the SDK's ``contents`` and ``config``.
 
@@ -101,9 +91,13 @@ def to_sdk_request(
         >>> contents[0].parts[0].text, config.max_output_tokens
         ('hi', 64)
     """
-    contents = [genai_types.Content.model_validate(c) for c in payload.get("contents", ())]
+    raw_contents = payload.get("contents")
+    contents = [
+        genai_types.Content.model_validate(c)
+        for c in (raw_contents if isinstance(raw_contents, list) else ())
+    ]
     generation = payload.get("generationConfig") or payload.get("generation_config") or {}
-    cfg: dict[str, Any] = dict(generation)
+    cfg: dict[str, object] = dict(generation) if isinstance(generation, Mapping) else {}
     for key, field_name in _CONFIG_KEYS.items():
         if payload.get(key) is not None:
             cfg[field_name] = payload[key]
@@ -114,13 +108,11 @@ def to_sdk_request(
     return contents, genai_types.GenerateContentConfig.model_validate(cfg)
 
 
-class GeminiClient:
-    """A :class:`~visus.providers.base.ProviderClient` on ``genai.Client(...).aio``."""
+class GeminiTransport:
+    """``genai.Client(...).aio``: a REST body in, replies as camelCase dicts out (the
+    shape :mod:`visus.wire.gemini` parses, whatever the SDK's own field names)."""
 
-    def __init__(self, config: ProviderConfig, *, provider: str = "gemini") -> None:
-        self.provider = provider
-        self.wire: Wire = "gemini"
-        self.config = config
+    def __init__(self, config: ProviderConfig) -> None:
         self._client = genai.Client(
             api_key=config.api_key,
             http_options=genai_types.HttpOptions(
@@ -129,119 +121,57 @@ class GeminiClient:
                 api_version="v1beta",
                 timeout=int(config.timeout * 1000),
                 headers=dict(config.headers) or None,
-                # One attempt: with_retries owns retrying, the same way for every provider.
+                # One attempt: the Client owns retrying, the same way for every provider.
                 retry_options=genai_types.HttpRetryOptions(attempts=1),
             ),
         )
 
     async def aclose(self) -> None:
-        """Close the SDK's connection pool (call before the event loop ends)."""
         await self._client.aio.aclose()
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        model: ModelSpec,
-        blobs: BlobReader,
-        on_delta: OnDelta | None = None,
-        refit_cache: RefitCache | None = None,
-    ) -> AssistantMessage:
-        """Lower ``request`` onto the Gemini wire, send it, parse the reply."""
-        payload = lower_request(
-            request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache
+    async def call(self, body: Body, model: str) -> JSONObject:
+        contents, config = to_sdk_request(body)
+        reply = await self._client.aio.models.generate_content(
+            model=model, contents=contents, config=config
         )
-        return await self.send(
-            payload,
-            model=model,
-            on_delta=on_delta,
-            turn=request_turn(request),
-            max_tokens=request.max_tokens,
+        return _dump(reply)
+
+    async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
+        contents, config = to_sdk_request(body)
+        stream = await self._client.aio.models.generate_content_stream(
+            model=model, contents=contents, config=config
         )
+        async for chunk in stream:
+            yield _dump(chunk)
 
-    async def send(
-        self,
-        payload: dict[str, Any],
-        *,
-        model: ModelSpec,
-        on_delta: OnDelta | None = None,
-        turn: int = 1,
-        max_tokens: int | None = None,
-    ) -> AssistantMessage:
-        """Send an already lowered REST body; stream text to ``on_delta`` when given."""
-        contents, config = to_sdk_request(payload, max_tokens=max_tokens)
-        gate = DeltaGate(on_delta)
-        models = self._client.aio.models
+    def map_error(self, e: Exception, provider: str) -> MappedError | None:
+        return map_gemini_error(e, provider=provider)
 
-        async def attempt() -> AssistantMessage:
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            usage: Any = None
-            if on_delta is None:
-                reply = await models.generate_content(
-                    model=model.name,
-                    contents=contents,
-                    config=config,
-                )
-                self._collect(reply, text, calls, None)
-                usage = reply.usage_metadata
-            else:
-                stream = await models.generate_content_stream(
-                    model=model.name,
-                    contents=contents,
-                    config=config,
-                )
-                async for chunk in stream:
-                    for delta in self._collect(chunk, text, calls, gate):
-                        await gate(delta)
-                    if chunk.usage_metadata is not None:
-                        usage = chunk.usage_metadata
-            prompt = (usage.prompt_token_count or 0) if usage else 0
-            output = (
-                (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-                if usage
-                else 0
-            )
-            return assistant_message(
-                model, "".join(text), calls, usage_for(model, prompt, output), turn=turn
-            )
 
-        return await with_retries(
-            attempt,
-            config=self.config,
-            map_error=lambda e: map_gemini_error(e, provider=self.provider),
-            gate=gate,
-        )
+def _dump(reply: genai_types.GenerateContentResponse) -> JSONObject:
+    """The reply as REST JSON: camelCase names, bytes (thought signatures) as standard
+    base64 (the SDK's own JSON mode writes the URL-safe alphabet, which REST does not)."""
+    out = _rest(reply.model_dump(by_alias=True, exclude_none=True))
+    assert isinstance(out, dict)
+    return out
 
-    @staticmethod
-    def _collect(
-        reply: genai_types.GenerateContentResponse,
-        text: list[str],
-        calls: list[ToolCall],
-        gate: DeltaGate | None,
-    ) -> list[str]:
-        """Add the first candidate's text and calls; return this chunk's new text."""
-        new: list[str] = []
-        candidates = reply.candidates or []
-        if not candidates or candidates[0].content is None:
-            return new
-        for part in candidates[0].content.parts or ():
-            if part.text and not part.thought:
-                text.append(part.text)
-                new.append(part.text)
-            if part.function_call is not None:
-                fc = part.function_call
-                if not fc.name:
-                    raise ProviderError("gemini: function call without a name", provider="gemini")
-                signature = part.thought_signature
-                calls.append(
-                    ToolCall(
-                        id=fc.id or new_call_id(),
-                        name=fc.name,
-                        arguments=decode_arguments(fc.args),
-                        signature=base64.b64encode(signature).decode("ascii")
-                        if signature
-                        else None,
-                    )
-                )
-        return new
+
+def _rest(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _rest(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rest(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value
+
+
+class GeminiClient(Client):
+    """The :class:`~visus.providers.base.Client` over :class:`GeminiTransport`."""
+
+    def __init__(self, config: ProviderConfig, *, provider: str = "gemini") -> None:
+        super().__init__(GeminiTransport(config), provider=provider, wire="gemini", config=config)

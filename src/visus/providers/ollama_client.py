@@ -1,4 +1,4 @@
-"""Ollama's native ``/api/chat``. The only module that imports the ``ollama`` SDK.
+"""Ollama's native ``/api/chat`` transport. The only module that imports the ``ollama`` SDK.
 
 Images travel as ``images`` on user messages (lowered by ``visus.wire``). They are
 handed to the SDK as raw bytes: given a string, the SDK first asks the file system
@@ -13,35 +13,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
 
 from visus.errors import InvalidInputError
-from visus.models.spec import ModelSpec
-from visus.providers.base import (
-    BlobReader,
-    DeltaGate,
-    MappedError,
-    OnDelta,
-    ProviderConfig,
-    RefitCache,
-    Wire,
-    assistant_message,
-    classify_http,
-    decode_arguments,
-    lower_request,
-    new_call_id,
-    request_turn,
-    usage_for,
-    with_retries,
-)
-from visus.record.messages import AssistantMessage, ModelRequest, ToolCall
+from visus.providers.base import Body, Client, MappedError, ProviderConfig, classify_http
+from visus.record.messages import JSONObject
 
 try:
     import ollama
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Ollama client needs: pip install 'visus[providers]'") from e
 
-__all__ = ["OllamaClient", "map_ollama_error"]
+__all__ = ["OllamaClient", "OllamaTransport", "map_ollama_error"]
 
 _TRANSPORT_MODULES = {"httpx", "httpx2"}
 
@@ -60,11 +43,13 @@ def map_ollama_error(e: Exception, *, provider: str = "ollama") -> MappedError |
     return None
 
 
-def _raw_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
+def _raw_images(messages: list[object]) -> list[Mapping[str, object]]:
+    out: list[Mapping[str, object]] = []
     for m in messages:
+        if not isinstance(m, Mapping):
+            raise InvalidInputError("ollama: a message in the request is not an object")
         images = m.get("images")
-        if images:
+        if isinstance(images, list) and images:
             m = {**m, "images": [_image_bytes(i) for i in images]}
         out.append(m)
     return out
@@ -81,13 +66,10 @@ def _image_bytes(image: object) -> bytes:
     raise InvalidInputError(f"ollama: unexpected image value of type {type(image).__name__}")
 
 
-class OllamaClient:
-    """A :class:`~visus.providers.base.ProviderClient` on ``ollama.AsyncClient``."""
+class OllamaTransport:
+    """``ollama.AsyncClient``: an ``/api/chat`` body in, replies (lines) as dicts out."""
 
-    def __init__(self, config: ProviderConfig, *, provider: str = "ollama") -> None:
-        self.provider = provider
-        self.wire: Wire = "ollama"
-        self.config = config
+    def __init__(self, config: ProviderConfig) -> None:
         headers = dict(config.headers)
         if config.api_key:
             headers.setdefault("Authorization", f"Bearer {config.api_key}")
@@ -96,78 +78,36 @@ class OllamaClient:
         )
 
     async def aclose(self) -> None:
-        """Close the SDK's connection pool (call before the event loop ends)."""
         await self._client.close()  # type: ignore[no-untyped-call]
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        model: ModelSpec,
-        blobs: BlobReader,
-        on_delta: OnDelta | None = None,
-        refit_cache: RefitCache | None = None,
-    ) -> AssistantMessage:
-        """Lower ``request`` onto ``/api/chat``, send it, parse the reply."""
-        payload = lower_request(
-            request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache
-        )
-        options = dict(payload.get("options") or {})
-        options.setdefault("num_predict", request.max_tokens)
-        payload["options"] = options
-        return await self.send(payload, model=model, on_delta=on_delta, turn=request_turn(request))
-
-    async def send(
-        self,
-        payload: dict[str, Any],
-        *,
-        model: ModelSpec,
-        on_delta: OnDelta | None = None,
-        turn: int = 1,
-    ) -> AssistantMessage:
-        """Send an already lowered ``/api/chat`` body; stream text when ``on_delta`` is given."""
-        messages = _raw_images(list(payload.get("messages", ())))
+    @staticmethod
+    def _args(body: Body) -> tuple[list[Mapping[str, object]], dict[str, object]]:
+        messages = body.get("messages")
         extra = {
-            k: payload[k]
+            k: body[k]
             for k in ("tools", "options", "format", "keep_alive", "think")
-            if payload.get(k) is not None
+            if body.get(k) is not None
         }
-        gate = DeltaGate(on_delta)
+        return _raw_images(messages if isinstance(messages, list) else []), extra
 
-        async def attempt() -> AssistantMessage:
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            prompt = output = 0
-            if on_delta is None:
-                parts = [await self._client.chat(model.name, messages, stream=False, **extra)]
-            else:
-                parts = []
-                async for part in await self._client.chat(
-                    model.name, messages, stream=True, **extra
-                ):
-                    parts.append(part)
-                    if part.message.content:
-                        await gate(part.message.content)
-            for part in parts:
-                if part.message.content:
-                    text.append(part.message.content)
-                for tc in part.message.tool_calls or ():
-                    calls.append(
-                        ToolCall(
-                            id=new_call_id(),
-                            name=tc.function.name,
-                            arguments=decode_arguments(tc.function.arguments),
-                        )
-                    )
-                prompt = part.prompt_eval_count or prompt
-                output = part.eval_count or output
-            return assistant_message(
-                model, "".join(text), calls, usage_for(model, prompt, output), turn=turn
-            )
+    async def call(self, body: Body, model: str) -> JSONObject:
+        messages, extra = self._args(body)
+        reply = await self._client.chat(model, messages, stream=False, **extra)  # type: ignore[call-overload]
+        out: JSONObject = reply.model_dump(mode="json")
+        return out
 
-        return await with_retries(
-            attempt,
-            config=self.config,
-            map_error=lambda e: map_ollama_error(e, provider=self.provider),
-            gate=gate,
-        )
+    async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
+        messages, extra = self._args(body)
+        lines = await self._client.chat(model, messages, stream=True, **extra)  # type: ignore[call-overload]
+        async for line in lines:
+            yield line.model_dump(mode="json")
+
+    def map_error(self, e: Exception, provider: str) -> MappedError | None:
+        return map_ollama_error(e, provider=provider)
+
+
+class OllamaClient(Client):
+    """The :class:`~visus.providers.base.Client` over :class:`OllamaTransport`."""
+
+    def __init__(self, config: ProviderConfig, *, provider: str = "ollama") -> None:
+        super().__init__(OllamaTransport(config), provider=provider, wire="ollama", config=config)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, assert_never
+from typing import Any, assert_never, cast, get_args
 
 from visus.errors import InvalidInputError, InvalidKeyError
 from visus.record.blobs import validate_digest
@@ -32,6 +32,8 @@ from visus.record.messages import (
     Origin,
     Part,
     PerceptionOrigin,
+    ProviderState,
+    StopReason,
     TextPart,
     ToolCall,
     ToolResult,
@@ -46,7 +48,8 @@ RECORD_VERSION = 1
 
 # Fields written by hand below; any other (scalar) field a message or part grows
 # later is carried through generically, so adding a defaulted field never loses data.
-_HANDLED = {"kind", "parts", "tool_calls", "usage", "origin"}
+_HANDLED = {"kind", "parts", "tool_calls", "usage", "origin", "stop_reason", "provider_state"}
+_STOP_REASONS = frozenset(get_args(StopReason))
 
 
 def _extra_fields(value: Any) -> dict[str, Any]:
@@ -120,6 +123,14 @@ def message_to_dict(m: Message) -> dict[str, Any]:
         out["parts"] = [_part_to_dict(p) for p in m.parts]
         out["tool_calls"] = [_tool_call_to_dict(c) for c in m.tool_calls]
         out["usage"] = _usage_to_dict(m.usage)
+        # Written only when present: older records stay as they were.
+        if m.stop_reason is not None:
+            out["stop_reason"] = m.stop_reason
+        if m.provider_state is not None:
+            out["provider_state"] = {
+                "wire": m.provider_state.wire,
+                "items": m.provider_state.items,
+            }
     elif isinstance(m, ToolResult):
         out.update(extra)
         out["parts"] = [_part_to_dict(p) for p in m.parts]
@@ -266,6 +277,24 @@ def _check_scalars(m: Message) -> Message:
     return m
 
 
+def _stop_reason(value: object) -> StopReason | None:
+    if value is None:
+        return None
+    if value not in _STOP_REASONS:
+        raise _bad("stop_reason", f"expected one of {', '.join(sorted(_STOP_REASONS))}")
+    return cast("StopReason", value)
+
+
+def _provider_state(value: object) -> ProviderState | None:
+    if value is None:
+        return None
+    d = _obj(value, "provider_state")
+    wire, items = d.get("wire"), d.get("items")
+    if not isinstance(wire, str) or not isinstance(items, str):
+        raise _bad("provider_state", "expected {wire, items} strings")
+    return ProviderState(wire, items)
+
+
 def _usage_from_dict(value: object) -> Usage | None:
     if value is None:
         return None
@@ -327,6 +356,8 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
                     parts=tuple(p for p in parts if isinstance(p, TextPart)),
                     tool_calls=calls,
                     usage=_usage_from_dict(d.get("usage")),
+                    stop_reason=_stop_reason(d.get("stop_reason")),
+                    provider_state=_provider_state(d.get("provider_state")),
                     **_scalars(AssistantMessage, d),
                 )
             )

@@ -24,11 +24,14 @@ __all__ = [
     "AttachmentOrigin",
     "DocumentPart",
     "ImagePart",
+    "JSONObject",
     "Message",
     "ModelRequest",
     "Origin",
     "Part",
     "PerceptionOrigin",
+    "ProviderState",
+    "StopReason",
     "TextPart",
     "ToolCall",
     "ToolResult",
@@ -114,13 +117,37 @@ class ToolCall:
     """A call the assistant asked for. ``arguments`` is a decoded JSON object.
 
     ``signature`` is an opaque token some providers attach to a call and require
-    back on the same call in later turns (Gemini's ``thoughtSignature``, base64).
+    back on the same call in later turns (Gemini's thought signature, base64).
     """
 
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     signature: str | None = None
+
+
+#: Why a model stopped, the same on every wire: it finished (``end_turn``), it asked
+#: for tools (``tool_use``), it hit the output limit (``max_tokens``: the answer is cut
+#: off), a safety filter stopped it (``content_filter``), or anything else (``other``).
+StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
+
+#: A JSON object as parsed (a reply, an event, an opaque provider item).
+JSONObject: TypeAlias = dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderState:
+    """Opaque items one wire wants back on later steps (OpenAI Responses reasoning
+    items, Gemini thought signatures on text), kept verbatim as JSON text so the record
+    stays plain; lowering onto another wire drops them.
+
+    Example:
+        >>> ProviderState("openai-responses", '[{"type": "reasoning", "id": "rs_1"}]').wire
+        'openai-responses'
+    """
+
+    wire: str
+    items: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +184,16 @@ class AssistantMessage:
     turn: int = 1
     model: str = ""
     usage: Usage | None = None
+    #: Why the model stopped (None in records written before visus kept it).
+    stop_reason: StopReason | None = None
+    #: Opaque items its wire wants back on later steps of the same wire.
+    provider_state: ProviderState | None = None
     kind: Literal["assistant"] = "assistant"
+
+    @property
+    def truncated(self) -> bool:
+        """True when the reply was cut off at the output limit."""
+        return self.stop_reason == "max_tokens"
 
     @property
     def text(self) -> str:

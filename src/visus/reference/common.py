@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -84,6 +85,10 @@ class Settings:
     """Server-wide settings; ``context_tokens`` is the model's context window."""
 
     context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS
+    #: The model's own output limit (tokens). When set, an answer longer than it, or
+    #: than the request's own cap, is cut off there and the reply says so with the
+    #: wire's truncation signal. None: answers are never cut (request caps ignored).
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +166,12 @@ async def answer(
     model: str,
     settings: Settings,
     too_long: Callable[[int, int], Reject],
+    cap: object = None,
 ) -> Reply:
     """Count the prompt, refuse it with ``too_long(tokens, window)`` if over, else respond.
 
-    OCR is CPU-bound; it runs in a worker thread so the event loop keeps serving.
+    ``cap`` is the request's output cap as sent (used when ``settings.max_output_tokens``
+    is set). OCR is CPU-bound; it runs in a worker thread so the event loop keeps serving.
     """
     tokens = count_tokens(conv, image_cost(spec_for(wire, model)))
     if tokens > settings.context_tokens:
@@ -172,7 +179,28 @@ async def answer(
     wait = requested_wait(conv)
     if wait:
         await asyncio.sleep(wait)
-    return await run_in_threadpool(respond, conv, input_tokens=tokens)
+    reply = await run_in_threadpool(respond, conv, input_tokens=tokens)
+    return cut(reply, settings.max_output_tokens, cap)
+
+
+def cut(reply: Reply, limit: int | None, cap: object = None) -> Reply:
+    """``reply`` cut off at ``limit`` tokens (or the request's ``cap`` if smaller);
+    unchanged when ``limit`` is None or the reply fits. A cut tool call is dropped (its
+    arguments would be half a JSON object), as a real model's cut call is unusable.
+
+    Example:
+        >>> cut(Reply("abcdefgh", output_tokens=2), 1)
+        Reply(text='abcd', tool_calls=(), input_tokens=0, output_tokens=1, truncated=True)
+    """
+    if limit is None:
+        return reply
+    if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
+        limit = min(limit, cap)
+    if reply.output_tokens <= limit:
+        return reply
+    return dataclasses.replace(
+        reply, text=reply.text[: limit * 4], tool_calls=(), output_tokens=limit, truncated=True
+    )
 
 
 def now() -> int:

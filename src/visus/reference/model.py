@@ -135,6 +135,8 @@ class Reply:
     tool_calls: tuple[OutCall, ...] = ()
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Cut off at the output limit (each wire says so with its own signal).
+    truncated: bool = False
 
 
 _cache: OrderedDict[str, SeenImage | None] = OrderedDict()

@@ -50,8 +50,14 @@ Handler = Callable[[Request, Settings], Awaitable[Response]]
 _START_TIMEOUT_SECONDS = 15.0
 
 
-def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI:
+def create_app(
+    context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS, max_output_tokens: int | None = None
+) -> FastAPI:
     """The ASGI app serving every wire with a context window of ``context_tokens``.
+
+    With ``max_output_tokens`` an answer longer than it (or than the request's own
+    cap) is cut off and the reply says so with the wire's own signal (``max_tokens``,
+    ``length``, ``incomplete``, ``MAX_TOKENS``...).
 
     Example:
         >>> app = create_app(context_tokens=4096)
@@ -60,7 +66,9 @@ def create_app(context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS) -> FastAPI
     """
     if context_tokens < 1:
         raise ConfigError(f"context_tokens must be positive, got {context_tokens}")
-    settings = Settings(context_tokens=context_tokens)
+    if max_output_tokens is not None and max_output_tokens < 1:
+        raise ConfigError(f"max_output_tokens must be positive, got {max_output_tokens}")
+    settings = Settings(context_tokens=context_tokens, max_output_tokens=max_output_tokens)
     app = FastAPI(title="visus reference server", docs_url=None, redoc_url=None, openapi_url=None)
 
     def route(path: str, handler: Handler) -> None:
@@ -89,6 +97,7 @@ def serve_in_background(
     host: str = "127.0.0.1",
     port: int = 0,
     context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS,
+    max_output_tokens: int | None = None,
 ) -> Iterator[str]:
     """Run the server in a thread; yield its base URL (``http://127.0.0.1:PORT``).
 
@@ -109,7 +118,7 @@ def serve_in_background(
     except OSError as e:
         raise ConfigError(f"the reference server cannot listen on {host}:{port}: {e}") from e
     config = uvicorn.Config(
-        create_app(context_tokens),
+        create_app(context_tokens, max_output_tokens),
         host=host,
         port=port,
         log_level="warning",

@@ -392,6 +392,12 @@ def _stream(message: dict[str, Any]) -> Iterator[str]:
     yield _sse("message_stop", {})
 
 
+def _stop_reason(reply: Reply) -> str:
+    if reply.truncated:
+        return "max_tokens"
+    return "tool_use" if reply.tool_calls else "end_turn"
+
+
 async def messages(request: Request, settings: Settings) -> Response:
     """``POST /v1/messages``."""
     _check_auth(request)
@@ -400,7 +406,14 @@ async def messages(request: Request, settings: Settings) -> Response:
     if not isinstance(model, str) or not model:
         raise _reject("model: Field required")
     conv = _conversation(body)
-    reply = await answer(conv, wire="anthropic", model=model, settings=settings, too_long=_too_long)
+    reply = await answer(
+        conv,
+        wire="anthropic",
+        model=model,
+        settings=settings,
+        too_long=_too_long,
+        cap=body.get("max_tokens"),
+    )
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
     message = {
         "id": f"msg_{digest}",
@@ -408,7 +421,7 @@ async def messages(request: Request, settings: Settings) -> Response:
         "role": "assistant",
         "model": model,
         "content": _content(reply),
-        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
         "usage": {
             "input_tokens": reply.input_tokens,

@@ -343,7 +343,7 @@ def _events(reply: Reply) -> Iterator[bytes]:
                 {"contentBlockIndex": n, "delta": {"toolUse": {"input": json.dumps(use["input"])}}},
             )
         yield _event("contentBlockStop", {"contentBlockIndex": n})
-    yield _event("messageStop", {"stopReason": "tool_use" if reply.tool_calls else "end_turn"})
+    yield _event("messageStop", {"stopReason": _stop_reason(reply)})
     yield _event("metadata", {"usage": _usage(reply), "metrics": {"latencyMs": 1}})
 
 
@@ -361,7 +361,17 @@ async def _reply(request: Request, settings: Settings) -> Reply:
     model = str(request.path_params.get("model_id", ""))
     body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
     conv = _conversation(body)
-    return await answer(conv, wire="bedrock", model=model, settings=settings, too_long=_too_long)
+    inference = body.get("inferenceConfig")
+    cap = inference.get("maxTokens") if isinstance(inference, dict) else None
+    return await answer(
+        conv, wire="bedrock", model=model, settings=settings, too_long=_too_long, cap=cap
+    )
+
+
+def _stop_reason(reply: Reply) -> str:
+    if reply.truncated:
+        return "max_tokens"
+    return "tool_use" if reply.tool_calls else "end_turn"
 
 
 async def converse(request: Request, settings: Settings) -> Response:
@@ -370,7 +380,7 @@ async def converse(request: Request, settings: Settings) -> Response:
     return JSONResponse(
         {
             "output": {"message": {"role": "assistant", "content": _content(reply)}},
-            "stopReason": "tool_use" if reply.tool_calls else "end_turn",
+            "stopReason": _stop_reason(reply),
             "usage": _usage(reply),
             "metrics": {"latencyMs": 1},
         }

@@ -356,7 +356,7 @@ def _chunks(reply: Reply, model: str, rid: str) -> Iterator[dict[str, Any]]:
             "responseId": rid,
         }
         if last:
-            candidate["finishReason"] = "STOP"
+            candidate["finishReason"] = "MAX_TOKENS" if reply.truncated else "STOP"
             payload["usageMetadata"] = _usage(reply)
         yield payload
 
@@ -372,7 +372,11 @@ async def generate(request: Request, settings: Settings) -> Response:
     if _signs(model) and isinstance(body.get("contents"), list):
         _check_signatures(body["contents"])
     conv = _conversation(body, model)
-    reply = await answer(conv, wire="gemini", model=model, settings=settings, too_long=_too_long)
+    generation = body.get("generationConfig")
+    cap = generation.get("maxOutputTokens") if isinstance(generation, dict) else None
+    reply = await answer(
+        conv, wire="gemini", model=model, settings=settings, too_long=_too_long, cap=cap
+    )
     rid = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
     if method == "streamGenerateContent":
         chunks = _chunks(reply, model, rid)
@@ -385,7 +389,7 @@ async def generate(request: Request, settings: Settings) -> Response:
             "candidates": [
                 {
                     "content": {"role": "model", "parts": _parts(reply, model)},
-                    "finishReason": "STOP",
+                    "finishReason": "MAX_TOKENS" if reply.truncated else "STOP",
                     "index": 0,
                 }
             ],

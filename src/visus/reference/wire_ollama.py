@@ -117,7 +117,7 @@ def _final(model: str, reply: Reply, started: float) -> dict[str, Any]:
         "created_at": _stamp(),
         "message": {"role": "assistant", "content": ""},
         "done": True,
-        "done_reason": "stop",
+        "done_reason": "length" if reply.truncated else "stop",
         "total_duration": elapsed,
         "load_duration": 0,
         "prompt_eval_count": reply.input_tokens,
@@ -169,7 +169,11 @@ async def chat(request: Request, settings: Settings) -> Response:
     if not isinstance(model, str) or not model:
         raise _reject("model is required")
     conv = _conversation(body)
-    reply = await answer(conv, wire="ollama", model=model, settings=settings, too_long=_too_long)
+    options = body.get("options")
+    cap = options.get("num_predict") if isinstance(options, dict) else None
+    reply = await answer(
+        conv, wire="ollama", model=model, settings=settings, too_long=_too_long, cap=cap
+    )
     if body.get("stream", True):
         return StreamingResponse(_stream(model, reply, started), media_type="application/x-ndjson")
     done = _final(model, reply, started)

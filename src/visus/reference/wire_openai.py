@@ -428,6 +428,12 @@ def _chat_usage(reply: Reply) -> dict[str, Any]:
     }
 
 
+def _finish(reply: Reply) -> str:
+    if reply.truncated:
+        return "length"
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
 def _chat_stream(reply: Reply, rid: str, model: str, usage: bool) -> Iterator[str]:
     base = {"id": rid, "object": "chat.completion.chunk", "created": now(), "model": model}
 
@@ -454,7 +460,7 @@ def _chat_stream(reply: Reply, rid: str, model: str, usage: bool) -> Iterator[st
         )
         for k in range(0, len(args), 32):
             yield chunk({"tool_calls": [{"index": n, "function": {"arguments": args[k : k + 32]}}]})
-    yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+    yield chunk({}, _finish(reply))
     if usage:
         yield "data: " + json.dumps({**base, "choices": [], "usage": _chat_usage(reply)}) + "\n\n"
     yield "data: [DONE]\n\n"
@@ -466,7 +472,10 @@ async def chat_completions(request: Request, settings: Settings) -> Response:
     body = await read_json(request, bad_json)
     model = require_model(body)
     conv = _chat_conversation(body)
-    reply = await answer(conv, wire="openai", model=model, settings=settings, too_long=too_long)
+    cap = body.get("max_completion_tokens", body.get("max_tokens"))
+    reply = await answer(
+        conv, wire="openai", model=model, settings=settings, too_long=too_long, cap=cap
+    )
     rid = response_id("chatcmpl-", body)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
@@ -488,7 +497,7 @@ async def chat_completions(request: Request, settings: Settings) -> Response:
                     "index": 0,
                     "message": message,
                     "logprobs": None,
-                    "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                    "finish_reason": _finish(reply),
                 }
             ],
             "usage": _chat_usage(reply),

@@ -213,14 +213,15 @@ def _responses_body(reply: Reply, rid: str, model: str) -> dict[str, Any]:
         "id": rid,
         "object": "response",
         "created_at": now(),
-        "status": "completed",
+        # Cut off at the cap: status incomplete, the reason in incomplete_details.
+        "status": "incomplete" if reply.truncated else "completed",
         "model": model,
         "output": output,
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": [],
         "error": None,
-        "incomplete_details": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if reply.truncated else None,
         "usage": {
             "input_tokens": reply.input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
@@ -302,7 +303,8 @@ def _responses_stream(done: dict[str, Any]) -> Iterator[str]:
                 name=item["name"],
             )
         yield event("response.output_item.done", output_index=n, item=item)
-    yield event("response.completed", response=done)
+    final = "response.incomplete" if done["status"] == "incomplete" else "response.completed"
+    yield event(final, response=done)
 
 
 async def responses(request: Request, settings: Settings) -> Response:
@@ -311,7 +313,10 @@ async def responses(request: Request, settings: Settings) -> Response:
     body = await read_json(request, bad_json)
     model = require_model(body)
     conv = _responses_conversation(body)
-    reply = await answer(conv, wire="openai", model=model, settings=settings, too_long=too_long)
+    cap = body.get("max_output_tokens")
+    reply = await answer(
+        conv, wire="openai", model=model, settings=settings, too_long=too_long, cap=cap
+    )
     done = _responses_body(reply, response_id("resp_", body), model)
     if body.get("stream"):
         return StreamingResponse(_responses_stream(done), media_type="text/event-stream")

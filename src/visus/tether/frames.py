@@ -7,7 +7,8 @@ frames have no ``reply_to`` key. Payloads:
 
 - ``user.message``   ``{text, images?, user?}`` (text required, ``""`` for image-only)
 - ``assistant.delta`` ``{text}`` (never images)
-- ``assistant.done``  ``{text, images?}``
+- ``assistant.done``  ``{text, images?, stop_reason?}`` (``stop_reason`` as the model
+  gave it: ``max_tokens`` means the answer was cut off at the output limit)
 - ``error``          ``{code, message}`` (the server's own notes: a failed turn, a
   refused egress image, ``cancelled`` when a turn was stopped)
 - ``turn.cancel``    ``{target}``: stop the turn answering the ``user.message`` whose
@@ -147,6 +148,8 @@ class AssistantDelta:
 class AssistantDone:
     text: str
     images: tuple[Image, ...] = ()
+    #: Why the model stopped (``end_turn``, ``max_tokens``: cut off, ...); None: unknown.
+    stop_reason: str | None = None
     kind: Literal["assistant.done"] = "assistant.done"
 
 
@@ -233,6 +236,8 @@ def payload_to_dict(payload: Payload) -> dict[str, Any]:
             out = {"text": payload.text}
             if payload.images:
                 out["images"] = _images(payload.images)
+            if payload.stop_reason is not None:
+                out["stop_reason"] = payload.stop_reason
         case AssistantDelta():
             out = {"text": payload.text}
         case ErrorPayload():
@@ -272,6 +277,8 @@ def _payload_parts(payload: Payload) -> list[bytes]:
     parts.append(b"]")
     if isinstance(payload, UserMessagePayload) and payload.user is not None:
         parts += [b',"user":', _dumps(dict(payload.user))]
+    if isinstance(payload, AssistantDone) and payload.stop_reason is not None:
+        parts += [b',"stop_reason":', _dumps(payload.stop_reason)]
     parts.append(b"}")
     return parts
 
@@ -296,6 +303,8 @@ def payload_size(payload: Payload) -> int:
         size += len(_IMG_DATA) + len(im.data) + len(_IMG_CLOSE)
     if isinstance(payload, UserMessagePayload) and payload.user is not None:
         size += len(b',"user":') + len(_dumps(dict(payload.user)))
+    if isinstance(payload, AssistantDone) and payload.stop_reason is not None:
+        size += len(b',"stop_reason":') + len(_dumps(payload.stop_reason))
     return size
 
 
@@ -448,7 +457,9 @@ def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn,
         return AssistantDelta(text), ()
     images, decoded = _decode_images(obj.get("images"), "payload.images")
     if kind == "assistant.done":
-        return AssistantDone(text, images), decoded
+        stop = obj.get("stop_reason")
+        stop = None if stop is None else _str(stop, "payload.stop_reason")
+        return AssistantDone(text, images, stop), decoded
     user = obj.get("user")
     if user is not None:
         user = dict(_obj(user, "payload.user"))

@@ -252,12 +252,13 @@ class Instance:
         for err in errors:
             code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
             await self.ring.append(reply.frame(ErrorPayload(code, str(err))))
-        done = reply.frame(AssistantDone(out.text, tuple(map(image_from_bytes, kept))))
+        sent = tuple(map(image_from_bytes, kept))
+        done = reply.frame(AssistantDone(out.text, sent, out.stop_reason))
         try:
             check_wire(frame_size(done))
         except TetherLimitError as e:
             await self.ring.append(reply.frame(ErrorPayload("egress_limit", str(e))))
-            done = reply.frame(AssistantDone(out.text))
+            done = reply.frame(AssistantDone(out.text, stop_reason=out.stop_reason))
         await self.ring.append(done)
 
     async def aclose(self) -> None:

@@ -45,6 +45,8 @@ class TurnOutput:
 
     text: str
     images: tuple[ImageIn, ...] = ()
+    #: Why the model stopped (``max_tokens``: the answer was cut off); None: unknown.
+    stop_reason: str | None = None
 
 
 #: ``InstanceConfig.extra`` key of the MCP servers a create request asked to mount (a

@@ -27,19 +27,22 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from visus.errors import WireError
 from visus.models.spec import ModelSpec
-from visus.record.messages import ModelRequest
+from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._display import abbreviate
 from visus.wire._prepare import WireRules, max_document_pages, prepare
 from visus.wire._prepared import Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
+from visus.wire._reply import Accumulator, ReplyContext
 
 __all__ = [
     "WIRES",
+    "Accumulator",
     "BlobReader",
     "BlobWriter",
     "RefitCache",
     "RefitEntry",
+    "ReplyContext",
     "Wire",
     "WireRules",
     "WireSpec",
@@ -55,24 +58,30 @@ Wire: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True)
 class WireSpec:
-    """One wire: its image rules and the function that builds its body."""
+    """One wire's two-way codec: its image rules, the function that builds its body,
+    the one that sets its output cap, the reply parser and the stream accumulator."""
 
     name: Wire
     rules: WireRules
     build: Callable[[Prepared], dict[str, Any]]
+    cap: Callable[[dict[str, Any], int], dict[str, Any]]
+    parse: Callable[[JSONObject, ReplyContext], AssistantMessage]
+    stream: Callable[[ReplyContext], Accumulator]
+
+
+def _spec(name: Wire, codec: Any) -> WireSpec:
+    return WireSpec(name, codec.RULES, codec.build, codec.cap, codec.parse, codec.Stream)
 
 
 #: The explicit table from wire name to the module that lowers onto it.
 WIRES: Mapping[Wire, WireSpec] = MappingProxyType(
     {
-        "anthropic": WireSpec("anthropic", anthropic.RULES, anthropic.build),
-        "openai-chat": WireSpec("openai-chat", openai_chat.RULES, openai_chat.build),
-        "openai-responses": WireSpec(
-            "openai-responses", openai_responses.RULES, openai_responses.build
-        ),
-        "gemini": WireSpec("gemini", gemini.RULES, gemini.build),
-        "ollama": WireSpec("ollama", ollama.RULES, ollama.build),
-        "bedrock": WireSpec("bedrock", bedrock.RULES, bedrock.build),
+        "anthropic": _spec("anthropic", anthropic),
+        "openai-chat": _spec("openai-chat", openai_chat),
+        "openai-responses": _spec("openai-responses", openai_responses),
+        "gemini": _spec("gemini", gemini),
+        "ollama": _spec("ollama", ollama),
+        "bedrock": _spec("bedrock", bedrock),
     }
 )
 assert set(WIRES) == set(get_args(Wire))

@@ -19,10 +19,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import Any, TypedDict, assert_never, cast
 
 from visus import limits
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import (
+    AssistantMessage,
+    JSONObject,
+    StopReason,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -34,8 +41,9 @@ from visus.wire._prepared import (
     merge_roles,
     plain,
 )
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "build"]
+__all__ = ["RULES", "Reply", "Stream", "build", "cap", "parse"]
 
 #: Image block media types (anthropic-sdk-python ``base64_image_source_param.py``).
 RULES = WireRules(
@@ -125,3 +133,178 @@ def build(prepared: Prepared) -> dict[str, Any]:
             for t in prepared.tools
         ]
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with its output cap (``max_tokens``, required on this wire) set if absent."""
+    return {"max_tokens": max_tokens, **body}
+
+
+# --- replies (Messages API reference: "Messages" and "Streaming Messages") ----------
+
+
+class Block(TypedDict, total=False):
+    """A reply content block: ``text``, ``tool_use`` (or ``thinking``, skipped)."""
+
+    type: str
+    text: str
+    id: str
+    name: str
+    input: JSONObject
+
+
+class ReplyUsage(TypedDict, total=False):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int | None
+    cache_read_input_tokens: int | None
+
+
+class Reply(TypedDict, total=False):
+    """``POST /v1/messages`` reply (the fields visus reads)."""
+
+    content: list[Block]
+    stop_reason: str | None
+    usage: ReplyUsage
+
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter",
+}
+
+
+def _prompt_tokens(u: ReplyUsage) -> int:
+    # Cached prompt tokens are still prompt tokens; count them so context use is honest.
+    return (
+        as_int(u.get("input_tokens"))
+        + as_int(u.get("cache_creation_input_tokens"))
+        + as_int(u.get("cache_read_input_tokens"))
+    )
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """A Messages API reply (plain dict) as an assistant message.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="claude-x", provider="anthropic"))
+        >>> m = parse({"content": [{"type": "text", "text": "Hi"}],
+        ...            "stop_reason": "max_tokens", "usage": {"input_tokens": 3,
+        ...            "output_tokens": 1}}, ctx)
+        >>> m.text, m.stop_reason, m.usage.input_tokens
+        ('Hi', 'max_tokens', 3)
+    """
+    r = cast("Reply", reply)
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in r.get("content") or ():
+        if block.get("type") == "text":
+            text.append(block.get("text", ""))
+        elif block.get("type") == "tool_use":
+            calls.append(_call(block, decode_arguments(block.get("input"))))
+    u = r.get("usage") or {}
+    usage = _usage(ctx, _prompt_tokens(u), as_int(u.get("output_tokens")))
+    return ctx.message("".join(text), calls, usage, _stop(r.get("stop_reason")))
+
+
+def _call(block: Block, arguments: JSONObject) -> ToolCall:
+    return ToolCall(
+        id=block.get("id") or new_call_id(), name=block.get("name", ""), arguments=arguments
+    )
+
+
+def _usage(ctx: ReplyContext, prompt: int, output: int) -> Usage:
+    return usage_for(ctx.model, prompt, output)
+
+
+def _stop(reason: object) -> StopReason:
+    return _STOP.get(reason, "other") if isinstance(reason, str) else "other"
+
+
+class Event(TypedDict, total=False):
+    """One streamed event: ``message_start``, ``content_block_start``,
+    ``content_block_delta``, ``message_delta``, ``error`` (others are skipped)."""
+
+    type: str
+    index: int
+    message: Reply
+    content_block: Block
+    delta: EventDelta
+    usage: ReplyUsage
+    error: JSONObject
+
+
+class EventDelta(TypedDict, total=False):
+    type: str
+    text: str
+    partial_json: str
+    stop_reason: str | None
+
+
+class Stream:
+    """Accumulates a streamed Messages reply from its event dicts.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="claude-x", provider="anthropic")))
+        >>> s.feed({"type": "content_block_delta", "index": 0,
+        ...         "delta": {"type": "text_delta", "text": "Hi"}})
+        'Hi'
+        >>> _ = s.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+        ...             "usage": {"output_tokens": 2}})
+        >>> s.result().stop_reason
+        'end_turn'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.blocks: dict[int, tuple[Block, list[str]]] = {}
+        self.prompt = self.output = 0
+        self.stop: object = None
+
+    def feed(self, event: JSONObject) -> str:
+        e = cast("Event", event)
+        kind = e.get("type")
+        if kind == "message_start":
+            u = (e.get("message") or {}).get("usage") or {}
+            self.prompt = _prompt_tokens(u)
+            self.output = as_int(u.get("output_tokens"))
+        elif kind == "content_block_start":
+            block = e.get("content_block") or {}
+            self.blocks[e.get("index", 0)] = (block, [])
+        elif kind == "content_block_delta":
+            delta = e.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self.text.append(delta.get("text", ""))
+                return delta.get("text", "")
+            if delta.get("type") == "input_json_delta":
+                block, parts = self.blocks.setdefault(e.get("index", 0), ({"type": "tool_use"}, []))
+                parts.append(delta.get("partial_json", ""))
+        elif kind == "message_delta":
+            self.stop = (e.get("delta") or {}).get("stop_reason") or self.stop
+            u = e.get("usage") or {}
+            # message_delta's usage is cumulative; input counts appear here on some gateways.
+            self.output = as_int(u.get("output_tokens")) or self.output
+            self.prompt = _prompt_tokens(u) or self.prompt
+        elif kind == "error":
+            err = e.get("error") or {}
+            raise self.ctx.error(str(err.get("message") or err))
+        return ""
+
+    def result(self) -> AssistantMessage:
+        calls = []
+        for _, (block, parts) in sorted(self.blocks.items()):
+            if block.get("type") != "tool_use":
+                continue
+            raw = "".join(parts)
+            calls.append(
+                _call(block, decode_arguments(raw) if raw else decode_arguments(block.get("input")))
+            )
+        usage = _usage(self.ctx, self.prompt, self.output)
+        return self.ctx.message("".join(self.text), calls, usage, _stop(self.stop))

@@ -24,10 +24,17 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, assert_never
+from typing import Any, TypedDict, assert_never, cast
 
 from visus import limits
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import (
+    AssistantMessage,
+    JSONObject,
+    StopReason,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -42,8 +49,9 @@ from visus.wire._prepared import (
     merge_roles,
     plain,
 )
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "build", "document_name"]
+__all__ = ["RULES", "Reply", "Stream", "build", "cap", "document_name", "parse"]
 
 _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 RULES = WireRules(
@@ -187,3 +195,178 @@ def build(prepared: Prepared) -> dict[str, Any]:
         }
     body["inferenceConfig"] = {"maxTokens": prepared.max_tokens}
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with ``inferenceConfig.maxTokens`` set if absent."""
+    inference = dict(body.get("inferenceConfig") or {})
+    inference.setdefault("maxTokens", max_tokens)
+    return {**body, "inferenceConfig": inference}
+
+
+# --- replies (API reference: Converse response; ConverseStream events) -----------
+
+
+class ToolUse(TypedDict, total=False):
+    toolUseId: str
+    name: str
+    input: JSONObject | str
+
+
+class BlockOut(TypedDict, total=False):
+    text: str
+    toolUse: ToolUse
+
+
+class MessageOut(TypedDict, total=False):
+    role: str
+    content: list[BlockOut]
+
+
+class Output(TypedDict, total=False):
+    message: MessageOut
+
+
+class ReplyUsage(TypedDict, total=False):
+    inputTokens: int
+    outputTokens: int
+
+
+class Reply(TypedDict, total=False):
+    """A ``Converse`` reply (the fields visus reads)."""
+
+    output: Output
+    stopReason: str
+    usage: ReplyUsage
+
+
+class BlockStart(TypedDict, total=False):
+    contentBlockIndex: int
+    start: BlockOut
+
+
+class BlockDelta(TypedDict, total=False):
+    contentBlockIndex: int
+    delta: BlockOut
+
+
+class MessageStop(TypedDict, total=False):
+    stopReason: str
+
+
+class Metadata(TypedDict, total=False):
+    usage: ReplyUsage
+
+
+class Event(TypedDict, total=False):
+    """One ``ConverseStream`` event (exactly one key set)."""
+
+    contentBlockStart: BlockStart
+    contentBlockDelta: BlockDelta
+    messageStop: MessageStop
+    metadata: Metadata
+
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+
+
+def _stop(reason: object) -> StopReason:
+    return _STOP.get(reason, "other") if isinstance(reason, str) else "other"
+
+
+def _usage(ctx: ReplyContext, u: ReplyUsage) -> Usage:
+    return usage_for(ctx.model, as_int(u.get("inputTokens")), as_int(u.get("outputTokens")))
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """A Converse reply (plain dict, as boto3 returns it) as an assistant message.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="m", provider="bedrock"))
+        >>> m = parse({"output": {"message": {"content": [{"text": "Hi"}]}},
+        ...            "stopReason": "max_tokens"}, ctx)
+        >>> m.text, m.stop_reason
+        ('Hi', 'max_tokens')
+    """
+    r = cast("Reply", reply)
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in ((r.get("output") or {}).get("message") or {}).get("content") or ():
+        if "text" in block:
+            text.append(block.get("text", ""))
+        elif "toolUse" in block:
+            use = block.get("toolUse") or {}
+            calls.append(
+                ToolCall(
+                    id=use.get("toolUseId") or new_call_id(),
+                    name=use.get("name", ""),
+                    arguments=decode_arguments(use.get("input")),
+                )
+            )
+    usage = _usage(ctx, r.get("usage") or {})
+    return ctx.message("".join(text), calls, usage, _stop(r.get("stopReason")))
+
+
+class Stream:
+    """Accumulates ``ConverseStream`` events (dicts, as boto3 yields them).
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="m", provider="bedrock")))
+        >>> s.feed({"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "Hi"}}})
+        'Hi'
+        >>> _ = s.feed({"messageStop": {"stopReason": "end_turn"}})
+        >>> s.result().stop_reason
+        'end_turn'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.slots: dict[int, tuple[ToolUse, list[str]]] = {}
+        self.usage: ReplyUsage = {}
+        self.stop: object = None
+
+    def feed(self, event: JSONObject) -> str:
+        e = cast("Event", event)
+        if "contentBlockStart" in e:
+            start = e.get("contentBlockStart") or {}
+            use = (start.get("start") or {}).get("toolUse")
+            if use:
+                self.slots[start.get("contentBlockIndex", 0)] = (use, [])
+        elif "contentBlockDelta" in e:
+            delta = e.get("contentBlockDelta") or {}
+            body = delta.get("delta") or {}
+            if body.get("text"):
+                self.text.append(body.get("text", ""))
+                return body.get("text", "")
+            if "toolUse" in body:
+                _, parts = self.slots.setdefault(delta.get("contentBlockIndex", 0), ({}, []))
+                raw = (body.get("toolUse") or {}).get("input", "")
+                parts.append(raw if isinstance(raw, str) else "")
+        elif "messageStop" in e:
+            self.stop = (e.get("messageStop") or {}).get("stopReason")
+        elif "metadata" in e:
+            self.usage = (e.get("metadata") or {}).get("usage") or self.usage
+        return ""
+
+    def result(self) -> AssistantMessage:
+        calls = [
+            ToolCall(
+                id=use.get("toolUseId") or new_call_id(),
+                name=use.get("name", ""),
+                arguments=decode_arguments("".join(parts)),
+            )
+            for _, (use, parts) in sorted(self.slots.items())
+        ]
+        usage = _usage(self.ctx, self.usage)
+        return self.ctx.message("".join(self.text), calls, usage, _stop(self.stop))

@@ -2,13 +2,15 @@
 
 Tool results are ``functionResponse`` parts in a user turn. On models that take
 images in tool results (Gemini 3: ``spec.images_in_tool_results``) the images ride
-inside ``functionResponse.parts``; on older models they follow the run's function
-responses as ordinary labelled parts in the same user turn. PDFs (models with
+inside ``functionResponse.parts``; on older models (Gemini 2.x) they follow the run's
+function responses as labelled parts in a user content of their own, right after the
+content holding the function responses. PDFs (models with
 ``spec.pdf``) are ``inlineData`` parts with mimeType ``application/pdf`` and go
-wherever images go. Roles alternate, so a run of tool results and the user message
-after it merge into one user turn. A tool call's ``signature`` (the
-``thoughtSignature`` Gemini returned on it) is sent back on its ``functionCall`` part,
-which Gemini 3 requires.
+wherever images go. Roles otherwise alternate: a run of tool results and the user
+message after it merge into one user turn (on 2.x, the one holding the images). A
+tool call's ``signature`` (the ``thoughtSignature`` Gemini returned on it) is sent
+back on its ``functionCall`` part, which Gemini 3 requires; a signature Gemini put on
+the reply's text is kept as provider state and sent back on that text.
 
 Example:
     >>> from visus.wire import lower
@@ -23,10 +25,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+import json
+from typing import Any, TypedDict, assert_never, cast
 
 from visus import limits
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import (
+    AssistantMessage,
+    JSONObject,
+    ProviderState,
+    StopReason,
+    TextPart,
+    ToolCall,
+)
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -41,8 +51,11 @@ from visus.wire._prepared import (
     merge_roles,
     plain,
 )
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "build"]
+__all__ = ["RULES", "WIRE", "Reply", "Stream", "build", "cap", "parse"]
+
+WIRE = "gemini"
 
 #: Image types Gemini takes inline (no gif).
 RULES = WireRules(
@@ -56,6 +69,21 @@ RULES = WireRules(
 )
 
 _EMPTY = {"text": "(empty)"}
+#: The role tag of a tool run's images on Gemini 2.x: a user content of its own.
+_MEDIA = "user:media"
+
+
+def _merge(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+    """Roles alternate, except that a tool run's images stay in their own user content
+    after the function responses; a user message after them joins that content."""
+    merged = merge_roles(turns)
+    out: list[tuple[str, list[Any]]] = []
+    for role, parts in merged:
+        if role == "user" and out and out[-1][0] == _MEDIA:
+            out[-1][1].extend(parts)
+        else:
+            out.append((role, parts))
+    return out
 
 
 def _inline(image: WireMedia) -> dict[str, Any]:
@@ -93,6 +121,12 @@ def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
 
 def _model(message: AssistantMessage) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"text": p.text} for p in message.parts if p.text]
+    state = message.provider_state
+    if parts and state is not None and state.wire == WIRE:
+        # The signature Gemini put on the reply's text goes back on that text.
+        signatures = [i.get("thoughtSignature") for i in json.loads(state.items)]
+        if signatures and signatures[-1]:
+            parts[-1]["thoughtSignature"] = signatures[-1]
     for c in message.tool_calls:
         part: dict[str, Any] = {
             "functionCall": {"id": c.id, "name": c.name, "args": plain(c.arguments)}
@@ -113,13 +147,18 @@ def build(prepared: Prepared) -> dict[str, Any]:
         if not run:
             return
         parts: list[dict[str, Any]] = [_function_response(m, native) for m in run]
+        media: list[dict[str, Any]] = []
         if not native:
             for m in run:
                 for item in m.media:
-                    parts.append({"text": media_label(m.call_id, item)})
-                    parts.append(_inline(item))
+                    media.append({"text": media_label(m.call_id, item)})
+                    media.append(_inline(item))
         run.clear()
         turns.append(("user", parts))
+        if media:
+            # Gemini 2.x: the images go in their own user content right after the one
+            # holding the function responses (the shape real accepted requests use).
+            turns.append((_MEDIA, media))
 
     for message in prepared.messages:
         if isinstance(message, WireTool):
@@ -135,7 +174,8 @@ def build(prepared: Prepared) -> dict[str, Any]:
     close_run()
     body: dict[str, Any] = {
         "contents": [
-            {"role": role, "parts": parts or [dict(_EMPTY)]} for role, parts in merge_roles(turns)
+            {"role": "user" if role == _MEDIA else role, "parts": parts or [dict(_EMPTY)]}
+            for role, parts in _merge(turns)
         ]
     }
     if prepared.system:
@@ -154,3 +194,147 @@ def build(prepared: Prepared) -> dict[str, Any]:
             }
         ]
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with ``generationConfig.maxOutputTokens`` set if absent."""
+    generation = dict(body.get("generationConfig") or {})
+    generation.setdefault("maxOutputTokens", max_tokens)
+    return {**body, "generationConfig": generation}
+
+
+# --- replies (API reference: GenerateContentResponse; streamGenerateContent) ------
+
+
+class FunctionCall(TypedDict, total=False):
+    id: str
+    name: str
+    args: JSONObject
+
+
+class PartOut(TypedDict, total=False):
+    text: str
+    thought: bool
+    thoughtSignature: str
+    functionCall: FunctionCall
+
+
+class ContentOut(TypedDict, total=False):
+    role: str
+    parts: list[PartOut]
+
+
+class Candidate(TypedDict, total=False):
+    content: ContentOut
+    finishReason: str
+
+
+class UsageMetadata(TypedDict, total=False):
+    promptTokenCount: int
+    candidatesTokenCount: int
+    thoughtsTokenCount: int
+
+
+class PromptFeedback(TypedDict, total=False):
+    blockReason: str
+
+
+class Reply(TypedDict, total=False):
+    """A ``GenerateContentResponse`` (or one streamed chunk), camelCase as in REST."""
+
+    candidates: list[Candidate]
+    usageMetadata: UsageMetadata
+    promptFeedback: PromptFeedback
+
+
+_FILTERED = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+
+
+def _stop(reason: object) -> StopReason:
+    if reason in ("STOP", None):
+        return "end_turn"
+    if reason == "MAX_TOKENS":
+        return "max_tokens"
+    return "content_filter" if reason in _FILTERED else "other"
+
+
+class Stream:
+    """Accumulates Gemini replies: each streamed chunk is a whole (partial) reply, so
+    :func:`parse` is one chunk fed to this.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="gemini-x", provider="gemini")))
+        >>> s.feed({"candidates": [{"content": {"parts": [{"text": "Hi"}]}}]})
+        'Hi'
+        >>> _ = s.feed({"candidates": [{"finishReason": "MAX_TOKENS"}]})
+        >>> s.result().stop_reason
+        'max_tokens'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.signatures: list[JSONObject] = []
+        self.usage: UsageMetadata = {}
+        self.finish: object = None
+        self.blocked: object = None
+
+    def feed(self, event: JSONObject) -> str:
+        reply = cast("Reply", event)
+        self.usage = reply.get("usageMetadata") or self.usage
+        self.blocked = (reply.get("promptFeedback") or {}).get("blockReason") or self.blocked
+        candidates = reply.get("candidates") or []
+        if not candidates:
+            return ""
+        self.finish = candidates[0].get("finishReason") or self.finish
+        new: list[str] = []
+        for part in (candidates[0].get("content") or {}).get("parts") or ():
+            if part.get("text") and not part.get("thought"):
+                new.append(part.get("text", ""))
+                if part.get("thoughtSignature"):
+                    self.signatures.append({"thoughtSignature": part.get("thoughtSignature")})
+            call = part.get("functionCall")
+            if call is not None:
+                if not call.get("name"):
+                    raise self.ctx.error("function call without a name")
+                self.calls.append(
+                    ToolCall(
+                        id=call.get("id") or new_call_id(),
+                        name=call.get("name", ""),
+                        arguments=decode_arguments(call.get("args")),
+                        signature=part.get("thoughtSignature") or None,
+                    )
+                )
+        self.text.extend(new)
+        return "".join(new)
+
+    def result(self) -> AssistantMessage:
+        u = self.usage
+        output = as_int(u.get("candidatesTokenCount")) + as_int(u.get("thoughtsTokenCount"))
+        usage = usage_for(self.ctx.model, as_int(u.get("promptTokenCount")), output)
+        stop = "content_filter" if self.blocked and self.finish is None else _stop(self.finish)
+        state = None
+        if self.signatures:
+            state = ProviderState(WIRE, json.dumps(self.signatures, separators=(",", ":")))
+        return self.ctx.message("".join(self.text), self.calls, usage, stop, state)
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """A ``generateContent`` reply (plain dict, camelCase) as an assistant message.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="gemini-x", provider="gemini"))
+        >>> m = parse({"candidates": [{"content": {"parts": [{"functionCall":
+        ...     {"name": "view", "args": {"path": "a.png"}}, "thoughtSignature": "c2ln"}]},
+        ...     "finishReason": "STOP"}]}, ctx)
+        >>> m.tool_calls[0].signature, m.stop_reason
+        ('c2ln', 'tool_use')
+    """
+    stream = Stream(ctx)
+    stream.feed(reply)
+    return stream.result()

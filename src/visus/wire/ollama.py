@@ -21,9 +21,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import Any, TypedDict, assert_never, cast
 
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import AssistantMessage, JSONObject, StopReason, TextPart, ToolCall
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -37,8 +37,9 @@ from visus.wire._prepared import (
     plain,
     source_text,
 )
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "build"]
+__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "Reply", "Stream", "build", "cap", "parse"]
 
 #: What Ollama's image decoding reliably takes.
 RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}), documents=False)
@@ -139,3 +140,99 @@ def build(prepared: Prepared) -> dict[str, Any]:
         body["tools"] = function_tools(prepared.tools)
     body["stream"] = False
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with ``options.num_predict`` (the output cap) set if absent."""
+    options = dict(body.get("options") or {})
+    options.setdefault("num_predict", max_tokens)
+    return {**body, "options": options}
+
+
+# --- replies (API docs: "Generate a chat completion", streamed as NDJSON) ----------
+
+
+class Function(TypedDict, total=False):
+    name: str
+    arguments: JSONObject | str
+
+
+class CallOut(TypedDict, total=False):
+    function: Function
+
+
+class MessageOut(TypedDict, total=False):
+    content: str
+    thinking: str
+    tool_calls: list[CallOut] | None
+
+
+class Reply(TypedDict, total=False):
+    """An ``/api/chat`` reply, or one streamed line of one."""
+
+    message: MessageOut
+    done: bool
+    done_reason: str | None
+    prompt_eval_count: int | None
+    eval_count: int | None
+
+
+_STOP: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
+
+
+class Stream:
+    """Accumulates ``/api/chat`` lines; each is a reply, the last one ``done``.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="llava", provider="ollama")))
+        >>> s.feed({"message": {"content": "Hi"}, "done": False})
+        'Hi'
+        >>> _ = s.feed({"message": {"content": ""}, "done": True, "done_reason": "length"})
+        >>> s.result().stop_reason
+        'max_tokens'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.prompt = self.output = 0
+        self.stop: object = None
+
+    def feed(self, event: JSONObject) -> str:
+        line = cast("Reply", event)
+        message = line.get("message") or {}
+        for tc in message.get("tool_calls") or ():
+            fn = tc.get("function") or {}
+            # Ollama names no call; one is made up so the result can answer it.
+            self.calls.append(
+                ToolCall(new_call_id(), fn.get("name", ""), decode_arguments(fn.get("arguments")))
+            )
+        self.prompt = as_int(line.get("prompt_eval_count")) or self.prompt
+        self.output = as_int(line.get("eval_count")) or self.output
+        if line.get("done"):
+            self.stop = line.get("done_reason") or "stop"
+        text = message.get("content") or ""
+        self.text.append(text)
+        return text
+
+    def result(self) -> AssistantMessage:
+        stop = _STOP.get(self.stop, "other") if isinstance(self.stop, str) else "other"
+        usage = usage_for(self.ctx.model, self.prompt, self.output)
+        return self.ctx.message("".join(self.text), self.calls, usage, stop)
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """An ``/api/chat`` reply (``stream: false``) as an assistant message.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="llava", provider="ollama"))
+        >>> parse({"message": {"content": "A dot."}, "done": True,
+        ...        "done_reason": "stop"}, ctx).stop_reason
+        'end_turn'
+    """
+    stream = Stream(ctx)
+    stream.feed(reply)
+    return stream.result()

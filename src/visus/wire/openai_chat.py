@@ -21,10 +21,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import Any, TypedDict, assert_never, cast
 
 from visus import limits
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import (
+    AssistantMessage,
+    JSONObject,
+    StopReason,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -39,8 +46,19 @@ from visus.wire._prepared import (
     media_label,
     media_stub,
 )
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "HOIST_INTRO_FILES", "RULES", "build"]
+__all__ = [
+    "ERROR_PREFIX",
+    "HOIST_INTRO",
+    "HOIST_INTRO_FILES",
+    "RULES",
+    "Reply",
+    "Stream",
+    "build",
+    "cap",
+    "parse",
+]
 
 #: png, jpeg, webp and non-animated gif (OpenAI images-vision guide).
 RULES = WireRules(
@@ -153,3 +171,155 @@ def build(prepared: Prepared) -> dict[str, Any]:
     if prepared.tools:
         body["tools"] = function_tools(prepared.tools)
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with its output cap set if absent. ``max_tokens`` is the field every
+    compatible server knows; OpenAI's own transport renames it to
+    ``max_completion_tokens``, the only one its newer models take."""
+    if "max_tokens" in body or "max_completion_tokens" in body:
+        return body
+    return {**body, "max_tokens": max_tokens}
+
+
+# --- replies (API reference: "The chat completion object", "chunk object") ------
+
+
+class Function(TypedDict, total=False):
+    name: str | None
+    arguments: str | None
+
+
+class CallOut(TypedDict, total=False):
+    index: int
+    id: str | None
+    type: str | None
+    function: Function | None
+
+
+class MessageOut(TypedDict, total=False):
+    content: str | None
+    refusal: str | None
+    tool_calls: list[CallOut] | None
+
+
+class Choice(TypedDict, total=False):
+    message: MessageOut
+    delta: MessageOut
+    finish_reason: str | None
+
+
+class ReplyUsage(TypedDict, total=False):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Reply(TypedDict, total=False):
+    """A chat completion (or one streamed chunk of one)."""
+
+    choices: list[Choice]
+    usage: ReplyUsage | None
+
+
+_STOP: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def _stop(reason: object) -> StopReason:
+    return _STOP.get(reason, "other") if isinstance(reason, str) else "other"
+
+
+def _usage(ctx: ReplyContext, u: ReplyUsage | None) -> Usage:
+    u = u or {}
+    return usage_for(ctx.model, as_int(u.get("prompt_tokens")), as_int(u.get("completion_tokens")))
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """A chat completion (plain dict) as an assistant message.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="gpt-x", provider="openai"))
+        >>> m = parse({"choices": [{"message": {"content": "Hi"},
+        ...            "finish_reason": "length"}]}, ctx)
+        >>> m.text, m.stop_reason
+        ('Hi', 'max_tokens')
+    """
+    r = cast("Reply", reply)
+    choices = r.get("choices") or []
+    if not choices:
+        raise ctx.error("reply without choices")
+    message = choices[0].get("message") or {}
+    calls = [
+        ToolCall(
+            id=tc.get("id") or new_call_id(),
+            name=(tc.get("function") or {}).get("name") or "",
+            arguments=decode_arguments((tc.get("function") or {}).get("arguments")),
+        )
+        for tc in message.get("tool_calls") or ()
+        if tc.get("type", "function") == "function"
+    ]
+    # A refusal arrives in its own field with no content; the model's words still count.
+    text = message.get("content") or message.get("refusal") or ""
+    stop = _stop(choices[0].get("finish_reason"))
+    return ctx.message(text, calls, _usage(ctx, r.get("usage")), stop)
+
+
+class Stream:
+    """Accumulates streamed chat completion chunks (dicts).
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="gpt-x", provider="openai")))
+        >>> s.feed({"choices": [{"index": 0, "delta": {"content": "Hi"}}]})
+        'Hi'
+        >>> _ = s.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        >>> s.result().stop_reason
+        'end_turn'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.slots: dict[int, tuple[list[str], list[str], list[str]]] = {}
+        self.usage: ReplyUsage | None = None
+        self.stop: object = None
+
+    def feed(self, event: JSONObject) -> str:
+        chunk = cast("Reply", event)
+        if chunk.get("usage"):
+            self.usage = chunk.get("usage")
+        new: list[str] = []
+        for choice in chunk.get("choices") or ():
+            self.stop = choice.get("finish_reason") or self.stop
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                new.append(delta.get("content") or "")
+            for tc in delta.get("tool_calls") or ():
+                ids, names, args = self.slots.setdefault(tc.get("index", 0), ([], [], []))
+                if tc.get("id"):
+                    ids[:] = [tc.get("id") or ""]
+                fn = tc.get("function") or {}
+                if fn.get("name") and not names:
+                    names.append(fn.get("name") or "")
+                if fn.get("arguments"):
+                    args.append(fn.get("arguments") or "")
+        self.text.extend(new)
+        return "".join(new)
+
+    def result(self) -> AssistantMessage:
+        calls = [
+            ToolCall(
+                id="".join(ids) or new_call_id(),
+                name="".join(names),
+                arguments=decode_arguments("".join(args)),
+            )
+            for _, (ids, names, args) in sorted(self.slots.items())
+        ]
+        usage = _usage(self.ctx, self.usage)
+        return self.ctx.message("".join(self.text), calls, usage, _stop(self.stop))

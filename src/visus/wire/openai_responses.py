@@ -21,10 +21,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+import json
+from typing import Any, TypedDict, assert_never, cast
 
 from visus import limits
-from visus.record.messages import AssistantMessage, TextPart
+from visus.record.messages import (
+    AssistantMessage,
+    JSONObject,
+    ProviderState,
+    StopReason,
+    TextPart,
+    ToolCall,
+)
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     Prepared,
@@ -36,8 +44,11 @@ from visus.wire._prepared import (
     arguments_json,
 )
 from visus.wire._prepared import plain as _plain
+from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["ERROR_PREFIX", "RULES", "build"]
+__all__ = ["ERROR_PREFIX", "RULES", "WIRE", "Reply", "Stream", "build", "cap", "parse"]
+
+WIRE = "openai-responses"
 
 RULES = WireRules(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
@@ -84,19 +95,34 @@ def _output(message: WireTool) -> dict[str, Any]:
 
 
 def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    if message.text:
-        items.append({"role": "assistant", "content": message.text})
-    items.extend(
-        {
+    calls = {
+        c.id: {
             "type": "function_call",
             "call_id": c.id,
             "name": c.name,
             "arguments": arguments_json(c.arguments),
         }
         for c in message.tool_calls
-    )
-    return items
+    }
+    text = [{"role": "assistant", "content": message.text}] if message.text else []
+    state = message.provider_state
+    if state is None or state.wire != WIRE:
+        return [*text, *calls.values()]
+    # Replay the reply's own items in their order: reasoning items verbatim (their
+    # encrypted content carries the model's reasoning to the next step), the text where
+    # the message was, and each function_call with the id the provider gave it.
+    items: list[dict[str, Any]] = []
+    for kept in json.loads(state.items):
+        kind = kept.get("type")
+        if kind == "reasoning":
+            items.append(kept)
+        elif kind == "message":
+            items.extend(text)
+            text = []
+        elif kind == "function_call" and kept.get("call_id") in calls:
+            call = calls.pop(kept["call_id"])
+            items.append({**call, "id": kept["id"]} if kept.get("id") else call)
+    return [*items, *text, *calls.values()]
 
 
 def build(prepared: Prepared) -> dict[str, Any]:
@@ -112,6 +138,10 @@ def build(prepared: Prepared) -> dict[str, Any]:
         else:
             assert_never(message)
     body: dict[str, Any] = {"model": prepared.model.name, "input": items}
+    if prepared.model.reasoning:
+        # Stateless reasoning: the items come back encrypted and are sent back in input.
+        body["include"] = ["reasoning.encrypted_content"]
+        body["store"] = False
     if prepared.system:
         body["instructions"] = prepared.system
     if prepared.tools:
@@ -126,3 +156,157 @@ def build(prepared: Prepared) -> dict[str, Any]:
             for t in prepared.tools
         ]
     return body
+
+
+def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``body`` with its output cap (``max_output_tokens``) set if absent."""
+    return {"max_output_tokens": max_tokens, **body}
+
+
+# --- replies (API reference: "The response object", "Streaming events") ----------
+
+
+class Content(TypedDict, total=False):
+    type: str
+    text: str
+    refusal: str
+
+
+class Item(TypedDict, total=False):
+    """An output item: ``message``, ``function_call`` or ``reasoning`` (kept opaque)."""
+
+    type: str
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    content: list[Content]
+
+
+class ReplyUsage(TypedDict, total=False):
+    input_tokens: int
+    output_tokens: int
+
+
+class Incomplete(TypedDict, total=False):
+    reason: str | None
+
+
+class Reply(TypedDict, total=False):
+    """A response object (the fields visus reads)."""
+
+    status: str | None
+    incomplete_details: Incomplete | None
+    output: list[Item]
+    usage: ReplyUsage | None
+    error: JSONObject | None
+
+
+def _stop(r: Reply, calls: list[ToolCall]) -> StopReason:
+    status = r.get("status")
+    if status in (None, "completed"):
+        return "tool_use" if calls else "end_turn"
+    if status == "incomplete":
+        reason = (r.get("incomplete_details") or {}).get("reason")
+        if reason == "max_output_tokens":
+            return "max_tokens"
+        if reason == "content_filter":
+            return "content_filter"
+    return "other"
+
+
+def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
+    """A response object (plain dict) as an assistant message. Reasoning items and the
+    ids of function calls are kept as opaque provider state for the next step.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> ctx = ReplyContext(ModelSpec(name="gpt-x", provider="openai"))
+        >>> m = parse({"status": "incomplete", "incomplete_details":
+        ...            {"reason": "max_output_tokens"}, "output": [{"type": "message",
+        ...            "content": [{"type": "output_text", "text": "Hi"}]}]}, ctx)
+        >>> m.text, m.stop_reason
+        ('Hi', 'max_tokens')
+    """
+    r = cast("Reply", reply)
+    if r.get("status") == "failed":
+        raise ctx.error(f"response failed: {r.get('error')}")
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    kept: list[JSONObject] = []
+    for item in r.get("output") or ():
+        kind = item.get("type")
+        if kind == "message":
+            text.extend(
+                c.get("text", "")
+                for c in item.get("content") or ()
+                if c.get("type") == "output_text"
+            )
+            text.extend(
+                c.get("refusal", "")
+                for c in item.get("content") or ()
+                if c.get("type") == "refusal"
+            )
+            kept.append({"type": "message"})
+        elif kind == "function_call":
+            call_id = item.get("call_id") or new_call_id()
+            calls.append(
+                ToolCall(
+                    id=call_id,
+                    name=item.get("name", ""),
+                    arguments=decode_arguments(item.get("arguments")),
+                )
+            )
+            kept.append({"type": "function_call", "id": item.get("id", ""), "call_id": call_id})
+        elif kind == "reasoning":
+            kept.append(dict(cast("JSONObject", item)))
+    state = None
+    if any(k.get("type") == "reasoning" or k.get("id") for k in kept):
+        state = ProviderState(WIRE, json.dumps(kept, separators=(",", ":")))
+    u = r.get("usage") or {}
+    usage = usage_for(ctx.model, as_int(u.get("input_tokens")), as_int(u.get("output_tokens")))
+    return ctx.message("".join(text), calls, usage, _stop(r, calls), state)
+
+
+class Event(TypedDict, total=False):
+    type: str
+    delta: str
+    response: Reply
+    message: str
+
+
+class Stream:
+    """Accumulates Responses stream events: text deltas as they come, the reply from
+    the final ``response.completed`` (or ``response.incomplete``) event.
+
+    Example:
+        >>> from visus.models.spec import ModelSpec
+        >>> s = Stream(ReplyContext(ModelSpec(name="gpt-x", provider="openai")))
+        >>> s.feed({"type": "response.output_text.delta", "delta": "Hi"})
+        'Hi'
+        >>> _ = s.feed({"type": "response.completed", "response": {"status": "completed",
+        ...     "output": [{"type": "message", "content": [{"type": "output_text",
+        ...     "text": "Hi"}]}]}})
+        >>> s.result().text
+        'Hi'
+    """
+
+    def __init__(self, ctx: ReplyContext) -> None:
+        self.ctx = ctx
+        self.final: Reply | None = None
+
+    def feed(self, event: JSONObject) -> str:
+        e = cast("Event", event)
+        kind = e.get("type")
+        if kind == "response.output_text.delta":
+            return e.get("delta", "")
+        if kind in ("response.completed", "response.incomplete"):
+            self.final = e.get("response")
+        elif kind in ("response.failed", "error"):
+            raise self.ctx.error(f"{kind}: {e.get('message') or e.get('response')}")
+        return ""
+
+    def result(self) -> AssistantMessage:
+        if self.final is None:
+            raise self.ctx.error("stream ended without response.completed")
+        return parse(cast("JSONObject", self.final), self.ctx)

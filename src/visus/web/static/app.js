@@ -201,6 +201,9 @@ async function onFrame(frame) {
     const code = frame.type === "error" ? frame.payload.code : "";
     if (code === "cancelled") notice("Stopped. Send a new message to go on.");
     else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
+    if (frame.type === "assistant.done" && frame.payload.stop_reason === "max_tokens") {
+      notice("The answer was cut off at the model's output limit; ask it to continue.");
+    }
     if (frame.type === "assistant.done" || code === "turn_failed" || code === "cancelled") {
       const id = frame.reply_to;
       if (pending) {
