@@ -163,3 +163,43 @@ def test_the_cap_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
         max_result_bytes()
     with pytest.raises(ConfigError, match="MCP_MIN_RESULT_BYTES"):
         max_result_bytes(1000)
+
+
+async def test_over_streamable_http_a_big_image_read_stays_under_the_cap(tmp_path: Path) -> None:
+    """The official client over /mcp on a loopback server (its SSE events are capped
+    at 1 MB too): the 3.6 MB echo comes back fitted, in a result under the cap."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    try:
+        from tests.tether.doubles import Factory, live_server
+    except ImportError:  # tests/ not a package
+        from tether.doubles import Factory, live_server  # type: ignore[no-redef]
+    from visus.mcp_server import mount_mcp
+    from visus.tether.client import TetherClient
+    from visus.tether.server import create_app
+
+    app = create_app(data_dir=tmp_path, runner_factory=Factory(), token="tok")
+    mount_mcp(app, roots=[tmp_path])
+    big = noisy_png(1100, (0, 0, 255))
+    with live_server(app) as base:
+        async with TetherClient(base, "tok") as tc:
+            iid = (await tc.create_instance("reference"))["id"]
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer tok"}, timeout=60)
+        async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+            await send(client, iid, "look", big)
+            await read_until_done(client, iid, 1)
+            after, fitted = 0, None
+            for _ in range(10):
+                r = await client.call_tool("tether_read", {"instance": iid, "after_seq": after})
+                assert not r.is_error
+                assert size_of(r) <= limits.MCP_MAX_RESULT_BYTES
+                answer = answer_of(r)
+                for frame in answer["frames"]:
+                    if frame["type"] == "assistant.done":
+                        fitted = frame["payload"]["images"][0]
+                if fitted is not None or not answer["frames"]:
+                    break
+                after = answer["next_seq"]
+            assert fitted is not None
+            assert fitted["fitted"]["from_bytes"] == len(big)
