@@ -736,3 +736,19 @@ def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
     [info] = AttachmentStore.for_session(served.instance_dir, sid).list()
     assert (info.name, info.size) == ("big.log", size)
     assert page.errors == []
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_said_so(open_page: Any, tmp_path: Path) -> None:
+    from visus.reference.server import serve_in_background
+
+    with serve_in_background(max_output_tokens=3) as cut_url:
+        served = Served(tmp_path / "data", cut_url)
+        try:
+            page = open_page(served.url)
+            page.fill("#message", "hello")
+            page.press("#message", "Enter")
+            page.wait_for_selector("#notice:not([hidden])", timeout=30_000)
+            assert "cut off at the model's output limit" in page.inner_text("#notice")
+            assert page.errors == []
+        finally:
+            served.stop()
