@@ -28,6 +28,7 @@ from visus.errors import ConfigError
 from visus.paths import data_dir
 from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
+from visus.store import Store, is_database_url, open_store
 from visus.tether.runner import (
     MCP_SERVERS_KEY,
     ImageIn,
@@ -76,6 +77,7 @@ class AgentRunner:
         settings: ProviderSettings | None = None,
         policy: RetentionPolicy | None = None,
         mcp_servers: Sequence[McpServerSpec] = (),
+        store: Store | None = None,
     ) -> None:
         folder = Path(config.data_dir)
         roots: list[Path | str] = list(config.roots)
@@ -97,6 +99,8 @@ class AgentRunner:
                 )
             registry = registry.only(config.tools)
         self.config = config
+        # The instance's sessions and blobs: in its folder, or in the shared store.
+        ns = f"instances/{config.id}"
         self.agent = build_agent(
             config.model,
             data=folder,
@@ -105,6 +109,8 @@ class AgentRunner:
             policy=policy,
             tools=registry,
             mcp_servers=[*mcp_servers, *_requested_mcp(config)],
+            sessions=None if store is None else store.sessions(ns),
+            blobs=None if store is None else store.blobs(ns),
         )
 
     async def run_turn(
@@ -158,13 +164,16 @@ def agent_runner_factory(
     settings: ProviderSettings | None = None,
     policy: RetentionPolicy | None = None,
     mcp_servers: Sequence[McpServerSpec] = (),
+    store: Store | None = None,
 ) -> RunnerFactory:
     """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance;
     every instance mounts ``mcp_servers`` (``visus serve --mcp``) and the ones its
-    create request names."""
+    create request names; its sessions and blobs live in ``store`` when one is given."""
 
     def factory(config: InstanceConfig) -> AgentRunner:
-        return AgentRunner(config, settings=settings, policy=policy, mcp_servers=mcp_servers)
+        return AgentRunner(
+            config, settings=settings, policy=policy, mcp_servers=mcp_servers, store=store
+        )
 
     return factory
 
@@ -191,15 +200,31 @@ def create_main_app(
     host: str = "127.0.0.1",
     roots: Sequence[Path | str] | None = None,
     mcp_servers: Sequence[McpServerSpec] = (),
+    store: str | None = None,
 ) -> FastAPI:
-    """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat)."""
+    """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
+
+    ``store``: a ``postgresql://`` URL puts instances, sessions, blobs and the tether
+    ring in that database (any number of replicas may share it); ``None`` takes
+    ``[store] url`` / ``$VISUS_STORE``; empty: local files under the data folder.
+    """
     folder = data_dir(data if data is not None else load_config().data_dir) / "serve"
+    settings_store = load_config().store
+    if store is None:
+        configured = settings_store.url
+        store = configured.get_secret_value() if configured is not None else ""
+    shared = (
+        open_store(store, folder, lease_seconds=settings_store.lease_seconds)
+        if is_database_url(store)
+        else None
+    )
     app = create_app(
         data_dir=folder,
         runner_factory=agent_runner_factory(
-            settings=settings, policy=policy, mcp_servers=mcp_servers
+            settings=settings, policy=policy, mcp_servers=mcp_servers, store=shared
         ),
         token=token,
+        store=shared,
     )
     app.state.default_model = model or load_config().default_model
     app.state.default_instance = default_instance(app, app.state.default_model)

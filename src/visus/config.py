@@ -177,6 +177,9 @@ class StoreSettings(_Frozen):
     database several replicas share (``$VISUS_STORE`` sets it too)."""
 
     url: SecretStr | None = None
+    #: Seconds a replica owns a turn without renewing it; after that (it died) another
+    #: replica ends the turn with an error frame.
+    lease_seconds: float = Field(15.0, gt=0, le=3600)
 
 
 class McpServerEntry(_Frozen):

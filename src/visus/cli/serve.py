@@ -24,6 +24,17 @@ def serve(
         str | None,
         typer.Option(envvar="VISUS_TOKEN", help="Bearer token (required beyond loopback)"),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            help="postgresql://user@host/db: instances, sessions, blobs and the tether ring "
+            "in that database, shared by every replica on it (default: [store] url in "
+            "visus.toml, $VISUS_STORE; none: local files)",
+            show_default=False,
+        ),
+    ] = None,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
     mount: Annotated[
         list[str] | None,
@@ -50,6 +61,7 @@ def serve(
     from visus.agent import McpServerSpec
     from visus.app import create_main_app
     from visus.cli._common import cannot_listen, check_roots, config, data_root, fail
+    from visus.cli.store import store_url
     from visus.errors import VisusError
     from visus.tether.server import check_bind, tether_server
 
@@ -63,6 +75,7 @@ def serve(
         server = config().server
         token = token or (server.token.get_secret_value() if server.token else None)
         check_bind(host, token)
+        url = store_url(store)
         app = create_main_app(
             data=data,
             token=token,
@@ -71,13 +84,18 @@ def serve(
             host=host,
             roots=root,
             mcp_servers=[McpServerSpec.parse(flag) for flag in mount or ()],
+            store=url,
         )
-    except VisusError as e:
+    except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
     typer.echo(f"visus serve · data {data}")
+    if url:
+        from visus.store.base import redact_url
+
+        typer.echo(f"  store      {redact_url(url)}  (replica {app.state.registry.store.replica})")
     typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     if not no_mcp:

@@ -187,6 +187,8 @@ class SharedRingStore(Protocol):
 
     async def renew_leases(self) -> int: ...
 
+    def wake(self, instance_id: str) -> None: ...
+
     def on_turn_queued(self, callback: Callable[[], None]) -> None: ...
 
     def on_instance_deleted(self, callback: Callable[[str], None]) -> None: ...
@@ -195,7 +197,12 @@ class SharedRingStore(Protocol):
 
 
 def open_store(
-    url: str | None, data: Path | str, *, migrate: bool = True, replica: str | None = None
+    url: str | None,
+    data: Path | str,
+    *,
+    migrate: bool = True,
+    replica: str | None = None,
+    lease_seconds: float | None = None,
 ) -> Store:
     """The store ``url`` names: ``postgresql://...`` opens the database (migrating its
     schema first unless ``migrate`` is false), anything empty the files under ``data``.
@@ -211,9 +218,14 @@ def open_store(
             f"store: {_redact(url)!r} is not a store URL; give postgresql://user@host/db "
             "or leave it empty for local files"
         )
-    from visus.store.postgres import PostgresStore
+    from visus.store.postgres import DEFAULT_LEASE_SECONDS, PostgresStore
 
-    return PostgresStore(url, migrate=migrate, replica=replica or _replica_name())
+    return PostgresStore(
+        url,
+        migrate=migrate,
+        replica=replica or _replica_name(),
+        lease_seconds=DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds,
+    )
 
 
 def _replica_name() -> str:
@@ -221,6 +233,11 @@ def _replica_name() -> str:
     import socket
 
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password masked, to print or log."""
+    return _redact(url)
 
 
 def _redact(url: str) -> str:

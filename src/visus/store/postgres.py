@@ -282,6 +282,10 @@ class PostgresStore:
                 dcb(payload)
             self._wake(payload)
 
+    def wake(self, instance_id: str) -> None:
+        """Wake this process's waiters on ``instance_id`` (its ring was closed)."""
+        self._wake(instance_id)
+
     def _wake(self, instance_id: str) -> None:
         event = self._events.pop(instance_id, None)
         if event is not None:

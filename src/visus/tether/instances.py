@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from visus import limits, media
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
 from visus.media import Profile
+from visus.store import FileStore, Store
 from visus.tether.frames import (
     AssistantDelta,
     AssistantDone,
@@ -58,7 +58,15 @@ from visus.tether.limits import (
 from visus.tether.ring import Ring
 from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnRunner
 
-__all__ = ["EGRESS_PROFILE", "BusyError", "Instance", "Registry", "fit_egress"]
+__all__ = [
+    "EGRESS_PROFILE",
+    "BusyError",
+    "Emit",
+    "Instance",
+    "Registry",
+    "TurnLostError",
+    "fit_egress",
+]
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +128,23 @@ class BusyError(LimitError):
     """Too many turns in flight on one instance (HTTP 429)."""
 
 
+class TurnLostError(Exception):
+    """This replica no longer owns the turn it was answering (another one took it over
+    after its lease ran out); nothing more of it may be written."""
+
+
+#: Where a turn's frames go: ``emit(frame, final)``; ``final`` marks the turn's last frame.
+Emit: TypeAlias = Callable[[Frame, bool], Awaitable[None]]
+
+
 class Instance:
     """One agent instance: config, runner, ring, and per-session turn order."""
 
-    def __init__(self, config: InstanceConfig, runner: TurnRunner, ring: Ring | None = None):
+    def __init__(self, config: InstanceConfig, runner: TurnRunner, ring: Any = None):
         self.config = config
         self.runner = runner
-        self.ring = ring or Ring()
+        #: The in-process :class:`Ring`, or a shared store's ring (``tether.shared``).
+        self.ring: Any = ring if ring is not None else Ring()
         self.closed = False
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -195,17 +213,44 @@ class Instance:
         self._stopping.add(key)
         task.cancel()
 
-    async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
+    async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
+        """Append an ingress ``user.message`` and have its turn run; return it with its seq."""
+        stored: Frame = await self.ring.append(frame)
+        self.start_turn(stored, images)
+        return stored
+
+    async def refresh(self) -> None:
+        """Bring ``describe()``'s figures up to date (in-process: they always are)."""
+
+    async def _emit(self, frame: Frame, final: bool) -> None:
+        del final  # the in-process ring keeps no turn state
+        await self.ring.append(frame)
+
+    async def run_request(
+        self,
+        frame: Frame,
+        images: tuple[ImageIn, ...],
+        emit: Emit | None = None,
+        *,
+        reply: _Reply | None = None,
+    ) -> None:
+        """Run the turn answering ``frame`` now; its frames go to ``emit(frame, final)``
+        (default: this instance's ring). The caller keeps a session's turns in order."""
         payload = frame.payload
         assert isinstance(payload, UserMessagePayload)
         # The answer's frames share one msg_id of their own and name the request.
-        session, reply = frame.session, _Reply(frame.session, new_msg_id(), frame.msg_id)
+        reply = reply or _Reply(frame.session, new_msg_id(), frame.msg_id)
+        await self._run(payload, frame.session, reply, images, emit or self._emit)
+
+    async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
+        session = frame.session
+        reply = _Reply(session, new_msg_id(), frame.msg_id)
         # Turns of one session run in order; a session's lock lives while it has turns.
         lock, users = self._locks.get(session, (asyncio.Lock(), 0))
         self._locks[session] = (lock, users + 1)
         try:
             async with lock:
-                await self._run(payload, session, reply, images)
+                await self.run_request(frame, images, reply=reply)
         except asyncio.CancelledError:
             if (session, frame.msg_id) not in self._stopping:
                 raise  # the server is shutting down or the instance is deleted
@@ -222,11 +267,16 @@ class Instance:
                 self._locks[session] = (lock, users - 1)
 
     async def _run(
-        self, payload: UserMessagePayload, session: str, reply: _Reply, images: tuple[ImageIn, ...]
+        self,
+        payload: UserMessagePayload,
+        session: str,
+        reply: _Reply,
+        images: tuple[ImageIn, ...],
+        emit: Emit,
     ) -> None:
         async def emit_delta(text: str) -> None:
             if text:
-                await self.ring.append(reply.frame(AssistantDelta(text)))
+                await emit(reply.frame(AssistantDelta(text)), False)
 
         try:
             out = await self.runner.run_turn(
@@ -236,7 +286,7 @@ class Instance:
                 user=payload.user,
                 emit_delta=emit_delta,
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TurnLostError):
             raise
         except Exception as e:  # a failed turn is a frame, never a dead server
             if isinstance(e, VisusError):
@@ -246,20 +296,20 @@ class Instance:
             else:
                 log.exception("turn failed on instance %s", self.config.id)
             note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
-            await self.ring.append(reply.frame(note))
+            await emit(reply.frame(note), True)
             return
         kept, errors = await asyncio.to_thread(fit_egress, out.images) if out.images else ((), ())
         for err in errors:
             code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
-            await self.ring.append(reply.frame(ErrorPayload(code, str(err))))
+            await emit(reply.frame(ErrorPayload(code, str(err))), False)
         sent = tuple(map(image_from_bytes, kept))
         done = reply.frame(AssistantDone(out.text, sent, out.stop_reason))
         try:
             check_wire(frame_size(done))
         except TetherLimitError as e:
-            await self.ring.append(reply.frame(ErrorPayload("egress_limit", str(e))))
+            await emit(reply.frame(ErrorPayload("egress_limit", str(e))), False)
             done = reply.frame(AssistantDone(out.text, stop_reason=out.stop_reason))
-        await self.ring.append(done)
+        await emit(done, True)
 
     async def aclose(self) -> None:
         """Cancel turns in flight and close the runner (if it can be closed)."""
@@ -292,31 +342,81 @@ class _Reply:
 
 
 class Registry:
-    """The instances of one server, persisted under ``data_dir/instances``."""
+    """The instances of one server, kept in ``store`` (default: files under
+    ``data_dir/instances``). With a shared store (PostgreSQL) every replica sees every
+    instance: one missing here is loaded from the database on first use, and each
+    instance's local folder (``data_dir/instances/<id>``) holds only its files."""
 
-    def __init__(self, data_dir: Path, factory: RunnerFactory) -> None:
+    def __init__(
+        self, data_dir: Path, factory: RunnerFactory, *, store: Store | None = None
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.factory = factory
+        self.store: Store = store if store is not None else FileStore(self.data_dir)
+        self.shared = bool(self.store.shared)
+        #: The replica's turn worker (shared store only; the server's lifespan sets it).
+        self.worker: Any = None
         self._instances: dict[str, Instance] = {}
-        root = self.data_dir / "instances"
-        root.mkdir(parents=True, exist_ok=True)
-        for path in sorted(root.glob("*/instance.json")):
-            try:
-                config = _load(path)
-                self._instances[config.id] = Instance(config, factory(config))
-            except VisusError as e:  # a config the runner refuses: why, in one line
-                log.warning("could not load instance from %s: %s", path, e)
-            except Exception:  # one bad instance must not keep the server down
-                log.exception("could not load instance from %s", path)
+        self._closing: set[asyncio.Task[None]] = set()
+        (self.data_dir / "instances").mkdir(parents=True, exist_ok=True)
+        for data in self.store.list_instances():
+            self._load(data)
+
+    def _load(self, data: Mapping[str, Any]) -> Instance | None:
+        try:
+            config = _config(data, self.data_dir / "instances" / str(data["id"]))
+            inst = self._build(config, self.factory(config))
+        except VisusError as e:  # a config the runner refuses: why, in one line
+            log.warning("could not load instance %s: %s", data.get("id"), e)
+            return None
+        except Exception:  # one bad instance must not keep the server down
+            log.exception("could not load instance %s", data.get("id"))
+            return None
+        self._instances[config.id] = inst
+        return inst
+
+    def _build(self, config: InstanceConfig, runner: TurnRunner) -> Instance:
+        if not self.shared:
+            return Instance(config, runner)
+        from visus.tether.shared import SharedInstance
+
+        return SharedInstance(config, runner, self.store, self.kick)  # type: ignore[arg-type]
+
+    def kick(self) -> None:
+        """Have this replica's worker look for turns to claim now."""
+        if self.worker is not None:
+            self.worker.kick()
 
     def __iter__(self) -> Iterator[Instance]:
+        if self.shared:  # another replica may have created or deleted some
+            known = {str(d["id"]): d for d in self.store.list_instances()}
+            for iid in set(self._instances) - set(known):
+                self.forget(iid)
+            for iid, data in known.items():
+                if iid not in self._instances:
+                    self._load(data)
         return iter(sorted(self._instances.values(), key=lambda i: i.config.created))
 
     def get(self, instance_id: str) -> Instance:
+        found = self._instances.get(instance_id)
+        if found is None and self.shared:
+            data = self.store.get_instance(instance_id)
+            found = None if data is None else self._load(data)
+        if found is None:
+            raise NotFoundError(f"instance {instance_id!r} not found")
+        return found
+
+    def forget(self, instance_id: str) -> None:
+        """Drop an instance another replica deleted (its runner is closed)."""
+        inst = self._instances.pop(instance_id, None)
+        if inst is None:
+            return
         try:
-            return self._instances[instance_id]
-        except KeyError:
-            raise NotFoundError(f"instance {instance_id!r} not found") from None
+            task = asyncio.get_running_loop().create_task(inst.aclose())
+        except RuntimeError:
+            return
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def create(
         self,
@@ -345,8 +445,10 @@ class Registry:
         )
         runner = self.factory(config)
         folder.mkdir(parents=True)
-        _save(folder / "instance.json", config)
-        inst = Instance(config, runner)
+        data = asdict(config)
+        data["extra"] = dict(config.extra)
+        self.store.put_instance(data)
+        inst = self._build(config, runner)
         self._instances[iid] = inst
         return inst
 
@@ -354,32 +456,24 @@ class Registry:
         inst = self.get(instance_id)
         del self._instances[instance_id]
         await inst.aclose()
+        self.store.delete_instance(instance_id)
         shutil.rmtree(inst.config.data_dir, ignore_errors=True)
 
     async def aclose(self) -> None:
         for inst in list(self._instances.values()):
             await inst.aclose()
+        for task in list(self._closing):
+            with contextlib.suppress(Exception):
+                await task
 
 
-def _save(path: Path, config: InstanceConfig) -> None:
-    data = asdict(config)
-    data["extra"] = dict(config.extra)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _load(path: Path) -> InstanceConfig:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _config(data: Mapping[str, Any], folder: Path) -> InstanceConfig:
     tools = data.get("tools")
     return InstanceConfig(
         id=str(data["id"]),
         model=str(data["model"]),
         created=str(data["created"]),
-        data_dir=str(path.parent),
+        data_dir=str(folder),
         tools=None if tools is None else tuple(map(str, tools)),
         roots=tuple(map(str, data.get("roots") or ())),
         extra=dict(data.get("extra") or {}),

@@ -49,7 +49,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits, paths
 from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
-from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame, encode_frame
+from visus.store import Store
+from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
 from visus.tether.guard import LoopbackGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
@@ -64,6 +65,7 @@ from visus.tether.schemas import (
     InstanceOut,
     PollOut,
 )
+from visus.tether.shared import RawPage, frame_bytes
 
 __all__ = [
     "ERROR_STATUS",
@@ -95,9 +97,9 @@ def _err(status: int, code: str, message: str, **extra: str | None) -> JSONRespo
     return JSONResponse({"error": detail}, status_code=status, headers=headers)
 
 
-def encode_page(page: Page) -> bytes:
+def encode_page(page: Page | RawPage) -> bytes:
     """A poll answer built from the frames' own encoding (no re-serialising of images)."""
-    frames = b",".join(encode_frame(f) for f in page.frames)
+    frames = b",".join(frame_bytes(f) for f in page.frames)
     tail = json.dumps(
         {"next_seq": page.next_seq, "gap": page.gap, "more": page.more}, separators=(",", ":")
     )
@@ -215,19 +217,24 @@ async def create_instance(body: InstanceCreate, registry: Reg) -> dict[str, Any]
     # The runner factory reads mounted MCP servers from extra (tether knows no agent).
     mcp = [m.model_dump(exclude_defaults=True) for m in body.mcp_servers or ()]
     extra = {MCP_SERVERS_KEY: mcp} if mcp else None
-    return registry.create(
-        model=body.model, tools=body.tools, roots=body.roots, extra=extra
-    ).describe()
+    inst = registry.create(model=body.model, tools=body.tools, roots=body.roots, extra=extra)
+    await inst.refresh()
+    return inst.describe()
 
 
 @router.get("/instances", response_model=InstanceList)
 async def list_instances(registry: Reg) -> dict[str, Any]:
-    return {"instances": [inst.describe() for inst in registry]}
+    found = list(registry)
+    for inst in found:
+        await inst.refresh()
+    return {"instances": [inst.describe() for inst in found]}
 
 
 @router.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
 async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
-    return registry.get(instance_id).describe()
+    inst = registry.get(instance_id)
+    await inst.refresh()
+    return inst.describe()
 
 
 @router.delete(
@@ -264,6 +271,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
     ``turn.cancel`` frame naming a message's ``msg_id`` in ``payload.target`` to stop
     its turn (404 when no such turn is in flight)."""
     inst = registry.get(instance_id)
+    await inst.refresh()  # a shared store: turns in flight on every replica
     length = request.headers.get("content-length")
     if length is not None and not length.isdigit():
         raise FrameError("Content-Length: not a number", field="Content-Length")
@@ -284,8 +292,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
         frame = await inst.ring.append(decoded.frame)
         return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
     inst.check_capacity()
-    frame = await inst.ring.append(decoded.frame)
-    inst.start_turn(frame, decoded.images)
+    frame = await inst.accept(decoded.frame, decoded.images)
     return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
 
 
@@ -353,12 +360,23 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.loop = asyncio.get_running_loop()  # for stop_streams from a signal
     registry: Registry = app.state.registry
     async with AsyncExitStack() as stack:
+        if registry.shared:
+            # Replicas on one database: the ring there, turns claimed by a worker here.
+            from visus.tether.shared import TurnWorker
+
+            store: Any = registry.store
+            stack.push_async_callback(store.aclose)
+            worker = TurnWorker(registry, store)
+            await worker.start()
+            registry.worker = worker
         hooks: list[Callable[[], AbstractAsyncContextManager[Any]]] = app.state.lifespan_hooks
         for hook in hooks:
             await stack.enter_async_context(hook())
         try:
             yield
         finally:
+            if registry.worker is not None:  # first: its turns still use the runners
+                await registry.worker.aclose()
             await registry.aclose()
 
 
@@ -367,8 +385,11 @@ def create_app(
     data_dir: Path,
     runner_factory: RunnerFactory,
     token: str | None = None,
+    store: Store | None = None,
 ) -> FastAPI:
-    """Build the tether API over the instances persisted in ``data_dir``.
+    """Build the tether API over the instances persisted in ``data_dir`` (or in
+    ``store``: a PostgreSQL store makes this app one replica among any number on the
+    same database, see :mod:`visus.tether.shared`).
 
     ``runner_factory`` builds the agent behind each instance (see
     :mod:`visus.tether.runner`). With ``token`` set every ``/v1`` route needs
@@ -387,7 +408,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.registry = Registry(Path(data_dir), runner_factory)
+    app.state.registry = Registry(Path(data_dir), runner_factory, store=store)
     app.state.token = token
     app.state.lifespan_hooks = []
     #: Instance id -> what uses it; such an instance cannot be deleted over the API.
@@ -439,14 +460,14 @@ async def _events(
 ) -> AsyncIterator[bytes]:
     yield b"retry: 1000\n\n"
     while not closed() and not ring.closed:
-        page: Page = await ring.wait_read(
+        page: Page | RawPage = await ring.wait_read(
             cursor, session=session, limit=100, timeout=SSE_KEEPALIVE_SECONDS
         )
         if page.gap:
             note = json.dumps({"after_seq": cursor, "first_seq": ring.first_seq})
             yield b"event: gap\ndata: " + note.encode() + b"\n\n"
         for f in page.frames:
-            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (f.seq, f.type.encode(), encode_frame(f))
+            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (f.seq, f.type.encode(), frame_bytes(f))
         if not page.frames and not page.gap:
             yield b": keep-alive\n\n"
         cursor = page.next_seq

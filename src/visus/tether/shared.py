@@ -1,0 +1,324 @@
+"""Tether on a shared store: several ``visus serve`` replicas, one database.
+
+With a shared store (:class:`visus.store.SharedRingStore`, PostgreSQL) an instance's
+ring lives in the database, not in the process: :class:`SharedRing` appends and reads
+frames there (seqs stay per instance, gap-free; a frame committed on replica A wakes
+the long polls and SSE streams of replica B through LISTEN/NOTIFY).
+
+Ingress does not run the turn itself: it appends the ``user.message`` and queues a
+turn in the same transaction. The :class:`TurnWorker` of every replica claims queued
+turns (``FOR UPDATE SKIP LOCKED``; a session's turns one at a time, in order), runs
+them and renews its lease while they run. When a replica dies mid-turn its lease runs
+out; the next worker to claim the turn fails it with an ``error`` frame
+(``turn_interrupted``) rather than run it again: the dead replica may already have
+recorded the user message and called the model, and a second answer must never
+appear. Every frame of a turn is written only while its worker still owns the turn.
+
+Example:
+    >>> # store = PostgresStore(url); registry = Registry(folder, factory, store=store)
+    >>> # worker = TurnWorker(registry, store); await worker.start()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from visus import limits
+from visus.errors import NotFoundError, VisusError
+from visus.store import FramePage, SharedRingStore
+from visus.tether.frames import (
+    ErrorPayload,
+    Frame,
+    decode_frame,
+    encode_frame,
+    new_msg_id,
+    now_ts,
+    payload_size,
+)
+from visus.tether.instances import Instance, Registry, TurnLostError
+from visus.tether.runner import ImageIn, InstanceConfig, TurnRunner
+
+__all__ = ["RawFrame", "RawPage", "SharedInstance", "SharedRing", "TurnWorker", "frame_bytes"]
+
+log = logging.getLogger(__name__)
+
+_TYPE = re.compile(rb'"type":"([a-z.]+)"')
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """A frame as the store holds it: already encoded, never decoded to be re-sent."""
+
+    seq: int
+    session: str
+    body: bytes
+
+    @property
+    def type(self) -> str:
+        found = _TYPE.search(self.body, 0, 64)
+        return found.group(1).decode() if found else "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class RawPage:
+    """A read of a shared ring (the same fields as :class:`~visus.tether.ring.Page`)."""
+
+    frames: tuple[RawFrame, ...]
+    next_seq: int
+    gap: bool
+    more: bool = False
+
+
+def frame_bytes(frame: Frame | RawFrame) -> bytes:
+    """The frame's one JSON encoding (stored frames are sent as they were stored)."""
+    return frame.body if isinstance(frame, RawFrame) else encode_frame(frame)
+
+
+class SharedRing:
+    """One instance's ring in a shared store; the same surface as the in-memory Ring.
+
+    ``last_seq``, ``first_seq`` and ``len()`` are what this replica last saw
+    (:meth:`refresh` reads them again).
+    """
+
+    def __init__(self, store: SharedRingStore, instance_id: str) -> None:
+        self.store = store
+        self.instance_id = instance_id
+        self.closed = False
+        self.last_seq = 0
+        self.first_seq = 1
+        self._frames = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return self._frames
+
+    async def refresh(self) -> None:
+        stats = await self.store.ring_stats(self.instance_id)
+        self.last_seq, self.first_seq = stats.last_seq, stats.first_seq
+        self._frames, self.bytes = stats.frames, stats.bytes
+
+    async def append(
+        self, frame: Frame, *, turn: int | None = None, finish: bool = False, queue: bool = False
+    ) -> Frame:
+        """Store ``frame`` with the next seq; TurnLostError if ``turn`` is not ours."""
+        ts = frame.ts or now_ts()
+        seq = await self.store.append_frame(
+            self.instance_id,
+            frame.session,
+            payload_size(frame.payload),
+            lambda n: encode_frame(replace(frame, seq=n, ts=ts)),
+            turn=turn,
+            finish=finish,
+            queue=queue,
+        )
+        if seq is None:
+            raise TurnLostError(f"turn {turn} of instance {self.instance_id} was taken over")
+        self.last_seq = max(self.last_seq, seq)
+        return replace(frame, seq=seq, ts=ts)
+
+    def _page(self, page: FramePage, max_bytes: int | None = None) -> RawPage:
+        self.first_seq = page.first_seq
+        if page.frames:
+            self.last_seq = max(self.last_seq, page.frames[-1].seq)
+        frames = [RawFrame(f.seq, f.session, f.body) for f in page.frames]
+        if max_bytes is not None:
+            # As the in-process ring: the first frame always, then while they fit.
+            total, kept = 0, 0
+            for f in frames:
+                total += len(f.body)
+                if kept and total > max_bytes:
+                    break
+                kept += 1
+            if kept < len(frames):
+                return RawPage(tuple(frames[:kept]), frames[kept - 1].seq, page.gap, True)
+        return RawPage(tuple(frames), page.next_seq, page.gap)
+
+    async def read(
+        self, after_seq: int = 0, *, session: str | None = None, limit: int | None = None
+    ) -> RawPage:
+        page = await self.store.read_frames(
+            self.instance_id, after_seq, session=session, limit=limit
+        )
+        return self._page(page)
+
+    async def wait_read(
+        self,
+        after_seq: int = 0,
+        *,
+        session: str | None = None,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+        timeout: float = 0.0,
+    ) -> RawPage:
+        page = await self.store.wait_frames(
+            self.instance_id,
+            after_seq,
+            session=session,
+            limit=limit,
+            timeout=timeout,
+            closed=lambda: self.closed,
+        )
+        return self._page(page, max_bytes)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.store.wake(self.instance_id)
+
+
+class SharedInstance(Instance):
+    """An instance whose ring and turns live in a shared store: ingress queues the turn
+    and whichever replica's :class:`TurnWorker` claims it runs it."""
+
+    def __init__(
+        self,
+        config: InstanceConfig,
+        runner: TurnRunner,
+        store: SharedRingStore,
+        kick: Callable[[], None],
+    ) -> None:
+        super().__init__(config, runner, SharedRing(store, config.id))
+        self.store = store
+        self._kick = kick
+        self._pending = 0
+
+    @property
+    def pending(self) -> int:
+        """Turns queued or running on any replica (as of the last :meth:`refresh`)."""
+        return self._pending
+
+    async def refresh(self) -> None:
+        await self.ring.refresh()
+        self._pending = await self.store.pending_turns(self.config.id)
+
+    async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
+        del images  # they travel in the stored frame, to whichever replica runs the turn
+        stored: Frame = await self.ring.append(frame, queue=True)
+        self._pending += 1
+        self._kick()
+        return stored
+
+
+class TurnWorker:
+    """Claims and runs the turns of a shared store, at most ``concurrency`` at once.
+
+    It wakes on a queued-turn notification, and every ``lease / 3`` seconds to renew
+    its leases and look for turns whose replica died.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        store: SharedRingStore,
+        *,
+        concurrency: int = 4 * limits.TETHER_MAX_PENDING_TURNS,
+        lease_seconds: float | None = None,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.concurrency = concurrency
+        self.tick = (lease_seconds or float(getattr(store, "lease_seconds", 15.0))) / 3
+        self._kick = asyncio.Event()
+        self._running: dict[asyncio.Task[None], tuple[str, int, str]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        await self.store.start()
+        self.store.on_turn_queued(self._kick.set)
+        self.store.on_instance_deleted(self.registry.forget)
+        self._loop_task = asyncio.create_task(self._loop(), name="visus-turn-worker")
+
+    def kick(self) -> None:
+        """Look for claimable turns now (ingress calls it after queueing one)."""
+        self._kick.set()
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        renew_at = loop.time() + self.tick
+        while not self._stopping:
+            self._kick.clear()  # before claiming: a turn queued meanwhile sets it again
+            try:
+                while len(self._running) < self.concurrency:
+                    claimed = await self.store.claim_turn()
+                    if claimed is None:
+                        break
+                    task = asyncio.create_task(self._run(claimed))
+                    self._running[task] = (claimed.instance_id, claimed.seq, claimed.session)
+                    task.add_done_callback(self._done)
+                if loop.time() >= renew_at:
+                    await self.store.renew_leases()
+                    renew_at = loop.time() + self.tick
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a lost connection must not stop this replica's worker
+                log.exception("turn worker: claiming or renewing failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), max(0.05, renew_at - loop.time()))
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        self._kick.set()  # a slot is free, and the session's next turn may be claimable
+
+    async def _run(self, claimed: Any) -> None:
+        try:
+            inst = self.registry.get(claimed.instance_id)
+        except NotFoundError:
+            return  # deleted meanwhile: its turns went with it
+        ring = inst.ring
+        assert isinstance(ring, SharedRing)
+        try:
+            request = decode_frame(json.loads(claimed.request), types=frozenset({"user.message"}))
+        except (VisusError, ValueError) as e:
+            why = f"the stored request cannot be read: {e}"
+            await _fail(ring, claimed.session, "", claimed.seq, "turn_failed", why)
+            return
+        if claimed.expired:
+            why = "the replica running this turn stopped before it finished; send it again"
+            log.warning("turn %s of instance %s: %s", claimed.seq, inst.config.id, why)
+            msg = request.frame.msg_id
+            await _fail(ring, claimed.session, msg, claimed.seq, "turn_interrupted", why)
+            return
+
+        async def emit(frame: Frame, final: bool) -> None:
+            await ring.append(frame, turn=claimed.seq, finish=final)
+
+        try:
+            await inst.run_request(request.frame, request.images, emit)
+        except TurnLostError as e:
+            log.warning("%s; its answer is left to that replica", e)
+
+    async def aclose(self) -> None:
+        """Stop claiming; fail the turns still running here (an ``error`` frame each)."""
+        self._stopping = True
+        self._kick.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+        running = dict(self._running)
+        for task in running:
+            task.cancel()
+        for task, (instance_id, seq, session) in running.items():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            why = "the server answering this turn shut down; send it again"
+            with contextlib.suppress(Exception):
+                ring = self.registry.get(instance_id).ring
+                await _fail(ring, session, "", seq, "turn_interrupted", why)
+
+
+async def _fail(
+    ring: SharedRing, session: str, reply_to: str, turn: int, code: str, why: str
+) -> None:
+    """End ``turn`` with an ``error`` frame (if it is still ours)."""
+    note = Frame(ErrorPayload(code, why), session, new_msg_id(), reply_to=reply_to)
+    with contextlib.suppress(TurnLostError):
+        await ring.append(note, turn=turn, finish=True)
