@@ -60,7 +60,7 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
-from visus.record.sessions import SessionStore, validate_session_id
+from visus.record.sessions import SessionLog, SessionStore, validate_session_id
 from visus.retention import DEFAULT_POLICY, RetentionPolicy, image_statuses
 from visus.tether.limits import load_json
 
@@ -99,7 +99,7 @@ class WebStores:
 
     instance: str
     folder: Path
-    sessions: SessionStore
+    sessions: SessionLog
     blobs: BlobStore
     policy: RetentionPolicy
     model: ModelSpec
@@ -119,7 +119,7 @@ def web_stores(app: Any) -> WebStores:
         instance=str(inst.config.id),
         folder=folder,
         sessions=sessions
-        if isinstance(sessions, SessionStore)
+        if isinstance(sessions, SessionLog)
         else SessionStore(sessions_dir(folder)),
         blobs=blobs if isinstance(blobs, BlobStore) else FileBlobStore(blobs_dir(folder)),
         policy=policy if isinstance(policy, RetentionPolicy) else DEFAULT_POLICY,
