@@ -2,7 +2,8 @@
 
 Each framework runs its real agent loop against an in-process model double that
 answers at once (pydantic-ai's ``FunctionModel``; for the Agents SDK a ``Model``
-subclass): on a turn's first step it calls ``view`` on that turn's screenshot
+subclass; for LangChain a ``BaseChatModel`` subclass in
+``create_agent``): on a turn's first step it calls ``view`` on that turn's screenshot
 (a 1568x733 UI-like PNG), on the second it answers. The baseline, measured in the
 same run on the same screenshots and histories, is the bare framework with the tool
 a user writes without visus: read the file and return its bytes as the framework's
@@ -43,6 +44,12 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import ToolMessage as LcToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool as lc_tool
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -61,6 +68,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.messages import ModelResponse as PaiResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from visus.integrations.langchain import VisionMiddleware
 from visus.integrations.openai_agents import Vision as AgentsVision
 from visus.integrations.pydantic_ai import Vision
 
@@ -201,13 +209,72 @@ def _openai_agents(work: Path) -> dict[tuple[str, int], float]:
     return out
 
 
+# --- LangChain ---------------------------------------------------------------------
+
+
+class _LcDouble(BaseChatModel):
+    """Answers at once: view the prompt's file, then a short answer."""
+
+    model_name: str = "claude-sonnet-4-6"
+
+    @property
+    def _llm_type(self) -> str:
+        return "anthropic-chat"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **k: Any
+    ) -> ChatResult:
+        last = messages[-1]
+        if isinstance(last, LcToolMessage) or not isinstance(last, HumanMessage):
+            reply = AIMessage(content="seen")
+        else:
+            call = {"name": "view", "args": {"path": str(last.content)}, "id": f"c{len(messages)}"}
+            reply = AIMessage(content="", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _langchain(work: Path) -> dict[tuple[str, int], float]:
+    @lc_tool
+    def view(path: str) -> list[dict[str, Any]]:
+        """See an image file."""
+        data = base64.b64encode((work / path).read_bytes()).decode()
+        return [{"type": "image", "base64": data, "mime_type": "image/png"}]
+
+    vision = VisionMiddleware(roots=[work], data=work / "data")
+    agents = {
+        "bare": create_agent(_LcDouble(), tools=[view]),
+        "visus": create_agent(_LcDouble(), tools=[], middleware=[vision]),
+    }
+    out: dict[tuple[str, int], float] = {}
+
+    async def go() -> None:
+        for name, agent in agents.items():
+            history: list[Any] = []
+            for turn in range(1, max(TURNS) + 1):
+                state = {"messages": [*history, {"role": "user", "content": f"shot{turn}.png"}]}
+                if turn in TURNS:
+                    times = [await _timed(agent.ainvoke, state) for _ in range(REPEATS)]
+                    out[(name, turn)] = statistics.median(times)
+                history = (await agent.ainvoke(state))["messages"]
+
+    asyncio.run(go())
+    return out
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for turn in range(1, max(TURNS) + 1):
             _screenshot(work / f"shot{turn}.png", turn)
         rows: list[str] = []
-        for framework, bench in (("pydantic-ai", _pydantic_ai), ("openai-agents", _openai_agents)):
+        for framework, bench in (
+            ("pydantic-ai", _pydantic_ai),
+            ("openai-agents", _openai_agents),
+            ("langchain", _langchain),
+        ):
             result = bench(work)
             for turn in TURNS:
                 bare, visus = result[("bare", turn)], result[("visus", turn)]
