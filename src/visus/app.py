@@ -39,6 +39,7 @@ from visus.tether.runner import (
 from visus.tether.server import create_app
 
 __all__ = [
+    "DEFAULT_INSTANCE_ID",
     "DEFAULT_INSTANCE_KEY",
     "AgentRunner",
     "agent_runner_factory",
@@ -49,6 +50,9 @@ __all__ = [
 
 #: ``extra`` key marking the instance ``visus serve`` creates for its web chat.
 DEFAULT_INSTANCE_KEY = "default"
+# The web chat's instance has a fixed id, so replicas of ``visus serve`` that start at
+# the same moment on one database create one instance between them, not one each.
+DEFAULT_INSTANCE_ID = "i-webchat"
 
 
 def full_registry(data: Path | str) -> ToolRegistry:
@@ -184,7 +188,9 @@ def default_instance(app: FastAPI, model: str) -> str:
     for inst in registry:
         if inst.config.extra.get(DEFAULT_INSTANCE_KEY):
             return str(inst.config.id)
-    inst = registry.create(model=model, extra={DEFAULT_INSTANCE_KEY: True})
+    inst = registry.create(
+        model=model, extra={DEFAULT_INSTANCE_KEY: True}, instance_id=DEFAULT_INSTANCE_ID
+    )
     return str(inst.config.id)
 
 

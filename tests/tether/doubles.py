@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import socket
 import threading
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import uvicorn
 from PIL import Image
 
@@ -102,8 +104,17 @@ def live_server(app: Any) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
+    url = f"http://127.0.0.1:{port}"
+    # Build the app's routes now, from this one thread. FastAPI (0.165) builds an
+    # included router's routes lazily on the first request that reaches it, and apps
+    # that share visus's module-level tether router (several replicas in one test
+    # process) would otherwise build the same routes at once from their server
+    # threads: a race that surfaces as a spurious pydantic schema error and a 500.
+    # `visus serve` runs one app per process, so only multi-app processes need this.
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.get(f"{url}/v1/instances", timeout=10)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         server.should_exit = True
         thread.join(10)

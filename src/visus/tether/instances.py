@@ -425,14 +425,19 @@ class Registry:
         tools: Sequence[str] | None = None,
         roots: Sequence[str] | None = None,
         extra: Mapping[str, Any] | None = None,
+        instance_id: str | None = None,
     ) -> Instance:
-        """Build the runner first (a factory error creates nothing), then persist."""
+        """Build the runner first (a factory error creates nothing), then persist.
+
+        ``instance_id`` fixes the id instead of drawing a random one: replicas that
+        create "the same" instance at the same moment then write one row, not two.
+        """
         if not model.strip():
             raise ConfigError("model: must not be empty")
         for r in roots or ():
             if not os.path.isabs(r):
                 raise ConfigError(f"roots: {r!r} is not an absolute path")
-        iid = "i-" + secrets.token_hex(8)
+        iid = instance_id or "i-" + secrets.token_hex(8)
         folder = self.data_dir / "instances" / iid
         config = InstanceConfig(
             id=iid,
@@ -444,7 +449,7 @@ class Registry:
             extra=dict(extra or {}),
         )
         runner = self.factory(config)
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=instance_id is not None)
         data = asdict(config)
         data["extra"] = dict(config.extra)
         self.store.put_instance(data)
