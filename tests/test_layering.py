@@ -9,7 +9,7 @@ record -> retention -> wire -> providers -> the library around the agent -> agen
 surfaces. Anything the table does not allow must be in :data:`EXCEPTIONS` with its
 reason, or the test names the offending import (file, line).
 
-Heavy decoders (Pillow, pypdfium2, resvg, Pygments, PyAV) are imported only by ``media/``;
+Heavy decoders (Pillow, pypdfium2, resvg, Pygments, PyAV, pyvips) are imported only by ``media/``;
 each provider SDK only by its provider module.
 """
 
@@ -97,6 +97,8 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "PIL": ("media/", "reference/"),
     "pypdfium2": ("media/",),
     "resvg_py": ("media/",),
+    # libvips, locked down for untrusted input in one module (loaders blocked).
+    "pyvips": ("media/_vips.py",),
     "pygments": ("media/",),
     "av": ("media/",),
     "openai": ("providers/openai_client.py",),

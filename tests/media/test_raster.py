@@ -13,10 +13,11 @@ from media_corpus import (
     png_header_only,
     screenshot,
 )
-from PIL import Image, ImageFile
+from PIL import Image, ImageChops, ImageFile
 
 from visus.errors import TooLargeError, UndecodableError
 from visus.media import Profile, fit, load, probe
+from visus.media import _vips as vips_mod
 from visus.media import raster as raster_mod
 
 SMALL = Profile(max_edge=256, max_pixels=256 * 256, max_bytes=2 * 1024 * 1024)
@@ -129,7 +130,12 @@ def _refuse_decoding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("load")
         raise AssertionError("a bomb was decoded")
 
+    def no_vips(*args: object, **kwargs: object) -> None:
+        calls.append("vips")
+        raise AssertionError("a bomb was handed to libvips")
+
     monkeypatch.setattr(ImageFile.ImageFile, "load", no_load)
+    monkeypatch.setattr(vips_mod, "shrink", no_vips)
     return calls
 
 
@@ -151,19 +157,29 @@ def test_bomb_header_is_refused_before_decoding(
     assert calls == []
 
 
+def _jpeg_loads(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The options of every libvips JPEG load from now on."""
+    pyvips = vips_mod.engine()
+    seen: list[dict[str, object]] = []
+    real = pyvips.Image.jpegload_buffer
+
+    def spy(buf: bytes, **kwargs: object) -> object:
+        seen.append(kwargs)
+        return real(buf, **kwargs)
+
+    monkeypatch.setattr(pyvips.Image, "jpegload_buffer", spy)
+    return seen
+
+
 def test_big_jpeg_is_decoded_reduced_by_dct_scaling(monkeypatch: pytest.MonkeyPatch) -> None:
     data = encode(photo(4000, 3000), "JPEG", quality=90)
-    seen: list[tuple[int, int]] = []
-    real = raster_mod.normalise
-
-    def spy(im: Image.Image) -> Image.Image:
-        seen.append(im.size)
-        return real(im)
-
-    monkeypatch.setattr(raster_mod, "normalise", spy)
+    seen = _jpeg_loads(monkeypatch)
     f = load(data, profile=CLAUDE)
-    # 4000x3000 fitted to 1.15 MP is 1238x928: libjpeg decoded at 1/2, never full size.
-    assert seen == [(2000, 1500)]
+    # 4000x3000 fitted to 1.15 MP is 1238x928: libjpeg decoded at 1/2 (2000x1500, the
+    # smallest DCT scale still covering it) by libvips, streamed, never full size.
+    assert [(k["shrink"], k["access"], k["fail_on"]) for k in seen] == [
+        (2, "sequential", "truncated")
+    ]
     assert (f.width, f.height) == (1238, 928)
     assert (f.source_width, f.source_height) == (4000, 3000)
     assert f.media_type == "image/jpeg"
@@ -241,16 +257,22 @@ def test_decoded_jpeg_stays_small_in_memory() -> None:
     assert out.size == (300, 225)  # 1/8 scale: 2400/8 >= 256
 
 
+def _mean_diff(a: Image.Image, b: Image.Image) -> float:
+    diff = ImageChops.difference(a.convert("RGB"), b.convert("RGB")).convert("L")
+    return sum(i * n for i, n in enumerate(diff.histogram())) / (a.width * a.height)
+
+
 def test_mpo_phone_photo_is_decoded_reduced_too(monkeypatch: pytest.MonkeyPatch) -> None:
     frames = [photo(2000, 1500), photo(2000, 1500, seed=2)]
     data = encode(frames[0], "MPO", save_all=True, append_images=frames[1:])
     assert decoded(data).format == "MPO"
-    seen: list[tuple[int, int]] = []
-    real = raster_mod.normalise
-    monkeypatch.setattr(raster_mod, "normalise", lambda im: seen.append(im.size) or real(im))
+    seen = _jpeg_loads(monkeypatch)
     f = load(data, profile=SMALL)
-    assert seen == [(500, 375)]  # 1/4 DCT scale, not 2000x1500
+    assert [k["shrink"] for k in seen] == [4]  # 1/4 DCT scale (500x375), not 2000x1500
     assert (f.width, f.height, f.frame_count) == (256, 192, 2)
+    # The first (primary) image is the one shown.
+    out = decoded(f.data).convert("RGB")
+    assert _mean_diff(out, frames[0].resize(out.size)) < _mean_diff(out, frames[1].resize(out.size))
 
 
 def test_avif_decodes_with_pillow_alone() -> None:

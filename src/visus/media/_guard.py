@@ -4,7 +4,8 @@ Pillow, pypdfium2, resvg and Pygments raise whatever they like (``OSError``,
 ``struct.error``, ``ValueError``, ``MemoryError``, pyo3 ``PanicException`` which is a
 ``BaseException``...). Every public ``media`` entry point runs inside
 :func:`translated`, so only :class:`~visus.errors.MediaError` subclasses and
-:class:`~visus.errors.InvalidInputError` leave the package.
+:class:`~visus.errors.InvalidInputError` leave the package (and ``ImportError`` when a
+core dependency such as libvips cannot load: a broken install is not bad input).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def translated(what: str) -> Iterator[None]:
     """Re-raise any decoder failure inside the block as a ``MediaError`` naming ``what``."""
     try:
         yield
-    except VisusError:
+    except (VisusError, ImportError):
+        # An ImportError is a broken install (libvips missing), not bad input: say so.
         raise
     except _TOO_LARGE as e:
         raise TooLargeError(f"{what} is too large to decode: {e}") from e

@@ -98,6 +98,11 @@ class _Worker:
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        # The memory cap bounds address space, and glibc reserves a 64 MB malloc arena
+        # for every thread that allocates (libvips's PNG writer runs on threads): two
+        # arenas keep ~200 MB of reservations that are never used off the budget.
+        env.setdefault("MALLOC_ARENA_MAX", "2")
+        env.setdefault("VIPS_CONCURRENCY", "1")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _ENTRY, str(memory_cap)],
             stdin=subprocess.PIPE,

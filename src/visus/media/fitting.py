@@ -21,6 +21,7 @@ from typing import Literal
 from PIL import Image
 
 from visus.errors import InvalidInputError, TooLargeError
+from visus.media import _vips
 from visus.media.types import Profile
 
 __all__ = [
@@ -147,7 +148,7 @@ def _encodings(im: Image.Image, media_type: str, content: Content) -> Iterator[b
         for q in _LOSSY_QUALITIES:
             yield _save(im, "WEBP", quality=q, method=4)
     elif media_type == _PNG:
-        yield _save(im, "PNG", compress_level=6)
+        yield _vips.png(im)
         # Screenshots and line art lose little in a 256-colour palette.
         yield _save(_palette(im), "PNG", compress_level=9)
     else:
