@@ -239,3 +239,44 @@ def test_outgoing_frames_leave_seq_and_ts_to_the_server() -> None:
         },
     }
     assert decode_frame(out, assign=True).frame.payload == frame.payload
+
+
+def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per base64 scan of Image.__post_init__ from now on."""
+    from visus.tether import frames
+
+    calls: list[int] = []
+    real = frames._is_b64
+
+    def spy(raw: bytes) -> bool:
+        calls.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(frames, "_is_b64", spy)
+    return calls
+
+
+def test_trusted_paths_do_not_rescan_base64(monkeypatch: pytest.MonkeyPatch) -> None:
+    from visus.tether.frames import image_from_bytes
+
+    calls = _count_checks(monkeypatch)
+    raw = png((1, 2, 3))
+    # Ingress: the decoder checks each image's base64 once (base64_size), not twice.
+    image = {"media_type": "image/png", "data": b64(raw)}
+    d = decode_frame(msg({"text": "", "images": [image]}), assign=True)
+    built = image_from_bytes(ImageIn("image/png", raw))
+    assert calls == []
+    assert d.frame.payload.images == (built,)  # type: ignore[union-attr]
+    assert d.images == (ImageIn("image/png", raw),)
+    # Anyone else building an Image is still checked.
+    Image("image/png", b64(raw))
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    "data", ['a"b\\c', "AAAA\n", "AA=A", "é", "A", "data:image/png;base64,AAAA"]
+)
+def test_untrusted_base64_is_still_refused_at_ingress(data: str) -> None:
+    frame = msg({"text": "", "images": [{"media_type": "image/png", "data": data}]})
+    with pytest.raises(FrameError, match=r"base64|data-URI"):
+        decode_frame(frame, assign=True)
