@@ -49,7 +49,7 @@ RENDER_TIME_BUDGET_SECONDS: Final = 20.0
 RENDER_MAX_MEMORY_BYTES: Final = 2048 * MB
 #: Render worker processes kept per process (renders past this many wait their turn).
 RENDER_MAX_WORKERS: Final = 2
-# Complexity caps checked while an SVG is parsed, before resvg sees it: each refuses a
+# Complexity caps checked while an SVG is parsed, before the renderer sees it: each refuses a
 # document that would take seconds to minutes to render (measured bombs in tests).
 #: Elements in one SVG document.
 SVG_MAX_ELEMENTS: Final = 100_000

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import resvg_py
 from media_corpus import CLAUDE, decoded, encode, near, pixel, png_header_only
-from PIL import Image
+from PIL import Image, ImageChops
 
 from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
@@ -221,7 +221,8 @@ except MediaError as e:
 
 @pytest.mark.parametrize(("depth", "kind"), [(400, "g"), (1500, "g"), (300, "use")])
 def test_deep_documents_do_not_crash_the_process(depth: int, kind: str) -> None:
-    # On a default 8 MB stack resvg segfaults near depth 250 (and 150 chained <use>).
+    # On a default 8 MB stack resvg segfaulted near depth 250 (and 150 chained <use>);
+    # librsvg (the renderer now) must not crash either.
     proc = subprocess.run(
         [sys.executable, "-c", _CRASH_PROBE, str(depth), kind],
         capture_output=True,
@@ -234,7 +235,9 @@ def test_deep_documents_do_not_crash_the_process(depth: int, kind: str) -> None:
     expected = (
         "refused TooLargeError" if kind == "g" and depth > limits.SVG_MAX_DEPTH else "rendered"
     )
-    assert proc.stdout.strip() in (expected, "refused UndecodableError")
+    # librsvg refuses a chain of <use> past its own nesting limit while drawing.
+    refusals = ("refused UndecodableError", "refused TooLargeError")
+    assert proc.stdout.strip() in (expected, *refusals)
 
 
 def test_embedded_raster_bomb_is_dropped_before_the_renderer() -> None:
@@ -255,8 +258,8 @@ def test_embedded_raster_bomb_is_dropped_before_the_renderer() -> None:
     assert near(pixel(out, (150, 50)), (0, 0, 255, 255), 10)
 
 
-def test_line_art_is_sent_as_resvgs_own_png_without_a_round_trip() -> None:
-    from visus.media.svg import render_svg_png
+def test_line_art_is_drawn_at_the_fitted_size_and_sent_lossless() -> None:
+    from visus.media.svg import render_svg
 
     doc = svg(
         '<rect x="10" y="10" width="300" height="120" fill="#3366cc" stroke="black"/>'
@@ -266,8 +269,52 @@ def test_line_art_is_sent_as_resvgs_own_png_without_a_round_trip() -> None:
     f = load(doc, profile=CLAUDE)
     parsed = parse_svg(doc)
     assert parsed is not None
-    image, png = render_svg_png(parsed, CLAUDE.max_edge, CLAUDE.max_pixels)
-    # Rendered straight at the fitted size, and those very bytes are what is sent.
+    image = render_svg(parsed, CLAUDE.max_edge, CLAUDE.max_pixels)
+    # Drawn straight at the fitted size, and exactly those pixels are what is sent.
     assert (f.width, f.height) == image.size == (800, 400)
     assert f.media_type == "image/png"
-    assert f.data == png
+    sent = decoded(f.data).convert("RGBA")
+    assert ImageChops.difference(sent, image).getbbox() is None
+
+
+_FONT_PROBE = """
+import os, sys
+from pathlib import Path
+from visus.media import _vips
+pyvips = _vips.svg_engine()
+conf = Path(os.environ["FONTCONFIG_FILE"]).read_text()
+print("\\n".join(line.strip()[5:-6] for line in conf.splitlines() if "<dir>" in line))
+"""
+
+
+def test_svg_text_sees_only_visus_fonts() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _FONT_PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    dirs = proc.stdout.split()
+    assert dirs, proc.stderr
+    from visus.media._fonts import font_dir
+
+    # Only the shipped DejaVu and the Noto packages: never /usr/share/fonts, ~/.fonts...
+    assert dirs[0] == str(font_dir())
+    assert all(d == str(font_dir()) or "manimgx_fonts" in d for d in dirs), dirs
+
+
+def test_a_machine_only_font_is_not_used() -> None:
+    # The machine may have fonts visus does not ship (here: DejaVu Math TeX Gyre);
+    # asking for one draws the shipped default, exactly as an unknown family does.
+    import os
+
+    machine = {k: v for k, v in os.environ.items() if k != "FONTCONFIG_FILE"}
+    listed = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True, env=machine)
+    if "DejaVu Math TeX Gyre" not in listed.stdout:
+        pytest.skip("the machine has no font visus does not ship to test against")
+
+    def drawn(family: str) -> bytes:
+        doc = svg(
+            f'<text x="5" y="60" font-size="48" font-family="{family}">Qx=1</text>',
+            'width="300" height="100"',
+        )
+        return decoded(load(doc, profile=CLAUDE).data).convert("RGBA").tobytes()
+
+    assert drawn("DejaVu Math TeX Gyre") == drawn("No Such Family") == drawn("DejaVu Sans")

@@ -1,6 +1,6 @@
 """Decode, render and fit any source into an image a model takes.
 
-``media`` is the only package that imports Pillow, pypdfium2, resvg-py and Pygments.
+``media`` is the only package that imports Pillow, pyvips (libvips), pypdfium2 and Pygments.
 Every function here raises only :class:`~visus.errors.MediaError` subclasses
 (``TooLargeError``, ``UndecodableError``, ``UnsupportedTypeError``) and
 :class:`~visus.errors.InvalidInputError`, for any bytes.

@@ -4,7 +4,7 @@ DejaVu Sans, Serif and Sans Mono ship in ``visus/media/fonts`` (their licence,
 ``LICENSE-DejaVu.txt``, allows redistribution). Scripts DejaVu lacks come from two
 font packages on PyPI: Noto Sans CJK (``manimgx-fonts-cjk``) for Chinese, Japanese
 and Korean, and Noto Emoji plus Noto Sans Symbols (``manimgx-fonts``) for emoji and
-symbols. Both are monochrome outline fonts that FreeType (Pillow) and resvg draw.
+symbols. Both are monochrome outline fonts that FreeType (Pillow) and librsvg draw.
 
 Example:
     >>> from pathlib import Path

@@ -1,6 +1,6 @@
 """The one point where decoder errors become visus errors.
 
-Pillow, pypdfium2, resvg and Pygments raise whatever they like (``OSError``,
+Pillow, libvips, pypdfium2 and Pygments raise whatever they like (``OSError``,
 ``struct.error``, ``ValueError``, ``MemoryError``, pyo3 ``PanicException`` which is a
 ``BaseException``...). Every public ``media`` entry point runs inside
 :func:`translated`, so only :class:`~visus.errors.MediaError` subclasses and

@@ -24,13 +24,18 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from types import ModuleType
+from xml.sax.saxutils import escape
 
 from PIL import Image
 
-__all__ = ["engine", "png", "shrink"]
+__all__ = ["engine", "png", "shrink", "svg_engine"]
 
 #: Loaders libvips may run: the ones Pillow identified for us (their buffer variants).
 ALLOWED_LOADERS = ("VipsForeignLoadPng", "VipsForeignLoadJpeg")
@@ -67,6 +72,62 @@ def engine() -> ModuleType:
         pyvips.concurrency_set(min(_MAX_THREADS, os.cpu_count() or 1))
     module: ModuleType = pyvips
     return module
+
+
+def _isolate_fonts() -> None:
+    """Point fontconfig (which librsvg's text goes through) at visus's fonts alone.
+
+    A private ``fonts.conf`` lists only the shipped DejaVu and the Noto fallback
+    packages, maps the generic families to DejaVu and appends DejaVu Sans to every
+    request (so an unknown family never picks an arbitrary font); its cache lives in a
+    private temporary directory removed at exit. Must run before fontconfig starts in
+    this process: it reads ``FONTCONFIG_FILE`` once.
+    """
+    from visus.media._fonts import fallback_font_paths, font_dir
+
+    dirs = [str(font_dir())]
+    dirs += sorted({str(Path(p).parent) for p in fallback_font_paths()} - set(dirs))
+    home = Path(tempfile.mkdtemp(prefix="visus-fontconfig-"))
+    atexit.register(shutil.rmtree, home, True)
+    generic = {
+        "sans-serif": "DejaVu Sans",
+        "serif": "DejaVu Serif",
+        "monospace": "DejaVu Sans Mono",
+        "cursive": "DejaVu Sans",
+        "fantasy": "DejaVu Sans",
+        "system-ui": "DejaVu Sans",
+    }
+    lines = ["<?xml version='1.0'?>", "<fontconfig>"]
+    lines += [f"  <dir>{escape(d)}</dir>" for d in dirs]
+    lines.append(f"  <cachedir>{escape(str(home / 'cache'))}</cachedir>")
+    lines += [
+        f"  <alias><family>{g}</family><prefer><family>{f}</family></prefer></alias>"
+        for g, f in generic.items()
+    ]
+    lines += [
+        '  <match target="pattern"><edit name="family" mode="append_last">'
+        "<string>DejaVu Sans</string></edit></match>",
+        "</fontconfig>",
+    ]
+    conf = home / "fonts.conf"
+    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.environ["FONTCONFIG_FILE"] = str(conf)
+
+
+@functools.cache
+def svg_engine() -> ModuleType:
+    """:func:`engine` with librsvg's SVG loader allowed, text drawn with visus's fonts.
+
+    For the render worker (:mod:`visus.media._worker`), where SVG documents arrive
+    cleaned by :mod:`visus.media.svg` (no outside reference left; a document loaded
+    from memory has no base file, so librsvg could not read a file anyway) and the
+    render runs under the time and memory budget. Call it before anything in the
+    process starts fontconfig.
+    """
+    _isolate_fonts()
+    vips = engine()
+    vips.operation_block_set("VipsForeignLoadSvg", False)
+    return vips
 
 
 def _jpeg_shrink(raw: tuple[int, int], size: tuple[int, int]) -> int:

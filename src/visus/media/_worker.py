@@ -1,7 +1,7 @@
 """Rendering (svg, text, pdf) in a separate process that can really be stopped.
 
 A render can hold a core for minutes (an SVG filter over a huge canvas, a text page of
-48k tiny tokens) and no thread can be interrupted inside resvg, PDFium or FreeType. So
+48k tiny tokens) and no thread can be interrupted inside librsvg, PDFium or FreeType. So
 every render runs in a warm worker process (started once, reused) under two bounds
 from :mod:`visus.limits`:
 
@@ -53,7 +53,7 @@ __all__ = ["render_in_worker", "shutdown"]
 _FRAME = struct.Struct(">QQ")
 _ENTRY = "import sys; from visus.media._worker import serve; serve(int(sys.argv[1]))"
 _READY = b"visus-render-worker-ready\n"
-# Starting a worker (interpreter + Pillow, resvg, PDFium, Pygments) is not rendering:
+# Starting a worker (interpreter + Pillow, libvips, PDFium, Pygments) is not rendering:
 # it has its own, generous bound.
 _START_TIMEOUT_SECONDS = 60.0
 _ERRORS: dict[str, type[VisusError]] = {
@@ -361,9 +361,13 @@ def serve(memory_cap: int) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the parent handles it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    from visus.media import _vips
     from visus.media._guard import translated
     from visus.media.render import render_source
 
+    # libvips with librsvg allowed and fontconfig fenced to visus's fonts, before
+    # anything could start fontconfig (and before the cap: loading it is not a render).
+    _vips.svg_engine()
     _limit_memory(memory_cap)
     # Load the fonts and lexers once, before the first budgeted render.
     warm = Profile(64, 64 * 64, 1 << 20)

@@ -1,7 +1,7 @@
 """The entry points: ``load`` any source, ``fit`` an encoded raster, ``probe`` a header.
 
 The source type is decided by trying our decoders in order: Pillow identifies a
-raster, PDFium opens a PDF, our XML parser finds an ``<svg>`` root that resvg then
+raster, PDFium opens a PDF, our XML parser finds an ``<svg>`` root that librsvg then
 renders, and UTF-8 without NUL bytes is text. We keep no magic-byte or extension
 table; ``name`` only steers the Pygments lexer for text.
 """

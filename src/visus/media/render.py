@@ -12,7 +12,7 @@ from __future__ import annotations
 from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 from visus.media import pdf, svg, text
-from visus.media.fitting import Encoded, classify, encode
+from visus.media.fitting import encode
 from visus.media.types import Fitted, Profile, SourceKind
 
 __all__ = ["only", "render_source", "withheld"]
@@ -83,18 +83,9 @@ def render_source(
         only("svg", page, offset, limit)
         if not render:
             raise withheld("svg")
-        image, png = svg.render_svg_png(parsed, profile.max_edge, profile.max_pixels)
-        # resvg rendered straight at the fitted size; when the drawing is line art its
-        # PNG is what encode would produce (lossless, same pixels): send it as is
-        # rather than decode and re-encode it (seconds for a busy 1.2 MP drawing).
-        if (
-            "image/png" in profile.media_types
-            and len(png) <= profile.max_bytes
-            and classify(image) == "graphic"
-        ):
-            enc = Encoded(png, "image/png", image.width, image.height)
-        else:
-            enc = encode(image, profile)
+        # Drawn straight at the fitted size into memory, then encoded once (line art
+        # as a lossless PNG of exactly those pixels).
+        enc = encode(svg.render_svg(parsed, profile.max_edge, profile.max_pixels), profile)
         return Fitted(
             data=enc.data,
             media_type=enc.media_type,

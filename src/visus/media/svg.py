@@ -1,23 +1,25 @@
-"""SVG sources: parsed defensively, stripped of every outside reference, rendered by resvg.
+"""SVG sources: parsed defensively, stripped of every outside reference, rendered by librsvg.
 
-resvg-py loads ``<image href>`` from local paths (absolute or relative to the working
-directory), so before the renderer sees a document we:
+librsvg (through libvips's ``svgload``: about a fifth of resvg's time on a busy drawing, see
+benchmarks/RESULTS.md) reads a document from memory with no base file, so it cannot
+read a local file; resvg, which we used before, loaded ``<image href>`` from local
+paths. Either way the renderer is not trusted with that: before it sees a document we:
 
 - refuse a DOCTYPE with an internal subset (``<!ENTITY``: entity expansion, XXE);
   a plain ``<!DOCTYPE svg PUBLIC ...>`` line is dropped, it is never fetched;
 - drop every ``href``/``xlink:href`` that is not a ``#fragment`` or a raster ``data:``
-  URI (``data:image/svg+xml`` would hand resvg a nested document we did not clean)
+  URI (``data:image/svg+xml`` would hand the renderer a nested document we did not clean)
   whose header Pillow reads and whose size passes our decode bounds;
 - drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in
   attributes and ``<style>``.
 
-Text uses the shipped DejaVu fonts (Noto for CJK and emoji), never the machine's fonts.
-The render is sized by us (never the document's own canvas, which may claim 100000 px), and runs on
-a thread with a large stack: resvg recurses per nesting level and a deep document
-overflows a default 8 MB stack (a segfault, not an exception). That thread lives in
-the render worker (:mod:`visus.media._worker`), which bounds the render's time and
-memory; :func:`check_complexity` refuses the documents past the ``SVG_MAX_*`` caps
-before any of that starts.
+Text uses the shipped DejaVu fonts (Noto for CJK and emoji), never the machine's fonts:
+the worker's fontconfig reads a private configuration listing only those
+(:func:`visus.media._vips.svg_engine`). The render is sized by us (never the
+document's own canvas, which may claim 100000 px), drawn straight at the fitted size,
+in the render worker (:mod:`visus.media._worker`), which bounds its time and memory;
+:func:`check_complexity` refuses the documents past the ``SVG_MAX_*`` caps before any
+of that starts.
 """
 
 from __future__ import annotations
@@ -27,26 +29,21 @@ import contextlib
 import io
 import math
 import re
-import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-import resvg_py
 from PIL import Image
 
 from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
-from visus.media._fonts import fallback_font_paths, font_path
+from visus.media import _vips
 from visus.media.fitting import target_size
 
-__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg", "render_svg_png"]
+__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg"]
 
 _SVG_NS = "{http://www.w3.org/2000/svg}"
 _FEED_CHUNK = 64 * 1024
-# The render thread's stack: virtual memory, touched only as deep as resvg recurses.
-_RENDER_STACK_BYTES = 256 * 1024 * 1024
-_STACK_LOCK = threading.Lock()
 # usvg's size when the root gives neither width/height nor a viewBox.
 _DEFAULT_SIZE = 100.0
 
@@ -77,7 +74,7 @@ _UNITS = {
 
 @dataclass(frozen=True, slots=True)
 class ParsedSvg:
-    """A cleaned SVG document ready for resvg, with its intrinsic size in px."""
+    """A cleaned SVG document ready for the renderer, with its intrinsic size in px."""
 
     text: str
     width: float
@@ -132,7 +129,7 @@ def _clean_css(value: str) -> str:
 def _safe_data_image(uri: str) -> bool:
     """A raster ``data:`` URI whose header Pillow reads and whose size is in bounds.
 
-    resvg decodes embedded rasters itself, with no bomb check: a 40000 x 40000 PNG
+    The renderer decodes embedded rasters itself, with no bomb check: a 40000 x 40000 PNG
     header in a data URI makes it allocate 4.8 GB (and abort the process).
     """
     if not _SAFE_DATA.match(uri):
@@ -313,65 +310,42 @@ def parse_svg(data: bytes) -> ParsedSvg | None:
     return ParsedSvg(ET.tostring(root, encoding="unicode"), width, height)
 
 
-def _resvg(text: str, width: int, height: int) -> bytes:
-    dejavu = [font_path(f) for f in ("DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf")]
-    dejavu += fallback_font_paths()  # CJK, emoji, symbols: resvg falls back per glyph
-    return bytes(
-        resvg_py.svg_to_bytes(
-            svg_string=text,
-            width=width,
-            height=height,
-            skip_system_fonts=True,
-            font_files=dejavu,
-            font_family="DejaVu Sans",
-            serif_family="DejaVu Serif",
-            sans_serif_family="DejaVu Sans",
-            monospace_family="DejaVu Sans Mono",
-            cursive_family="DejaVu Sans",
-            fantasy_family="DejaVu Sans",
-        )
-    )
-
-
-def _on_big_stack(text: str, width: int, height: int) -> bytes:
-    result: list[bytes] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(_resvg(text, width, height))
-        except BaseException as e:  # carried to the caller's thread, translated there
-            failure.append(e)
-
-    with _STACK_LOCK:
-        previous = threading.stack_size(_RENDER_STACK_BYTES)
-        try:
-            worker = threading.Thread(target=run, name="visus-resvg", daemon=True)
-            worker.start()
-        finally:
-            threading.stack_size(previous)
-    worker.join()
-    if failure:
-        raise failure[0]
-    return result[0]
+def _librsvg(svg: ParsedSvg, width: int, height: int) -> Image.Image:
+    """``svg`` drawn by librsvg (through libvips) to fit ``width`` x ``height``, RGBA."""
+    vips = _vips.svg_engine()
+    data = svg.text.encode("utf-8")
+    # librsvg's own idea of the canvas (a header read: nothing is drawn yet) sets
+    # the scale, so its rounding never lands a pixel past our bounds.
+    head = vips.Image.svgload_buffer(data)
+    scale = min(width / max(1, head.width), height / max(1, head.height))
+    im = vips.Image.svgload_buffer(data, scale=scale)
+    if im.width > width or im.height > height:
+        im = im.crop(0, 0, min(im.width, width), min(im.height, height))
+    if im.bands != 4 or im.format != "uchar":
+        raise UndecodableError(f"librsvg drew {im.bands} bands of {im.format}, not 8-bit RGBA")
+    try:
+        pixels = im.write_to_memory()
+    except vips.Error as e:
+        # The document parsed (above); what fails while drawing is a resource: cairo
+        # reports a canvas or group layer it could not allocate as a bare "rendering
+        # error". In the render worker that is its address-space cap.
+        raise TooLargeError(
+            f"the SVG could not be drawn at {im.width} x {im.height} within the render "
+            "memory cap (limits.RENDER_MAX_MEMORY_BYTES) or librsvg's own limits: "
+            + " ".join(str(e).split())
+        ) from e
+    return Image.frombytes("RGBA", (im.width, im.height), pixels)
 
 
 def render_svg(svg: ParsedSvg, max_edge: int, max_pixels: int) -> Image.Image:
-    """Render at the largest size inside both bounds and ``limits.MAX_SVG_RENDER_PIXELS``.
+    """Render at the largest size inside both bounds and ``limits.MAX_SVG_RENDER_PIXELS``,
+    straight at that size (never the document's own canvas), RGBA.
 
     Example:
         >>> doc = parse_svg(b'<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200"/>')
         >>> render_svg(doc, 100, 10_000).size
         (100, 50)
     """
-    return render_svg_png(svg, max_edge, max_pixels)[0]
-
-
-def render_svg_png(svg: ParsedSvg, max_edge: int, max_pixels: int) -> tuple[Image.Image, bytes]:
-    """:func:`render_svg`, and resvg's own PNG of it (lossless: the caller may send it as is)."""
     pixels = min(max_pixels, limits.MAX_SVG_RENDER_PIXELS)
     w, h = target_size(math.ceil(svg.width), math.ceil(svg.height), max_edge, pixels)
-    png = _on_big_stack(svg.text, w, h)
-    im = Image.open(io.BytesIO(png))
-    im.load()
-    return (im.convert("RGBA") if im.mode != "RGBA" else im), png
+    return _librsvg(svg, w, h)
