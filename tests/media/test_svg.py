@@ -318,3 +318,35 @@ def test_a_machine_only_font_is_not_used() -> None:
         return decoded(load(doc, profile=CLAUDE).data).convert("RGBA").tobytes()
 
     assert drawn("DejaVu Math TeX Gyre") == drawn("No Such Family") == drawn("DejaVu Sans")
+
+
+def test_librsvg_alone_reads_no_local_file(tmp_path: Path) -> None:
+    # The second layer: even an uncleaned document cannot make librsvg read a file,
+    # because it is handed bytes with no base file.
+    from visus.media import _vips
+
+    pyvips = _vips.svg_engine()
+    path = _local_png(tmp_path)
+    for ref in (str(path), f"file://{path}"):
+        doc = svg(f'<image href="{ref}" width="200" height="100"/>')
+        im = pyvips.Image.svgload_buffer(doc)
+        assert im.extract_band(3).max() == 0  # nothing painted
+
+
+def test_xinclude_of_a_local_file_is_never_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    xi = 'xmlns:xi="http://www.w3.org/2001/XInclude"'
+    doc = (
+        f'<svg {NS} {xi} width="400" height="100"><text x="5" y="50" font-size="40">'
+        f'<xi:include href="{secret}" parse="text"/></text></svg>'
+    ).encode()
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    assert str(secret) not in parsed.text
+    try:
+        f = load(doc, profile=CLAUDE)
+    except UndecodableError:
+        return  # refused: fine, nothing was read
+    # Nothing drawn: the include had no target left.
+    assert decoded(f.data).convert("RGBA").getextrema()[3] == (0, 0)
