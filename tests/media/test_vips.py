@@ -205,3 +205,17 @@ def test_raster_module_routes_by_header() -> None:
     im = Image.open(io.BytesIO(encode(photo(100, 100), "GIF")))
     header = raster_mod.read_header(im)
     assert not raster_mod._by_vips(header, (50, 50))
+
+
+def test_jpeg_header_claiming_more_than_its_data_ends_fast() -> None:
+    # SOF says 9000 x 9000 (inside the bounds); the scan holds 64 x 64. libjpeg pads the
+    # missing rows (as Pillow does): an answer in well under a second, no hang.
+    import struct
+
+    data = bytearray(encode(Image.new("RGB", (64, 64), "red"), "JPEG"))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", 9000, 9000)
+    t0 = time.monotonic()
+    f = load(bytes(data), profile=CLAUDE)
+    assert (f.source_width, f.source_height) == (9000, 9000)
+    assert time.monotonic() - t0 < 10
