@@ -367,7 +367,9 @@ def serve(memory_cap: int) -> None:
 
     # libvips with librsvg allowed and fontconfig fenced to visus's fonts, before
     # anything could start fontconfig (and before the cap: loading it is not a render).
-    _vips.svg_engine()
+    # Without the shipped fonts it fails again, in words, on the first SVG render.
+    with contextlib.suppress(VisusError):
+        _vips.svg_engine()
     _limit_memory(memory_cap)
     # Load the fonts and lexers once, before the first budgeted render.
     warm = Profile(64, 64 * 64, 1 << 20)
