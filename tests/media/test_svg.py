@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 import time
@@ -350,3 +351,42 @@ def test_xinclude_of_a_local_file_is_never_followed(tmp_path: Path) -> None:
         return  # refused: fine, nothing was read
     # Nothing drawn: the include had no target left.
     assert decoded(f.data).convert("RGBA").getextrema()[3] == (0, 0)
+
+
+_CONF_PATH = """
+import os
+from visus.media import _vips
+vips = _vips.svg_engine()
+doc = b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><text y="15">Hi</text></svg>'
+vips.Image.svgload_buffer(doc).avg()  # text: fontconfig starts and scans
+print(os.environ["FONTCONFIG_FILE"])
+"""
+
+
+def _conf_path(cache_home: Path) -> Path:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+    env.pop("FONTCONFIG_FILE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONF_PATH], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip())
+
+
+def test_workers_share_one_font_config_and_cache(tmp_path: Path) -> None:
+    # Every worker start used to make (and, when killed by the budget, leak) its own
+    # /tmp folder and rescan the fonts; now they share one under the user's cache.
+    first, second = _conf_path(tmp_path), _conf_path(tmp_path)
+    assert first == second
+    assert first.parent.parent == tmp_path / "visus"
+    assert "<dir>" in first.read_text()
+    assert any((first.parent / "cache").iterdir())  # fontconfig's scan, kept for the next
+    assert [p.name for p in first.parent.iterdir() if p.name.startswith("fonts.conf.")] == []
+
+
+def test_an_unwritable_cache_falls_back_to_a_private_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    conf = _conf_path(blocker / "cache")
+    assert conf.parent.name.startswith("visus-fontconfig-")
+    assert not conf.exists()  # removed when that process exited

@@ -79,16 +79,14 @@ def _isolate_fonts() -> None:
 
     A private ``fonts.conf`` lists only the shipped DejaVu and the Noto fallback
     packages, maps the generic families to DejaVu and appends DejaVu Sans to every
-    request (so an unknown family never picks an arbitrary font); its cache lives in a
-    private temporary directory removed at exit. Must run before fontconfig starts in
+    request (so an unknown family never picks an arbitrary font); it and fontconfig's
+    cache live in :func:`_font_home`. Must run before fontconfig starts in
     this process: it reads ``FONTCONFIG_FILE`` once.
     """
     from visus.media._fonts import fallback_font_paths, font_dir
 
     dirs = [str(font_dir())]
     dirs += sorted({str(Path(p).parent) for p in fallback_font_paths()} - set(dirs))
-    home = Path(tempfile.mkdtemp(prefix="visus-fontconfig-"))
-    atexit.register(shutil.rmtree, home, True)
     generic = {
         "sans-serif": "DejaVu Sans",
         "serif": "DejaVu Serif",
@@ -97,21 +95,51 @@ def _isolate_fonts() -> None:
         "fantasy": "DejaVu Sans",
         "system-ui": "DejaVu Sans",
     }
-    lines = ["<?xml version='1.0'?>", "<fontconfig>"]
-    lines += [f"  <dir>{escape(d)}</dir>" for d in dirs]
-    lines.append(f"  <cachedir>{escape(str(home / 'cache'))}</cachedir>")
-    lines += [
+    body = [f"  <dir>{escape(d)}</dir>" for d in dirs]
+    body += [
         f"  <alias><family>{g}</family><prefer><family>{f}</family></prefer></alias>"
         for g, f in generic.items()
     ]
-    lines += [
+    body.append(
         '  <match target="pattern"><edit name="family" mode="append_last">'
-        "<string>DejaVu Sans</string></edit></match>",
-        "</fontconfig>",
-    ]
+        "<string>DejaVu Sans</string></edit></match>"
+    )
+    home = _font_home("\n".join(body))
+    lines = ["<?xml version='1.0'?>", "<fontconfig>", *body]
+    lines += [f"  <cachedir>{escape(str(home / 'cache'))}</cachedir>", "</fontconfig>"]
     conf = home / "fonts.conf"
-    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # Written whole under a temporary name and renamed: workers starting at once
+    # never read half a file.
+    part = home / f"fonts.conf.{os.getpid()}"
+    part.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(part, conf)
     os.environ["FONTCONFIG_FILE"] = str(conf)
+
+
+def _font_home(config: str) -> Path:
+    """Where the private ``fonts.conf`` and fontconfig's cache live.
+
+    One folder per configuration under the user's cache directory, shared by every
+    worker: fontconfig scans the fonts once per machine, not once per worker start,
+    and a killed worker (the render budget's SIGKILL) leaves nothing behind in
+    ``/tmp``. A read-only cache directory falls back to a private temporary one,
+    removed at exit.
+    """
+    import hashlib
+
+    from platformdirs import user_cache_dir
+
+    key = hashlib.sha256(config.encode()).hexdigest()[:16]
+    home = Path(user_cache_dir("visus")) / f"fontconfig-{key}"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / f".probe.{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError:
+        home = Path(tempfile.mkdtemp(prefix="visus-fontconfig-"))
+        atexit.register(shutil.rmtree, home, True)
+    return home
 
 
 @functools.cache
