@@ -140,11 +140,14 @@ class AgentRunner:
 
 def _requested_mcp(config: InstanceConfig) -> list[McpServerSpec]:
     """The MCP servers a create request asked for; stdio commands only when the server's
-    ``[mcp] allow_remote_commands`` says a tether client may start programs here."""
+    ``[mcp] allow_remote_commands`` says a tether client may start programs here, and
+    URLs to loopback or private addresses only with ``[mcp] allow_private_urls``."""
     asked = config.extra.get(MCP_SERVERS_KEY) or []
     specs: list[McpServerSpec] = []
+    mcp = load_config().mcp if asked else None
     for entry in asked:
-        if entry.get("command") is not None and not load_config().mcp.allow_remote_commands:
+        assert mcp is not None
+        if entry.get("command") is not None and not mcp.allow_remote_commands:
             raise ConfigError(
                 f"mcp_servers: {entry.get('name')!r} is a stdio command; this server lets "
                 "create requests start programs only with [mcp] allow_remote_commands = true "
@@ -158,6 +161,7 @@ def _requested_mcp(config: InstanceConfig) -> list[McpServerSpec]:
                 env=dict(entry.get("env") or {}),
                 url=entry.get("url"),
                 headers=dict(entry.get("headers") or {}),
+                public_only=not mcp.allow_private_urls,
             )
         )
     return specs

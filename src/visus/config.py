@@ -206,11 +206,14 @@ class McpServerEntry(_Frozen):
 
 
 class McpSettings(_Frozen):
-    """``[mcp]``: the MCP servers every agent mounts (``[[mcp.servers]]``), and whether
-    a tether create request may start stdio commands (off: only URLs)."""
+    """``[mcp]``: the MCP servers every agent mounts (``[[mcp.servers]]``), whether a
+    tether create request may start stdio commands (off: only URLs), and whether its
+    URLs may name loopback or private addresses (off: https to public addresses only,
+    so a remote client cannot make this server call its own network)."""
 
     servers: tuple[McpServerEntry, ...] = ()
     allow_remote_commands: bool = False
+    allow_private_urls: bool = False
 
 
 class TelegramSettings(_Frozen):

@@ -41,7 +41,16 @@ import httpx
 from visus import limits
 from visus.errors import BlockedURLError, HTTPStatusError, NetError, UnreachableError
 
-__all__ = ["Fetched", "Resolver", "afetch", "check_address", "check_host", "fetch", "parse_ip"]
+__all__ = [
+    "Fetched",
+    "Resolver",
+    "acheck_url",
+    "afetch",
+    "check_address",
+    "check_host",
+    "fetch",
+    "parse_ip",
+]
 
 #: ``resolver(host, port) -> [address, ...]``: how a name becomes addresses.
 Resolver: TypeAlias = Callable[[str, int], list[str]]
@@ -429,6 +438,35 @@ def fetch(
         raise UnreachableError(f"{current}: {type(e).__name__}: {e}") from e
     except httpx.HTTPError as e:
         raise NetError(f"{current}: {type(e).__name__}: {e}") from e
+
+
+async def acheck_url(url: str, *, resolver: Resolver | None = None) -> None:
+    """Raise :class:`BlockedURLError` unless ``url`` is https to public addresses only.
+
+    For URLs another library will connect to (an MCP server named by a remote
+    client): the same scheme, host and address checks as :func:`afetch`, every
+    address the name resolves to included. The library resolves the name again when
+    it connects, so unlike :func:`afetch` this cannot pin the checked address: it
+    stops a request naming an internal host, not a hostile DNS server.
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(acheck_url("https://169.254.169.254/mcp"))
+        Traceback (most recent call last):
+        ...
+        visus.errors.BlockedURLError: refused https://169.254.169.254/mcp: 169.254.169.254 is ...
+    """
+    resolve = resolver or _system_resolver
+    current = _parse_url(url)
+    ip = _check_url(current, allow_loopback_http=False)
+    if ip is not None:
+        return
+    host = current.raw_host.decode()
+    for address in await asyncio.to_thread(resolve, host, _port(current)):
+        try:
+            check_address(address)
+        except BlockedURLError as e:
+            raise BlockedURLError(f"refused {url}: {host} resolves to {e}") from None
 
 
 async def afetch(

@@ -17,7 +17,10 @@ from fastapi import FastAPI
 
 from tests.tether.doubles import live_server
 from visus.agent import McpServerSpec
+from visus.agent.mcp_client import McpMounts
 from visus.app import create_main_app
+from visus.errors import BlockedURLError
+from visus.net import acheck_url
 from visus.providers import ProviderSettings
 from visus.reference.server import serve_in_background
 
@@ -113,6 +116,9 @@ async def test_a_streamable_http_server_mounted_by_url(
     monkeypatch.syspath_prepend(str(Path(PEER).parent))
     import mcp_peer  # the same peer, served over streamable HTTP in this process
 
+    # A create request's URL is a remote client's choice: loopback is refused unless
+    # the operator allows private addresses ([mcp] allow_private_urls).
+    monkeypatch.setenv("VISUS_MCP__ALLOW_PRIVATE_URLS", "true")
     with live_server(mcp_peer.server.streamable_http_app()) as base:
         app = _app(tmp_path, reference_url)
         transport = httpx.ASGITransport(app=app)
@@ -125,3 +131,42 @@ async def test_a_streamable_http_server_mounted_by_url(
             assert r.status_code == 201, r.text
             seen = await _answer(c, r.json()["id"], "call web__picture {}")
             assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
+
+
+async def test_a_create_request_url_to_this_servers_network_is_refused(
+    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from visus.app import _requested_mcp
+    from visus.tether.runner import InstanceConfig
+
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    asked = {"mcp_servers": [{"name": "meta", "url": "http://127.0.0.1:9/mcp"}]}
+    config = InstanceConfig(
+        id="i-x", model="reference", created="now", data_dir=str(tmp_path), extra=asked
+    )
+    [spec] = _requested_mcp(config)
+    assert spec.public_only
+    mounts = McpMounts([spec])
+    tools: list[Any] = []
+    try:
+        [warning] = await mounts.start(tools.append)
+    finally:
+        await mounts.aclose()
+    assert tools == []
+    assert "did not start" in warning
+    assert "127.0.0.1 is a loopback address" in warning
+    for url, why in [
+        ("https://169.254.169.254/mcp", "link-local"),
+        ("https://10.0.0.7/mcp", "private"),
+        ("https://localhost/mcp", "loopback"),
+    ]:
+        with pytest.raises(BlockedURLError, match=why):
+            await acheck_url(url)
+    with pytest.raises(BlockedURLError, match=r"resolves to 10\.1\.2\.3 is a private"):
+        await acheck_url("https://internal.example/mcp", resolver=lambda h, p: ["10.1.2.3"])
+    await acheck_url("https://mcp.example/mcp", resolver=lambda h, p: ["93.184.216.34"])
+
+    monkeypatch.setenv("VISUS_MCP__ALLOW_PRIVATE_URLS", "true")
+    [spec] = _requested_mcp(config)
+    assert not spec.public_only  # the operator's choice: then loopback is allowed

@@ -49,6 +49,7 @@ from visus import limits
 from visus.agent.tools import Tool, ToolContext, ToolOutcome
 from visus.errors import InvalidInputError, McpServerError, MediaError
 from visus.media import fit
+from visus.net import acheck_url
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
 
 if TYPE_CHECKING:
@@ -78,6 +79,9 @@ class McpServerSpec:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = limits.MCP_CLIENT_CALL_SECONDS
+    #: Named by a remote client (a tether create request): the URL must pass
+    #: :func:`visus.net.acheck_url` (https, public addresses) before it is connected.
+    public_only: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name) or "__" in self.name:
@@ -178,6 +182,8 @@ class _Connection:
         from mcp import Client
 
         try:
+            if self.spec.public_only and self.spec.url is not None:
+                await acheck_url(self.spec.url)
             async with Client(self._transport(), mode="legacy") as client:
                 self.tools = await _list_tools(client)
                 self.client = client
