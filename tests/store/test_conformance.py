@@ -203,3 +203,20 @@ def test_gc_removes_only_unreferenced_blobs_past_the_grace(opener: Opener) -> No
     assert blobs.has(kept)
     assert not blobs.has(dead)
     assert log.load("s", blobs=blobs).problems == ()
+
+
+def test_an_instance_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    # It may hold an MCP server's Authorization header from the create request.
+    store = FileStore(tmp_path)
+    secret = {"mcp_servers": [{"name": "w", "url": "https://x/mcp", "headers": {"a": "t"}}]}
+    store.put_instance({"id": "i-s", "model": "m", "created": "now", "extra": secret})
+    store.put_instance({"id": "i-s", "model": "m", "created": "now", "extra": secret})
+    [path] = tmp_path.rglob("*.json")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert store.get_instance("i-s") == {
+        "id": "i-s",
+        "model": "m",
+        "created": "now",
+        "extra": secret,
+    }
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left

@@ -63,12 +63,18 @@ class FileStore:
         return self.folder(f"instances/{instance_id}") / _INSTANCE_FILE
 
     def put_instance(self, config: Mapping[str, Any]) -> None:
-        """Write the config via a temp file, fsync and rename (a crash leaves old or new)."""
+        """Write the config via a temp file, fsync and rename (a crash leaves old or new).
+
+        Readable by its owner only: it may hold the headers (tokens) of the MCP servers
+        the create request named.
+        """
         path = self._instance_file(str(config["id"]))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
+            tmp.unlink(missing_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with open(fd, "w", encoding="utf-8") as f:
                 json.dump(dict(config), f, indent=2)
                 f.flush()
                 os.fsync(f.fileno())
