@@ -20,6 +20,7 @@ from visus.providers.base import (
     ProviderConfig,
     classify_http,
     parse_retry_after,
+    sdk_fields,
 )
 from visus.record.messages import JSONObject
 
@@ -69,14 +70,12 @@ class AnthropicTransport:
         await self._client.close()
 
     async def call(self, body: Body, model: str) -> JSONObject:
-        fields = {k: v for k, v in body.items() if k != "stream"}
-        reply = await self._client.messages.create(**{**fields, "model": model})
+        reply = await self._client.messages.create(**sdk_fields(body, model))
         out: JSONObject = reply.model_dump(mode="json", exclude_unset=True)
         return out
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
-        fields = {k: v for k, v in body.items() if k != "stream"}
-        stream = await self._client.messages.create(**{**fields, "model": model}, stream=True)
+        stream = await self._client.messages.create(**sdk_fields(body, model), stream=True)
         async for event in stream:
             yield event.model_dump(mode="json", exclude_unset=True)
 

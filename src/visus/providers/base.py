@@ -36,11 +36,12 @@ from visus.errors import (
 )
 from visus.models.spec import ModelSpec
 from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
-from visus.wire import WIRES, BlobReader, RefitCache, ReplyContext, Wire, lower
+from visus.wire import WIRES, BlobReader, Body, RefitCache, ReplyContext, Wire, lower
 from visus.wire._reply import decode_arguments, new_call_id, usage_for
 
 __all__ = [
     "BlobReader",
+    "Body",
     "Client",
     "DeltaGate",
     "MappedError",
@@ -58,6 +59,7 @@ __all__ = [
     "new_call_id",
     "parse_retry_after",
     "request_turn",
+    "sdk_fields",
     "usage_for",
     "with_retries",
 ]
@@ -65,9 +67,6 @@ __all__ = [
 #: Called with each text delta as it streams; may be sync or async. The one
 #: delta-callback type of visus (the agent's ``on_delta`` is this too).
 OnDelta: TypeAlias = Callable[[str], Awaitable[None] | None]
-
-#: A request body as a wire's codec built it (JSON-ready).
-Body: TypeAlias = dict[str, Any]
 
 T = TypeVar("T")
 
@@ -293,6 +292,24 @@ async def with_retries(
 class NoStreaming(Exception):
     """Raised by a transport's ``events`` before any event when the provider cannot
     stream this request: the client then asks for the whole reply instead."""
+
+
+def sdk_fields(body: Body, model: str, **override: object) -> Mapping[str, Any]:
+    """``body`` as keyword arguments for an official SDK call: ``model`` set,
+    ``stream`` left out (the transport asks for it), ``override`` applied.
+
+    Typed ``Any`` on purpose, at this one boundary: the wire codec's ``Request``
+    TypedDict owns the body's shape, and the SDK's own parameter types only restate
+    it (and differ between SDK releases).
+
+    Example:
+        >>> dict(sdk_fields({"model": "x", "stream": True, "messages": []}, "m"))
+        {'model': 'm', 'messages': []}
+    """
+    fields = {k: v for k, v in body.items() if k != "stream"}
+    fields["model"] = model
+    fields.update(override)
+    return fields
 
 
 class Transport(Protocol):

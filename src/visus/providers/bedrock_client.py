@@ -124,7 +124,7 @@ def _decode_bytes(node: Any) -> Any:
     return out
 
 
-def to_boto_request(payload: Mapping[str, Any], *, model_id: str) -> dict[str, Any]:
+def to_boto_request(payload: Body, *, model_id: str) -> JSONObject:
     """The lowered Converse REST body as ``client.converse(**kwargs)`` takes it.
 
     Example:

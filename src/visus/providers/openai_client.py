@@ -14,8 +14,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Literal
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
 
 from visus.errors import ProviderError, WireError
 from visus.providers.base import (
@@ -25,6 +25,7 @@ from visus.providers.base import (
     ProviderConfig,
     classify_http,
     parse_retry_after,
+    sdk_fields,
 )
 from visus.record.messages import JSONObject
 
@@ -94,17 +95,16 @@ class OpenAITransport:
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _fields(self, body: Body, model: str) -> Body:
-        fields = {k: v for k, v in body.items() if k != "stream"}
-        fields["model"] = model
+    def _fields(self, body: Body, model: str) -> Mapping[str, Any]:
         if (
             self.wire == "openai-chat"
             and self._token_param != "max_tokens"
-            and "max_tokens" in fields
-            and self._token_param not in fields
+            and "max_tokens" in body
+            and self._token_param not in body
         ):
-            fields[self._token_param] = fields.pop("max_tokens")
-        return fields
+            renamed = {k: v for k, v in body.items() if k != "max_tokens"}
+            return sdk_fields(renamed, model, **{self._token_param: body["max_tokens"]})
+        return sdk_fields(body, model)
 
     async def call(self, body: Body, model: str) -> JSONObject:
         fields = self._fields(body, model)

@@ -31,7 +31,7 @@ from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.record.messages import ImagePart, PerceptionOrigin
 from visus.retention import RetentionPolicy, elided_descriptor
-from visus.wire._prepare import WireRules, profile_for
+from visus.wire import WireRules, profile_for
 
 __all__ = [
     "UNKNOWN_MODEL",

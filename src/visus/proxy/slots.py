@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from visus.proxy.edit import Edit, Fitted
-from visus.wire._prepare import WireRules, profile_for
+from visus.wire import WireRules, profile_for
 
 __all__ = ["Slot", "fit_all"]
 

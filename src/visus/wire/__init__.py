@@ -30,7 +30,7 @@ from visus.models.spec import ModelSpec
 from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._display import abbreviate
-from visus.wire._prepare import WireRules, max_document_pages, prepare
+from visus.wire._prepare import WireRules, max_document_pages, prepare, profile_for
 from visus.wire._prepared import Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 from visus.wire._reply import Accumulator, ReplyContext
@@ -40,6 +40,7 @@ __all__ = [
     "Accumulator",
     "BlobReader",
     "BlobWriter",
+    "Body",
     "RefitCache",
     "RefitEntry",
     "ReplyContext",
@@ -49,7 +50,13 @@ __all__ = [
     "abbreviate",
     "lower",
     "max_document_pages",
+    "profile_for",
 ]
+
+#: A request body as a wire's codec built it: JSON-ready, one of the codecs' own
+#: ``Request`` TypedDicts (``anthropic.Request``, ``gemini.Request``, ...) read as a
+#: plain JSON object by code that serves every wire (the client, ``visus lower``).
+Body: TypeAlias = Mapping[str, object]
 
 Wire: TypeAlias = Literal[
     "anthropic", "openai-chat", "openai-responses", "gemini", "ollama", "bedrock"
@@ -63,8 +70,8 @@ class WireSpec:
 
     name: Wire
     rules: WireRules
-    build: Callable[[Prepared], dict[str, Any]]
-    cap: Callable[[dict[str, Any], int], dict[str, Any]]
+    build: Callable[[Prepared], Body]
+    cap: Callable[[Body, int], Body]
     parse: Callable[[JSONObject, ReplyContext], AssistantMessage]
     stream: Callable[[ReplyContext], Accumulator]
 
@@ -94,7 +101,7 @@ def lower(
     model: ModelSpec | str,
     blobs: BlobReader,
     refit_cache: RefitCache | None = None,
-) -> dict[str, Any]:
+) -> Body:
     """Lower ``request`` (a model view) onto ``wire`` for ``model``.
 
     Returns the JSON body the provider's HTTP API takes. ``blobs`` supplies image
