@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Literal, NotRequired, TypeAlias, TypedDict, TypeVar, overload
 
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
@@ -27,6 +27,9 @@ from visus.record.messages import (
 )
 
 __all__ = [
+    "FunctionTool",
+    "FunctionToolSpec",
+    "JSONValue",
     "Prepared",
     "WireDocument",
     "WireImage",
@@ -36,6 +39,7 @@ __all__ = [
     "WireTool",
     "WireUser",
     "arguments_json",
+    "function_tools",
     "image_label",
     "image_stub",
     "media_label",
@@ -178,23 +182,62 @@ def media_stub(part: WireMedia) -> str:
     )
 
 
-def arguments_json(arguments: Mapping[str, Any]) -> str:
+#: A JSON value as :func:`plain` makes it: what a wire passes through untouched (a tool's
+#: JSON Schema, a call's arguments), typed as JSON so a body's TypedDict can hold it.
+JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
+
+_Role = TypeVar("_Role", bound=str)
+_Item = TypeVar("_Item")
+
+
+def arguments_json(arguments: Mapping[str, object]) -> str:
     """Tool-call arguments as the JSON string the OpenAI wires take (stable, unescaped)."""
     return json.dumps(dict(arguments), ensure_ascii=False, separators=(",", ":"))
 
 
-def plain(value: Any) -> Any:
-    """A JSON-ready copy: mappings to dicts, tuples and lists to lists, recursively."""
+@overload
+def plain(value: Mapping[str, object]) -> dict[str, JSONValue]: ...
+
+
+@overload
+def plain(value: object) -> JSONValue: ...
+
+
+def plain(value: object) -> JSONValue:
+    """A JSON-ready copy: mappings to dicts, tuples and lists to lists, recursively.
+
+    A mapping gives a dict, so a wire can put a schema or arguments where its API wants
+    an object. The record holds only decoded JSON, so any other leaf is a bug upstream:
+    it is refused here rather than failing later inside a provider's SDK.
+    """
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
-    return value
+    if value is None or isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"not a JSON value: {value!r}")
 
 
-def function_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """Tools in the OpenAI ``{"type": "function", "function": {...}}`` shape, which the
-    Chat Completions wire and Ollama's ``/api/chat`` share."""
+class FunctionToolSpec(TypedDict):
+    """The ``function`` of a :class:`FunctionTool` (Chat Completions ``FunctionDefinition``;
+    only ``name`` is required there)."""
+
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[dict[str, JSONValue]]
+
+
+class FunctionTool(TypedDict):
+    """A tool in the OpenAI ``{"type": "function", "function": {...}}`` shape."""
+
+    type: Literal["function"]
+    function: FunctionToolSpec
+
+
+def function_tools(tools: Sequence[ToolSpec]) -> list[FunctionTool]:
+    """Tools in the OpenAI function shape, which the Chat Completions wire and Ollama's
+    ``/api/chat`` share."""
     return [
         {
             "type": "function",
@@ -208,9 +251,11 @@ def function_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def merge_roles(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+def merge_roles(
+    turns: Sequence[tuple[_Role, Sequence[_Item]]],
+) -> list[tuple[_Role, list[_Item]]]:
     """Merge consecutive turns of the same role (wires that require alternation)."""
-    merged: list[tuple[str, list[Any]]] = []
+    merged: list[tuple[_Role, list[_Item]]] = []
     for role, items in turns:
         if merged and merged[-1][0] == role:
             merged[-1][1].extend(items)
