@@ -19,7 +19,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, assert_never, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
 
 from visus import limits
 from visus.record.messages import (
@@ -32,6 +33,7 @@ from visus.record.messages import (
 )
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    JSONValue,
     Prepared,
     WireDocument,
     WireImage,
@@ -43,7 +45,10 @@ from visus.wire._prepared import (
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "Reply", "Stream", "build", "cap", "parse"]
+if TYPE_CHECKING:
+    from visus.wire import Body
+
+__all__ = ["RULES", "Reply", "Request", "Stream", "build", "cap", "parse"]
 
 #: Image block media types (anthropic-sdk-python ``base64_image_source_param.py``).
 RULES = WireRules(
@@ -63,10 +68,81 @@ RULES = WireRules(
     documents_share_budget=True,
 )
 
-_EMPTY = {"type": "text", "text": "(empty)"}
+# --- requests (Messages API reference: "Create a Message") ----------------------
 
 
-def _block(part: WirePart) -> dict[str, Any] | None:
+class Base64Source(TypedDict):
+    """The ``source`` of an image or document block. ``media_type`` is one the wire's
+    ``RULES`` allow for images, ``application/pdf`` for documents (``prepare`` sees to
+    both), so it stays a ``str`` here."""
+
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageBlock(TypedDict):
+    type: Literal["image"]
+    source: Base64Source
+
+
+class DocumentBlock(TypedDict):
+    type: Literal["document"]
+    source: Base64Source
+    title: NotRequired[str]
+
+
+#: What a ``tool_result`` may hold, and all a user turn holds besides tool results.
+MediaBlock: TypeAlias = TextBlock | ImageBlock | DocumentBlock
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, JSONValue]
+
+
+class ToolResultBlock(TypedDict):
+    """A tool's result, in a user turn. No ``content`` key when the tool said nothing."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: NotRequired[list[MediaBlock]]
+    is_error: NotRequired[bool]
+
+
+ContentBlock: TypeAlias = MediaBlock | ToolUseBlock | ToolResultBlock
+Role: TypeAlias = Literal["user", "assistant"]
+
+
+class Message(TypedDict):
+    role: Role
+    content: list[ContentBlock]
+
+
+class Tool(TypedDict):
+    name: str
+    description: NotRequired[str]
+    input_schema: dict[str, JSONValue]
+
+
+class Request(TypedDict):
+    """``POST /v1/messages`` body (the fields visus sends)."""
+
+    model: str
+    max_tokens: int
+    system: NotRequired[str]
+    messages: list[Message]
+    tools: NotRequired[list[Tool]]
+
+
+def _block(part: WirePart) -> MediaBlock | None:
     if isinstance(part, TextPart):
         # The API refuses text blocks without non-whitespace text; such a part says nothing.
         return {"type": "text", "text": part.text} if part.text.strip() else None
@@ -84,12 +160,12 @@ def _block(part: WirePart) -> dict[str, Any] | None:
     assert_never(part)
 
 
-def _blocks(parts: tuple[WirePart, ...]) -> list[dict[str, Any]]:
+def _blocks(parts: tuple[WirePart, ...]) -> list[MediaBlock]:
     return [b for b in map(_block, parts) if b is not None]
 
 
-def _tool_result(message: WireTool) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id}
+def _tool_result(message: WireTool) -> ToolResultBlock:
+    block: ToolResultBlock = {"type": "tool_result", "tool_use_id": message.call_id}
     content = _blocks(message.parts)
     if content:
         block["content"] = content
@@ -98,20 +174,20 @@ def _tool_result(message: WireTool) -> dict[str, Any]:
     return block
 
 
-def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [
+def _assistant(message: AssistantMessage) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = [
         {"type": "text", "text": p.text} for p in message.parts if p.text.strip()
     ]
     blocks.extend(
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": plain(c.arguments)}
+        ToolUseBlock(type="tool_use", id=c.id, name=c.name, input=plain(c.arguments))
         for c in message.tool_calls
     )
     return blocks
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The Messages API body for ``prepared``."""
-    turns: list[tuple[str, list[Any]]] = []
+    turns: list[tuple[Role, Sequence[ContentBlock]]] = []
     for message in prepared.messages:
         if isinstance(message, WireUser):
             turns.append(("user", _blocks(message.parts)))
@@ -121,12 +197,22 @@ def build(prepared: Prepared) -> dict[str, Any]:
             turns.append(("assistant", _assistant(message)))
         else:
             assert_never(message)
-    body: dict[str, Any] = {"model": prepared.model.name, "max_tokens": prepared.max_tokens}
-    if prepared.system:
-        body["system"] = prepared.system
-    body["messages"] = [
-        {"role": role, "content": blocks or [dict(_EMPTY)]} for role, blocks in merge_roles(turns)
+    # The API refuses a turn with no content; one that lost every block says so.
+    messages: list[Message] = [
+        {"role": role, "content": blocks or [{"type": "text", "text": "(empty)"}]}
+        for role, blocks in merge_roles(turns)
     ]
+    model, max_tokens = prepared.model.name, prepared.max_tokens
+    body: Request
+    if prepared.system:  # ahead of messages: the snapshots pin the key order
+        body = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "system": prepared.system,
+            "messages": messages,
+        }
+    else:
+        body = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if prepared.tools:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": plain(t.parameters)}
@@ -135,7 +221,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with its output cap (``max_tokens``, required on this wire) set if absent."""
     return {"max_tokens": max_tokens, **body}
 
