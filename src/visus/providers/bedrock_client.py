@@ -36,6 +36,7 @@ try:
     import boto3
     import botocore.config
     import botocore.exceptions
+    from botocore.awsrequest import AWSRequest
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Bedrock client needs: pip install 'visus[providers]'") from e
 
@@ -106,12 +107,12 @@ def _no_streaming(e: botocore.exceptions.ClientError) -> bool:
     return status in (404, 405) or ("stream" in message and "support" in message)
 
 
-def _decode_bytes(node: Any) -> Any:
+def _decode_bytes(node: object) -> object:
     if isinstance(node, list):
         return [_decode_bytes(v) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: JSONObject = {}
     for key, value in node.items():
         if key == "source" and isinstance(value, dict) and isinstance(value.get("bytes"), str):
             try:
@@ -153,6 +154,10 @@ class BedrockTransport:
             aws_session_token=config.aws_session_token,
             region_name=config.region,
         )
+        # Any on purpose: boto3 makes its clients at run time, and the stubs type
+        # converse(**kwargs) as their own ConverseRequestTypeDef, which the body (a JSON
+        # object from wire.bedrock, its bytes decoded here) is not statically; a typed
+        # client would need a cast at each call.
         self._client: Any = session.client(
             "bedrock-runtime",
             endpoint_url=config.base_url,
@@ -167,7 +172,7 @@ class BedrockTransport:
         if config.headers:
             headers = dict(config.headers)
 
-            def add_headers(request: Any, **_: Any) -> None:
+            def add_headers(request: AWSRequest, **_: object) -> None:
                 for k, v in headers.items():
                     request.headers[k] = v
 
