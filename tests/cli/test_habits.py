@@ -7,12 +7,16 @@ Every agent turn goes to a reference server on loopback, as in ``test_run``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import select
+import struct
 import subprocess
 import sys
 import termios
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -202,7 +206,7 @@ def _stderr_of_run(env: Path, data: Path, *, tty: bool) -> str:
 
 def test_progress_shows_on_a_terminal_only(env: Path) -> None:
     on_tty = _stderr_of_run(env, env / "data", tty=True)
-    assert "waiting for the model" in on_tty
+    assert "waiting for reference" in on_tty
     piped = _stderr_of_run(env, env / "data", tty=False)
     assert "waiting for" not in piped
     assert "\x1b[" not in piped  # no escape codes in a log
@@ -224,3 +228,113 @@ def test_chat_turns_echo_off_while_the_agent_works(monkeypatch: pytest.MonkeyPat
     finally:
         os.close(master)
         os.close(slave)
+
+
+class Terminal:
+    """A ``visus`` process on a real pseudo-terminal (stdin, stdout and stderr), read
+    as a user sees it."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.leader, follower = pty.openpty()
+        # A terminal wide enough that no label or line is cut.
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+        command = [sys.executable, "-c", "from visus.cli import main; main()", *args]
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env={**env, "TERM": "xterm", "PYTHONPATH": os.pathsep.join(sys.path)},
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            start_new_session=True,
+        )
+        os.close(follower)
+        self.seen = ""
+
+    def read_until(self, text: str, *, after: int = 0, timeout: float = 60.0) -> int:
+        """Read until ``text`` shows at or after offset ``after``; its offset."""
+        deadline = time.monotonic() + timeout
+        while (at := self.seen.find(text, after)) < 0:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{text!r} never showed; the terminal shows:\n{self.seen}"
+            ready, _, _ = select.select([self.leader], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.leader, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    chunk = b""
+                assert chunk, f"the process ended before {text!r}:\n{self.seen}"
+                self.seen += chunk.decode(errors="replace")
+        return at
+
+    def type(self, keys: str) -> None:
+        os.write(self.leader, keys.encode())
+
+    def close(self) -> int:
+        """Wait for the process to end, reading all it wrote; its exit status."""
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([self.leader], [], [], 1.0)
+                if not ready:
+                    if self.proc.poll() is not None:
+                        break
+                    continue
+                try:
+                    chunk = os.read(self.leader, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    break
+                if not chunk:
+                    break
+                self.seen += chunk.decode(errors="replace")
+            return self.proc.wait(timeout=60)
+        finally:
+            os.close(self.leader)
+
+
+def _embedded_env(env: Path) -> dict[str, str]:
+    """The environment without VISUS_REFERENCE_URL: the process starts its own
+    reference server, so the reference model's OCR engine loads in it."""
+    return {k: v for k, v in os.environ.items() if k != "VISUS_REFERENCE_URL"}
+
+
+def test_run_says_when_it_loads_the_ocr_engine(env: Path) -> None:
+    png, _ = make_grid(2, 2, seed=7)
+    (env / "grid.png").write_bytes(png)
+    args = ["run", "--data", str(env / "data"), "--image", "grid.png", "read it"]
+    term = Terminal(args, env, _embedded_env(env))
+    # In the order they happen, each shown while it lasts.
+    loading = term.read_until("loading the reference model's OCR engine")
+    fitting = term.read_until("fitting 1 image(s) for reference", after=loading)
+    term.read_until("waiting for reference", after=fitting)
+    assert term.close() == 0, term.seen
+    assert '"images"' in term.seen  # the answer came
+
+
+def test_chat_keeps_text_typed_during_a_turn_for_the_next_prompt(env: Path) -> None:
+    """Typed while the agent works: not echoed into its answer, shown at the next
+    ``you>`` prompt, and sent with Enter there (nothing lost)."""
+    png, _ = make_grid(2, 2, seed=8)
+    (env / "grid.png").write_bytes(png)
+    data = env / "data"
+    term = Terminal(["chat", "--data", str(data)], env, _embedded_env(env))
+    at = term.read_until("you> ")
+    term.type("/paste grid.png\r")
+    at = term.read_until("you> ", after=term.read_until("attached grid.png", after=at))
+    term.type("what does it say\r")
+    answer_at = term.read_until("agent> ", after=at)
+    # The first image loads the OCR engine: seconds, so these keys land mid-turn.
+    term.type("typed ahead")
+    assert "you> " not in term.seen[answer_at:], "the turn ended before the keys were typed"
+    prompt_at = term.read_until("you> ", after=answer_at)
+    answer = term.seen[answer_at:prompt_at]
+    assert "images" in answer  # the reference model answered about the pasted image
+    assert "typed ahead" not in answer
+    # readline shows the pending keys on the new prompt line; Enter sends them.
+    term.read_until("typed ahead", after=prompt_at)
+    term.type("\r")
+    term.read_until("you> ", after=term.read_until("agent> ", after=prompt_at))
+    term.type("/quit\r")
+    assert term.close() == 0, term.seen
+    sid = term.seen.split("session ", 1)[1].split(" ", 1)[0]
+    assert user_texts(data, sid)[-1] == "typed ahead"

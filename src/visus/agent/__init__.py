@@ -8,7 +8,14 @@ Example:
 
 from __future__ import annotations
 
-from visus.agent.loop import Agent, DeltaCallback, PastedImage, ToolCallback, TurnResult
+from visus.agent.loop import (
+    Agent,
+    DeltaCallback,
+    PastedImage,
+    StatusCallback,
+    ToolCallback,
+    TurnResult,
+)
 from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.runtime import build_agent, ensure_reference_server
 from visus.agent.tools import (
@@ -27,6 +34,7 @@ __all__ = [
     "McpServerSpec",
     "OutboundImage",
     "PastedImage",
+    "StatusCallback",
     "Tool",
     "ToolCallback",
     "ToolContext",

@@ -50,7 +50,14 @@ from visus.wire import RefitCache
 if TYPE_CHECKING:
     from visus.config import VisusConfig
 
-__all__ = ["Agent", "DeltaCallback", "PastedImage", "ToolCallback", "TurnResult"]
+__all__ = [
+    "Agent",
+    "DeltaCallback",
+    "PastedImage",
+    "StatusCallback",
+    "ToolCallback",
+    "TurnResult",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +65,9 @@ log = logging.getLogger(__name__)
 DeltaCallback = OnDelta
 #: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
 ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
+#: Called with what the turn is doing now ("fitting 2 image(s) for gpt-4.1",
+#: "waiting for gpt-4.1"), for a progress line; tool calls go to a ToolCallback.
+StatusCallback = Callable[[str], None]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
@@ -147,8 +157,12 @@ class Agent:
         *,
         on_delta: DeltaCallback | None = None,
         on_tool: ToolCallback | None = None,
+        on_status: StatusCallback | None = None,
     ) -> TurnResult:
         """Run one user turn to its final answer; everything is recorded as it happens.
+
+        ``on_status`` hears each slow phase as it starts (fitting the pasted images,
+        waiting for the model), so a caller can show progress.
 
         Cancelling the task that runs it stops the turn at its next await; every tool
         call the model asked for then gets a "cancelled" result in the record, so the
@@ -161,6 +175,10 @@ class Agent:
 
         # Fitting pasted images decodes and re-encodes them: off the event loop, as
         # tether's egress fitting is, so one big paste never stalls other turns.
+        status = on_status or (lambda _: None)
+        if images:
+            big = max(len(i.data) for i in images)
+            status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
         parts = await asyncio.to_thread(self._user_parts, text, images) if images else None
         user = UserMessage(parts=parts or self._user_parts(text, ()), turn=turn)
         self._append(session_id, history, user)
@@ -198,6 +216,7 @@ class Agent:
             )
 
         for step in range(1, self.max_steps + 1):
+            status(f"waiting for {self.model.name}")
             try:
                 reply = await self._complete(history, on_delta, notes)
             except asyncio.CancelledError:

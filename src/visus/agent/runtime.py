@@ -30,7 +30,7 @@ from visus.record.sessions import SessionLog, SessionStore
 from visus.retention import RetentionPolicy
 from visus.wire import RefitCache
 
-__all__ = ["build_agent", "ensure_reference_server"]
+__all__ = ["build_agent", "ensure_reference_server", "reference_embedded"]
 
 _lock = threading.Lock()
 _reference_url: str | None = None
@@ -54,6 +54,11 @@ def ensure_reference_server() -> str:
 
             _reference_url = _stack.enter_context(serve_in_background())
         return _reference_url
+
+
+def reference_embedded() -> bool:
+    """Whether this process runs the reference server (so its OCR loads here)."""
+    return _reference_url is not None and not os.environ.get("VISUS_REFERENCE_URL")
 
 
 def build_agent(

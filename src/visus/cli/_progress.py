@@ -42,7 +42,9 @@ class Progress:
             self._status = Console(stderr=True).status(label, spinner="dots")
             self._status.start()
         else:
-            self._status.update(label)
+            # Naming the spinner redraws at once; a bare text update waits for the next
+            # tick, so a phase shorter than a tick (a small fit) would never show.
+            self._status.update(label, spinner="dots")
 
     def stop(self) -> None:
         """Clear the spinner (before printing to the terminal); ``update`` shows it again."""

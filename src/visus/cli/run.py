@@ -215,17 +215,24 @@ def run(
     def tool_started(call: ToolCall) -> None:
         progress.update(f"running {call.name} {_brief(call.arguments)}")
 
+    def status(label: str) -> None:
+        if label.startswith("waiting for") and _ocr_to_load(agent):
+            label += " (it loads its OCR engine on first use)"  # a tool's image may
+        progress.update(label)
+
     async def one_turn() -> TurnResult:
         try:
-            progress.update(_waiting(agent))
-            return await agent.run_turn(sid, text, pasted, on_delta=stream, on_tool=tool_started)
+            if pasted and _ocr_to_load(agent):
+                progress.update("loading the reference model's OCR engine (once per process)")
+                with contextlib.suppress(ImportError):  # the server then says what to install
+                    await asyncio.to_thread(_load_ocr)
+            return await agent.run_turn(
+                sid, text, pasted, on_delta=stream, on_tool=tool_started, on_status=status
+            )
         finally:
             progress.stop()
             await agent.aclose()
 
-    if pasted:
-        big = max(len(p.data) for p in pasted)
-        progress.update(f"fitting {len(pasted)} image(s) for {agent.model.name} ({big:,} bytes)")
     try:
         result = asyncio.run(one_turn())
     except VisusError as e:
@@ -268,11 +275,22 @@ def run(
         )
 
 
-def _waiting(agent: Agent) -> str:
-    if agent.model.provider == "reference":
-        # The first answer of a process loads the reference model's OCR engine.
-        return "waiting for the model (the reference model loads its OCR on first use)"
-    return f"waiting for {agent.model.name}"
+def _ocr_to_load(agent: Agent) -> bool:
+    """Whether the reference model's OCR engine will load in this process on its next
+    image (seconds, once): ``visus run`` loads it first, under its own label."""
+    from visus.agent.runtime import reference_embedded
+
+    if agent.model.provider != "reference" or not reference_embedded():
+        return False
+    from visus.reference.vision import ocr_ready
+
+    return not ocr_ready()
+
+
+def _load_ocr() -> None:
+    from visus.reference.vision import load_ocr
+
+    load_ocr()
 
 
 def _brief(arguments: object) -> str:
@@ -376,8 +394,6 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
             # "/etc/hosts?" is a message; "/sumary" is a mistyped command.
             typer.echo(f"unknown command {cmd}; /help lists them")
             continue
-        sys.stdout.write("agent> ")
-        sys.stdout.flush()
         at_line_start = False
 
         def tool_started(call: ToolCall) -> None:
@@ -395,7 +411,11 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
             stream(delta)
 
         try:
+            # Echo goes off before "agent>" shows: keys typed from then on wait, unseen,
+            # for the next prompt instead of landing inside the answer.
             with _no_echo():
+                sys.stdout.write("agent> ")
+                sys.stdout.flush()
                 turn = runner.run(
                     agent.run_turn(sid, line, pending, on_delta=answer_delta, on_tool=tool_started)
                 )

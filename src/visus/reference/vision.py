@@ -111,6 +111,19 @@ _engine_lock = threading.Lock()
 _call_lock = threading.Lock()
 
 
+def ocr_ready() -> bool:
+    """Whether this process has loaded the OCR engine (its first use takes seconds)."""
+    return _engine is not None
+
+
+def load_ocr() -> None:
+    """Load the OCR engine now, so a caller can say so instead of sitting silent.
+
+    Raises ``ImportError`` with the install hint when the ``reference`` extra is missing.
+    """
+    _ocr_engine()
+
+
 def _ocr_engine() -> Any:
     global _engine
     if _engine is None:
