@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, assert_never, cast
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
 
 from visus import limits
 from visus.record.messages import (
@@ -34,6 +34,7 @@ from visus.record.messages import (
 )
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    FunctionTool,
     Prepared,
     WireDocument,
     WireImage,
@@ -48,12 +49,16 @@ from visus.wire._prepared import (
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
+if TYPE_CHECKING:
+    from visus.wire import Body
+
 __all__ = [
     "ERROR_PREFIX",
     "HOIST_INTRO",
     "HOIST_INTRO_FILES",
     "RULES",
     "Reply",
+    "Request",
     "Stream",
     "build",
     "cap",
@@ -79,7 +84,87 @@ HOIST_INTRO = "Images returned by the tool calls above:"
 HOIST_INTRO_FILES = "Images and documents returned by the tool calls above:"
 
 
-def _content_part(part: WirePart) -> dict[str, Any]:
+# --- requests (API reference: "Create chat completion") --------------------------
+
+
+class TextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(TypedDict):
+    url: str
+
+
+class ImageContent(TypedDict):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class FileData(TypedDict):
+    filename: str
+    file_data: str
+
+
+class FileContent(TypedDict):
+    type: Literal["file"]
+    file: FileData
+
+
+ContentPart: TypeAlias = TextContent | ImageContent | FileContent
+
+
+class SystemMessageIn(TypedDict):
+    role: Literal["system"]
+    content: str
+
+
+class UserMessageIn(TypedDict):
+    """A user message: a lone text part rides as a plain string, as the API allows."""
+
+    role: Literal["user"]
+    content: str | list[ContentPart]
+
+
+class FunctionIn(TypedDict):
+    name: str
+    arguments: str
+
+
+class CallIn(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionIn
+
+
+class AssistantMessageIn(TypedDict):
+    """``content`` is ``None`` only beside ``tool_calls``."""
+
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[CallIn]]
+
+
+class ToolMessageIn(TypedDict):
+    """A tool result: text only on this wire (its images travel in a user message)."""
+
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
+
+
+MessageIn: TypeAlias = SystemMessageIn | UserMessageIn | AssistantMessageIn | ToolMessageIn
+
+
+class Request(TypedDict):
+    """``POST /v1/chat/completions`` body (the fields visus sends)."""
+
+    model: str
+    messages: list[MessageIn]
+    tools: NotRequired[list[FunctionTool]]
+
+
+def _content_part(part: WirePart) -> ContentPart:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, WireImage):
@@ -89,7 +174,7 @@ def _content_part(part: WirePart) -> dict[str, Any]:
     assert_never(part)
 
 
-def _user(message: WireUser) -> dict[str, Any]:
+def _user(message: WireUser) -> UserMessageIn:
     parts = message.parts
     if not parts:
         return {"role": "user", "content": ""}
@@ -111,10 +196,10 @@ def _tool_text(message: WireTool) -> str:
     return ERROR_PREFIX + text if message.is_error else text
 
 
-def _assistant(message: AssistantMessage) -> dict[str, Any]:
+def _assistant(message: AssistantMessage) -> AssistantMessageIn:
     # null content is only valid beside tool_calls
     content = message.text or (None if message.tool_calls else "")
-    out: dict[str, Any] = {"role": "assistant", "content": content}
+    out: AssistantMessageIn = {"role": "assistant", "content": content}
     if message.tool_calls:
         out["tool_calls"] = [
             {
@@ -132,9 +217,9 @@ def hoisted_images(run: list[WireTool]) -> list[tuple[str, WireMedia]]:
     return [(m.call_id, item) for m in run for item in m.media]
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The Chat Completions body for ``prepared``."""
-    messages: list[dict[str, Any]] = []
+    messages: list[MessageIn] = []
     if prepared.system:
         messages.append({"role": "system", "content": prepared.system})
     run: list[WireTool] = []
@@ -146,7 +231,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
             return
         files = any(isinstance(item, WireDocument) for _, item in images)
         intro = HOIST_INTRO_FILES if files else HOIST_INTRO
-        content: list[dict[str, Any]] = [{"type": "text", "text": intro}]
+        content: list[ContentPart] = [{"type": "text", "text": intro}]
         for call_id, item in images:
             content.append({"type": "text", "text": media_label(call_id, item)})
             content.append(_content_part(item))
@@ -167,13 +252,13 @@ def build(prepared: Prepared) -> dict[str, Any]:
         else:
             assert_never(message)
     close_run()
-    body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
+    body: Request = {"model": prepared.model.name, "messages": messages}
     if prepared.tools:
         body["tools"] = function_tools(prepared.tools)
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with its output cap set if absent. ``max_tokens`` is the field every
     compatible server knows; OpenAI's own transport renames it to
     ``max_completion_tokens``, the only one its newer models take."""
