@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict, assert_never, cast
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
 
 from visus import limits
 from visus.record.messages import (
@@ -35,6 +35,7 @@ from visus.record.messages import (
 )
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    JSONValue,
     Prepared,
     WireDocument,
     WireImage,
@@ -42,11 +43,14 @@ from visus.wire._prepared import (
     WireTool,
     WireUser,
     arguments_json,
+    plain,
 )
-from visus.wire._prepared import plain as _plain
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["ERROR_PREFIX", "RULES", "WIRE", "Reply", "Stream", "build", "cap", "parse"]
+if TYPE_CHECKING:
+    from visus.wire import Body
+
+__all__ = ["ERROR_PREFIX", "RULES", "WIRE", "Reply", "Request", "Stream", "build", "cap", "parse"]
 
 WIRE = "openai-responses"
 
@@ -63,7 +67,80 @@ RULES = WireRules(
 ERROR_PREFIX = "[tool error] "
 
 
-def _item(part: WirePart) -> dict[str, Any]:
+# --- requests (API reference: "Create a model response") ------------------------
+
+
+class InputText(TypedDict):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(TypedDict):
+    type: Literal["input_image"]
+    image_url: str
+    detail: Literal["auto"]
+
+
+class InputFile(TypedDict):
+    type: Literal["input_file"]
+    filename: str
+    file_data: str
+
+
+InputContent: TypeAlias = InputText | InputImage | InputFile
+
+
+class InputMessage(TypedDict):
+    """A user or assistant message: a lone text part rides as a plain string."""
+
+    role: Literal["user", "assistant"]
+    content: str | list[InputContent]
+
+
+class FunctionCall(TypedDict):
+    """A call the assistant made; ``id`` is the provider's own item id, sent back when
+    the reply's items are replayed."""
+
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: NotRequired[str]
+
+
+class FunctionCallOutput(TypedDict):
+    """A tool's result: a string, or input items when it holds an image or a document."""
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[InputContent]
+
+
+#: A reasoning item from an earlier reply, sent back verbatim (visus never reads inside).
+Reasoning: TypeAlias = JSONObject
+InputItem: TypeAlias = InputMessage | FunctionCall | FunctionCallOutput | Reasoning
+
+
+class Tool(TypedDict):
+    type: Literal["function"]
+    name: str
+    description: NotRequired[str]
+    parameters: dict[str, JSONValue]
+    strict: bool
+
+
+class Request(TypedDict):
+    """``POST /v1/responses`` body (the fields visus sends)."""
+
+    model: str
+    input: list[InputItem]
+    include: NotRequired[list[Literal["reasoning.encrypted_content"]]]
+    store: NotRequired[bool]
+    instructions: NotRequired[str]
+    tools: NotRequired[list[Tool]]
+
+
+def _item(part: WirePart) -> InputContent:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, WireImage):
@@ -73,7 +150,7 @@ def _item(part: WirePart) -> dict[str, Any]:
     assert_never(part)
 
 
-def _user(message: WireUser) -> dict[str, Any]:
+def _user(message: WireUser) -> InputMessage:
     parts = message.parts
     if not parts:
         return {"role": "user", "content": ""}
@@ -82,9 +159,9 @@ def _user(message: WireUser) -> dict[str, Any]:
     return {"role": "user", "content": [_item(p) for p in parts]}
 
 
-def _output(message: WireTool) -> dict[str, Any]:
+def _output(message: WireTool) -> FunctionCallOutput:
     prefix = ERROR_PREFIX if message.is_error else ""
-    output: str | list[dict[str, Any]]
+    output: str | list[InputContent]
     if message.media:
         output = [_item(p) for p in message.parts]
         if prefix:
@@ -94,40 +171,43 @@ def _output(message: WireTool) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": message.call_id, "output": output}
 
 
-def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
-    calls = {
-        c.id: {
-            "type": "function_call",
-            "call_id": c.id,
-            "name": c.name,
-            "arguments": arguments_json(c.arguments),
-        }
-        for c in message.tool_calls
+def _call(call: ToolCall) -> FunctionCall:
+    return {
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": arguments_json(call.arguments),
     }
-    text = [{"role": "assistant", "content": message.text}] if message.text else []
+
+
+def _assistant(message: AssistantMessage) -> list[InputItem]:
+    calls = {c.id: _call(c) for c in message.tool_calls}
+    text: list[InputItem] = [{"role": "assistant", "content": message.text}] if message.text else []
     state = message.provider_state
     if state is None or state.wire != WIRE:
         return [*text, *calls.values()]
     # Replay the reply's own items in their order: reasoning items verbatim (their
     # encrypted content carries the model's reasoning to the next step), the text where
     # the message was, and each function_call with the id the provider gave it.
-    items: list[dict[str, Any]] = []
-    for kept in json.loads(state.items):
-        kind = kept.get("type")
+    items: list[InputItem] = []
+    for kept in cast("list[JSONObject]", json.loads(state.items)):  # a reply's own items
+        kind, call_id, item_id = kept.get("type"), kept.get("call_id"), kept.get("id")
         if kind == "reasoning":
             items.append(kept)
         elif kind == "message":
             items.extend(text)
             text = []
-        elif kind == "function_call" and kept.get("call_id") in calls:
-            call = calls.pop(kept["call_id"])
-            items.append({**call, "id": kept["id"]} if kept.get("id") else call)
+        elif kind == "function_call" and isinstance(call_id, str) and call_id in calls:
+            call = calls.pop(call_id)
+            if isinstance(item_id, str) and item_id:
+                call["id"] = item_id
+            items.append(call)
     return [*items, *text, *calls.values()]
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The Responses API body for ``prepared``."""
-    items: list[dict[str, Any]] = []
+    items: list[InputItem] = []
     for message in prepared.messages:
         if isinstance(message, WireUser):
             items.append(_user(message))
@@ -137,7 +217,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
             items.extend(_assistant(message))
         else:
             assert_never(message)
-    body: dict[str, Any] = {"model": prepared.model.name, "input": items}
+    body: Request = {"model": prepared.model.name, "input": items}
     if prepared.model.reasoning:
         # Stateless reasoning: the items come back encrypted and are sent back in input.
         body["include"] = ["reasoning.encrypted_content"]
@@ -150,7 +230,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
                 "type": "function",
                 "name": t.name,
                 "description": t.description,
-                "parameters": _plain(t.parameters),
+                "parameters": plain(t.parameters),
                 "strict": False,
             }
             for t in prepared.tools
@@ -158,7 +238,7 @@ def build(prepared: Prepared) -> dict[str, Any]:
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with its output cap (``max_output_tokens``) set if absent."""
     return {"max_output_tokens": max_tokens, **body}
 
