@@ -26,7 +26,17 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict, assert_never, cast
+from collections.abc import Mapping
+from typing import (
+    TYPE_CHECKING,
+    Final,
+    Literal,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    assert_never,
+    cast,
+)
 
 from visus import limits
 from visus.record.messages import (
@@ -39,6 +49,7 @@ from visus.record.messages import (
 )
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    JSONValue,
     Prepared,
     WireDocument,
     WireImage,
@@ -53,7 +64,10 @@ from visus.wire._prepared import (
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "WIRE", "Reply", "Stream", "build", "cap", "parse"]
+if TYPE_CHECKING:
+    from visus.wire import Body
+
+__all__ = ["RULES", "WIRE", "Reply", "Request", "Stream", "build", "cap", "parse"]
 
 WIRE = "gemini"
 
@@ -68,16 +82,102 @@ RULES = WireRules(
     documents_share_budget=True,
 )
 
-_EMPTY = {"text": "(empty)"}
 #: The role tag of a tool run's images on Gemini 2.x: a user content of its own.
-_MEDIA = "user:media"
+_MEDIA: Final = "user:media"
 
 
-def _merge(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+# --- requests (API reference: generateContent; Content, Part, Tool) ---------------
+
+
+class Text(TypedDict):
+    text: str
+    #: The signature Gemini put on this text in its reply, sent back on it.
+    thoughtSignature: NotRequired[str]
+
+
+class Blob(TypedDict):
+    mimeType: str
+    data: str
+
+
+class InlineData(TypedDict):
+    inlineData: Blob
+
+
+class FunctionCallIn(TypedDict):
+    id: str
+    name: str
+    args: dict[str, JSONValue]
+
+
+class FunctionCallPart(TypedDict):
+    functionCall: FunctionCallIn
+    thoughtSignature: NotRequired[str]
+
+
+class ToolOutput(TypedDict, total=False):
+    """``FunctionResponse.response``: Gemini reads ``output``, or ``error`` on failure."""
+
+    output: str
+    error: str
+
+
+class FunctionResponse(TypedDict):
+    id: str
+    name: str
+    response: ToolOutput
+    #: Images and PDFs of the result (Gemini 3: ``FunctionResponsePart``s).
+    parts: NotRequired[list[InlineData]]
+
+
+class FunctionResponsePart(TypedDict):
+    functionResponse: FunctionResponse
+
+
+Part: TypeAlias = Text | InlineData | FunctionCallPart | FunctionResponsePart
+
+
+class Content(TypedDict):
+    role: Literal["user", "model"]
+    parts: list[Part]
+
+
+class SystemInstruction(TypedDict):
+    parts: list[Text]
+
+
+class FunctionDeclaration(TypedDict):
+    name: str
+    description: str
+    parametersJsonSchema: dict[str, JSONValue]
+
+
+class Tool(TypedDict):
+    functionDeclarations: list[FunctionDeclaration]
+
+
+class GenerationConfig(TypedDict, total=False):
+    maxOutputTokens: int
+
+
+class Request(TypedDict):
+    """A ``generateContent`` body, camelCase as in REST (the model goes in the URL)."""
+
+    contents: list[Content]
+    systemInstruction: NotRequired[SystemInstruction]
+    tools: NotRequired[list[Tool]]
+    generationConfig: NotRequired[GenerationConfig]
+
+
+#: A turn before roles merge: Gemini's roles, plus ``_MEDIA`` for a 2.x tool run's images.
+_Turn: TypeAlias = tuple[Literal["user", "model", "user:media"], list[Part]]
+
+
+def _merge(turns: list[_Turn]) -> list[_Turn]:
     """Roles alternate, except that a tool run's images stay in their own user content
     after the function responses; a user message after them joins that content."""
     merged = merge_roles(turns)
-    out: list[tuple[str, list[Any]]] = []
+    out: list[_Turn] = []
     for role, parts in merged:
         if role == "user" and out and out[-1][0] == _MEDIA:
             out[-1][1].extend(parts)
@@ -86,11 +186,11 @@ def _merge(turns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
     return out
 
 
-def _inline(image: WireMedia) -> dict[str, Any]:
+def _inline(image: WireMedia) -> InlineData:
     return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
 
 
-def _part(part: WirePart) -> dict[str, Any] | None:
+def _part(part: WirePart) -> Part | None:
     if isinstance(part, TextPart):
         return {"text": part.text} if part.text else None
     if isinstance(part, WireImage | WireDocument):
@@ -98,7 +198,7 @@ def _part(part: WirePart) -> dict[str, Any] | None:
     assert_never(part)
 
 
-def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
+def _function_response(message: WireTool, native: bool) -> FunctionResponsePart:
     pieces: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart):
@@ -109,7 +209,7 @@ def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
         else:
             assert_never(part)
     text = "".join(pieces)
-    response: dict[str, Any] = {
+    response: FunctionResponse = {
         "id": message.call_id,
         "name": message.tool_name,
         "response": {"error": text} if message.is_error else {"output": text},
@@ -119,16 +219,24 @@ def _function_response(message: WireTool, native: bool) -> dict[str, Any]:
     return {"functionResponse": response}
 
 
-def _model(message: AssistantMessage) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = [{"text": p.text} for p in message.parts if p.text]
+def _text_signature(state: ProviderState) -> str | None:
+    """The signature Gemini put on the reply's text (the last one it sent)."""
+    items = cast("list[JSONObject]", json.loads(state.items))
+    signature = items[-1].get("thoughtSignature") if items else None
+    return signature if isinstance(signature, str) and signature else None
+
+
+def _model(message: AssistantMessage) -> list[Part]:
+    texts: list[Text] = [{"text": p.text} for p in message.parts if p.text]
     state = message.provider_state
-    if parts and state is not None and state.wire == WIRE:
+    if texts and state is not None and state.wire == WIRE:
         # The signature Gemini put on the reply's text goes back on that text.
-        signatures = [i.get("thoughtSignature") for i in json.loads(state.items)]
-        if signatures and signatures[-1]:
-            parts[-1]["thoughtSignature"] = signatures[-1]
+        signature = _text_signature(state)
+        if signature is not None:
+            texts[-1]["thoughtSignature"] = signature
+    parts: list[Part] = [*texts]
     for c in message.tool_calls:
-        part: dict[str, Any] = {
+        part: FunctionCallPart = {
             "functionCall": {"id": c.id, "name": c.name, "args": plain(c.arguments)}
         }
         if c.signature is not None:
@@ -137,17 +245,17 @@ def _model(message: AssistantMessage) -> list[dict[str, Any]]:
     return parts
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The ``generateContent`` body for ``prepared`` (the model goes in the URL)."""
     native = prepared.model.images_in_tool_results
-    turns: list[tuple[str, list[Any]]] = []
+    turns: list[_Turn] = []
     run: list[WireTool] = []
 
     def close_run() -> None:
         if not run:
             return
-        parts: list[dict[str, Any]] = [_function_response(m, native) for m in run]
-        media: list[dict[str, Any]] = []
+        parts: list[Part] = [_function_response(m, native) for m in run]
+        media: list[Part] = []
         if not native:
             for m in run:
                 for item in m.media:
@@ -172,9 +280,12 @@ def build(prepared: Prepared) -> dict[str, Any]:
         else:
             assert_never(message)
     close_run()
-    body: dict[str, Any] = {
+    body: Request = {
         "contents": [
-            {"role": "user" if role == _MEDIA else role, "parts": parts or [dict(_EMPTY)]}
+            {
+                "role": "model" if role == "model" else "user",
+                "parts": parts or [{"text": "(empty)"}],
+            }
             for role, parts in _merge(turns)
         ]
     }
@@ -196,9 +307,10 @@ def build(prepared: Prepared) -> dict[str, Any]:
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with ``generationConfig.maxOutputTokens`` set if absent."""
-    generation = dict(body.get("generationConfig") or {})
+    given = body.get("generationConfig")
+    generation: dict[str, object] = dict(given) if isinstance(given, Mapping) else {}
     generation.setdefault("maxOutputTokens", max_tokens)
     return {**body, "generationConfig": generation}
 
