@@ -24,7 +24,8 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, TypedDict, assert_never, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
 
 from visus import limits
 from visus.record.messages import (
@@ -37,6 +38,7 @@ from visus.record.messages import (
 )
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    JSONValue,
     Prepared,
     WireDocument,
     WireImage,
@@ -51,9 +53,18 @@ from visus.wire._prepared import (
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["RULES", "Reply", "Stream", "build", "cap", "document_name", "parse"]
+if TYPE_CHECKING:
+    from visus.wire import Body
 
-_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+__all__ = ["RULES", "Reply", "Request", "Stream", "build", "cap", "document_name", "parse"]
+
+_Format: TypeAlias = Literal["png", "jpeg", "gif", "webp"]
+_FORMATS: dict[str, _Format] = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
 RULES = WireRules(
     media_types=frozenset(_FORMATS),
     # Converse: 20 images, 3.75 MB and 8000 px each (WIRES.md; the reference enforces it).
@@ -63,9 +74,6 @@ RULES = WireRules(
     max_documents=limits.BEDROCK_MAX_DOCUMENTS,
     max_document_bytes=limits.BEDROCK_MAX_DOCUMENT_BYTES,
 )
-
-_EMPTY = {"text": "(empty)"}
-
 
 _NAME_DROP = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _SPACES = re.compile(r"\s+")
@@ -96,7 +104,103 @@ class _Names:
         return base if n == 1 else f"{base} ({n})"
 
 
-def _media(item: WireMedia, names: _Names) -> dict[str, Any]:
+# --- requests (API reference: Converse; Message, ContentBlock, ToolConfiguration) --
+
+
+class TextBlock(TypedDict):
+    text: str
+
+
+class Source(TypedDict):
+    #: Base64 text, as REST takes it (the transport hands boto3 the decoded bytes).
+    bytes: str
+
+
+class Image(TypedDict):
+    format: _Format
+    source: Source
+
+
+class ImageBlock(TypedDict):
+    image: Image
+
+
+class Document(TypedDict):
+    format: Literal["pdf"]
+    #: Sanitised by :func:`document_name`, unique within the request.
+    name: str
+    source: Source
+
+
+class DocumentBlock(TypedDict):
+    document: Document
+
+
+#: What a ``toolResult`` holds (``ToolResultContentBlock``).
+ResultBlock: TypeAlias = TextBlock | ImageBlock | DocumentBlock
+
+
+class ToolResult(TypedDict):
+    toolUseId: str
+    content: list[ResultBlock]
+    status: NotRequired[Literal["success", "error"]]
+
+
+class ToolResultBlock(TypedDict):
+    toolResult: ToolResult
+
+
+class ToolUseIn(TypedDict):
+    toolUseId: str
+    name: str
+    input: dict[str, JSONValue]
+
+
+class ToolUseBlock(TypedDict):
+    toolUse: ToolUseIn
+
+
+Block: TypeAlias = TextBlock | ImageBlock | DocumentBlock | ToolResultBlock | ToolUseBlock
+
+
+class Message(TypedDict):
+    role: Literal["user", "assistant"]
+    content: list[Block]
+
+
+class InputSchema(TypedDict):
+    json: dict[str, JSONValue]
+
+
+class ToolSpecification(TypedDict):
+    name: str
+    #: Left out when empty: botocore refuses an empty description.
+    description: NotRequired[str]
+    inputSchema: InputSchema
+
+
+class Tool(TypedDict):
+    toolSpec: ToolSpecification
+
+
+class ToolConfiguration(TypedDict):
+    tools: list[Tool]
+
+
+class InferenceConfiguration(TypedDict, total=False):
+    maxTokens: int
+
+
+class Request(TypedDict):
+    """A Converse body (the model id goes in the URL)."""
+
+    messages: list[Message]
+    system: NotRequired[list[TextBlock]]
+    toolConfig: NotRequired[ToolConfiguration]
+    inferenceConfig: NotRequired[InferenceConfiguration]
+
+
+def _media(item: WireMedia, names: _Names) -> ImageBlock | DocumentBlock:
     if isinstance(item, WireImage):
         return {"image": {"format": _FORMATS[item.media_type], "source": {"bytes": item.data}}}
     return {
@@ -104,7 +208,7 @@ def _media(item: WireMedia, names: _Names) -> dict[str, Any]:
     }
 
 
-def _block(part: WirePart, names: _Names) -> dict[str, Any] | None:
+def _block(part: WirePart, names: _Names) -> ResultBlock | None:
     if isinstance(part, TextPart):
         return {"text": part.text} if part.text else None
     if isinstance(part, WireImage | WireDocument):
@@ -112,8 +216,13 @@ def _block(part: WirePart, names: _Names) -> dict[str, Any] | None:
     assert_never(part)
 
 
-def _tool_result(message: WireTool, native: bool, names: _Names) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def _empty() -> TextBlock:
+    # Converse refuses an empty content list.
+    return {"text": "(empty)"}
+
+
+def _tool_result(message: WireTool, native: bool, names: _Names) -> ToolResultBlock:
+    content: list[ResultBlock] = []
     for part in message.parts:
         if isinstance(part, WireImage | WireDocument) and not native:
             content.append({"text": media_stub(part)})
@@ -121,14 +230,14 @@ def _tool_result(message: WireTool, native: bool, names: _Names) -> dict[str, An
         block = _block(part, names)
         if block is not None:
             content.append(block)
-    result: dict[str, Any] = {"toolUseId": message.call_id, "content": content or [dict(_EMPTY)]}
+    result: ToolResult = {"toolUseId": message.call_id, "content": content or [_empty()]}
     if message.is_error:
         result["status"] = "error"
     return {"toolResult": result}
 
 
-def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [{"text": p.text} for p in message.parts if p.text]
+def _assistant(message: AssistantMessage) -> list[Block]:
+    blocks: list[Block] = [{"text": p.text} for p in message.parts if p.text]
     blocks.extend(
         {"toolUse": {"toolUseId": c.id, "name": c.name, "input": plain(c.arguments)}}
         for c in message.tool_calls
@@ -136,27 +245,25 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_spec(name: str, description: str, schema: Any) -> dict[str, Any]:
+def _tool_spec(name: str, description: str, schema: dict[str, JSONValue]) -> ToolSpecification:
     """One Converse toolSpec. botocore requires a description of at least one
     character when the key is present, so an empty one is left out, not sent."""
-    spec: dict[str, Any] = {"name": name}
     if description:
-        spec["description"] = description
-    spec["inputSchema"] = {"json": schema}
-    return spec
+        return {"name": name, "description": description, "inputSchema": {"json": schema}}
+    return {"name": name, "inputSchema": {"json": schema}}
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The Converse body for ``prepared`` (the model id goes in the URL)."""
     native = prepared.model.images_in_tool_results
     names = _Names()
-    turns: list[tuple[str, list[Any]]] = []
+    turns: list[tuple[Literal["user", "assistant"], list[Block]]] = []
     run: list[WireTool] = []
 
     def close_run() -> None:
         if not run:
             return
-        blocks: list[dict[str, Any]] = [_tool_result(m, native, names) for m in run]
+        blocks: list[Block] = [_tool_result(m, native, names) for m in run]
         if not native:
             for m in run:
                 for item in m.media:
@@ -171,17 +278,16 @@ def build(prepared: Prepared) -> dict[str, Any]:
             continue
         close_run()
         if isinstance(message, WireUser):
-            blocks = [_block(p, names) for p in message.parts]
-            turns.append(("user", [b for b in blocks if b is not None]))
+            user = [_block(p, names) for p in message.parts]
+            turns.append(("user", [b for b in user if b is not None]))
         elif isinstance(message, AssistantMessage):
             turns.append(("assistant", _assistant(message)))
         else:
             assert_never(message)
     close_run()
-    body: dict[str, Any] = {
+    body: Request = {
         "messages": [
-            {"role": role, "content": blocks or [dict(_EMPTY)]}
-            for role, blocks in merge_roles(turns)
+            {"role": role, "content": blocks or [_empty()]} for role, blocks in merge_roles(turns)
         ]
     }
     if prepared.system:
@@ -197,9 +303,10 @@ def build(prepared: Prepared) -> dict[str, Any]:
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with ``inferenceConfig.maxTokens`` set if absent."""
-    inference = dict(body.get("inferenceConfig") or {})
+    given = body.get("inferenceConfig")
+    inference: dict[str, object] = dict(given) if isinstance(given, Mapping) else {}
     inference.setdefault("maxTokens", max_tokens)
     return {**body, "inferenceConfig": inference}
 
