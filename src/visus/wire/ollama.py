@@ -21,11 +21,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, assert_never, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict, assert_never, cast
 
 from visus.record.messages import AssistantMessage, JSONObject, StopReason, TextPart, ToolCall
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
+    FunctionTool,
+    JSONValue,
     Prepared,
     WireDocument,
     WireImage,
@@ -39,7 +42,20 @@ from visus.wire._prepared import (
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
-__all__ = ["ERROR_PREFIX", "HOIST_INTRO", "RULES", "Reply", "Stream", "build", "cap", "parse"]
+if TYPE_CHECKING:
+    from visus.wire import Body
+
+__all__ = [
+    "ERROR_PREFIX",
+    "HOIST_INTRO",
+    "RULES",
+    "Reply",
+    "Request",
+    "Stream",
+    "build",
+    "cap",
+    "parse",
+]
 
 #: What Ollama's image decoding reliably takes.
 RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}), documents=False)
@@ -54,7 +70,45 @@ ERROR_PREFIX = "[tool error] "
 HOIST_INTRO = "Images returned by the tool calls above:"
 
 
-def _user(message: WireUser) -> dict[str, Any]:
+# --- requests (API docs: "Generate a chat completion", request parameters) ---------
+
+
+class FunctionIn(TypedDict):
+    name: str
+    arguments: dict[str, JSONValue]
+
+
+class CallIn(TypedDict):
+    function: FunctionIn
+
+
+class Message(TypedDict):
+    """One chat message: which keys it has depends on ``role``."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    #: Raw base64 (no data URL); only on user messages here.
+    images: NotRequired[list[str]]
+    tool_calls: NotRequired[list[CallIn]]
+    #: The tool a ``tool`` message answers (Ollama has no call ids).
+    tool_name: NotRequired[str]
+
+
+class Options(TypedDict, total=False):
+    num_predict: int
+
+
+class Request(TypedDict):
+    """An ``/api/chat`` body."""
+
+    model: str
+    messages: list[Message]
+    tools: NotRequired[list[FunctionTool]]
+    stream: NotRequired[bool]
+    options: NotRequired[Options]
+
+
+def _user(message: WireUser) -> Message:
     pieces: list[str] = []
     images: list[str] = []
     for part in message.parts:
@@ -69,13 +123,13 @@ def _user(message: WireUser) -> dict[str, Any]:
             pieces.append(_document_note(part))
         else:
             assert_never(part)
-    out: dict[str, Any] = {"role": "user", "content": "\n".join(pieces)}
+    out: Message = {"role": "user", "content": "\n".join(pieces)}
     if images:
         out["images"] = images
     return out
 
 
-def _tool(message: WireTool) -> dict[str, Any]:
+def _tool(message: WireTool) -> Message:
     pieces: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart):
@@ -94,8 +148,8 @@ def _tool(message: WireTool) -> dict[str, Any]:
     }
 
 
-def _assistant(message: AssistantMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.text}
+def _assistant(message: AssistantMessage) -> Message:
+    out: Message = {"role": "assistant", "content": message.text}
     if message.tool_calls:
         out["tool_calls"] = [
             {"function": {"name": c.name, "arguments": plain(c.arguments)}}
@@ -104,9 +158,9 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-def build(prepared: Prepared) -> dict[str, Any]:
+def build(prepared: Prepared) -> Request:
     """The ``/api/chat`` body for ``prepared``."""
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     if prepared.system:
         messages.append({"role": "system", "content": prepared.system})
     run: list[WireTool] = []
@@ -135,16 +189,17 @@ def build(prepared: Prepared) -> dict[str, Any]:
         else:
             assert_never(message)
     close_run()
-    body: dict[str, Any] = {"model": prepared.model.name, "messages": messages}
+    body: Request = {"model": prepared.model.name, "messages": messages}
     if prepared.tools:
         body["tools"] = function_tools(prepared.tools)
     body["stream"] = False
     return body
 
 
-def cap(body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+def cap(body: Body, max_tokens: int) -> Body:
     """``body`` with ``options.num_predict`` (the output cap) set if absent."""
-    options = dict(body.get("options") or {})
+    given = body.get("options")
+    options: dict[str, object] = dict(given) if isinstance(given, Mapping) else {}
     options.setdefault("num_predict", max_tokens)
     return {**body, "options": options}
 
