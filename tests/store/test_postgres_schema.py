@@ -65,3 +65,32 @@ def test_cli_store_migrate_and_gc(pg_cluster: Cluster) -> None:
         assert "postgresql://" in bad.output
     finally:
         drop_database(pg_cluster, url)
+
+
+def test_a_version_1_database_keeps_its_turns_when_migrated(pg_cluster: Cluster) -> None:
+    """Migration 2 (stops by msg_id) on a database a version-1 replica wrote."""
+    from visus.store.schema import MIGRATIONS
+
+    url = create_database(pg_cluster)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE visus_schema (version integer NOT NULL)")
+            conn.execute(MIGRATIONS[0][1])
+            conn.execute("INSERT INTO visus_schema VALUES (1)")
+            conn.execute(
+                "INSERT INTO visus_instances (id, config, created) VALUES ('i', '{}', 'now')"
+            )
+            conn.execute(
+                "INSERT INTO visus_turns (instance_id, seq, session, state, request) "
+                "VALUES ('i', 1, 's', 'queued', 'x')"
+            )
+        store = PostgresStore(url)
+        assert (store.migrated_from, store.schema_version) == (1, SCHEMA_VERSION)
+        store.close()
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT state, request, msg_id, stop_requested FROM visus_turns"
+            ).fetchone()
+        assert row == ("queued", b"x", None, False)  # still runs; only a stop cannot name it
+    finally:
+        drop_database(pg_cluster, url)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from visus.errors import ConfigError, InvalidKeyError
 from visus.record.blobs import BlobStore
@@ -145,7 +145,14 @@ class SharedRingStore(Protocol):
     order) and evicts the oldest frames past ``max_frames``/``max_bytes`` (the newest
     always stays); ``encode(seq)`` returns the frame's bytes with that seq. With
     ``turn`` the append happens only while this replica still owns that turn
-    (``None`` is returned otherwise). ``queue`` makes the frame a turn request too.
+    (``None`` is returned otherwise). ``queue`` makes the frame a turn request too
+    (``request_id``: its msg_id, which a stop names).
+
+    ``stop_turn`` asks for the open turn answering ``request_id`` to stop: a queued one
+    ends at once (``"queued"``: nobody will run it), a running one is flagged and its
+    replica told (``"running"``: that replica's ``on_turn_stopped`` callbacks hear
+    ``(instance_id, seq)``, and ``stopped_turns`` lists it as a fallback); ``None``
+    when no such turn is open.
     """
 
     replica: str
@@ -162,6 +169,7 @@ class SharedRingStore(Protocol):
         turn: int | None = None,
         finish: bool = False,
         queue: bool = False,
+        request_id: str | None = None,
     ) -> int | None: ...
 
     async def read_frames(
@@ -186,6 +194,14 @@ class SharedRingStore(Protocol):
     async def claim_turn(self) -> ClaimedTurn | None: ...
 
     async def renew_leases(self) -> int: ...
+
+    async def stop_turn(
+        self, instance_id: str, session: str, request_id: str
+    ) -> Literal["queued", "running"] | None: ...
+
+    async def stopped_turns(self) -> list[tuple[str, int]]: ...
+
+    def on_turn_stopped(self, callback: Callable[[str, int], None]) -> None: ...
 
     def wake(self, instance_id: str) -> None: ...
 

@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from visus import limits
 from visus.errors import (
@@ -74,6 +74,10 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECONDS = 15.0
 _DIGEST_FIELD = re.compile(r'"digest"\s*:\s*"([0-9a-f]{64})"')
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+#: What the listener hears: frames appended, turns queued, instances deleted, stops.
+_CHANNELS = ("visus_frames", "visus_turns", "visus_instances", "visus_stops")
 
 
 def _translate(e: Exception, what: str) -> StoreError:
@@ -147,6 +151,7 @@ class PostgresStore:
         self._events: dict[str, asyncio.Event] = {}
         self._turn_callbacks: list[Callable[[], None]] = []
         self._delete_callbacks: list[Callable[[str], None]] = []
+        self._stop_callbacks: list[Callable[[str, int], None]] = []
         self._closing = False
 
     def __repr__(self) -> str:
@@ -252,7 +257,7 @@ class PostgresStore:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
                 async with conn:
-                    for channel in ("visus_frames", "visus_turns", "visus_instances"):
+                    for channel in _CHANNELS:
                         await conn.execute(f"LISTEN {channel}")
                     self._wake_all()  # anything committed while we were not listening
                     async for note in conn.notifies():
@@ -281,6 +286,11 @@ class PostgresStore:
             for dcb in self._delete_callbacks:
                 dcb(payload)
             self._wake(payload)
+        elif channel == "visus_stops":
+            instance_id, _, seq = payload.rpartition(":")
+            if seq.isdigit():
+                for scb in self._stop_callbacks:
+                    scb(instance_id, int(seq))
 
     def wake(self, instance_id: str) -> None:
         """Wake this process's waiters on ``instance_id`` (its ring was closed)."""
@@ -304,6 +314,9 @@ class PostgresStore:
     def on_instance_deleted(self, callback: Callable[[str], None]) -> None:
         self._delete_callbacks.append(callback)
 
+    def on_turn_stopped(self, callback: Callable[[str, int], None]) -> None:
+        self._stop_callbacks.append(callback)
+
     async def append_frame(
         self,
         instance_id: str,
@@ -314,6 +327,7 @@ class PostgresStore:
         turn: int | None = None,
         finish: bool = False,
         queue: bool = False,
+        request_id: str | None = None,
     ) -> int | None:
         try:
             async with self._ap().connection() as conn, conn.transaction():
@@ -346,9 +360,9 @@ class PostgresStore:
                     await self._evict(conn, instance_id, seq, frames, nbytes)
                 if queue:
                     await conn.execute(
-                        "INSERT INTO visus_turns (instance_id, seq, session, state, request) "
-                        "VALUES (%s, %s, %s, 'queued', %s)",
-                        (instance_id, seq, session, body),
+                        "INSERT INTO visus_turns (instance_id, seq, session, state, request, "
+                        "msg_id) VALUES (%s, %s, %s, 'queued', %s, %s)",
+                        (instance_id, seq, session, body, request_id),
                     )
                     await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
                 if finish and turn is not None:
@@ -526,6 +540,52 @@ class PostgresStore:
                 return cur.rowcount
         except psycopg.Error as e:
             raise _translate(e, "cannot renew turn leases") from e
+
+    async def stop_turn(
+        self, instance_id: str, session: str, request_id: str
+    ) -> Literal["queued", "running"] | None:
+        try:
+            async with self._ap().connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    "SELECT seq, state FROM visus_turns WHERE instance_id = %s "
+                    "AND session = %s AND msg_id = %s AND state <> 'done' FOR UPDATE",
+                    (instance_id, session, request_id),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                seq, state = int(row[0]), str(row[1])
+                if state == "queued":
+                    # Locked above, so no worker can be claiming it now: it never runs.
+                    await conn.execute(
+                        "UPDATE visus_turns SET state = 'done', request = NULL, "
+                        "stop_requested = true WHERE instance_id = %s AND seq = %s",
+                        (instance_id, seq),
+                    )
+                    # The session's next turn may be claimable now.
+                    await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
+                    return "queued"
+                await conn.execute(
+                    "UPDATE visus_turns SET stop_requested = true "
+                    "WHERE instance_id = %s AND seq = %s",
+                    (instance_id, seq),
+                )
+                await conn.execute("SELECT pg_notify('visus_stops', %s)", (f"{instance_id}:{seq}",))
+                return "running"
+        except psycopg.Error as e:
+            raise _translate(e, f"cannot stop a turn of instance {instance_id!r}") from e
+
+    async def stopped_turns(self) -> list[tuple[str, int]]:
+        try:
+            async with self._ap().connection() as conn:
+                cur = await conn.execute(
+                    "SELECT instance_id, seq FROM visus_turns WHERE owner = %s "
+                    "AND state = 'running' AND stop_requested",
+                    (self.replica,),
+                )
+                return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
+        except psycopg.Error as e:
+            raise _translate(e, "cannot read stopped turns") from e
 
     async def aclose(self) -> None:
         self._closing = True

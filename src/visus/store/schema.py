@@ -94,6 +94,14 @@ MIGRATIONS: Final[tuple[tuple[int, str], ...]] = (
         ALTER TABLE visus_turns ALTER COLUMN request SET STORAGE EXTERNAL;
         """,
     ),
+    (
+        2,
+        # A stop (turn.cancel) names the request's msg_id, from any replica.
+        """
+        ALTER TABLE visus_turns ADD COLUMN msg_id text;
+        ALTER TABLE visus_turns ADD COLUMN stop_requested boolean NOT NULL DEFAULT false;
+        """,
+    ),
 )
 
 #: The newest schema this code knows.

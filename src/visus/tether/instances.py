@@ -60,6 +60,7 @@ from visus.tether.runner import ImageIn, InstanceConfig, RunnerFactory, TurnRunn
 
 __all__ = [
     "EGRESS_PROFILE",
+    "STOPPED",
     "BusyError",
     "Emit",
     "Instance",
@@ -69,6 +70,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The ``cancelled`` error frame's message, wherever the turn was stopped.
+STOPPED = "stopped by the user; send a new message to go on"
 
 
 #: What egress images are fitted into when they break a per-image bound.
@@ -196,22 +200,26 @@ class Instance:
         task.add_done_callback(forget)
         return task
 
-    def cancel_turn(self, session: str, target: str) -> None:
-        """Stop the turn answering request ``target`` of ``session`` (running or queued).
+    async def cancel_turn(self, frame: Frame, target: str) -> Frame:
+        """Stop the turn answering request ``target`` (running or queued), then append
+        ``frame`` (the ``turn.cancel``) and return it with its seq.
 
         The runner's task is cancelled: the agent stops at its next await, and the
         turn ends with an ``error`` frame of code ``cancelled``. Raises
-        :class:`NotFoundError` when no such turn is in flight (it may have just ended).
+        :class:`NotFoundError` when no such turn is in flight (it may have just ended);
+        nothing is appended then.
         """
-        key = (session, target)
+        key = (frame.session, target)
         task = self._by_request.get(key)
         if task is None or task.done():
             raise NotFoundError(
-                f"no turn in flight for msg_id {target!r} in session {session!r} "
+                f"no turn in flight for msg_id {target!r} in session {frame.session!r} "
                 "(it may have finished already)"
             )
         self._stopping.add(key)
         task.cancel()
+        stored: Frame = await self.ring.append(frame)
+        return stored
 
     async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
         """Append an ingress ``user.message`` and have its turn run; return it with its seq."""
@@ -257,7 +265,7 @@ class Instance:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            note = ErrorPayload("cancelled", "stopped by the user; send a new message to go on")
+            note = ErrorPayload("cancelled", STOPPED)
             await self.ring.append(reply.frame(note))
         finally:
             lock, users = self._locks[session]

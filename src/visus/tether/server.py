@@ -288,8 +288,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
     decoded = decode_frame(load_json(bytes(body)), types=INGRESS_TYPES, assign=True)
     if isinstance(decoded.frame.payload, CancelPayload):
         # Checked before it is appended: a stop of nothing leaves no frame behind.
-        inst.cancel_turn(decoded.frame.session, decoded.frame.payload.target)
-        frame = await inst.ring.append(decoded.frame)
+        frame = await inst.cancel_turn(decoded.frame, decoded.frame.payload.target)
         return {"seq": frame.seq, "msg_id": frame.msg_id, "session": frame.session}
     inst.check_capacity()
     frame = await inst.accept(decoded.frame, decoded.images)

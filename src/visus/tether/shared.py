@@ -42,7 +42,7 @@ from visus.tether.frames import (
     now_ts,
     payload_size,
 )
-from visus.tether.instances import Instance, Registry, TurnLostError
+from visus.tether.instances import STOPPED, Instance, Registry, TurnLostError
 from visus.tether.runner import ImageIn, InstanceConfig, TurnRunner
 
 __all__ = ["RawFrame", "RawPage", "SharedInstance", "SharedRing", "TurnWorker", "frame_bytes"]
@@ -118,6 +118,7 @@ class SharedRing:
             turn=turn,
             finish=finish,
             queue=queue,
+            request_id=frame.msg_id if queue else None,
         )
         if seq is None:
             raise TurnLostError(f"turn {turn} of instance {self.instance_id} was taken over")
@@ -198,6 +199,28 @@ class SharedInstance(Instance):
         await self.ring.refresh()
         self._pending = await self.store.pending_turns(self.config.id)
 
+    async def cancel_turn(self, frame: Frame, target: str) -> Frame:
+        """Stop the turn answering ``target`` on whichever replica runs it (or before any
+        does), then append ``frame`` (the ``turn.cancel``).
+
+        A queued turn ends here with its ``cancelled`` error frame; a running one is
+        flagged and its replica's :class:`TurnWorker` cancels it and writes that frame.
+        """
+        state = await self.store.stop_turn(self.config.id, frame.session, target)
+        if state is None:
+            raise NotFoundError(
+                f"no turn in flight for msg_id {target!r} in session {frame.session!r} "
+                "(it may have finished already)"
+            )
+        stored: Frame = await self.ring.append(frame)
+        if state == "queued":
+            note = Frame(
+                ErrorPayload("cancelled", STOPPED), frame.session, new_msg_id(), reply_to=target
+            )
+            await self.ring.append(note)
+        self._kick()  # the session's next turn may be claimable now
+        return stored
+
     async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
         del images  # they travel in the stored frame, to whichever replica runs the turn
         stored: Frame = await self.ring.append(frame, queue=True)
@@ -227,6 +250,8 @@ class TurnWorker:
         self.tick = (lease_seconds or float(getattr(store, "lease_seconds", 15.0))) / 3
         self._kick = asyncio.Event()
         self._running: dict[asyncio.Task[None], tuple[str, int, str]] = {}
+        #: (instance id, turn seq) a client asked to stop, while their task runs here.
+        self._stopped: set[tuple[str, int]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -234,6 +259,7 @@ class TurnWorker:
         await self.store.start()
         self.store.on_turn_queued(self._kick.set)
         self.store.on_instance_deleted(self.registry.forget)
+        self.store.on_turn_stopped(self._stop)
         self._loop_task = asyncio.create_task(self._loop(), name="visus-turn-worker")
 
     def kick(self) -> None:
@@ -255,6 +281,9 @@ class TurnWorker:
                     task.add_done_callback(self._done)
                 if loop.time() >= renew_at:
                     await self.store.renew_leases()
+                    # A stop whose notification this replica missed (listener reconnect).
+                    for instance_id, seq in await self.store.stopped_turns():
+                        self._stop(instance_id, seq)
                     renew_at = loop.time() + self.tick
             except asyncio.CancelledError:
                 raise
@@ -263,8 +292,17 @@ class TurnWorker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), max(0.05, renew_at - loop.time()))
 
+    def _stop(self, instance_id: str, seq: int) -> None:
+        """Cancel the task running turn ``seq`` of ``instance_id`` here, if any."""
+        for task, (iid, turn, _) in self._running.items():
+            if (iid, turn) == (instance_id, seq) and not task.done():
+                self._stopped.add((iid, turn))
+                task.cancel()
+
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
+        key = self._running.pop(task, None)
+        if key is not None:
+            self._stopped.discard(key[:2])
         self._kick.set()  # a slot is free, and the session's next turn may be claimable
 
     async def _run(self, claimed: Any) -> None:
@@ -294,6 +332,14 @@ class TurnWorker:
             await inst.run_request(request.frame, request.images, emit)
         except TurnLostError as e:
             log.warning("%s; its answer is left to that replica", e)
+        except asyncio.CancelledError:
+            if (claimed.instance_id, claimed.seq) not in self._stopped:
+                raise  # this replica is shutting down: aclose fails the turn
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            msg = request.frame.msg_id
+            await _fail(ring, claimed.session, msg, claimed.seq, "cancelled", STOPPED)
 
     async def aclose(self) -> None:
         """Stop claiming; fail the turns still running here (an ``error`` frame each)."""
