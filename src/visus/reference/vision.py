@@ -2,10 +2,11 @@
 and the dominant colour of each of nine regions (so an image without text is described
 too).
 
-OCR is rapidocr-onnxruntime, whose wheel ships its ONNX models (nothing is ever
-downloaded). Each OCR line is split on spaces into words; a word's box is the
-line's box cut horizontally in proportion to character counts (spaces included),
-which is exact for monospaced text and close for proportional fonts.
+OCR is rapidocr 3 on onnxruntime; its wheel ships its ONNX models (PP-OCRv6 small
+detection and recognition), so nothing is ever downloaded. Each OCR line is split on
+spaces into words; a word's box is the line's box cut horizontally in proportion to
+character counts (spaces included), which is exact for monospaced text and close for
+proportional fonts.
 
 The ink colour of a word is measured inside its box: the background is the most
 common colour there (coarsely quantised, so anti-aliasing noise does not split
@@ -130,12 +131,13 @@ def _ocr_engine() -> Any:
         with _engine_lock:
             if _engine is None:
                 try:
-                    from rapidocr_onnxruntime import RapidOCR
+                    from rapidocr import RapidOCR
                 except ImportError as e:  # pragma: no cover - depends on the install
                     raise ImportError(
                         "the reference model needs OCR: pip install 'visus[reference]'"
                     ) from e
-                _engine = RapidOCR()
+                # Its own logger says "info" on every call; a server log wants errors only.
+                _engine = RapidOCR(params={"Global.log_level": "error"})
     return _engine
 
 
@@ -240,9 +242,15 @@ def perceive(data: bytes) -> SeenImage:
         return SeenImage(width=width, height=height, words=(), regions=regions)
     ocr_arr, scale = _ocr_input(rgb)
     with _call_lock:
-        result, _ = _ocr_engine()(ocr_arr, use_cls=False)
+        result = _ocr_engine()(ocr_arr, use_cls=False)
+    found = zip(
+        result.boxes if result.boxes is not None else (),
+        result.txts or (),
+        result.scores or (),
+        strict=False,
+    )
     lines: list[tuple[list[list[float]], str]] = []
-    for quad, text, score in result or []:
+    for quad, text, score in found:
         if float(score) >= _MIN_SCORE and str(text).strip():
             points = [[float(v) / scale for v in p] for p in quad]
             lines.append((points, str(text).strip()))
