@@ -74,31 +74,28 @@ class Refusal:
 class Perception:
     """A fitted image for one model, with what is known of its source.
 
-    ``width``/``height`` are the pixels sent, ``source_width``/``source_height``
+    The image and its source facts are ``media``'s :class:`Fitted`, kept whole so
+    the two never drift; the properties read through to it under the names callers
+    use. ``width``/``height`` are the pixels sent, ``source_width``/``source_height``
     the source's own (for text and pdf: the rendered page before fitting).
-    ``digest`` is the lowercase hex sha256 of ``data``; :attr:`tagged_digest` is
-    the ``sha256:<hex>`` form. ``tokens`` estimates what the image costs ``model``.
+    ``digest`` is the lowercase hex sha256 of ``data``; :attr:`tagged_digest` is the
+    ``sha256:<hex>`` form. ``tokens`` estimates what the image costs ``model``.
     ``path`` is the resolved file (``None`` for in-memory bytes).
+
+    Example:
+        >>> f = Fitted(b"img", "image/png", 4, 3, 8, 6, "raster", frame_count=1)
+        >>> p = Perception.from_fitted(f, source="red.png", model="claude-x", tokens=12)
+        >>> p.width, p.source_width, p.size, p.frame_count, p.fitted is f
+        (4, 8, 3, 1, True)
+        >>> p.describe()
+        'red.png: 4x3 image/png (source 8x6 raster), ~12 tokens'
     """
 
-    data: bytes
-    media_type: str
-    width: int
-    height: int
-    source_width: int
-    source_height: int
-    source_kind: SourceKind
-    digest: str
+    fitted: Fitted
     source: str
     model: str
     tokens: int
     path: Path | None = None
-    page: int | None = None
-    page_count: int | None = None
-    frame_count: int | None = None
-    line_start: int | None = None
-    line_end: int | None = None
-    line_total: int | None = None
     kind: Literal["perception"] = "perception"
 
     @classmethod
@@ -106,26 +103,64 @@ class Perception:
         cls, fitted: Fitted, *, source: str, model: str, tokens: int, path: Path | None = None
     ) -> Perception:
         """Wrap what ``media`` produced."""
-        return cls(
-            data=fitted.data,
-            media_type=fitted.media_type,
-            width=fitted.width,
-            height=fitted.height,
-            source_width=fitted.source_width,
-            source_height=fitted.source_height,
-            source_kind=fitted.source_kind,
-            digest=content_digest(fitted.data),
-            source=source,
-            model=model,
-            tokens=tokens,
-            path=path,
-            page=fitted.page,
-            page_count=fitted.page_count,
-            frame_count=fitted.frame_count,
-            line_start=fitted.line_start,
-            line_end=fitted.line_end,
-            line_total=fitted.line_total,
-        )
+        return cls(fitted=fitted, source=source, model=model, tokens=tokens, path=path)
+
+    @property
+    def data(self) -> bytes:
+        return self.fitted.data
+
+    @property
+    def media_type(self) -> str:
+        return self.fitted.media_type
+
+    @property
+    def width(self) -> int:
+        return self.fitted.width
+
+    @property
+    def height(self) -> int:
+        return self.fitted.height
+
+    @property
+    def source_width(self) -> int:
+        return self.fitted.source_width
+
+    @property
+    def source_height(self) -> int:
+        return self.fitted.source_height
+
+    @property
+    def source_kind(self) -> SourceKind:
+        return self.fitted.source_kind
+
+    @property
+    def page(self) -> int | None:
+        return self.fitted.page
+
+    @property
+    def page_count(self) -> int | None:
+        return self.fitted.page_count
+
+    @property
+    def frame_count(self) -> int | None:
+        return self.fitted.frame_count
+
+    @property
+    def line_start(self) -> int | None:
+        return self.fitted.line_start
+
+    @property
+    def line_end(self) -> int | None:
+        return self.fitted.line_end
+
+    @property
+    def line_total(self) -> int | None:
+        return self.fitted.line_total
+
+    @property
+    def digest(self) -> str:
+        """Hashed on each read (a sha256 of an image already fitted to a model: cheap)."""
+        return content_digest(self.fitted.data)
 
     @property
     def size(self) -> int:
