@@ -441,3 +441,82 @@ def test_checker_flags_a_provider_word_elsewhere(tmp_path: Path) -> None:
         "src/visus/agent/loop.py says 'finishReason'; only wire/gemini.py and "
         "providers/gemini_client.py may"
     ]
+
+
+# --- request and reply shapes are typed (issue 14) ------------------------------------
+
+#: Where ``Any`` may still appear in an annotation in wire/ and providers/, and why.
+ANY_EXCEPTIONS: Mapping[tuple[str, str], str] = {
+    ("providers/base.py", "sdk_fields"): "the one hand-over of a typed body to an SDK's **kwargs",
+    ("providers/openai_client.py", "_fields"): "sdk_fields, with max_tokens renamed",
+    ("providers/bedrock_client.py", "__init__"): "boto3 builds its clients at run time",
+}
+
+
+class _AnyFinder(ast.NodeVisitor):
+    """Every annotation saying ``Any``, with the function it is in (``<module>``)."""
+
+    def __init__(self) -> None:
+        self.scope = ["<module>"]
+        self.found: list[tuple[str, ast.expr]] = []
+
+    def _check(self, ann: ast.expr | None) -> None:
+        if ann is not None and any(
+            isinstance(n, ast.Name) and n.id == "Any" for n in ast.walk(ann)
+        ):
+            self.found.append((self.scope[-1], ann))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)  # its signature counts as inside it
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            self._check(arg.annotation if arg else None)
+        self._check(node.returns)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check(node.annotation)
+
+
+def any_violations(root: Path) -> list[str]:
+    """Annotations in wire/ and providers/ that say ``Any``, outside :data:`ANY_EXCEPTIONS`."""
+    bad: list[str] = []
+    for package in ("wire", "providers"):
+        for path in sorted((root / package).glob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            finder = _AnyFinder()
+            finder.visit(ast.parse(path.read_text(encoding="utf-8")))
+            bad += [
+                f"src/visus/{rel}:{ann.lineno} ({scope}): {ast.unparse(ann)}"
+                for scope, ann in finder.found
+                if (rel, scope) not in ANY_EXCEPTIONS
+            ]
+    return bad
+
+
+def test_wire_and_providers_annotate_no_any() -> None:
+    assert any_violations(SRC) == []
+
+
+def test_any_exceptions_are_still_needed() -> None:
+    for path, func in ANY_EXCEPTIONS:
+        text = (SRC / path).read_text(encoding="utf-8")
+        assert f"def {func}(" in text, f"{path} has no {func}; drop its exception"
+
+
+def test_checker_flags_a_dict_of_any_body(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "wire/x.py": "from typing import Any\ndef build(p: object) -> dict[str, Any]:\n"
+            "    out: dict[str, Any] = {}\n    return out\n",
+            "providers/y.py": "def ok(b: dict[str, object]) -> None: ...\n",
+        },
+    )
+    assert any_violations(root) == [
+        "src/visus/wire/x.py:2 (build): dict[str, Any]",
+        "src/visus/wire/x.py:3 (build): dict[str, Any]",
+    ]

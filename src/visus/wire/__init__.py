@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Literal, Protocol, TypeAlias, get_args
 
 from visus.errors import WireError
 from visus.models.spec import ModelSpec
@@ -76,7 +76,22 @@ class WireSpec:
     stream: Callable[[ReplyContext], Accumulator]
 
 
-def _spec(name: Wire, codec: Any) -> WireSpec:
+class _Codec(Protocol):
+    """What a wire module provides (each module in ``WIRES`` is checked against it)."""
+
+    @property
+    def RULES(self) -> WireRules: ...  # a module constant, read-only here
+
+    def build(self, prepared: Prepared, /) -> Body: ...
+
+    def cap(self, body: Body, max_tokens: int, /) -> Body: ...
+
+    def parse(self, reply: JSONObject, ctx: ReplyContext, /) -> AssistantMessage: ...
+
+    def Stream(self, ctx: ReplyContext, /) -> Accumulator: ...  # the accumulator class
+
+
+def _spec(name: Wire, codec: _Codec) -> WireSpec:
     return WireSpec(name, codec.RULES, codec.build, codec.cap, codec.parse, codec.Stream)
 
 

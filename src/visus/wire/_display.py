@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["abbreviate"]
 
@@ -32,9 +32,9 @@ def _short(value: str, keep: int) -> str:
     return value
 
 
-def abbreviate(body: Any, *, keep: int = 24) -> Any:
+def abbreviate(body: object, *, keep: int = 24) -> object:
     """A copy of ``body`` with every long base64 string (or data URL) shortened."""
-    if isinstance(body, dict):
+    if isinstance(body, Mapping):
         return {k: abbreviate(v, keep=keep) for k, v in body.items()}
     if isinstance(body, list):
         return [abbreviate(v, keep=keep) for v in body]
