@@ -147,3 +147,36 @@ def test_anthropic_stream_with_an_oversized_image(proxy_url: str) -> None:
     (image,) = seen(text)["images"]
     assert max(image["width"], image["height"]) <= 1568
     assert_placed(image, g)
+
+
+def test_openai_chat_streams_through_the_proxy_after_a_fix(proxy_url: str) -> None:
+    # A tool message's image (refused upstream) hoisted by the proxy; the answer streams.
+    g = grid(2, 2, 15)
+    messages = _tool_conversation(g, [{"type": "image_url", "image_url": {"url": g.data_url}}])
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(model="gpt-4.1", messages=messages, tools=TOOLS, stream=True)
+    )
+    assert len(chunks) > 2  # streamed in pieces, not one body
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    (image,) = seen(text)["images"]
+    assert_placed(image, g)
+
+
+def test_responses_streams_through_the_proxy_after_a_fix(proxy_url: str) -> None:
+    g = grid(2, 2, 16)
+    stringified = json.dumps({"type": "image", "data": g.b64, "mimeType": "image/png"})
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    with client.responses.stream(
+        model="gpt-4.1",
+        input=[
+            {"role": "user", "content": "look"},
+            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": stringified},
+        ],
+        tools=[{"type": "function", "name": "shot", "parameters": {"type": "object"}}],
+    ) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+    assert len(deltas) > 1
+    (image,) = seen("".join(deltas))["images"]
+    assert_placed(image, g)
