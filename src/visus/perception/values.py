@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -97,6 +97,11 @@ class Perception:
     tokens: int
     path: Path | None = None
     kind: Literal["perception"] = "perception"
+    #: Hex sha256 of the image; computed once here (callers read it several times).
+    digest: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", content_digest(self.fitted.data))
 
     @classmethod
     def from_fitted(
@@ -156,11 +161,6 @@ class Perception:
     @property
     def line_total(self) -> int | None:
         return self.fitted.line_total
-
-    @property
-    def digest(self) -> str:
-        """Hashed on each read (a sha256 of an image already fitted to a model: cheap)."""
-        return content_digest(self.fitted.data)
 
     @property
     def size(self) -> int:
