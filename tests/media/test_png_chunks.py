@@ -11,8 +11,9 @@ import zlib
 import pytest
 from PIL import Image
 
-from visus.media import Profile, load, probe
-from visus.media._png import without_oversized_chunks
+from visus.errors import MediaError
+from visus.media import Profile, fit, load, probe
+from visus.media._png import without_unusable_chunks
 
 PROFILE = Profile(1568, 1568 * 1568, 5_000_000)
 BLUE = (0, 128, 255)
@@ -70,5 +71,48 @@ def test_png_with_an_oversized_metadata_chunk_is_perceived(name: str) -> None:
 
 def test_small_metadata_chunks_are_kept_and_the_bytes_untouched() -> None:
     data = png_with(_chunk(b"zTXt", b"Comment\0\0" + zlib.compress(b"hello" * 100)))
-    assert without_oversized_chunks(data) is data
-    assert without_oversized_chunks(b"not a png") == b"not a png"
+    assert without_unusable_chunks(data) is data
+    assert without_unusable_chunks(b"not a png") == b"not a png"
+
+
+def _damaged(kind: bytes, body: bytes) -> bytes:
+    """A chunk whose CRC does not match its bytes."""
+    good = _chunk(kind, body)
+    return good[:-4] + struct.pack(">I", (int.from_bytes(good[-4:], "big") ^ 0xFF) & 0xFFFFFFFF)
+
+
+DAMAGED = {
+    "iCCP before IDAT": png_with(_damaged(b"iCCP", b"icc\0\0" + zlib.compress(b"x" * 100))),
+    "tEXt before IDAT": png_with(_damaged(b"tEXt", b"Comment\0hello")),
+    "tIME after IDAT": png_with(
+        _damaged(b"tIME", b"\x07\xea\x0b\x18\x00\x00\x00"), after_idat=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED))
+def test_png_with_a_damaged_ancillary_chunk_is_perceived(name: str) -> None:
+    # Pillow alone refuses these files; the PNG spec (and libpng, and browsers) skip
+    # a damaged ancillary chunk, so visus does too, on every path.
+    data = DAMAGED[name]
+    if "before" in name:
+        with pytest.raises((OSError, SyntaxError)):
+            Image.open(io.BytesIO(data)).load()
+    fitted = load(data, profile=PROFILE)
+    assert (fitted.width, fitted.height) == (64, 48)
+    assert Image.open(io.BytesIO(fitted.data)).convert("RGB").getpixel((10, 10)) == BLUE
+    small = Profile(32, 32 * 32, 100_000)  # a real re-fit, not the bytes passed through
+    assert (fit(data, small).width, probe(data).kind) == (32, "raster")
+
+
+def test_a_damaged_critical_chunk_is_left_to_the_decoder() -> None:
+    good = png_with()
+    for kind in (b"IHDR", b"IDAT"):
+        at = good.index(kind) - 4
+        (n,) = struct.unpack(">I", good[at : at + 4])
+        end = at + 12 + n
+        bad = good[: end - 4] + bytes(b ^ 0xFF for b in good[end - 4 : end]) + good[end:]
+        assert without_unusable_chunks(bad) is bad  # never dropped nor "repaired"
+        if kind == b"IHDR":  # a damaged header is refused, as a decoder must
+            with pytest.raises(MediaError):
+                load(bad, profile=PROFILE)

@@ -39,7 +39,6 @@ import logging
 import os
 import re
 import shlex
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,15 +421,10 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
     if not ctx.model.vision:
         return TextPart(f"[image ({mime}, {len(raw)} bytes) omitted: {ctx.model.name} cannot see]")
     try:
+        # A PNG with a damaged colour profile or note is repaired by media itself.
         fitted = fit(raw, ctx.model.profile())
     except MediaError as e:
-        repaired = _without_bad_ancillary_chunks(raw)
-        try:
-            if repaired is None:
-                raise e
-            fitted = fit(repaired, ctx.model.profile())
-        except MediaError:
-            return TextPart(f"[image ({mime}) omitted: {e}]")
+        return TextPart(f"[image ({mime}) omitted: {e}]")
     budget.images += 1
     digest = ctx.blobs.put(fitted.data, fitted.media_type)
     return ImagePart(
@@ -441,36 +435,6 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
         height=fitted.height,
         origin=PerceptionOrigin(source=f"sha256:{digest}"),
     )
-
-
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _without_bad_ancillary_chunks(data: bytes) -> bytes | None:
-    """A PNG without its ancillary chunks whose CRC is wrong, or None if none is.
-
-    The PNG spec lets a decoder skip an ancillary chunk (lowercase first letter) it
-    cannot use; Pillow refuses the whole file instead. MCP servers do send such
-    PNGs (server-everything's own tiny image has a damaged ``iCCP``), so the
-    pixels, which are intact, are kept and the colour profile or note dropped.
-    Critical chunks are never touched.
-    """
-    if not data.startswith(_PNG_SIGNATURE):
-        return None
-    out, pos, dropped = [data[:8]], 8, False
-    while pos + 12 <= len(data):
-        length = int.from_bytes(data[pos : pos + 4], "big")
-        end = pos + 12 + length
-        if end > len(data):
-            return None
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : end - 4]
-        crc_ok = zlib.crc32(kind + body) == int.from_bytes(data[end - 4 : end], "big")
-        if not crc_ok and kind[:1].islower():
-            dropped = True
-        else:
-            out.append(data[pos:end])
-        pos = end
-    return b"".join(out) if dropped else None
 
 
 def _resource_part(resource: object, ctx: ToolContext, budget: _Budget) -> Part:

@@ -1,18 +1,25 @@
-"""Drop PNG metadata chunks that expand past Pillow's text bounds, keeping the image.
+"""Drop the PNG metadata chunks Pillow would refuse the whole file for, keeping the image.
 
-A zTXt, compressed iTXt or iCCP chunk is zlib data; Pillow refuses to open a PNG
-whose chunk inflates past ``PngImagePlugin.MAX_TEXT_CHUNK`` (1 MB) or whose chunks
-together pass ``MAX_TEXT_MEMORY`` (64 MB). Those chunks are metadata: the pixels are
-fine, so such a chunk is removed and the image perceived without it. Each chunk is
-inflated at most to the bound plus one byte, and once the running total passes the
-memory bound later compressed chunks are dropped without inflating them: the work is
-bounded whatever the file holds.
+Two kinds, both metadata, so the pixels are fine and the image is perceived without
+them:
+
+- A zTXt, compressed iTXt or iCCP chunk is zlib data; Pillow refuses a PNG whose
+  chunk inflates past ``PngImagePlugin.MAX_TEXT_CHUNK`` (1 MB) or whose chunks
+  together pass ``MAX_TEXT_MEMORY`` (64 MB). Each chunk is inflated at most to the
+  bound plus one byte, and once the running total passes the memory bound later
+  compressed chunks are dropped without inflating them: the work is bounded whatever
+  the file holds.
+- An ancillary chunk (lowercase first letter: a colour profile, a text note, a
+  timestamp) whose CRC is wrong. The PNG spec lets a decoder skip one (libpng and
+  browsers do); Pillow refuses the file. MCP servers send such images (the reference
+  MCP server's own sample has a damaged ``iCCP``). Critical chunks (IHDR, PLTE,
+  IDAT, IEND) are never touched nor checksummed here: the decoder checks those.
 
 Example:
     >>> import io, zlib
     >>> from PIL import Image
     >>> buf = io.BytesIO(); Image.new("RGB", (4, 4)).save(buf, "PNG"); png = buf.getvalue()
-    >>> without_oversized_chunks(png) is png  # nothing to drop: the same object back
+    >>> without_unusable_chunks(png) is png  # nothing to drop: the same object back
     True
 """
 
@@ -23,7 +30,7 @@ import zlib
 
 from PIL import PngImagePlugin
 
-__all__ = ["without_oversized_chunks"]
+__all__ = ["without_unusable_chunks"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _COMPRESSED = frozenset({b"zTXt", b"iTXt", b"iCCP"})
@@ -52,9 +59,10 @@ def _inflated_size(stream: bytes, cap: int) -> int:
         return 0  # Pillow skips broken metadata itself
 
 
-def without_oversized_chunks(data: bytes) -> bytes:
-    """``data`` without the compressed metadata chunks Pillow would refuse; ``data``
-    itself (not a copy) when it is no PNG or nothing needs dropping."""
+def without_unusable_chunks(data: bytes) -> bytes:
+    """``data`` without the metadata chunks Pillow would refuse (oversized compressed
+    ones, ancillary ones with a wrong CRC); ``data`` itself (not a copy) when it is no
+    PNG or nothing needs dropping."""
     if not data.startswith(_SIGNATURE):
         return data
     chunk_cap = PngImagePlugin.MAX_TEXT_CHUNK
@@ -69,6 +77,12 @@ def without_oversized_chunks(data: bytes) -> bytes:
         end = pos + 12 + length
         if end > len(data):
             break  # truncated: leave the rest to the decoder as it is
+        if kind[:1].islower() and zlib.crc32(data[pos + 4 : end - 4]) != int.from_bytes(
+            data[end - 4 : end], "big"
+        ):
+            dropped = True  # a damaged ancillary chunk: skipped, as the spec allows
+            pos = end
+            continue
         if kind in _COMPRESSED:
             stream = _zlib_payload(kind, data[pos + 8 : pos + 8 + length])
             if stream is not None:

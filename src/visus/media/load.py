@@ -17,7 +17,7 @@ from visus.errors import (
 )
 from visus.media import pdf, raster, svg, text
 from visus.media._guard import translated
-from visus.media._png import without_oversized_chunks
+from visus.media._png import without_unusable_chunks
 from visus.media._worker import render_in_worker
 from visus.media.fitting import check_profile
 from visus.media.render import only, render_source
@@ -74,7 +74,7 @@ def load(
     check_profile(profile)
     _check_args(page, offset, limit)
     _check_source(data)
-    data = without_oversized_chunks(bytes(data))
+    data = without_unusable_chunks(bytes(data))
     with translated("source"):
         im = raster.identify(data)
         if im is not None:
@@ -117,7 +117,7 @@ def fit(data: bytes, profile: Profile) -> Fitted:
     """
     check_profile(profile)
     _check_source(data)
-    data = without_oversized_chunks(bytes(data))
+    data = without_unusable_chunks(bytes(data))
     with translated("image"):
         im = raster.identify(data)
         if im is None:
@@ -138,7 +138,7 @@ def probe(data: bytes) -> Probe:
 page_count=None, frame_count=None, line_total=2)
     """
     _check_source(data)
-    data = without_oversized_chunks(bytes(data))
+    data = without_unusable_chunks(bytes(data))
     with translated("source"):
         im = raster.identify(data)
         if im is not None:
