@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.app.replicas import replica_apps
 from visus.app import (
     DEFAULT_INSTANCE_ID,
     DEFAULT_INSTANCE_KEY,
@@ -27,15 +28,7 @@ def _defaults(store: PostgresStore) -> list[dict[str, Any]]:
 async def test_replicas_starting_at_once_create_one_web_chat_instance(
     pg_url: str, tmp_path: Path
 ) -> None:
-    stores = [PostgresStore(pg_url, replica=f"r{k}") for k in range(2)]
-    apps = [
-        create_app(
-            data_dir=tmp_path / f"r{k}",
-            runner_factory=agent_runner_factory(store=store),
-            store=store,
-        )
-        for k, store in enumerate(stores)
-    ]
+    apps, stores = replica_apps(pg_url, tmp_path, 2)
     try:
         # The race: both replicas look for the web chat's instance before either has
         # created it, so both go on to create it.

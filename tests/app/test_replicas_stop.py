@@ -14,25 +14,16 @@ import httpx
 import psycopg
 import pytest
 
+from tests.app.replicas import replica_apps
 from tests.tether.doubles import live_server
-from visus.app import agent_runner_factory
 from visus.store.postgres import PostgresStore
-from visus.tether.server import create_app
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def replicas(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[str], list[PostgresStore]]]:
-    stores = [PostgresStore(pg_url, replica=f"r{k}") for k in range(2)]
-    apps = [
-        create_app(
-            data_dir=tmp_path / f"r{k}",
-            runner_factory=agent_runner_factory(store=store),
-            store=store,
-        )
-        for k, store in enumerate(stores)
-    ]
+    apps, stores = replica_apps(pg_url, tmp_path, 2)
     with live_server(apps[0]) as u0, live_server(apps[1]) as u1:
         yield [u0, u1], stores
 

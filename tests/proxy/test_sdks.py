@@ -47,6 +47,15 @@ def _tool_conversation(g: Grid, content: Any) -> list[Any]:
     ]
 
 
+def _function_output(output: str) -> list[Any]:
+    """A Responses input whose function call returned ``output``."""
+    return [
+        {"role": "user", "content": "look"},
+        {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": output},
+    ]
+
+
 def test_openai_tool_message_image_is_seen_through_the_proxy(
     reference_url: str, proxy_url: str
 ) -> None:
@@ -92,11 +101,7 @@ def test_responses_stringified_function_output_becomes_an_image(proxy_url: str) 
     client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
     reply = client.responses.create(
         model="gpt-4.1",
-        input=[
-            {"role": "user", "content": "look"},
-            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c1", "output": stringified},
-        ],
+        input=_function_output(stringified),
         tools=[{"type": "function", "name": "shot", "parameters": {"type": "object"}}],
     )
     (image,) = seen(reply.output_text)["images"]
@@ -169,11 +174,7 @@ def test_responses_streams_through_the_proxy_after_a_fix(proxy_url: str) -> None
     client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
     with client.responses.stream(
         model="gpt-4.1",
-        input=[
-            {"role": "user", "content": "look"},
-            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c1", "output": stringified},
-        ],
+        input=_function_output(stringified),
         tools=[{"type": "function", "name": "shot", "parameters": {"type": "object"}}],
     ) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
