@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 from typer.testing import CliRunner
@@ -93,4 +95,34 @@ def test_a_version_1_database_keeps_its_turns_when_migrated(pg_cluster: Cluster)
             ).fetchone()
         assert row == ("queued", b"x", None, False)  # still runs; only a stop cannot name it
     finally:
+        drop_database(pg_cluster, url)
+
+
+async def test_a_stopped_turn_taken_over_from_a_dead_replica_says_so(pg_cluster: Cluster) -> None:
+    """A stop asked while replica A ran the turn, then A died: the replica that takes
+    the turn over learns it was stopped (so it ends as cancelled, not interrupted)."""
+    url = create_database(pg_cluster)
+    a = PostgresStore(url, replica="a", lease_seconds=0.5)
+    b = PostgresStore(url, replica="b", lease_seconds=0.5)
+    try:
+        await a.start()
+        await b.start()
+        a.put_instance({"id": "i", "created": "now"})
+        seq = await a.append_frame(
+            "i", "s", 1, lambda n: b'{"seq":%d}' % n, queue=True, request_id="m1"
+        )
+        claimed = await a.claim_turn()
+        assert claimed is not None
+        assert (claimed.seq, claimed.expired, claimed.stopped) == (seq, False, False)
+        assert await b.stop_turn("i", "s", "m1") == "running"
+        assert await a.stopped_turns() == [("i", seq)]
+        assert await b.claim_turn() is None  # A's lease still runs
+        await asyncio.sleep(0.8)  # A died: it renews nothing
+        taken = await b.claim_turn()
+        assert taken is not None
+        assert (taken.seq, taken.expired, taken.stopped, taken.owner) == (seq, True, True, "b")
+        assert await a.stop_turn("i", "s", "nobody") is None
+    finally:
+        await a.aclose()
+        await b.aclose()
         drop_database(pg_cluster, url)

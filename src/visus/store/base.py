@@ -127,7 +127,8 @@ class RingStats:
 class ClaimedTurn:
     """A turn this replica now owns. ``request`` is the user message frame's bytes;
     ``expired`` is true when the claim took over a turn whose owner stopped renewing
-    its lease (that replica died mid-turn)."""
+    its lease (that replica died mid-turn); ``stopped`` when a client had asked that
+    turn to stop (it then ends as stopped, not as interrupted)."""
 
     instance_id: str
     seq: int
@@ -135,6 +136,7 @@ class ClaimedTurn:
     request: bytes
     expired: bool
     owner: str
+    stopped: bool = False
 
 
 @runtime_checkable

@@ -510,7 +510,7 @@ class PostgresStore:
                         ORDER BY t.created, t.seq
                         LIMIT 1
                         FOR UPDATE SKIP LOCKED)
-                    RETURNING instance_id, seq, session, request, taken_over
+                    RETURNING instance_id, seq, session, request, taken_over, stop_requested
                     """,
                     {"me": self.replica, "lease": self.lease_seconds},
                 )
@@ -526,6 +526,7 @@ class PostgresStore:
             request=bytes(row[3] or b""),
             expired=bool(row[4]),
             owner=self.replica,
+            stopped=bool(row[5]),
         )
 
     async def renew_leases(self) -> int:

@@ -319,9 +319,12 @@ class TurnWorker:
             await _fail(ring, claimed.session, "", claimed.seq, "turn_failed", why)
             return
         if claimed.expired:
+            msg = request.frame.msg_id
+            if claimed.stopped:  # a stop was asked before its replica died: honour it
+                await _fail(ring, claimed.session, msg, claimed.seq, "cancelled", STOPPED)
+                return
             why = "the replica running this turn stopped before it finished; send it again"
             log.warning("turn %s of instance %s: %s", claimed.seq, inst.config.id, why)
-            msg = request.frame.msg_id
             await _fail(ring, claimed.session, msg, claimed.seq, "turn_interrupted", why)
             return
 
