@@ -116,3 +116,32 @@ def test_a_damaged_critical_chunk_is_left_to_the_decoder() -> None:
         if kind == b"IHDR":  # a damaged header is refused, as a decoder must
             with pytest.raises(MediaError):
                 load(bad, profile=PROFILE)
+
+
+def _apng_with_damaged(kind: bytes, nth: int) -> bytes:
+    """A 3-frame APNG (red, green, blue) whose ``nth`` ``kind`` chunk has a wrong CRC."""
+    frames = [Image.new("RGB", (40, 30), c) for c in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    buf = io.BytesIO()
+    frames[0].save(buf, "PNG", save_all=True, append_images=frames[1:], duration=100)
+    data, pos, seen = bytearray(buf.getvalue()), 8, 0
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        end = pos + 12 + n
+        if data[pos + 4 : pos + 8] == kind:
+            if seen == nth:
+                data[end - 1] ^= 0xFF
+                return bytes(data)
+            seen += 1
+        pos = end
+    raise AssertionError(f"no {kind!r} number {nth}")
+
+
+@pytest.mark.parametrize(("kind", "nth"), [(b"fcTL", 0), (b"fcTL", 1), (b"fdAT", 0), (b"acTL", 0)])
+def test_an_apng_with_a_damaged_frame_chunk_becomes_its_still_image(kind: bytes, nth: int) -> None:
+    # Frames are numbered across fcTL and fdAT: dropping one alone would leave a
+    # sequence Pillow refuses, so the animation goes whole and the first frame stays.
+    data = _apng_with_damaged(kind, nth)
+    fitted = load(data, profile=PROFILE)
+    assert (fitted.width, fitted.height, fitted.frame_count) == (40, 30, 1)
+    assert Image.open(io.BytesIO(fitted.data)).convert("RGB").getpixel((5, 5)) == (255, 0, 0)
+    assert probe(data).frame_count == 1

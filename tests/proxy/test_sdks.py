@@ -8,7 +8,9 @@ in its cell proves the pixels arrived as an image.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import zlib
 from typing import Any
 
 import anthropic
@@ -180,4 +182,33 @@ def test_responses_streams_through_the_proxy_after_a_fix(proxy_url: str) -> None
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
     assert len(deltas) > 1
     (image,) = seen("".join(deltas))["images"]
+    assert_placed(image, g)
+
+
+def test_a_png_with_a_damaged_ancillary_chunk_is_repaired_on_its_way(
+    reference_url: str, proxy_url: str
+) -> None:
+    # An image that fits the model but holds a tEXt chunk with a wrong CRC: a strict
+    # decoder (the reference server's, Pillow's) refuses the file; the proxy forwards
+    # it without that chunk.
+    g = grid(2, 2, 17)
+    chunk = b"tEXt" + b"Comment\0hello"
+    crc = (zlib.crc32(chunk) ^ 0xFF).to_bytes(4, "big")
+    damaged = g.png[:33] + (len(chunk) - 4).to_bytes(4, "big") + chunk + crc + g.png[33:]
+    g = dataclasses.replace(g, png=damaged)
+    messages: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what does it say?"},
+                {"type": "image_url", "image_url": {"url": g.data_url}},
+            ],
+        }
+    ]
+    direct = openai.OpenAI(base_url=f"{reference_url}/v1", api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        direct.chat.completions.create(model="gpt-4.1", messages=messages)
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    reply = client.chat.completions.create(model="gpt-4.1", messages=messages)
+    (image,) = seen(reply.choices[0].message.content or "")["images"]
     assert_placed(image, g)

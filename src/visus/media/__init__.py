@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from visus.media._fonts import font_path
+from visus.media._png import without_unusable_chunks
 from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe
 from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
@@ -33,4 +34,5 @@ __all__ = [
     "load",
     "probe",
     "target_size",
+    "without_unusable_chunks",
 ]

@@ -14,6 +14,8 @@ them:
   browsers do); Pillow refuses the file. MCP servers send such images (the reference
   MCP server's own sample has a damaged ``iCCP``). Critical chunks (IHDR, PLTE,
   IDAT, IEND) are never touched nor checksummed here: the decoder checks those.
+  APNG's frame chunks are numbered in one sequence, so one damaged ``fcTL`` or
+  ``fdAT`` drops the animation whole: the still default image is what stays.
 
 Example:
     >>> import io, zlib
@@ -34,6 +36,8 @@ __all__ = ["without_unusable_chunks"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _COMPRESSED = frozenset({b"zTXt", b"iTXt", b"iCCP"})
+#: APNG's chunks (ancillary: a decoder without APNG shows the IDAT image).
+_ANIMATION = frozenset({b"acTL", b"fcTL", b"fdAT"})
 
 
 def _zlib_payload(kind: bytes, body: bytes) -> bytes | None:
@@ -59,6 +63,18 @@ def _inflated_size(stream: bytes, cap: int) -> int:
         return 0  # Pillow skips broken metadata itself
 
 
+def _without_animation(data: bytes) -> bytes:
+    """``data`` (a PNG) without its APNG chunks: the still default image."""
+    kept, pos = [_SIGNATURE], len(_SIGNATURE)
+    while pos + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        end = pos + 12 + length
+        if data[pos + 4 : pos + 8] not in _ANIMATION:
+            kept.append(data[pos:end])
+        pos = end
+    return b"".join(kept)
+
+
 def without_unusable_chunks(data: bytes) -> bytes:
     """``data`` without the metadata chunks Pillow would refuse (oversized compressed
     ones, ancillary ones with a wrong CRC); ``data`` itself (not a copy) when it is no
@@ -82,6 +98,10 @@ def without_unusable_chunks(data: bytes) -> bytes:
         ):
             dropped = True  # a damaged ancillary chunk: skipped, as the spec allows
             pos = end
+            if kind in _ANIMATION:
+                # Frames are numbered across fcTL and fdAT: without one of them the
+                # animation is broken, so it goes whole and the default image stays.
+                return without_unusable_chunks(_without_animation(data))
             continue
         if kind in _COMPRESSED:
             stream = _zlib_payload(kind, data[pos + 8 : pos + 8 + length])

@@ -26,7 +26,7 @@ from typing import Any
 
 from visus import limits
 from visus.errors import InvalidInputError, MediaError
-from visus.media import Profile, fit, probe
+from visus.media import Profile, fit, probe, without_unusable_chunks
 from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.record.messages import ImagePart, PerceptionOrigin
@@ -185,7 +185,10 @@ class Edit:
             and w * h <= p.max_pixels
             and len(data) <= p.max_bytes
         )
-        if fits:
+        # probe() read the image past chunks a provider may refuse it for (a damaged
+        # colour profile, say): those bytes must not be forwarded as they are.
+        repaired = without_unusable_chunks(data) is not data
+        if fits and not repaired:
             self.notes.append(ImageNote(where, f"{where} ({media_type} {w}x{h})"))
             return None
         try:
