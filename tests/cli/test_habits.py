@@ -338,3 +338,20 @@ def test_chat_keeps_text_typed_during_a_turn_for_the_next_prompt(env: Path) -> N
     assert term.close() == 0, term.seen
     sid = term.seen.split("session ", 1)[1].split(" ", 1)[0]
     assert user_texts(data, sid)[-1] == "typed ahead"
+
+
+def test_run_ends_the_line_of_text_written_before_a_tool_call(env: Path) -> None:
+    """A model that writes a sentence and then calls a tool (as real ones do): the
+    sentence keeps its own line, on a terminal (where the spinner's redraw would erase
+    a half line) and in a pipe (where the next step's text would run on)."""
+    png, _ = make_grid(1, 2, seed=9)
+    (env / "g.png").write_bytes(png)
+    prompt = 'say Let me look first.\ncall view {"path": "g.png"}'
+    piped = invoke("run", "--data", str(env / "data"), prompt)
+    assert piped.exit_code == 0, piped.stderr
+    assert piped.stdout.startswith("Let me look first.\nImage 1 ")
+    term = Terminal(["run", "--data", str(env / "data"), prompt], env, dict(os.environ))
+    term.read_until("[session ")
+    assert term.close() == 0, term.seen
+    # The pty turns "\n" into "\r\n"; before the fix a spinner frame followed the text.
+    assert "Let me look first.\r\n" in term.seen

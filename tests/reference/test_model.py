@@ -93,3 +93,13 @@ def test_descriptors_quoted_by_the_assistant_are_not_counted_again() -> None:
         )
     )
     assert answer_json(respond(conv).text)["descriptors"] == [note, note]
+
+
+def test_say_lines_are_text_written_before_the_calls() -> None:
+    texts = ('say Let me look.\ncall view {"path": "a.png"}\nsay Then answer.',)
+    reply = respond(Conversation(messages=(InMessage(role="user", texts=texts),), tools=("view",)))
+    assert reply.text == "Let me look. Then answer."
+    assert [c.name for c in reply.tool_calls] == ["view"]
+    # Without a call line, "say" is just words in the prompt: no text is invented.
+    plain = respond(Conversation(messages=(InMessage(role="user", texts=("say hi",)),)))
+    assert plain.tool_calls == ()

@@ -205,17 +205,31 @@ def run(
             raise typer.Exit(2) from e
 
     progress = Progress()
+    at_line_start = True
 
     def stream(delta: str) -> None:
+        nonlocal at_line_start
         progress.stop()
-        if not as_json:
+        if not as_json and delta:
             sys.stdout.write(delta)
             sys.stdout.flush()
+            at_line_start = delta.endswith("\n")
+
+    def end_line() -> None:
+        # Text the model wrote before a tool call ends its line: the spinner's redraw
+        # would erase a half line on a terminal, and the next step's text would run on.
+        nonlocal at_line_start
+        if not at_line_start:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            at_line_start = True
 
     def tool_started(call: ToolCall) -> None:
+        end_line()
         progress.update(f"running {call.name} {_brief(call.arguments)}")
 
     def status(label: str) -> None:
+        end_line()
         if label.startswith("waiting for") and _ocr_to_load(agent):
             label += " (it loads its OCR engine on first use)"  # a tool's image may
         progress.update(label)
@@ -239,8 +253,7 @@ def run(
         typer.echo(f"visus: {_error_text(e, agent)}", err=True)
         raise typer.Exit(1) from e
     if not as_json:
-        sys.stdout.write("\n")
-        sys.stdout.flush()
+        end_line()
         for line in (*tool_lines(result), *(f"  note: {n}" for n in result.notes)):
             typer.echo(line, err=True)
     try:

@@ -8,6 +8,8 @@ offered tool names); :func:`respond` answers it:
   holds lines ``call <tool> <json-args>`` naming offered tools, the answer is
   those tool calls (several lines make parallel calls; ids are derived from the
   request, so the same request always gets the same ids).
+  A line ``say <text>`` beside them is text the answer writes before its calls,
+  as real models often do.
 * A line ``wait <seconds>`` in the last user message delays the answer (at most
   :data:`MAX_WAIT_SECONDS`): tests use it to see a turn in flight and stop it.
 * Otherwise the answer describes every image in the request, in order: prose,
@@ -367,6 +369,14 @@ def requested_wait(conv: Conversation) -> float:
     return min(float(match.group(1)), MAX_WAIT_SECONDS) if match else 0.0
 
 
+_SAY_LINE = re.compile(r"^\s*say\s+(.+?)\s*$", re.MULTILINE)
+
+
+def _said(conv: Conversation) -> str:
+    """The ``say <text>`` lines of the last user message, joined by spaces."""
+    return " ".join(_SAY_LINE.findall("\n".join(conv.messages[-1].texts)))
+
+
 def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:
     """Answer ``conv``: tool calls when asked for, else a description of every image.
 
@@ -374,9 +384,10 @@ def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:
     """
     calls = _tool_calls(conv)
     if calls:
-        out_chars = sum(len(c.name) + len(json.dumps(dict(c.arguments))) for c in calls)
+        said = _said(conv)
+        out_chars = len(said) + sum(len(c.name) + len(json.dumps(dict(c.arguments))) for c in calls)
         return Reply(
-            text="",
+            text=said,
             tool_calls=calls,
             input_tokens=input_tokens,
             output_tokens=max(1, math.ceil(out_chars / 4)),
