@@ -230,6 +230,13 @@ def test_chat_turns_echo_off_while_the_agent_works(monkeypatch: pytest.MonkeyPat
         os.close(slave)
 
 
+def _own_terminal() -> None:
+    """In the child: a session of its own whose controlling terminal is the pty, so
+    Ctrl-C typed there is SIGINT, as in a real terminal."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
     """A ``visus`` process on a real pseudo-terminal (stdin, stdout and stderr), read
     as a user sees it."""
@@ -246,7 +253,7 @@ class Terminal:
             stdin=follower,
             stdout=follower,
             stderr=follower,
-            start_new_session=True,
+            preexec_fn=_own_terminal,
         )
         os.close(follower)
         self.seen = ""
@@ -355,3 +362,23 @@ def test_run_ends_the_line_of_text_written_before_a_tool_call(env: Path) -> None
     assert term.close() == 0, term.seen
     # The pty turns "\n" into "\r\n"; before the fix a spinner frame followed the text.
     assert "Let me look first.\r\n" in term.seen
+
+
+def test_chat_ctrl_c_stops_the_turn_and_the_chat_goes_on(env: Path) -> None:
+    data = env / "data"
+    term = Terminal(["chat", "--data", str(data)], env, dict(os.environ))
+    at = term.read_until("you> ")
+    # Short: the loopback server finishes the abandoned wait before it can stop.
+    term.type("wait 6\r")
+    at = term.read_until("agent> ", after=at)
+    time.sleep(0.5)  # the agent is waiting on the model
+    started = time.monotonic()
+    term.type("\x03")  # Ctrl-C
+    at = term.read_until("you> ", after=term.read_until("(stopped", after=at))
+    assert time.monotonic() - started < 4  # not the 6 s the model was asked to take
+    term.type("hello\r")
+    at = term.read_until("you> ", after=term.read_until("agent> ", after=at))
+    term.type("\x03")  # at the prompt: leaves
+    assert term.close() == 130, term.seen
+    sid = term.seen.split("session ", 1)[1].split(" ", 1)[0]
+    assert user_texts(data, sid) == ["wait 6", "hello"]

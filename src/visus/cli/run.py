@@ -119,7 +119,8 @@ CHAT_HELP = """\
 /images       the images in this session
 /usage        tokens and cost so far
 /help         this list
-/quit         leave (also /exit or Ctrl-D)"""
+/quit         leave (also /exit, Ctrl-D, or Ctrl-C at the prompt)
+Ctrl-C while the agent works stops that turn; the session goes on."""
 
 
 def _stdin() -> bytes:
@@ -434,6 +435,10 @@ def _chat(agent: Agent, sid: str, runner: asyncio.Runner) -> None:
                 )
         except VisusError as e:
             typer.echo(f"\nerror: {_error_text(e, agent)}")
+        except KeyboardInterrupt:
+            # Ctrl-C stops the turn, not the chat: the runner cancelled the agent's task,
+            # which recorded the stop, so the session goes on from here.
+            typer.echo("\n(stopped; Ctrl-C at the prompt leaves the chat)")
         else:
             sys.stdout.write("\n")
             for note in (*tool_lines(turn), *_save(turn, None)):
