@@ -366,11 +366,24 @@ def test_run_missing_image_exits_2(env: Path) -> None:
 
 
 def test_run_undecodable_image_fails_cleanly(env: Path) -> None:
-    (env / "fake.png").write_bytes(b"not an image at all")
+    (env / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
     result = invoke("run", "--data", str(env / "data"), "--json", "--image", "fake.png", "hi")
     assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    assert "image 1 cannot be used" in result.stderr
+    assert "image 1 (fake.png) cannot be used" in result.stderr
     assert result.stdout == ""
+
+
+def test_run_says_a_document_is_viewed_not_attached(env: Path) -> None:
+    from tests.media.media_corpus import pdf_bytes
+
+    (env / "report.pdf").write_bytes(pdf_bytes(2))
+    result = invoke("run", "--data", str(env / "data"), "--image", "report.pdf", "hi")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "report.pdf is a pdf document, not an image" in result.stderr
+    assert "visus view report.pdf" in result.stderr
+    assert not (env / "data" / "sessions").exists() or not any(
+        (env / "data" / "sessions").iterdir()
+    )
 
 
 def test_usage_of_unknown_session_exits_2(env: Path) -> None:

@@ -326,7 +326,8 @@ class Agent:
             try:
                 fitted = fit(img.data, self.model.profile())
             except MediaError as e:
-                raise InvalidInputError(f"image {i} cannot be used: {e}") from e
+                name = f" ({img.filename})" if img.filename else ""
+                raise InvalidInputError(f"image {i}{name} cannot be used: {e}") from e
             digest = self.blobs.put(fitted.data, fitted.media_type)
             parts.append(
                 ImagePart(

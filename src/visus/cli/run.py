@@ -204,6 +204,15 @@ def run(
         except OSError as e:
             typer.echo(f"visus: cannot read image {p}: {e.strerror}", err=True)
             raise typer.Exit(2) from e
+        kind = _kind(pasted[-1].data)
+        if kind not in (None, "raster"):
+            typer.echo(
+                f"visus: {p} is a {kind} document, not an image: name it in the prompt for "
+                f"the agent to view (visus run 'what is in {p.name}?'), or see it as a "
+                f"model would with: visus view {p}",
+                err=True,
+            )
+            raise typer.Exit(2)
 
     progress = Progress()
     at_line_start = True
@@ -287,6 +296,17 @@ def run(
             f"${result.usage.cost_usd:.6f}]",
             err=True,
         )
+
+
+def _kind(data: bytes) -> str | None:
+    """What a file is from its header (raster, pdf, svg, text), or None if unknown."""
+    from visus.errors import MediaError
+    from visus.media import probe
+
+    try:
+        return probe(data).kind
+    except MediaError:
+        return None  # the agent's fit says what is wrong with it
 
 
 def _ocr_to_load(agent: Agent) -> bool:
