@@ -34,7 +34,9 @@ class Raising:
         raise self.exc
 
 
-async def _fail(exc: Exception, caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
+async def _fail(
+    exc: Exception, caplog: pytest.LogCaptureFixture, said: str = ""
+) -> logging.LogRecord:
     config = InstanceConfig(id="i-1", model="m", created="t", data_dir="/nonexistent")
     inst = Instance(config, Raising(exc))
     frame = await inst.ring.append(Frame(UserMessagePayload("hi"), "s", "m1"))
@@ -43,12 +45,16 @@ async def _fail(exc: Exception, caplog: pytest.LogCaptureFixture) -> logging.Log
     page = inst.ring.read(0)
     assert page.frames[-1].type == "error"
     assert page.frames[-1].payload.code == "turn_failed"  # type: ignore[union-attr]
+    if said:
+        assert page.frames[-1].payload.message == said  # type: ignore[union-attr]
     (record,) = [r for r in caplog.records if r.name == "visus.tether.instances"]
     return record
 
 
 async def test_an_expected_failure_is_one_warning_line(caplog: pytest.LogCaptureFixture) -> None:
-    record = await _fail(InvalidInputError("image 1 cannot be used: not a raster"), caplog)
+    # The user reads the message as it is, with no internal class name in front.
+    said = "image 1 cannot be used: not a raster"
+    record = await _fail(InvalidInputError(said), caplog, said)
     assert record.levelno == logging.WARNING
     assert record.exc_info is None
     assert "image 1 cannot be used" in record.getMessage()

@@ -303,7 +303,9 @@ class Instance:
                 log.warning("turn failed on instance %s: %s", self.config.id, e)
             else:
                 log.exception("turn failed on instance %s", self.config.id)
-            note = ErrorPayload("turn_failed", f"{type(e).__name__}: {e}")
+            # An expected failure's own words are for the user; a bug keeps its class.
+            text = str(e) if isinstance(e, VisusError) else f"{type(e).__name__}: {e}"
+            note = ErrorPayload("turn_failed", text)
             await emit(reply.frame(note), True)
             return
         kept, errors = await asyncio.to_thread(fit_egress, out.images) if out.images else ((), ())
