@@ -738,6 +738,62 @@ def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
     assert page.errors == []
 
 
+def test_send_during_an_upload_goes_when_the_file_is_stored(open_page: Any, served: Served) -> None:
+    page = open_page(served.url)
+    sid = _new_chat(page)
+    held: list[Any] = []  # the upload's request, held until the message is typed and sent
+    page.route("**/attachments", lambda route: held.append(route))
+    page.fill("#message", "what did I attach?")
+    page.evaluate(
+        "async (args) => { await (" + _DROP_JS + ")(args); }",
+        [base64.b64encode(b"late\n").decode(), 0, "late.log", "text/plain", "#conversation"],
+    )
+    page.wait_for_selector("#attachment-list li.uploading")
+    page.press("#message", "Enter")
+    page.wait_for_selector("#notice:not([hidden])")
+    assert "Sending when the files have uploaded" in page.inner_text("#notice")
+    page.wait_for_function("() => true")  # let the held request reach the route handler
+    assert page.locator(".msg.user").count() == 0  # not sent yet: it would not name the file
+    while not held:
+        page.wait_for_timeout(20)
+    held[0].continue_()
+    user = page.wait_for_selector(".msg.user", timeout=ANSWER_TIMEOUT_MS)
+    assert "what did I attach?" in user.inner_text()
+    assert "late.log (text/plain, 5 bytes)" in user.inner_text()
+    page.wait_for_selector(".working", state="detached", timeout=ANSWER_TIMEOUT_MS)
+    [info] = AttachmentStore.for_session(served.instance_dir, sid).list()
+    assert info.name == "late.log"
+    assert page.errors == []
+    assert page.console_errors == []
+
+
+def test_a_failed_upload_keeps_the_message_it_was_to_go_with(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    held: list[Any] = []
+    page.route("**/attachments", lambda route: held.append(route))
+    page.fill("#message", "read this")
+    page.evaluate(
+        "async (args) => { await (" + _DROP_JS + ")(args); }",
+        [base64.b64encode(b"x").decode(), 0, "lost.log", "text/plain", "#conversation"],
+    )
+    page.wait_for_selector("#attachment-list li.uploading")
+    page.press("#message", "Enter")
+    while not held:
+        page.wait_for_timeout(20)
+    full = '{"error": {"message": "The disk is full."}}'
+    held[0].fulfill(status=507, content_type="application/json", body=full)
+    page.wait_for_selector("#attachment-list li.uploading", state="detached")
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('not sent')"
+    )
+    assert "The disk is full. Your message was not sent" in page.inner_text("#notice")
+    assert page.locator(".msg.user").count() == 0
+    assert page.input_value("#message") == "read this"  # kept, to send again
+
+
 def test_an_answer_cut_off_at_the_output_limit_is_said_so(open_page: Any, tmp_path: Path) -> None:
     from visus.reference.server import serve_in_background
 

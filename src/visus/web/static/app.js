@@ -40,6 +40,9 @@ const state = {
   sessions: [],
   uploads: [], // attachments uploading now: {name, size, fraction, row}
   uploaded: [], // attachments stored since the last message: named in the next one
+  // Send was pressed while files uploaded: the message goes when the last one is stored
+  // (it names them), unless an upload failed, when it waits for the user.
+  sendWhenUploaded: false,
 };
 
 // --- small helpers -------------------------------------------------------------------
@@ -236,6 +239,7 @@ async function openSession(sid) {
   state.pending.clear();
   state.ended.clear();
   state.uploaded = [];
+  state.sendWhenUploaded = false; // the typed message belonged to the other chat
   syncBusy();
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
@@ -322,10 +326,21 @@ async function upload(file) {
       },
     );
     if (sid === state.sid) state.uploaded.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
+  } catch (error) {
+    if (state.sendWhenUploaded) {
+      state.sendWhenUploaded = false;
+      const said = error.message.replace(/[.!?]?$/, ".");
+      error.message = `${said} Your message was not sent: press Send again to send it anyway.`;
+    }
+    throw error;
   } finally {
     state.uploads.splice(state.uploads.indexOf(item), 1);
     if (sid === state.sid) await refreshConversation().catch(showError);
     renderUploads();
+    if (!state.uploads.length && state.sendWhenUploaded) {
+      state.sendWhenUploaded = false;
+      if (sid === state.sid) send();
+    }
   }
 }
 
@@ -350,7 +365,9 @@ async function send() {
   const text = input.value.trim();
   const items = [...state.tray];
   if (state.uploads.length) {
-    notice("Wait until the files have uploaded (see Attachments), then send.");
+    // Sent by upload() once the last file is stored, so the message can name it.
+    state.sendWhenUploaded = true;
+    notice("Sending when the files have uploaded (see Attachments).");
     return;
   }
   if (!text && !items.length && !state.uploaded.length) {
