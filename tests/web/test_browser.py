@@ -330,6 +330,29 @@ def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> No
     assert page.console_errors == []
 
 
+def test_a_turn_refused_for_its_image_gives_the_message_back(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    broken = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # a PNG in name only
+    page.fill("#message", "what is in this chart?")
+    page.evaluate(_PASTE_JS, [base64.b64encode(broken).decode(), "chart.png", "image/png"])
+    page.wait_for_selector("#tray .tray-item.image")
+    page.press("#message", "Enter")
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('back in the box')",
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    # The reason, as a sentence the next one can follow.
+    assert "image 1 cannot be used: not a raster image" in page.inner_text("#notice")
+    assert "decode. Your message is back in the box" in page.inner_text("#notice")
+    assert page.input_value("#message") == "what is in this chart?"
+    assert page.locator("#tray .tray-item.image .name").inner_text() == "chart.png"
+    assert page.evaluate("document.body.dataset.busy") == ""  # Send works again
+    assert page.errors == []
+
+
 def test_file_picker_attachment_is_grepped(open_page: Any, served: Served) -> None:
     page = open_page(served.url)
     sid = _new_chat(page)

@@ -47,6 +47,11 @@ const state = {
 
 // --- small helpers -------------------------------------------------------------------
 
+/** `text` ending as a sentence does, so another sentence can follow it. */
+function sentence(text) {
+  return text.replace(/[.!?]?\s*$/, (end) => end.trim() || ".");
+}
+
 function notice(message) {
   const box = $("notice");
   $("notice-text").textContent = message || "";
@@ -203,7 +208,9 @@ async function onFrame(frame) {
   if (frame.type === "assistant.done" || frame.type === "error") {
     const code = frame.type === "error" ? frame.payload.code : "";
     if (code === "cancelled") notice("Stopped. Send a new message to go on.");
-    else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
+    else if (code === "turn_failed" && pending && giveBack(pending)) {
+      notice(`${sentence(frame.payload.message)} Your message is back in the box, to change and send again.`);
+    } else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
     if (frame.type === "assistant.done" && frame.payload.stop_reason === "max_tokens") {
       notice("The answer was cut off at the model's output limit; ask it to continue.");
     }
@@ -223,6 +230,20 @@ async function onFrame(frame) {
     await refreshConversation().catch(showError);
     await refreshSessions().catch(showError);
   }
+}
+
+// A turn that failed before any answer (an image the model cannot take, a provider that
+// refused) gives its message back: the text to the box and its images to the tray, so
+// nothing the user wrote or picked is lost. Only into an empty box and tray: never over
+// what the user has started since.
+function giveBack(pending) {
+  const input = $("message");
+  if (pending.text || input.value.trim() || state.tray.length) return false;
+  input.value = pending.typed;
+  state.tray.push(...pending.images);
+  state.uploaded.push(...pending.mentions);
+  renderTray();
+  return true;
 }
 
 function lastTurn() {
@@ -329,8 +350,7 @@ async function upload(file) {
   } catch (error) {
     if (state.sendWhenUploaded) {
       state.sendWhenUploaded = false;
-      const said = error.message.replace(/[.!?]?$/, ".");
-      error.message = `${said} Your message was not sent: press Send again to send it anyway.`;
+      error.message = `${sentence(error.message)} Your message was not sent: press Send again to send it anyway.`;
     }
     throw error;
   } finally {
@@ -422,6 +442,9 @@ async function send() {
         live,
         timer,
         text: "",
+        typed: text, // given back to the box if the turn fails before any answer
+        images,
+        mentions,
       });
     }
     state.tray = state.tray.filter((t) => !images.includes(t));
