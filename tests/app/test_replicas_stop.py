@@ -79,6 +79,9 @@ async def test_a_stop_on_any_replica_ends_a_running_and_a_queued_turn(
         assert state == "running"
         assert owner is not None
         assert turn_row(pg_url, "next")[0] == "queued"  # behind "slow" in its session
+        # Any replica lists both as open, oldest first (a reloaded web page shows them).
+        assert await stores[1].open_turns(inst, "s") == ["slow", "next"]
+        assert await stores[0].open_turns(inst, "other-session") == []
         # Each stop goes to the replica that does NOT run the slow turn.
         other = urls[1] if owner == "r0" else urls[0]
         started = time.monotonic()
@@ -88,6 +91,7 @@ async def test_a_stop_on_any_replica_ends_a_running_and_a_queued_turn(
         assert time.monotonic() - started < 10  # not the 30 s the model was asked to take
         assert ends["slow"]["payload"]["code"] == "cancelled"
         assert ends["next"]["payload"]["code"] == "cancelled"
+        assert await stores[0].open_turns(inst, "s") == []
         # A stop of a turn no longer in flight is a 404 and leaves no frame.
         assert await send(urls[0], "stop-again", {"target": "slow"}, "turn.cancel") == 404
         # The session goes on, on either replica.

@@ -761,6 +761,38 @@ def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
     assert page.errors == []
 
 
+def test_a_page_reloaded_mid_turn_shows_it_working_and_can_stop_it(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    page.fill("#message", "wait 30")
+    page.press("#message", "Enter")
+    page.wait_for_selector(".working .stop")
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    # The turn still runs on the server: the reloaded page says so, under its message.
+    page.wait_for_selector(".working .stop")
+    texts = page.locator(".conversation .msg").all_inner_texts()
+    assert len(texts) == 2, texts
+    assert "wait 30" in texts[0]
+    assert page.is_disabled("#send")
+    started = time.monotonic()
+    page.click(".working .stop")
+    page.wait_for_selector(".working", state="detached", timeout=10_000)
+    assert time.monotonic() - started < 10
+    assert "Stopped" in page.locator("#notice").inner_text()
+    assert page.is_enabled("#send")
+    assert "(stopped by the user)" in page.locator(".conversation .msg").all_inner_texts()[-1]
+    # A turn that ended is not shown working after another reload.
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator(".working").count() == 0
+    assert page.is_enabled("#send")
+    assert page.errors == []
+    assert page.console_errors == []
+
+
 def test_send_during_an_upload_goes_when_the_file_is_stored(open_page: Any, served: Served) -> None:
     page = open_page(served.url)
     sid = _new_chat(page)

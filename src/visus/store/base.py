@@ -154,7 +154,8 @@ class SharedRingStore(Protocol):
     ends at once (``"queued"``: nobody will run it), a running one is flagged and its
     replica told (``"running"``: that replica's ``on_turn_stopped`` callbacks hear
     ``(instance_id, seq)``, and ``stopped_turns`` lists it as a fallback); ``None``
-    when no such turn is open.
+    when no such turn is open. ``open_turns`` lists the msg_ids of a session's turns
+    queued or running, oldest first (a page reloaded mid-turn shows them as working).
     """
 
     replica: str
@@ -202,6 +203,8 @@ class SharedRingStore(Protocol):
     ) -> Literal["queued", "running"] | None: ...
 
     async def stopped_turns(self) -> list[tuple[str, int]]: ...
+
+    async def open_turns(self, instance_id: str, session: str) -> list[str]: ...
 
     def on_turn_stopped(self, callback: Callable[[str, int], None]) -> None: ...
 

@@ -588,6 +588,19 @@ class PostgresStore:
         except psycopg.Error as e:
             raise _translate(e, "cannot read stopped turns") from e
 
+    async def open_turns(self, instance_id: str, session: str) -> list[str]:
+        try:
+            async with self._ap().connection() as conn:
+                # Turns queued before schema v2 have no msg_id: nothing can name them.
+                cur = await conn.execute(
+                    "SELECT msg_id FROM visus_turns WHERE instance_id = %s AND session = %s "
+                    "AND state <> 'done' AND msg_id IS NOT NULL ORDER BY seq",
+                    (instance_id, session),
+                )
+                return [str(r[0]) for r in await cur.fetchall()]
+        except psycopg.Error as e:
+            raise _translate(e, f"cannot read the open turns of instance {instance_id!r}") from e
+
     async def aclose(self) -> None:
         self._closing = True
         self._wake_all()

@@ -200,6 +200,12 @@ class Instance:
         task.add_done_callback(forget)
         return task
 
+    async def turns_in_flight(self, session: str) -> list[str]:
+        """The msg_ids of ``session``'s requests whose turns are queued or running,
+        oldest first: what a client that lost its state (a reloaded page) still waits for.
+        """
+        return [m for (s, m), task in self._by_request.items() if s == session and not task.done()]
+
     async def cancel_turn(self, frame: Frame, target: str) -> Frame:
         """Stop the turn answering request ``target`` (running or queued), then append
         ``frame`` (the ``turn.cancel``) and return it with its seq.

@@ -199,6 +199,10 @@ class SharedInstance(Instance):
         await self.ring.refresh()
         self._pending = await self.store.pending_turns(self.config.id)
 
+    async def turns_in_flight(self, session: str) -> list[str]:
+        """The msg_ids of ``session``'s turns queued or running on any replica."""
+        return await self.store.open_turns(self.config.id, session)
+
     async def cancel_turn(self, frame: Frame, target: str) -> Frame:
         """Stop the turn answering ``target`` on whichever replica runs it (or before any
         does), then append ``frame`` (the ``turn.cancel``).

@@ -5,7 +5,8 @@ answers stream from the tether SSE stream; this router only serves what tether d
 not: the default instance and the limits the page checks, the sessions of that
 instance, one session's conversation (text, tool calls and results, images as blob
 URLs, per-turn usage and cost, every image live or elided under the retention
-policy, the session's attachments), the image blobs themselves, and attachment
+policy, the session's attachments, the msg_ids of its turns still ``running`` so a
+reloaded page shows them working, with Stop), the image blobs themselves, and attachment
 uploads ``{filename, contentBase64, mimeType}`` (the MIME type the browser gave).
 
 Routes (bearer-token protected when the app has ``app.state.token``):
@@ -390,11 +391,14 @@ def api_router() -> APIRouter:
 
     @router.get("/sessions/{sid}", response_model=None)
     async def session(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
-        stores = web_stores(request.app)
+        stores = web_stores(request.app)  # last_seq first: a turn ending after it streams
         try:
-            return await asyncio.to_thread(conversation, stores, sid)
+            conv = await asyncio.to_thread(conversation, stores, sid)
+            inst = request.app.state.registry.get(stores.instance)
+            conv["running"] = await inst.turns_in_flight(sid)
         except VisusError as e:
             return _from_error(e)
+        return conv
 
     @router.get("/sessions/{sid}/attachments", response_model=None)
     async def attachments(sid: str, request: Request) -> dict[str, Any] | JSONResponse:

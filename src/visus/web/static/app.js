@@ -235,10 +235,10 @@ async function onFrame(frame) {
 // A turn that failed before any answer (an image the model cannot take, a provider that
 // refused) gives its message back: the text to the box and its images to the tray, so
 // nothing the user wrote or picked is lost. Only into an empty box and tray: never over
-// what the user has started since.
+// what the user has started since, and not for a turn another page load sent.
 function giveBack(pending) {
   const input = $("message");
-  if (pending.text || input.value.trim() || state.tray.length) return false;
+  if (!pending.user || pending.text || input.value.trim() || state.tray.length) return false;
   input.value = pending.typed;
   state.tray.push(...pending.images);
   state.uploaded.push(...pending.mentions);
@@ -268,6 +268,23 @@ async function openSession(sid) {
   renderSessions(state, pickSession);
   const conv = await refreshConversation();
   state.stream = new Stream(state.config.instance, sid, conv.last_seq);
+  resumeRunning(conv);
+}
+
+// Turns still running when the page was (re)loaded work on: each gets its working
+// bubble with Stop, and Send waits, as if this page had sent them. Their answers come
+// on the stream opened at conv.last_seq, which was read before the running list.
+function resumeRunning(conv) {
+  if (conv.id !== state.sid) return;
+  for (const msgId of conv.running || []) {
+    if (state.pending.has(msgId) || state.ended.has(msgId)) continue;
+    const { bubble, live, timer } = workingBubble(msgId);
+    state.pending.set(msgId, { turn: lastTurn(), user: null, bubble, live, timer, text: "" });
+  }
+  if (state.pending.size) {
+    syncBusy();
+    renderConversation(state);
+  }
 }
 
 // --- the composer -----------------------------------------------------------------------

@@ -168,7 +168,11 @@ export function renderConversation(state) {
       }
     }
   });
-  for (const pending of state.pending.values()) box.append(pending.user, pending.bubble);
+  for (const pending of state.pending.values()) {
+    // A turn resumed after a reload has its user message in the record already.
+    if (pending.user) box.append(pending.user);
+    box.append(pending.bubble);
+  }
   scrollToEnd(box);
 }
 
