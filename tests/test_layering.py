@@ -51,8 +51,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "net": frozenset(FOUNDATION),
     "config": frozenset((*FOUNDATION, *CORE)),
     "attachments": frozenset((*FOUNDATION, *CORE)),
-    # where records live; it knows messages and blobs (record), nothing above
-    "store": frozenset((*FOUNDATION, "record")),
+    # where records live; it knows messages and blobs (record) and holds sessions'
+    # attachments with the attachment store's own names and caps (attachments)
+    "store": frozenset((*FOUNDATION, "record", "attachments")),
     "agent": frozenset(LIBRARY),
     # surfaces
     "analyze": frozenset(BASE),  # its tools are agent tools (agent.tools.Tool)

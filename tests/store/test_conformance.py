@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.store.conftest import Opener
 from visus.errors import IntegrityError, InvalidKeyError, NotFoundError, StoreError
 from visus.record.messages import (
     AssistantMessage,
@@ -21,36 +21,10 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
-from visus.store import FileStore, Store, open_store
+from visus.store import FileStore, Store
 
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
 JPEG = b"\xff\xd8\xff" + os.urandom(64)
-
-Opener = Callable[[], Store]
-
-
-@pytest.fixture(params=["files", "postgresql"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
-    """A function opening the store under test (again: a reopen sees the same data)."""
-    opened: list[Store] = []
-    if request.param == "files":
-        url = ""
-    else:
-        from tests.pgcluster import create_database, drop_database
-
-        cluster = request.getfixturevalue("pg_cluster")
-        url = create_database(cluster)
-
-    def open_() -> Store:
-        store = open_store(url, tmp_path)
-        opened.append(store)
-        return store
-
-    yield open_
-    for store in opened:
-        store.close()
-    if url:
-        drop_database(cluster, url)
 
 
 def _corrupt(store: Store, digest: str, data: bytes) -> None:

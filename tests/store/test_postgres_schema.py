@@ -126,3 +126,36 @@ async def test_a_stopped_turn_taken_over_from_a_dead_replica_says_so(pg_cluster:
         await a.aclose()
         await b.aclose()
         drop_database(pg_cluster, url)
+
+
+def test_a_version_2_database_keeps_its_sessions_and_gains_attachments(
+    pg_cluster: Cluster,
+) -> None:
+    """Migration 3 (attachments in the database) on a database a version-2 replica wrote."""
+    from visus.store.schema import MIGRATIONS
+
+    url = create_database(pg_cluster)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE visus_schema (version integer NOT NULL)")
+            conn.execute(MIGRATIONS[0][1])
+            conn.execute(MIGRATIONS[1][1])
+            conn.execute("INSERT INTO visus_schema VALUES (2)")
+            conn.execute(
+                "INSERT INTO visus_sessions (namespace, id, created, modified) "
+                "VALUES ('instances/i', 'chat', 1, 1)"
+            )
+        with pytest.raises(StoreError, match="visus store migrate"):
+            PostgresStore(url, migrate=False)  # a v3 replica never runs on a v2 schema
+        store = PostgresStore(url)
+        assert (store.migrated_from, store.schema_version) == (2, SCHEMA_VERSION)
+        assert store.sessions("instances/i").exists("chat")
+        chat = store.attachments("instances/i", "chat")
+        chat.put("a.txt", "aGk=", "text/plain")
+        store.close()
+        again = PostgresStore(url, migrate=False)
+        assert again.attachments("instances/i", "chat").read_bytes("a.txt") == b"hi"
+        again.close()
+        assert _version(url) == SCHEMA_VERSION
+    finally:
+        drop_database(pg_cluster, url)

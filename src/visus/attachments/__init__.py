@@ -45,7 +45,13 @@ Example:
 
 from __future__ import annotations
 
-from visus.attachments.store import AttachmentInfo, AttachmentStore, safe_name
+from visus.attachments.store import (
+    AttachmentCaps,
+    AttachmentInfo,
+    AttachmentStore,
+    SessionAttachments,
+    safe_name,
+)
 from visus.attachments.tools import (
     attachment_origin,
     grep_attachment,
@@ -55,8 +61,10 @@ from visus.attachments.tools import (
 )
 
 __all__ = [
+    "AttachmentCaps",
     "AttachmentInfo",
     "AttachmentStore",
+    "SessionAttachments",
     "attachment_origin",
     "grep_attachment",
     "list_attachments",

@@ -23,7 +23,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from visus import limits
 from visus.errors import (
@@ -34,7 +34,16 @@ from visus.errors import (
     TooLargeError,
 )
 
-__all__ = ["AttachmentInfo", "AttachmentStore", "safe_name"]
+__all__ = [
+    "AttachmentCaps",
+    "AttachmentInfo",
+    "AttachmentStore",
+    "SessionAttachments",
+    "Upload",
+    "admit",
+    "prepare_upload",
+    "safe_name",
+]
 
 _MANIFEST = "manifest.json"
 _FILES = "files"
@@ -120,6 +129,119 @@ def _check_mime(mime_type: str) -> str:
     return base
 
 
+@runtime_checkable
+class SessionAttachments(Protocol):
+    """One session's attachments, wherever they live: files (:class:`AttachmentStore`)
+    or the shared database (``visus.store``'s ``PgAttachments``, reached through
+    ``store.attachments(namespace, session_id)``). Both keep the same names, caps and
+    errors; the four tools (:mod:`visus.attachments.tools`) use only these methods.
+
+    Example:
+        >>> import tempfile
+        >>> isinstance(AttachmentStore(tempfile.mkdtemp()), SessionAttachments)
+        True
+    """
+
+    def put(self, filename: str, content_base64: str, mime_type: str) -> AttachmentInfo: ...
+
+    def list(self) -> list[AttachmentInfo]: ...
+
+    def info(self, name: str) -> AttachmentInfo: ...
+
+    def read_bytes(self, name: str) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentCaps:
+    """The three bounds a session's attachments keep (defaults from :mod:`visus.limits`).
+
+    Example:
+        >>> AttachmentCaps(max_files=3).max_files
+        3
+    """
+
+    max_file_bytes: int = limits.ATTACHMENT_MAX_FILE_BYTES
+    max_session_bytes: int = limits.ATTACHMENT_MAX_SESSION_BYTES
+    max_files: int = limits.ATTACHMENT_MAX_FILES
+
+    def file_too_large(self, name: str, size: int, *, about: bool = False) -> str:
+        """The per-file refusal, the same words on every store."""
+        return (
+            f"{name} is {'about ' if about else ''}{size} bytes, over the per-file limit "
+            f"of {self.max_file_bytes} bytes (ATTACHMENT_MAX_FILE_BYTES)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A checked upload, before it meets the session: decoded bytes within the per-file
+    cap, their sha256, the normalised MIME type and the safe name it asks for."""
+
+    filename: str
+    wanted: str
+    mime_type: str
+    data: bytes
+    sha256: str
+
+
+def prepare_upload(
+    filename: str, content_base64: str, mime_type: str, caps: AttachmentCaps
+) -> Upload:
+    """Everything ``put`` checks before it looks at the session (no lock needed).
+
+    Raises ``InvalidInputError`` (bad base64 or MIME type) or ``TooLargeError``.
+
+    Example:
+        >>> prepare_upload("../a.txt", "aGk=", "Text/Plain", AttachmentCaps()).wanted
+        'a.txt'
+    """
+    mime = _check_mime(mime_type)
+    wanted = safe_name(filename)
+    # Refuse obviously oversized payloads before decoding them.
+    estimate = len(content_base64) // 4 * 3
+    if isinstance(content_base64, str) and estimate > caps.max_file_bytes + 3:
+        raise TooLargeError(caps.file_too_large(wanted, estimate, about=True))
+    data = _decode_base64(content_base64)
+    if len(data) > caps.max_file_bytes:
+        raise TooLargeError(caps.file_too_large(wanted, len(data)))
+    return Upload(filename, wanted, mime, data, hashlib.sha256(data).hexdigest())
+
+
+def admit(
+    files: list[AttachmentInfo], up: Upload, caps: AttachmentCaps
+) -> tuple[AttachmentInfo, bool]:
+    """Where ``up`` goes in a session already holding ``files``; the caller holds the
+    session's lock until it has stored the result, so the caps hold under concurrent
+    puts. ``(info, True)``: a new file to store under ``info.name``; ``(existing,
+    False)``: a re-send of the same name and bytes. Raises ``LimitError`` past the
+    session's byte or file-count cap.
+
+    Example:
+        >>> up = prepare_upload("a.txt", "aGk=", "text/plain", AttachmentCaps())
+        >>> info, new = admit([], up, AttachmentCaps())
+        >>> (info.name, new), admit([info], up, AttachmentCaps())[1]
+        (('a.txt', True), False)
+    """
+    for f in files:
+        if f.name == up.wanted and f.sha256 == up.sha256 and f.mime_type == up.mime_type:
+            return f, False
+    if len(files) >= caps.max_files:
+        raise LimitError(
+            f"this session already holds {len(files)} attachments, the limit "
+            f"(ATTACHMENT_MAX_FILES = {caps.max_files}); {up.wanted} was not stored"
+        )
+    used = sum(f.size for f in files)
+    size = len(up.data)
+    if used + size > caps.max_session_bytes:
+        raise LimitError(
+            f"{up.wanted} ({size} bytes) would bring this session's attachments "
+            f"to {used + size} bytes, over the limit of {caps.max_session_bytes} "
+            f"bytes (ATTACHMENT_MAX_SESSION_BYTES)"
+        )
+    name = _unclashed(up.wanted, {f.name.casefold() for f in files})
+    return AttachmentInfo(name, size, up.mime_type, up.sha256, original_name=up.filename), True
+
+
 class AttachmentStore:
     """One session's attachments in ``root`` (created on the first put).
 
@@ -145,7 +267,7 @@ class AttachmentStore:
         self.max_file_bytes = max_file_bytes
         self.max_session_bytes = max_session_bytes
         self.max_files = max_files
-        self._lock = threading.Lock()
+        self._lock = _folder_lock(self.root)
 
     @classmethod
     def for_session(cls, data: Path | str, session_id: str, **caps: int) -> AttachmentStore:
@@ -201,44 +323,15 @@ class AttachmentStore:
         Raises ``InvalidInputError`` (bad base64 or MIME type), ``TooLargeError``
         (per-file cap) or ``LimitError`` (per-session bytes or file count).
         """
-        mime = _check_mime(mime_type)
-        wanted = safe_name(filename)
-        # Refuse obviously oversized payloads before decoding them.
-        estimate = len(content_base64) // 4 * 3
-        if isinstance(content_base64, str) and estimate > self.max_file_bytes + 3:
-            raise TooLargeError(self._file_too_large(wanted, estimate, about=True))
-        data = _decode_base64(content_base64)
-        if len(data) > self.max_file_bytes:
-            raise TooLargeError(self._file_too_large(wanted, len(data)))
-        digest = hashlib.sha256(data).hexdigest()
+        caps = AttachmentCaps(self.max_file_bytes, self.max_session_bytes, self.max_files)
+        up = prepare_upload(filename, content_base64, mime_type, caps)
         with self._lock:
             files = self._load()
-            for f in files:
-                if f.name == wanted and f.sha256 == digest and f.mime_type == mime:
-                    return f
-            if len(files) >= self.max_files:
-                raise LimitError(
-                    f"this session already holds {len(files)} attachments, the limit "
-                    f"(ATTACHMENT_MAX_FILES = {self.max_files}); {wanted} was not stored"
-                )
-            used = sum(f.size for f in files)
-            if used + len(data) > self.max_session_bytes:
-                raise LimitError(
-                    f"{wanted} ({len(data)} bytes) would bring this session's attachments "
-                    f"to {used + len(data)} bytes, over the limit of {self.max_session_bytes} "
-                    f"bytes (ATTACHMENT_MAX_SESSION_BYTES)"
-                )
-            name = _unclashed(wanted, {f.name.casefold() for f in files})
-            _write_atomic(self.root / _FILES / name, data)
-            info = AttachmentInfo(name, len(data), mime, digest, original_name=filename)
-            self._save([*files, info])
+            info, new = admit(files, up, caps)
+            if new:
+                _write_atomic(self.root / _FILES / info.name, up.data)
+                self._save([*files, info])
             return info
-
-    def _file_too_large(self, name: str, size: int, *, about: bool = False) -> str:
-        return (
-            f"{name} is {'about ' if about else ''}{size} bytes, over the per-file limit "
-            f"of {self.max_file_bytes} bytes (ATTACHMENT_MAX_FILE_BYTES)"
-        )
 
     def list(self) -> list[AttachmentInfo]:
         """Every attachment, oldest first."""
@@ -267,6 +360,18 @@ class AttachmentStore:
         if hashlib.sha256(data).hexdigest() != info.sha256:
             raise StoreError(f"attachment {name!r} does not match its recorded sha256")
         return data
+
+
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _folder_lock(root: Path) -> threading.Lock:
+    # One lock per folder, not per object: the web API opens a new AttachmentStore per
+    # request, and two uploads to one session must still see each other's manifest.
+    key = Path(os.path.abspath(root))
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
 
 
 def _unclashed(name: str, taken: set[str]) -> str:

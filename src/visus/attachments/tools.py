@@ -5,6 +5,7 @@ See :mod:`visus.attachments` for how each behaves (paging, refusals naming
 
 Example:
     >>> import base64, tempfile, pathlib
+    >>> from visus.attachments import AttachmentStore
     >>> store = AttachmentStore(pathlib.Path(tempfile.mkdtemp()))
     >>> _ = store.put("notes.txt", base64.b64encode(b"alpha\\nbeta\\n").decode(), "text/plain")
     >>> print(grep_attachment(store, "bet"))
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from visus.models.spec import ModelSpec
     from visus.perception.values import Perception, Refusal
 
-from visus.attachments.store import AttachmentInfo, AttachmentStore
+from visus.attachments.store import AttachmentInfo, SessionAttachments
 
 __all__ = [
     "attachment_origin",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-def list_attachments(store: AttachmentStore) -> str:
+def list_attachments(store: SessionAttachments) -> str:
     """One line per attachment: ``name (bytes bytes, mime)``."""
     files = store.list()
     if not files:
@@ -53,7 +54,7 @@ def list_attachments(store: AttachmentStore) -> str:
     return "\n".join(f"{f.name} ({f.size} bytes, {f.mime_type})" for f in files)
 
 
-def _missing(store: AttachmentStore, filename: str) -> str:
+def _missing(store: SessionAttachments, filename: str) -> str:
     names = [f.name for f in store.list()]
     known = ", ".join(names) if names else "none"
     return f"No attachment named {filename!r}. Attachments: {known}."
@@ -96,7 +97,7 @@ def _is_int(value: object) -> bool:
 
 
 def read_attachment(
-    store: AttachmentStore, filename: str, offset: int = 0, limit: int | None = None
+    store: SessionAttachments, filename: str, offset: int = 0, limit: int | None = None
 ) -> str:
     """Text of an attachment, numbered lines, ``limit`` lines after skipping ``offset``.
 
@@ -144,7 +145,7 @@ def read_attachment(
 
 
 def grep_attachment(
-    store: AttachmentStore,
+    store: SessionAttachments,
     pattern: str,
     filename: str | None = None,
     *,
@@ -261,7 +262,7 @@ def attachment_origin(filename: str) -> PerceptionOrigin:
 
 
 def view_attachment(
-    store: AttachmentStore, filename: str, *, model: str | ModelSpec, render: bool = True
+    store: SessionAttachments, filename: str, *, model: str | ModelSpec, render: bool = True
 ) -> Perception | Refusal:
     """The attachment as an image fitted for ``model``, or a refusal the model reads.
 
@@ -285,5 +286,6 @@ def view_attachment(
         data = store.read_bytes(filename)
     except NotFoundError:
         return Refusal("not_found", _missing(store, filename), source=filename)
-    reach = Reach([store.root], render=render)
-    return view(data, reach=reach, model=spec, name=filename)
+    # The bytes are in hand, so the reach only carries the render capability: no
+    # folder is needed, and a database store has none to give.
+    return view(data, reach=Reach([], render=render), model=spec, name=filename)

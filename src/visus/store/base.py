@@ -1,4 +1,4 @@
-"""The store protocol: where instances, session messages and blobs live.
+"""The store protocol: where instances, session messages, attachments and blobs live.
 
 Two stores implement it: :class:`~visus.store.files.FileStore` (local files, the
 embedded default, today's layout) and :class:`~visus.store.postgres.PostgresStore`
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from visus.attachments import SessionAttachments
 from visus.errors import ConfigError, InvalidKeyError
 from visus.record.blobs import BlobStore
 from visus.record.sessions import SessionLog
@@ -69,15 +70,20 @@ def is_database_url(url: str | None) -> bool:
 
 @runtime_checkable
 class Store(Protocol):
-    """Instances, sessions and blobs. Every method is synchronous and thread-safe.
+    """Instances, sessions, their attachments and blobs. Every method is synchronous
+    and thread-safe.
 
     ``schema_version`` is the version the store runs at (files: 0, no schema).
+    ``attachments(namespace, session_id)`` is one session's attachments: files under
+    the namespace's folder, or rows every replica sharing the database sees.
     """
 
     shared: bool
     schema_version: int
 
     def sessions(self, namespace: str = "") -> SessionLog: ...
+
+    def attachments(self, namespace: str, session_id: str) -> SessionAttachments: ...
 
     def blobs(self, namespace: str = "") -> BlobStore: ...
 

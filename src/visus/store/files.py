@@ -3,6 +3,7 @@
 ::
 
     <root>/sessions/<id>.jsonl                     namespace ""
+    <root>/sessions/<id>/attachments/              its attachments (files/, manifest.json)
     <root>/blobs/<ab>/<cd>/<digest>.<ext>
     <root>/instances/<id>/instance.json            an instance's config
     <root>/instances/<id>/sessions, .../blobs      namespace "instances/<id>"
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from visus.attachments import AttachmentStore
 from visus.errors import StoreError
 from visus.paths import blobs_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
@@ -55,6 +57,10 @@ class FileStore:
 
     def sessions(self, namespace: str = "") -> SessionStore:
         return SessionStore(sessions_dir(self.folder(namespace)))
+
+    def attachments(self, namespace: str, session_id: str) -> AttachmentStore:
+        """Today's layout: ``<namespace folder>/sessions/<id>/attachments/``."""
+        return AttachmentStore.for_session(self.folder(namespace), session_id)
 
     def blobs(self, namespace: str = "") -> FileBlobStore:
         return FileBlobStore(blobs_dir(self.folder(namespace)))

@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from visus import limits
 from visus.errors import (
@@ -59,6 +59,9 @@ from visus.record.sessions import (
 )
 from visus.store.base import ClaimedTurn, FramePage, RingStats, StoredFrame, validate_namespace
 from visus.store.schema import LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from visus.store.pg_attachments import PgAttachments
 
 try:
     import psycopg
@@ -184,6 +187,12 @@ class PostgresStore:
     def sessions(self, namespace: str = "") -> PgSessions:
         return PgSessions(self, validate_namespace(namespace))
 
+    def attachments(self, namespace: str, session_id: str) -> PgAttachments:
+        """Session ``session_id``'s attachments, in the database (every replica sees them)."""
+        from visus.store.pg_attachments import PgAttachments
+
+        return PgAttachments(self, validate_namespace(namespace), validate_session_id(session_id))
+
     def blobs(self, namespace: str = "") -> PgBlobs:
         """Blobs are content-addressed and shared by every namespace in the database."""
         validate_namespace(namespace)
@@ -212,12 +221,13 @@ class PostgresStore:
             return [dict(r[0]) for r in rows]
 
     def delete_instance(self, instance_id: str) -> bool:
-        """Delete the instance, its ring, its turns and its sessions; tell every replica."""
+        """Delete the instance, its ring, its turns, its sessions and their attachments;
+        tell every replica."""
+        ns = f"instances/{instance_id}"
         with self._tx(f"cannot delete instance {instance_id!r}") as conn:
             cur = conn.execute("DELETE FROM visus_instances WHERE id = %s", (instance_id,))
-            conn.execute(
-                "DELETE FROM visus_sessions WHERE namespace = %s", (f"instances/{instance_id}",)
-            )
+            conn.execute("DELETE FROM visus_sessions WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM visus_attachments WHERE namespace = %s", (ns,))
             conn.execute("SELECT pg_notify('visus_instances', %s)", (instance_id,))
             return cur.rowcount > 0
 

@@ -102,6 +102,30 @@ MIGRATIONS: Final[tuple[tuple[int, str], ...]] = (
         ALTER TABLE visus_turns ADD COLUMN stop_requested boolean NOT NULL DEFAULT false;
         """,
     ),
+    (
+        3,
+        # A session's attachments, shared by every replica (they were files in each
+        # replica's own data folder). ``n`` keeps upload order; names are unique per
+        # session (clashes are renamed before the insert, case-insensitively). The
+        # bytes keep the default storage: unlike images, attachments are often text
+        # that pglz compresses.
+        """
+        CREATE TABLE visus_attachments (
+            namespace      text NOT NULL,
+            session        text NOT NULL,
+            n              integer NOT NULL,
+            name           text NOT NULL,
+            original_name  text NOT NULL,
+            mime_type      text NOT NULL,
+            size           integer NOT NULL,
+            sha256         text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+            data           bytea NOT NULL,
+            created        timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (namespace, session, n),
+            UNIQUE (namespace, session, name)
+        );
+        """,
+    ),
 )
 
 #: The newest schema this code knows.
