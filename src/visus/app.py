@@ -21,8 +21,9 @@ from typing import Any
 from fastapi import FastAPI
 
 from visus.agent import PastedImage, ToolRegistry, build_agent
-from visus.agent.extra_tools import attachment_tools
+from visus.agent.extra_tools import AttachmentsFor, attachment_tools
 from visus.agent.mcp_client import McpServerSpec
+from visus.attachments import AttachmentStore, SessionAttachments
 from visus.config import load_config
 from visus.errors import ConfigError
 from visus.paths import data_dir
@@ -55,8 +56,9 @@ DEFAULT_INSTANCE_KEY = "default"
 DEFAULT_INSTANCE_ID = "i-webchat"
 
 
-def full_registry(data: Path | str) -> ToolRegistry:
-    """Every built-in tool: read, view, edit, send_image, the attachment tools,
+def full_registry(data: Path | str | AttachmentsFor) -> ToolRegistry:
+    """Every built-in tool: read, view, edit, send_image, the attachment tools (over
+    the sessions under the folder ``data``, or ``data(session_id)``),
     vision_analyze and video_analyze.
 
     Example:
@@ -72,7 +74,8 @@ def full_registry(data: Path | str) -> ToolRegistry:
 
 
 class AgentRunner:
-    """One tether instance's agent: sessions and blobs live in the instance folder."""
+    """One tether instance's agent: its sessions, their attachments and blobs live in
+    the instance folder, or in ``store`` (namespace ``instances/<id>``) when given."""
 
     def __init__(
         self,
@@ -84,6 +87,9 @@ class AgentRunner:
         store: Store | None = None,
     ) -> None:
         folder = Path(config.data_dir)
+        self._folder = folder
+        self._store = store
+        self._namespace = f"instances/{config.id}"
         roots: list[Path | str] = list(config.roots)
         #: The instance's own files folder when no roots were given; created on the
         #: first turn, because the registry creates the instance folder only after
@@ -92,7 +98,7 @@ class AgentRunner:
         if not roots:
             self.files = folder / "files"
             roots = [self.files]
-        registry: ToolRegistry = full_registry(folder)
+        registry: ToolRegistry = full_registry(self.attachments)
         if config.tools is not None:
             unknown = sorted(set(config.tools) - set(registry.names()))
             if unknown:
@@ -104,7 +110,7 @@ class AgentRunner:
             registry = registry.only(config.tools)
         self.config = config
         # The instance's sessions and blobs: in its folder, or in the shared store.
-        ns = f"instances/{config.id}"
+        ns = self._namespace
         self.agent = build_agent(
             config.model,
             data=folder,
@@ -116,6 +122,15 @@ class AgentRunner:
             sessions=None if store is None else store.sessions(ns),
             blobs=None if store is None else store.blobs(ns),
         )
+
+    def attachments(self, session_id: str) -> SessionAttachments:
+        """Session ``session_id``'s attachments, where the agent's tools read them: the
+        store's (on PostgreSQL every replica's turn sees an upload any replica took),
+        else ``<instance folder>/sessions/<id>/attachments``. The web API uploads here.
+        """
+        if self._store is not None:
+            return self._store.attachments(self._namespace, session_id)
+        return AttachmentStore.for_session(self._folder, session_id)
 
     async def run_turn(
         self,

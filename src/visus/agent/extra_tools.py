@@ -1,9 +1,11 @@
 """Tools beyond read/view/edit: the session's attachments (list, read, grep, view).
 
-Attachments live per session under the data folder
-(``<data>/sessions/<id>/attachments``); the tools find the store from the
-:class:`~visus.agent.tools.ToolContext`'s session id, so one registry serves every
-session of an agent. The full registry ``visus serve`` uses (these plus
+Attachments live per session: under a data folder
+(``<data>/sessions/<id>/attachments``), or wherever a function from session id to
+:class:`~visus.attachments.SessionAttachments` says (``visus serve`` passes its
+store's, so on PostgreSQL every replica reads the same attachments). The tools find
+the session from the :class:`~visus.agent.tools.ToolContext`'s session id, so one
+registry serves every session of an agent. The full registry ``visus serve`` uses (these plus
 vision_analyze / video_analyze, which live above the agent in ``analyze/``) is
 assembled by :func:`visus.app.full_registry`.
 
@@ -15,13 +17,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from visus.agent.tools import Tool, ToolContext, ToolOutcome, perception_parts
 from visus.attachments import (
     AttachmentStore,
+    SessionAttachments,
     grep_attachment,
     list_attachments,
     read_attachment,
@@ -31,11 +34,11 @@ from visus.errors import InvalidInputError
 from visus.perception import Refusal
 from visus.record.messages import ToolSpec
 
-__all__ = ["attachment_tools"]
+__all__ = ["AttachmentsFor", "attachment_tools"]
 
-
-def _store(data: Path, ctx: ToolContext) -> AttachmentStore:
-    return AttachmentStore.for_session(data, ctx.session_id)
+#: Session id -> that session's attachments (e.g. ``functools.partial(store.attachments,
+#: namespace)`` for a :class:`~visus.store.Store`).
+AttachmentsFor = Callable[[str], SessionAttachments]
 
 
 def _int(args: Mapping[str, Any], key: str) -> int | None:
@@ -48,21 +51,41 @@ def _int(args: Mapping[str, Any], key: str) -> int | None:
     return v
 
 
-def attachment_tools(data: Path | str) -> list[Tool]:
-    """The four attachment tools over sessions under the data folder ``data``."""
-    root = Path(data)
+def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
+    """The four attachment tools over sessions under the data folder ``data``, or over
+    the attachments ``data(session_id)`` gives.
+
+    Example:
+        >>> import functools, tempfile
+        >>> from visus.store import open_store
+        >>> store = open_store("", tempfile.mkdtemp())
+        >>> tools = attachment_tools(functools.partial(store.attachments, "instances/i-1"))
+        >>> len(tools)
+        4
+    """
+    if isinstance(data, Path | str):
+        folder = Path(data)
+
+        def _store(ctx: ToolContext) -> SessionAttachments:
+            return AttachmentStore.for_session(folder, ctx.session_id)
+    else:
+        attachments = data
+
+        def _store(ctx: ToolContext) -> SessionAttachments:
+            return attachments(ctx.session_id)
 
     async def _list(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         del args
-        return ToolOutcome.text(list_attachments(_store(root, ctx)))
+        # Off the event loop, like every tool here: on a database store each call is
+        # a query, and grep waits up to its time budget.
+        return ToolOutcome.text(await asyncio.to_thread(list_attachments, _store(ctx)))
 
     async def _read(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         name = args.get("filename")
         if not isinstance(name, str):
             return ToolOutcome.text("error: filename must be a string", is_error=True)
-        text = read_attachment(
-            _store(root, ctx), name, offset=_int(args, "offset") or 0, limit=_int(args, "limit")
-        )
+        offset, limit = _int(args, "offset") or 0, _int(args, "limit")
+        text = await asyncio.to_thread(read_attachment, _store(ctx), name, offset, limit)
         return ToolOutcome.text(text)
 
     async def _grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -70,7 +93,9 @@ def attachment_tools(data: Path | str) -> list[Tool]:
         name = args.get("filename")
         if not isinstance(pattern, str) or (name is not None and not isinstance(name, str)):
             return ToolOutcome.text("error: pattern (and filename) must be strings", is_error=True)
-        return ToolOutcome.text(grep_attachment(_store(root, ctx), pattern, name))
+        return ToolOutcome.text(
+            await asyncio.to_thread(grep_attachment, _store(ctx), pattern, name)
+        )
 
     async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         name = args.get("filename")
@@ -78,7 +103,7 @@ def attachment_tools(data: Path | str) -> list[Tool]:
             return ToolOutcome.text("error: filename must be a string", is_error=True)
         # Off the event loop: a render waits on its worker process.
         result = await asyncio.to_thread(
-            view_attachment, _store(root, ctx), name, model=ctx.model, render=ctx.reach.render
+            view_attachment, _store(ctx), name, model=ctx.model, render=ctx.reach.render
         )
         if isinstance(result, Refusal):
             return ToolOutcome.refused(result)

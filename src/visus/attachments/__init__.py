@@ -3,8 +3,12 @@
 :class:`AttachmentStore` keeps one session's attachments in a folder the caller
 chooses (``<data>/sessions/<id>/attachments/``): the bytes under ``files/`` and a
 ``manifest.json`` holding, per file, the stored name, size, sha256 and the MIME type
-*the client declared*. visus keeps no table of magic bytes or extensions: whether a
-file is an image is settled when our decoders open it (``visus.media``).
+*the client declared*. It is one implementation of :class:`SessionAttachments`; the
+PostgreSQL store has another (``store.attachments(namespace, session_id)``, shared by
+every ``visus serve`` replica), built on the same :func:`~visus.attachments.store.admit`
+rules, so names, caps and errors are the same wherever the bytes live. visus keeps no
+table of magic bytes or extensions: whether a file is an image is settled when our
+decoders open it (``visus.media``).
 
 Names are made safe before anything touches the disk: the basename only (any ``/``
 or ``\\`` path part is dropped), no control or format characters, no leading dots

@@ -29,8 +29,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from visus import limits
-from visus.attachments import AttachmentInfo, AttachmentStore
+from visus.attachments import AttachmentInfo, AttachmentStore, SessionAttachments
 from visus.errors import (
     InvalidInputError,
     InvalidKeyError,
@@ -96,12 +97,15 @@ class AttachmentUpload(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class WebStores:
-    """The default instance's record as the page sees it."""
+    """The default instance's record as the page sees it. ``attachments(sid)`` is where
+    the instance's agent reads session ``sid``'s attachments (with a PostgreSQL store,
+    the database: an upload any replica took is there for every replica's turns)."""
 
     instance: str
     folder: Path
     sessions: SessionLog
     blobs: BlobStore
+    attachments: Callable[[str], SessionAttachments]
     policy: RetentionPolicy
     model: ModelSpec
     last_seq: int
@@ -116,6 +120,11 @@ def web_stores(app: Any) -> WebStores:
     blobs = getattr(agent, "blobs", None)
     policy = getattr(agent, "policy", None)
     spec = getattr(agent, "model", None)
+    # The runner's own (app.AgentRunner picks the store's); a runner without one keeps
+    # them in the instance folder, where the attachment tools' default looks.
+    attachments = getattr(inst.runner, "attachments", None)
+    if not callable(attachments):
+        attachments = functools.partial(AttachmentStore.for_session, folder)
     return WebStores(
         instance=str(inst.config.id),
         folder=folder,
@@ -123,6 +132,7 @@ def web_stores(app: Any) -> WebStores:
         if isinstance(sessions, SessionLog)
         else SessionStore(sessions_dir(folder)),
         blobs=blobs if isinstance(blobs, BlobStore) else FileBlobStore(blobs_dir(folder)),
+        attachments=attachments,
         policy=policy if isinstance(policy, RetentionPolicy) else DEFAULT_POLICY,
         model=spec if isinstance(spec, ModelSpec) else get_model(inst.config.model),
         last_seq=int(inst.ring.last_seq),
@@ -238,7 +248,7 @@ def session_list(stores: WebStores) -> list[dict[str, Any]]:
 
 
 def _attachments(stores: WebStores, sid: str) -> list[dict[str, Any]]:
-    return [a.to_json() for a in AttachmentStore.for_session(stores.folder, sid).list()]
+    return [a.to_json() for a in stores.attachments(sid).list()]
 
 
 def conversation(stores: WebStores, sid: str) -> dict[str, Any]:
@@ -405,7 +415,8 @@ def api_router() -> APIRouter:
         stores = web_stores(request.app)
         try:
             validate_session_id(sid)
-            return {"attachments": _attachments(stores, sid)}
+            # Off the loop: with a database store this is a query.
+            return {"attachments": await asyncio.to_thread(_attachments, stores, sid)}
         except VisusError as e:
             return _from_error(e)
 
@@ -418,7 +429,7 @@ def api_router() -> APIRouter:
             if isinstance(body, JSONResponse):
                 return body
             up = _upload(body)
-            store = AttachmentStore.for_session(stores.folder, sid)
+            store = stores.attachments(sid)
             info: AttachmentInfo = await asyncio.to_thread(
                 store.put, up.filename, up.contentBase64, up.mimeType
             )
