@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import random
@@ -37,6 +38,25 @@ def grid(rows: int, cols: int, case: str) -> Grid:
     else:
         seed = zlib.crc32(case.encode())
     return make_grid(rows, cols, seed)
+
+
+def enlarged(png: bytes, edge: int) -> bytes:
+    """``png`` scaled up so its long side is ``edge`` px (a screenshot too big to send)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        scale = edge / max(im.size)
+        big = im.resize((round(im.width * scale), round(im.height * scale)))
+    out = io.BytesIO()
+    big.save(out, "PNG")
+    return out.getvalue()
+
+
+def elided_digest(descriptor: str) -> str:
+    """The ``sha256:...`` a descriptor offers to ``view`` again."""
+    found = re.search(r'call view\("(sha256:[0-9a-f]{64})"\)', descriptor)
+    assert found, descriptor
+    return found.group(1)
 
 
 def seen(answer: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.integrations.conftest import grid, seen, view_call
+from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
 from visus.integrations.langchain import VisionMiddleware
 from visus.models import get_model, image_tokens
 from visus.reference.grid import score_grid
@@ -123,3 +123,38 @@ async def test_control_without_visus_chat_completions_refuses_the_tool_image(
     # langchain-openai sends the image inside the tool message, which the wire refuses.
     with pytest.raises(openai.BadRequestError, match="only allowed for messages with role 'user'"):
         await agent.ainvoke({"messages": [_user(view_call("grid.png"))]})
+
+
+@pytest.mark.parametrize("shape", ["standard", "image_url"])
+async def test_another_tools_image_is_hoisted_fitted_then_elided_and_viewable_again(
+    reference_url: str, tmp_path: Path, shape: str, models: list[BaseChatModel]
+) -> None:
+    png, expected = grid(2, 2, f"langchain-own-tool-{shape}")
+    b64 = base64.b64encode(enlarged(png, 4000)).decode()  # past the reference's 2576 px
+
+    @tool
+    def screenshot() -> list[dict[str, Any]]:
+        """Take a screenshot."""
+        if shape == "standard":
+            return [{"type": "image", "base64": b64, "mime_type": "image/png"}]
+        return [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}}]
+
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    model = model_for("openai-chat", reference_url, models)
+    agent = create_agent(model, tools=[screenshot], middleware=[vision])
+
+    # Without the hoist, Chat Completions refuses it (see the control above).
+    first = await agent.ainvoke({"messages": [_user("call screenshot {}")]})
+    (image,) = seen(first["messages"][-1].content)["images"]
+    assert max(image["width"], image["height"]) == get_model("reference").max_edge
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+    second = await agent.ainvoke({"messages": [*first["messages"], _user("And now?")]})
+    data = seen(second["messages"][-1].content)
+    assert data["images"] == []
+    (descriptor,) = data["descriptors"]
+
+    messages = [*second["messages"], _user(view_call(elided_digest(descriptor)))]
+    again = await agent.ainvoke({"messages": messages})
+    (image,) = seen(again["messages"][-1].content)["images"]
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4

@@ -24,7 +24,7 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.integrations.conftest import grid, seen, view_call
+from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
 from visus.integrations.openai_agents import Vision, VisionSession
 from visus.models import get_model, image_tokens
 from visus.record.blobs import MemoryBlobStore
@@ -193,3 +193,42 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     assert "(user)" in images[0]["where"]
     assert vision.last_request is not None
     assert vision.last_request.hoisted == 2
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
+    reference_url: str, tmp_path: Path, api: str, clients: list[AsyncOpenAI]
+) -> None:
+    import base64
+
+    png, expected = grid(2, 2, f"agents-own-tool-{api}")
+    big = enlarged(png, 4000)  # past the reference model's 2576 px
+
+    @function_tool
+    def screenshot() -> ToolOutputImage:
+        """Take a screenshot."""
+        return ToolOutputImage(image_url="data:image/png;base64," + base64.b64encode(big).decode())
+
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=[*vision.tools, screenshot])
+    config = vision.run_config(model_provider=provider(reference_url, api, clients))
+
+    # Chat Completions would drop it silently without the hoist (see the control above).
+    first = await Runner.run(agent, "call screenshot {}", run_config=config)
+    (image,) = seen(first.final_output)["images"]
+    assert max(image["width"], image["height"]) == get_model("reference").max_edge
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+    items = [*first.to_input_list(), {"role": "user", "content": "And now?"}]
+    second = await Runner.run(agent, items, run_config=config)
+    data = seen(second.final_output)
+    assert data["images"] == []
+    (descriptor,) = data["descriptors"]
+
+    items = [
+        *second.to_input_list(),
+        {"role": "user", "content": view_call(elided_digest(descriptor))},
+    ]
+    again = await Runner.run(agent, items, run_config=config)
+    (image,) = seen(again.final_output)["images"]
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4

@@ -16,7 +16,7 @@ from PIL import Image
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ToolReturn
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -35,7 +35,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tests.integrations.conftest import grid, seen, view_call
+from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
 from visus.integrations.core import CONSERVATIVE, VisionWarning
 from visus.integrations.pydantic_ai import Vision
 from visus.models import get_model, image_tokens
@@ -210,3 +210,37 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     # Both tool messages stay adjacent; the images follow them in one user message.
     assert len({im["where"].split(" part")[0] for im in images}) == 1
     assert "(user)" in images[0]["where"]
+
+
+@pytest.mark.parametrize("shape", ["content", "tool-return"])
+async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
+    reference_url: str, tmp_path: Path, shape: str
+) -> None:
+    png, expected = grid(2, 2, f"pydantic-ai-own-tool-{shape}")
+    big = enlarged(png, 4000)  # past the reference model's 2576 px
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("anthropic", reference_url), capabilities=[vision])
+
+    @agent.tool_plain
+    def screenshot() -> Any:
+        """Take a screenshot."""
+        image = BinaryContent(data=big, media_type="image/png")
+        return [image] if shape == "content" else ToolReturn("taken", content=[image])
+
+    first = await agent.run("call screenshot {}")
+    (image,) = seen(first.output)["images"]
+    assert max(image["width"], image["height"]) == get_model("reference").max_edge
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+    second = await agent.run("And now?", message_history=first.all_messages())
+    data = seen(second.output)
+    assert data["images"] == []
+    (descriptor,) = data["descriptors"]
+    assert vision.last_request is not None
+    assert (vision.last_request.turn, vision.last_request.elided) == (2, 1)
+
+    again = await agent.run(
+        view_call(elided_digest(descriptor)), message_history=second.all_messages()
+    )
+    (image,) = seen(again.output)["images"]
+    assert score_grid(expected, image["words"], 2, 2)[0] == 4

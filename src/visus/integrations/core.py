@@ -12,6 +12,9 @@ translation between its framework's message types and this core. The core owns:
   that holds only the descriptor (or the digest) can always have the pixels back;
 * retention as a view decision: :meth:`VisionCore.live_from` says which turns keep
   pixels and :meth:`VisionCore.descriptor` is the plain text an older image becomes;
+* images the framework's own tools return (a screenshot tool of the user's): fitted to
+  the model like a view's (:meth:`VisionCore.tool_image`), stored once, and re-viewable
+  by digest once elided, as the agent treats an MCP tool's images;
 * token estimates of the images a request carries.
 
 Example:
@@ -28,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,14 +43,16 @@ from visus.errors import VisusError
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.models.spec import AnthropicPatches
 from visus.perception import Reach
+from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
-from visus.record.messages import ImagePart, PerceptionOrigin, TextPart, ToolSpec
+from visus.record.messages import ImagePart, PerceptionOrigin, TextPart, ToolSpec, UserMessage
 from visus.retention import RetentionPolicy, elided_descriptor
 
 __all__ = [
     "CONSERVATIVE",
     "TOOL_NAMES",
     "Seen",
+    "ToolImage",
     "VisionCore",
     "VisionWarning",
     "catalog_provider",
@@ -122,6 +128,32 @@ class Seen:
         return f"sha256:{self.image.digest}" if self.image else ""
 
 
+@dataclass(frozen=True, slots=True)
+class ToolImage:
+    """An image a framework tool returned, as the model gets it.
+
+    ``digest`` names the bytes the tool returned (stored in the blob store, so
+    ``view("sha256:...")`` shows them again once elided); ``data``/``media_type`` are
+    the bytes to send: fitted to the model, or the tool's own when they already fit
+    or cannot be read (the provider's error then names them, which beats guessing).
+    """
+
+    digest: str
+    data: bytes
+    media_type: str
+    width: int = 0
+    height: int = 0
+
+    @property
+    def tagged_digest(self) -> str:
+        return f"sha256:{self.digest}"
+
+
+# Fitted tool images kept per process: a framework sends its whole history with every
+# request, so an image is fitted once, not once per model call.
+_FITTED_CACHE = 64
+
+
 class VisionCore:
     """The state an integration shares across its framework's turns.
 
@@ -164,6 +196,10 @@ class VisionCore:
         self._warned: set[str] = set()
         # digest -> the part a view produced: its origin names the call that re-views it.
         self._images: dict[str, ImagePart] = {}
+        # Digests of the images in the histories this core has prepared: what
+        # view("sha256:...") may show again (the framework's history is the record).
+        self._conversation: set[str] = set()
+        self._fitted: OrderedDict[tuple[str, str], ToolImage] = OrderedDict()
 
     # --- models ------------------------------------------------------------------
 
@@ -212,6 +248,7 @@ class VisionCore:
             model=model,
             blobs=self.blobs,
             allow_loopback_http=self.allow_loopback_http,
+            record=self._record(),
         )
         outcome = await self.registry.call(name, args, ctx)
         texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]
@@ -221,6 +258,66 @@ class VisionCore:
         image = images[0]  # view returns one image per call
         self._images[image.digest] = image
         return Seen("\n".join(texts), image, self.blobs.get(image.digest), outcome.is_error)
+
+    def _record(self) -> tuple[UserMessage, ...]:
+        """The images a digest ref may name, as the one-message record the tools read."""
+        known = sorted(self._conversation | self._images.keys())
+        if not known:
+            return ()
+        parts = tuple(
+            ImagePart(d, "image/png", 0, 0, 0, PerceptionOrigin(f"sha256:{d}")) for d in known
+        )
+        return (UserMessage(parts),)
+
+    def in_conversation(self, digests: Iterable[str]) -> None:
+        """Note images of a framework history, so ``view("sha256:...")`` reaches them."""
+        self._conversation.update(d.removeprefix("sha256:") for d in digests)
+
+    def remember(self, data: bytes, media_type: str) -> str:
+        """Store an image a framework tool returned (once) and return its digest.
+
+        Its descriptor then names the digest, which ``view`` takes back.
+        """
+        digest = content_digest(data)
+        if not self.blobs.has(digest):
+            self.blobs.put(data, media_type)
+        self._conversation.add(digest)
+        return digest
+
+    def tool_image(self, data: bytes, media_type: str, model: ModelSpec) -> ToolImage:
+        """An image a framework tool returned, stored once and fitted to ``model``.
+
+        Never raises: bytes that are not an image visus can fit go on as they are.
+        """
+        digest = content_digest(data)
+        key = (digest, model.name)
+        cached = self._fitted.get(key)
+        if cached is not None:
+            self._fitted.move_to_end(key)
+            return cached
+        self.remember(data, media_type)
+        image = ToolImage(digest, data, media_type)
+        try:
+            head = media.probe(data)
+            profile = model.profile()
+            if head.kind == "raster" and head.width and head.height:
+                image = dataclasses.replace(image, width=head.width, height=head.height)
+                fits = (
+                    head.media_type == media_type
+                    and head.media_type in profile.media_types
+                    and max(head.width, head.height) <= profile.max_edge
+                    and head.width * head.height <= profile.max_pixels
+                    and len(data) <= profile.max_bytes
+                )
+                if not fits:
+                    out = media.fit(data, profile)
+                    image = ToolImage(digest, out.data, out.media_type, out.width, out.height)
+        except VisusError:
+            pass  # not an image visus reads: the provider says what is wrong with it
+        self._fitted[key] = image
+        while len(self._fitted) > _FITTED_CACHE:
+            self._fitted.popitem(last=False)
+        return image
 
     # --- retention ---------------------------------------------------------------
 
@@ -242,6 +339,8 @@ class VisionCore:
         ``view`` also takes.
         """
         bare = digest.removeprefix("sha256:")
+        if bare:  # the descriptor may offer view("sha256:..."): honour it
+            self._conversation.add(bare)
         known = self._images.get(bare)
         if source is not None or known is None:
             # The same pixels may have been viewed under several names: the call that

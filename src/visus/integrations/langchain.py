@@ -8,7 +8,8 @@ middleware
   catalog), stored in visus's blob store and returned as a standard ``image`` content
   block, with its digest and source in the ``ToolMessage.artifact`` (never sent);
 * rewrites each model request in ``wrap_model_call`` (the request only: the graph's
-  state keeps every message as it was): images viewed before the live window become
+  state keeps every message as it was): tool images (a view's, or any other tool's
+  image block, fitted to the model) from before the live window become
   visus's plain-text descriptor, and for every chat model but Anthropic's (which
   takes images inside ``tool_result``) live tool images move to one ``HumanMessage``
   after the run of tool messages, each labelled with its call, since OpenAI's Chat
@@ -29,7 +30,7 @@ import base64
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from visus.errors import ConfigError
 from visus.integrations.core import TOOL_NAMES, VisionCore
@@ -163,7 +164,11 @@ class VisionMiddleware(AgentMiddleware):
     def model_messages(
         self, messages: Sequence[AnyMessage], model: ModelSpec, *, hoist: bool
     ) -> list[AnyMessage]:
-        """What the model should see of ``messages`` (which are not changed)."""
+        """What the model should see of ``messages`` (which are not changed).
+
+        Tool images, a view's or any other tool's (fitted to ``model``), leave the
+        window as descriptors and, with ``hoist``, move to one ``HumanMessage``.
+        """
         turns: list[int] = []
         turn = 0
         for m in messages:
@@ -179,33 +184,36 @@ class VisionMiddleware(AgentMiddleware):
             if pending and not isinstance(m, ToolMessage):
                 out.append(HumanMessage(content=pending))
                 pending = []
-            meta = _visus_artifact(m)
-            if meta is None or not isinstance(m, ToolMessage) or not isinstance(m.content, list):
+            if not isinstance(m, ToolMessage) or not isinstance(m.content, list):
                 out.append(m)
                 continue
+            images = [b for b in m.content if _is_image_block(b)]
+            if not images:
+                out.append(m)
+                continue
+            meta = _visus_artifact(m)
             texts = [
                 b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"
             ]
-            images = [b for b in m.content if isinstance(b, dict) and b.get("type") == "image"]
             if t < first_live:
-                source = meta.get("source") if isinstance(meta.get("source"), str) else None
-                page = meta.get("page") if isinstance(meta.get("page"), int) else None
-                texts.append(self.core.descriptor(str(meta["digest"]), t, source=source, page=page))
+                texts += [self._descriptor(b, meta, t) for b in images]
                 out.append(m.model_copy(update={"content": "\n".join(texts)}))
                 elided += len(images)
                 continue
             live += len(images)
-            tokens += sum(
-                self.core.tokens(model, str(meta["digest"]), base64.b64decode(b["base64"]))
-                for b in images
-                if isinstance(b.get("base64"), str)
-            )
+            sent = [b if meta is not None else self._fitted(b, model) for b in images]
+            for b in sent:
+                found = _image_bytes(b)
+                digest = str(meta["digest"]) if meta is not None else ""
+                tokens += self.core.tokens(model, digest, found[0]) if found else 0
             if not hoist:
-                out.append(m)
+                swap = {id(a): b for a, b in zip(images, sent, strict=True)}
+                content = [swap.get(id(b), b) for b in m.content]
+                out.append(m.model_copy(update={"content": content}) if sent != images else m)
                 continue
             texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
             out.append(m.model_copy(update={"content": "\n".join(texts)}))
-            for b in images:
+            for b in sent:
                 pending.append({"type": "text", "text": f"Image from tool call {m.tool_call_id}:"})
                 pending.append(b)
         if pending:
@@ -214,6 +222,72 @@ class VisionMiddleware(AgentMiddleware):
             model.name, current, live, elided, live if hoist else 0, tokens
         )
         return out
+
+    def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
+        """Another tool's image block, fitted to ``model`` (a web URL as it is)."""
+        found = _image_bytes(block)
+        if found is None:
+            return block
+        data, media_type = found
+        fitted = self.core.tool_image(data, media_type, model)
+        if fitted.data is data:
+            return block
+        return {
+            "type": "image",
+            "base64": base64.b64encode(fitted.data).decode("ascii"),
+            "mime_type": fitted.media_type,
+        }
+
+    def _descriptor(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
+        if meta is not None:  # a view: its descriptor names the call that shows it again
+            source = meta.get("source") if isinstance(meta.get("source"), str) else None
+            page = meta.get("page") if isinstance(meta.get("page"), int) else None
+            return self.core.descriptor(str(meta["digest"]), turn, source=source, page=page)
+        found = _image_bytes(block)
+        if found is None:
+            url = _image_url(block)
+            if url is None:  # a provider file id: nothing visus can show again
+                return f"[image elided: returned by a tool in turn {turn}]"
+            return self.core.descriptor("", turn, source=url)  # view takes the URL
+        # Another tool's image: stored, so the digest its descriptor names shows it again.
+        return self.core.descriptor(self.core.remember(*found), turn)
+
+
+def _is_image_block(block: object) -> TypeGuard[dict[str, Any]]:
+    return isinstance(block, dict) and block.get("type") in {"image", "image_url"}
+
+
+def _image_url(block: dict[str, Any]) -> str | None:
+    """The URL an image block names (LangChain's ``url`` or OpenAI's ``image_url``)."""
+    url = block.get("url")
+    inner = block.get("image_url")
+    if url is None and inner is not None:
+        url = inner.get("url") if isinstance(inner, dict) else inner
+    return url if isinstance(url, str) else None
+
+
+def _image_bytes(block: dict[str, Any]) -> tuple[bytes, str] | None:
+    """(bytes, media type) of an inline image block in any shape LangChain passes on."""
+    b64: Any = block.get("base64")
+    media_type: Any = block.get("mime_type")
+    if b64 is None and block.get("source_type") == "base64":  # LangChain v0 blocks
+        b64 = block.get("data")
+    source = block.get("source")
+    if b64 is None and isinstance(source, dict) and source.get("type") == "base64":
+        b64, media_type = source.get("data"), source.get("media_type")  # Anthropic's shape
+    url = _image_url(block)
+    if b64 is None and url is not None and url.startswith("data:") and "," in url:
+        head, b64 = url[5:].split(",", 1)
+        if not head.endswith(";base64"):
+            return None
+        media_type = head.split(";", 1)[0]
+    if not isinstance(b64, str):
+        return None
+    try:
+        data = base64.b64decode(b64, validate=True)
+    except ValueError:
+        return None
+    return data, media_type if isinstance(media_type, str) and media_type else "image/png"
 
 
 def _visus_artifact(message: AnyMessage) -> dict[str, Any] | None:

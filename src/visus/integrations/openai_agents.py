@@ -12,7 +12,8 @@
 * :meth:`Vision.run_config` wraps the run's model provider so every model it resolves
   is a :class:`VisionModel`; :meth:`Vision.model` wraps a ``Model`` instance given to
   an ``Agent`` directly. The wrapper rewrites each request's input (never the run's
-  items): images viewed before the live window become visus's plain-text descriptor,
+  items): tool images (a view's, or any other tool's ``ToolOutputImage``, fitted to
+  the model) from before the live window become visus's plain-text descriptor,
   and on Chat Completions, whose converter keeps only the text of a tool output (the
   image is silently dropped), live images are hoisted into one user message after the
   tool messages, each labelled with its call.
@@ -177,9 +178,10 @@ class Vision:
     def model_input(self, items: Sequence[Item], model: ModelSpec, *, hoist: bool) -> list[Item]:
         """The input one request should carry; ``items`` are not changed.
 
-        A turn starts at each user message. Viewed images of turns before the live
-        window become descriptors; with ``hoist`` the live ones move to one user
-        message after each run of tool outputs (Chat Completions).
+        A turn starts at each user message. Tool images (a view's, or any other
+        tool's ``ToolOutputImage``, fitted to ``model``) of turns before the live window
+        become descriptors; with ``hoist`` the live ones move to one user message
+        after each run of tool outputs (Chat Completions).
         """
         turns: list[int] = []
         turn = 0
@@ -202,7 +204,7 @@ class Vision:
             if pending and not is_output:
                 out.append({"role": "user", "content": pending})
                 pending = []
-            images = self._viewed(item) if is_output else []
+            images = self._images(item, calls) if is_output else []
             if not images:
                 out.append(item)
                 continue
@@ -210,21 +212,27 @@ class Vision:
             if t < first_live:
                 call = calls.get(item.get("call_id"), {})
                 source, page = _call_source(call)
-                texts += [self.core.descriptor(d, t, source=source, page=page) for d, _ in images]
+                texts += [self._descriptor(image, t, source, page) for image in images]
                 out.append({**item, "output": "\n".join(texts)})
                 elided += len(images)
                 continue
             live += len(images)
-            tokens += sum(self.core.tokens(model, d, _decode(u)) for d, u in images)
+            sent = [self._live(image, model) for image in images]
+            tokens += sum(self.core.tokens(model, d, _decode(u)) for d, u in sent)
             if not hoist:
-                out.append(item)
+                swap = {id(image.part): url for image, (_, url) in zip(images, sent, strict=True)}
+                output = [
+                    {**c, "image_url": swap[id(c)]} if id(c) in swap else c for c in item["output"]
+                ]
+                out.append({**item, "output": output})
                 continue
             call_id = item.get("call_id")
             texts.append(f"(the image is in the next user message, labelled {call_id})")
             out.append({**item, "output": "\n".join(texts)})
-            for _, url in images:
+            for image, (_, url) in zip(images, sent, strict=True):
                 pending.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
-                pending.append({"type": "input_image", "image_url": url, "detail": "auto"})
+                detail = image.part.get("detail") or "auto"
+                pending.append({"type": "input_image", "image_url": url, "detail": detail})
         if pending:
             out.append({"role": "user", "content": pending})
         self.last_request = RequestImages(
@@ -232,12 +240,14 @@ class Vision:
         )
         return out
 
-    def _viewed(self, item: Item) -> list[tuple[str, str]]:
-        """(digest, data URL) of each image a visus tool put in a function_call_output."""
+    def _images(self, item: Item, calls: Mapping[Any, Item]) -> list[_Image]:
+        """Every image (a URL, not a file id) in a function_call_output, a view's or not."""
+        # A view of an earlier process (a session read back) is stored under its digest.
+        by_view = calls.get(item.get("call_id"), {}).get("name") in self.core.registry.names()
         output = item.get("output")
         if not isinstance(output, list):
             return []
-        found: list[tuple[str, str]] = []
+        found: list[_Image] = []
         for c in output:
             if not isinstance(c, dict) or c.get("type") != "input_image":
                 continue
@@ -247,13 +257,41 @@ class Vision:
             digest = self._digests.get(url)
             if digest is None and url.startswith("data:"):
                 digest = content_digest(_decode(url))
-                if self.core.blobs.has(digest):  # an image visus stored: one of ours
+                if self.core.known_image(digest) is not None or (
+                    by_view and self.core.blobs.has(digest)
+                ):
                     self._digests[url] = digest
                 else:
-                    continue
-            if digest is not None:
-                found.append((digest, url))
+                    digest = None
+            found.append(_Image(c, url, digest))
         return found
+
+    def _live(self, image: _Image, model: ModelSpec) -> tuple[str, str]:
+        """(digest, URL) of a live image as sent: another tool's data URL fitted to ``model``."""
+        if image.ours is not None:
+            return image.ours, image.url
+        if not image.url.startswith("data:"):
+            return "", image.url  # a web URL: the provider fetches it
+        fitted = self.core.tool_image(_decode(image.url), _media_type(image.url), model)
+        return fitted.digest, _data_url(fitted.media_type, fitted.data)
+
+    def _descriptor(self, image: _Image, turn: int, source: str | None, page: int | None) -> str:
+        if image.ours is not None:
+            return self.core.descriptor(image.ours, turn, source=source, page=page)
+        if not image.url.startswith("data:"):
+            return self.core.descriptor("", turn, source=image.url)  # view takes the URL
+        # Another tool's image: stored, so the digest its descriptor names shows it again.
+        digest = self.core.remember(_decode(image.url), _media_type(image.url))
+        return self.core.descriptor(digest, turn)
+
+
+@dataclass(frozen=True, slots=True)
+class _Image:
+    """An ``input_image`` of a tool output; ``ours`` is its digest when a view made it."""
+
+    part: Item
+    url: str
+    ours: str | None
 
 
 class VisionModel(Model):
@@ -352,8 +390,7 @@ class VisionSession:
         url = part.get("image_url")
         if not isinstance(url, str) or not url.startswith("data:"):
             return part
-        media_type = url[5:].split(";", 1)[0] or "image/png"
-        digest = self.blobs.put(_decode(url), media_type)
+        digest = self.blobs.put(_decode(url), _media_type(url))
         return {**part, "image_url": f"{_BLOB_REF}sha256:{digest}"}
 
     def _get(self, part: Item) -> Item:
@@ -400,6 +437,10 @@ def _call_source(call: Mapping[str, Any]) -> tuple[str | None, int | None]:
 
 def _data_url(media_type: str, data: bytes) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _media_type(url: str) -> str:
+    return url[5:].split(";", 1)[0].split(",", 1)[0] or "image/png"
 
 
 def _decode(url: str) -> bytes:

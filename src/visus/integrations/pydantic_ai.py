@@ -9,8 +9,9 @@
   which pydantic-ai's own model classes place per wire (inside the tool result where
   the wire takes images there, else hoisted to a following user message);
 * decides retention in ``prepare_model_request`` (pydantic-ai's hook for work that
-  depends on the serving model): images viewed before the live window reach the
-  model as visus's plain-text descriptor in place of the tool result's content. The
+  depends on the serving model): tool images (a view's, or any other tool's, which
+  are fitted to the model here) from before the live window reach the model as
+  visus's plain-text descriptor in place of the tool result's content. The
   change is for that request only: the run's history (``result.all_messages()``)
   keeps every image, so nothing is lost and no history processor rewrites it;
 * keeps token estimates: :attr:`Vision.last_request` after each model request.
@@ -31,7 +32,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from visus.errors import ConfigError
 from visus.integrations.core import TOOL_NAMES, VisionCore
@@ -117,6 +118,7 @@ class Vision(AbstractCapability[Any]):
             allow_loopback_http=allow_loopback_http,
         )
         self.last_request: RequestImages | None = None
+        self._counts: list[int] = [0, 0, 0]  # the request being prepared: live, elided, tokens
         self._toolset: FunctionToolset[Any] = FunctionToolset(
             [
                 self._tool(spec.name, spec.description, spec.parameters)
@@ -161,15 +163,22 @@ class Vision(AbstractCapability[Any]):
     def model_view(
         self, messages: Sequence[ModelMessage], model: ModelSpec
     ) -> tuple[list[ModelMessage], RequestImages]:
-        """``messages`` as the model should see them: old viewed images as descriptors.
+        """``messages`` as the model should see them: old tool images as descriptors.
 
         The messages given are not changed (changed ones are copies). A turn starts at
-        each request that carries a user prompt.
+        each request that carries a user prompt and no tool return (a tool's
+        ``ToolReturn(content=...)`` rides in a user prompt part beside its return).
+        Images other tools return (inside a tool return, or its ``ToolReturn``
+        content) are fitted to ``model`` and leave the window like a view's.
         """
         turns: list[int] = []
         turn = 0
         for m in messages:
-            if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts):
+            if (
+                isinstance(m, ModelRequest)
+                and any(isinstance(p, UserPromptPart) for p in m.parts)
+                and not any(isinstance(p, ToolReturnPart) for p in m.parts)
+            ):
                 turn += 1
             turns.append(max(turn, 1))
         current = max(turn, 1)
@@ -182,57 +191,97 @@ class Vision(AbstractCapability[Any]):
             if isinstance(p, ToolCallPart)
         }
         out: list[ModelMessage] = []
-        live = elided = tokens = 0
+        self._counts = [0, 0, 0]
         for m, t in zip(messages, turns, strict=True):
             if not isinstance(m, ModelRequest):
                 out.append(m)
                 continue
+            from_tools = any(isinstance(p, ToolReturnPart) for p in m.parts)
             parts: list[ModelRequestPart] = []
-            changed = False
             for p in m.parts:
-                images = _viewed_images(p)
-                if not images:
+                if isinstance(p, ToolReturnPart):
+                    parts.append(self._tool_part(p, t >= first_live, t, model, calls))
+                elif isinstance(p, UserPromptPart) and from_tools:
+                    parts.append(self._prompt_part(p, t >= first_live, t, model))
+                else:
                     parts.append(p)
-                    continue
-                if t >= first_live:
-                    live += len(images)
-                    tokens += sum(self.core.tokens(model, i.identifier, i.data) for i in images)
-                    parts.append(p)
-                    continue
-                assert isinstance(p, ToolReturnPart)
-                elided += len(images)
-                parts.append(self._elide(p, images, t, calls.get(p.tool_call_id)))
-                changed = True
+            changed = any(a is not b for a, b in zip(parts, m.parts, strict=True))
             out.append(dataclasses.replace(m, parts=parts) if changed else m)
+        live, elided, tokens = self._counts
         return out, RequestImages(model.name, current, live, elided, tokens)
 
-    def _elide(
+    def _tool_part(
         self,
         part: ToolReturnPart,
-        images: list[BinaryContent],
+        live: bool,
         turn: int,
-        call: ToolCallPart | None,
+        model: ModelSpec,
+        calls: Mapping[str, ToolCallPart],
     ) -> ToolReturnPart:
+        content = part.content
+        items: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
+        images = [i for i in items if _is_image(i)]
+        if not images:
+            return part
+        if live:
+            sent = [self._live(i, model) if _is_image(i) else i for i in items]
+            if all(a is b for a, b in zip(sent, items, strict=True)):
+                return part
+            new: Any = sent if isinstance(content, list | tuple) else sent[0]
+            return dataclasses.replace(part, content=new)
+        call = calls.get(part.tool_call_id)
         args = call.args_as_dict() if call is not None else {}
         source = args.get("path") if isinstance(args.get("path"), str) else None
         page = args.get("page") if isinstance(args.get("page"), int) else None
-        content = part.content
-        items: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
         texts = [i for i in items if isinstance(i, str)]
         for img in images:
-            texts.append(self.core.descriptor(img.identifier, turn, source=source, page=page))
+            texts.append(self._elided(img, turn, source=source, page=page))
         # One plain string: a list would reach the model as JSON, its quotes escaped.
         return dataclasses.replace(part, content="\n".join(texts))
 
+    def _prompt_part(
+        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec
+    ) -> UserPromptPart:
+        """A tool's ``ToolReturn(content=...)``: its images fitted, or elided when old."""
+        if isinstance(part.content, str) or not any(_is_image(i) for i in part.content):
+            return part
+        items = list(part.content)
+        if live:
+            sent = [self._live(i, model) if _is_image(i) else i for i in items]
+        else:
+            sent = [self._elided(i, turn) if _is_image(i) else i for i in items]
+        if all(a is b for a, b in zip(sent, items, strict=True)):
+            return part
+        return dataclasses.replace(part, content=sent)
 
-def _viewed_images(part: ModelRequestPart) -> list[BinaryContent]:
-    """The images a visus tool put in ``part`` (named ``sha256:...``); others stay as they are."""
-    if not isinstance(part, ToolReturnPart):
-        return []
-    content = part.content
-    items = content if isinstance(content, list | tuple) else [content]
-    return [
-        i
-        for i in items
-        if isinstance(i, BinaryContent) and i.is_image and i.identifier.startswith(_TAG)
-    ]
+    def _live(self, image: BinaryContent, model: ModelSpec) -> BinaryContent:
+        """A live image as sent: a view's as it is, another tool's fitted to ``model``."""
+        self._counts[0] += 1
+        if _is_ours(image):
+            self._counts[2] += self.core.tokens(model, image.identifier, image.data)
+            return image
+        fitted = self.core.tool_image(image.data, image.media_type, model)
+        self._counts[2] += self.core.tokens(model, fitted.digest, fitted.data)
+        if fitted.data is image.data:
+            return image
+        return BinaryImage(
+            data=fitted.data, media_type=fitted.media_type, identifier=image.identifier
+        )
+
+    def _elided(
+        self, image: BinaryContent, turn: int, *, source: str | None = None, page: int | None = None
+    ) -> str:
+        self._counts[1] += 1
+        if _is_ours(image):
+            return self.core.descriptor(image.identifier, turn, source=source, page=page)
+        # Another tool's image: stored, so the digest its descriptor names shows it again.
+        return self.core.descriptor(self.core.remember(image.data, image.media_type), turn)
+
+
+def _is_image(item: object) -> TypeGuard[BinaryContent]:
+    return isinstance(item, BinaryContent) and item.is_image
+
+
+def _is_ours(image: BinaryContent) -> bool:
+    """A view's image (named ``sha256:...`` by this integration)."""
+    return image.identifier.startswith(_TAG)
