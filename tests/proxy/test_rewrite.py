@@ -49,6 +49,13 @@ def test_text_without_images_stays_text(text: str) -> None:
     assert parse(text) is None
 
 
+def test_a_data_url_inside_other_text_stays_text() -> None:
+    # HTML with an inline image is a document the model may edit, not an image.
+    assert parse(f'<img src="{URL}">') is None
+    assert parse("data:image/png;base64,not base64!") is None
+    assert parse(f"  {URL}\n") == [ImagePiece("image/png", G.b64)]
+
+
 def test_unknown_model_gets_the_conservative_profile() -> None:
     edit = Edit.for_model("my-local-vlm", ANTHROPIC, image_count=1)
     assert edit.spec is UNKNOWN_MODEL

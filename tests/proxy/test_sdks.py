@@ -97,6 +97,41 @@ def test_openai_stringified_tool_result_becomes_an_image(proxy_url: str) -> None
     assert_placed(image, g)
 
 
+def test_a_tool_result_that_is_one_data_url_becomes_an_image(proxy_url: str) -> None:
+    # A hand-written tool's `return f"data:image/png;base64,{b64}"`, on all three wires.
+    g = grid(2, 2, 14)
+    oai = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    chat = oai.chat.completions.create(
+        model="gpt-4.1", messages=_tool_conversation(g, g.data_url + "\n"), tools=TOOLS
+    )
+    responses = oai.responses.create(
+        model="gpt-4.1",
+        input=_function_output(g.data_url),
+        tools=[{"type": "function", "name": "shot", "parameters": {"type": "object"}}],
+    )
+    claude = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
+    message = claude.messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=1000,
+        messages=[
+            {"role": "user", "content": "look"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": g.data_url}],
+            },
+        ],
+    )
+    block = message.content[0]
+    assert block.type == "text"
+    for text in (chat.choices[0].message.content or "", responses.output_text, block.text):
+        (image,) = seen(text)["images"]
+        assert_placed(image, g)
+
+
 def test_responses_stringified_function_output_becomes_an_image(proxy_url: str) -> None:
     g = grid(2, 2, 13)
     stringified = json.dumps({"type": "image", "data": g.b64, "mimeType": "image/png"})

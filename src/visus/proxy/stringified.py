@@ -7,7 +7,8 @@ the same with an MCP result or a provider's own image block. The model then read
 base64 as text: it cannot see the image and the context fills up. :func:`parse`
 recognises those shapes and splits the text into text pieces and images.
 
-Shapes recognised (anywhere in a list, or under ``value``/``content``):
+A text that is nothing but one base64 image ``data:`` URL is an image too. Shapes
+recognised (anywhere in a list, or under ``value``/``content``):
 AI SDK ``media`` / ``image-data`` / ``file-data`` (``data`` + ``mediaType``), MCP and
 AI SDK v4 ``image`` (``data`` + ``mimeType``), Anthropic ``image`` (``source`` base64),
 OpenAI ``image_url`` (``{"url": data-URL}`` or the URL itself) and ``input_image``.
@@ -24,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -46,6 +48,7 @@ class ImagePiece:
 Piece: TypeAlias = TextPiece | ImagePiece
 
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def _image(item: dict[str, Any]) -> ImagePiece | None:
@@ -102,6 +105,12 @@ def _has_image(value: Any) -> bool:
 def parse(text: str) -> list[Piece] | None:
     """The pieces of a stringified tool result, or None if it holds no image."""
     stripped = text.strip()
+    if stripped.startswith("data:image/"):
+        # A tool that returns its image as one data URL (a hand-written agent's
+        # f"data:image/png;base64,{b64}"); a URL inside other text stays text, since
+        # that text may be a document the model edits (HTML with inline images).
+        parsed = parse_data_url(stripped)
+        return [ImagePiece(*parsed)] if parsed and _BASE64.fullmatch(parsed[1]) else None
     if not stripped or stripped[0] not in "[{" or "data" not in stripped:
         return None
     try:
