@@ -330,11 +330,23 @@ def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> No
     assert page.console_errors == []
 
 
+@pytest.mark.parametrize("failure_first", [False, True], ids=["post-first", "failure-first"])
 def test_a_turn_refused_for_its_image_gives_the_message_back(
-    open_page: Any, served: Served
+    open_page: Any, served: Served, failure_first: bool
 ) -> None:
     page = open_page(served.url)
     _new_chat(page)
+    if failure_first:
+        # The turn fails at once; the stream says so before the POST's own answer.
+        def slow_answer(route: Any) -> None:
+            if route.request.method != "POST":
+                route.continue_()
+                return
+            response = route.fetch()
+            time.sleep(1.5)
+            route.fulfill(response=response)
+
+        page.route("**/tether", slow_answer)
     broken = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # a PNG in name only
     page.fill("#message", "what is in this chart?")
     page.evaluate(_PASTE_JS, [base64.b64encode(broken).decode(), "chart.png", "image/png"])

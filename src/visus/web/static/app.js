@@ -36,7 +36,7 @@ const state = {
   pending: new Map(), // user msg_id -> {turn, bubble, text}
   // user msg_ids whose answer ended before their POST returned (a fast turn): the SSE
   // stream can beat the POST's own response, and such a turn must not wait forever.
-  ended: new Set(),
+  ended: new Map(), // msg_id -> the frame that ended its turn
   sessions: [],
   uploads: [], // attachments uploading now: {name, size, fraction, row}
   uploaded: [], // attachments stored since the last message: named in the next one
@@ -208,9 +208,8 @@ async function onFrame(frame) {
   if (frame.type === "assistant.done" || frame.type === "error") {
     const code = frame.type === "error" ? frame.payload.code : "";
     if (code === "cancelled") notice("Stopped. Send a new message to go on.");
-    else if (code === "turn_failed" && pending && giveBack(pending)) {
-      notice(`${sentence(frame.payload.message)} Your message is back in the box, to change and send again.`);
-    } else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
+    else if (code === "turn_failed" && pending && giveBack(pending)) notice(givenBack(frame));
+    else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
     if (frame.type === "assistant.done" && frame.payload.stop_reason === "max_tokens") {
       notice("The answer was cut off at the model's output limit; ask it to continue.");
     }
@@ -220,8 +219,8 @@ async function onFrame(frame) {
         clearInterval(pending.timer);
         state.pending.delete(id);
       } else if (id) {
-        state.ended.add(id);
-        if (state.ended.size > 200) state.ended.delete(state.ended.values().next().value);
+        state.ended.set(id, frame); // send() reads it when its POST returns
+        if (state.ended.size > 200) state.ended.delete(state.ended.keys().next().value);
       }
       syncBusy();
     }
@@ -244,6 +243,10 @@ function giveBack(pending) {
   state.uploaded.push(...pending.mentions);
   renderTray();
   return true;
+}
+
+function givenBack(frame) {
+  return `${sentence(frame.payload.message)} Your message is back in the box, to change and send again.`;
 }
 
 function lastTurn() {
@@ -448,25 +451,31 @@ async function send() {
       body,
     );
     const thumbs = images.map((item) => imageButton(item.url, `Your image ${item.file.name}`, { local: true }));
-    if (state.ended.delete(accepted.msg_id)) {
-      refreshConversation().catch(showError); // answered already: show it, wait for nothing
-    } else {
-      const { bubble, live, timer } = workingBubble(accepted.msg_id);
-      state.pending.set(accepted.msg_id, {
-        turn: lastTurn() + state.pending.size + 1,
-        user: userBubble(payload.text, thumbs),
-        bubble,
-        live,
-        timer,
-        text: "",
-        typed: text, // given back to the box if the turn fails before any answer
-        images,
-        mentions,
-      });
-    }
+    // What the page keeps of the message while its turn runs: shown under the record,
+    // and given back to the box if the turn fails before any answer.
+    const sent = { user: userBubble(payload.text, thumbs), text: "", typed: text, images, mentions };
     state.tray = state.tray.filter((t) => !images.includes(t));
     renderTray();
     input.value = "";
+    const early = state.ended.get(accepted.msg_id);
+    if (early) {
+      // Its turn ended before this POST returned (the stream can be faster): nothing to
+      // wait for; a fast failure (a refused image) still gives the message back.
+      state.ended.delete(accepted.msg_id);
+      if (early.type === "error" && early.payload.code === "turn_failed" && giveBack(sent)) {
+        notice(givenBack(early));
+      }
+      refreshConversation().catch(showError);
+    } else {
+      const { bubble, live, timer } = workingBubble(accepted.msg_id);
+      state.pending.set(accepted.msg_id, {
+        ...sent,
+        turn: lastTurn() + state.pending.size + 1,
+        bubble,
+        live,
+        timer,
+      });
+    }
     renderConversation(state);
     if (mentions.length) refreshConversation().catch(showError);
   } catch (error) {
