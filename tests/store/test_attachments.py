@@ -32,6 +32,7 @@ from visus.errors import (
     TooLargeError,
 )
 from visus.store import FileStore, Store, open_store
+from visus.store.postgres import PostgresStore
 
 NS = "instances/i-1"
 
@@ -174,7 +175,13 @@ def test_damaged_bytes_are_refused_on_read(opener: Opener, tmp_path: Path) -> No
         root = store.folder(NS) / "sessions" / "chat" / "attachments" / "files"
         (root / "a.txt").write_bytes(b"the false bytes")
     else:
-        chat.corrupt("a.txt", b"the false bytes")  # type: ignore[attr-defined]
+        import psycopg
+
+        assert isinstance(store, PostgresStore)
+        with psycopg.connect(store.url) as conn:  # the bytes change, their hash does not
+            conn.execute(
+                "UPDATE visus_attachments SET data = %s WHERE name = 'a.txt'", (b"the false bytes",)
+            )
     with pytest.raises(StoreError, match="sha256"):
         chat.read_bytes("a.txt")
 

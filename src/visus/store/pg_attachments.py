@@ -138,12 +138,3 @@ class PgAttachments:
         if hashlib.sha256(data).hexdigest() != str(row[0]):
             raise StoreError(f"attachment {name!r} does not match its recorded sha256")
         return data
-
-    def corrupt(self, name: str, data: bytes) -> None:
-        """Replace an attachment's bytes without rehashing, to test the check on read."""
-        with self.store._tx("cannot corrupt attachment") as conn:
-            conn.execute(
-                "UPDATE visus_attachments SET data = %s "
-                "WHERE namespace = %s AND session = %s AND name = %s",
-                (data, self.namespace, self.session_id, name),
-            )
