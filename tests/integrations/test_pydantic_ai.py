@@ -16,7 +16,7 @@ from PIL import Image
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent, ToolReturn
+from pydantic_ai import Agent, ImageUrl, ToolReturn
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -212,7 +212,7 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     assert "(user)" in images[0]["where"]
 
 
-@pytest.mark.parametrize("shape", ["content", "tool-return"])
+@pytest.mark.parametrize("shape", ["content", "tool-return", "data-url"])
 async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     reference_url: str, tmp_path: Path, shape: str
 ) -> None:
@@ -225,6 +225,8 @@ async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     def screenshot() -> Any:
         """Take a screenshot."""
         image = BinaryContent(data=big, media_type="image/png")
+        if shape == "data-url":  # AnthropicModel would send it as a URL source, refused
+            return ImageUrl(url=image.data_uri)
         return [image] if shape == "content" else ToolReturn("taken", content=[image])
 
     first = await agent.run("call screenshot {}")

@@ -45,6 +45,7 @@ try:
     from pydantic_ai.messages import (
         BinaryContent,
         BinaryImage,
+        ImageUrl,
         ModelMessage,
         ModelRequest,
         ModelRequestPart,
@@ -254,9 +255,15 @@ class Vision(AbstractCapability[Any]):
             return part
         return dataclasses.replace(part, content=sent)
 
-    def _live(self, image: BinaryContent, model: ModelSpec) -> BinaryContent:
+    def _live(self, image: Image, model: ModelSpec) -> Image:
         """A live image as sent: a view's as it is, another tool's fitted to ``model``."""
         self._counts[0] += 1
+        if isinstance(image, ImageUrl):
+            inline = _inline(image)
+            if inline is None:
+                return image  # a web URL: the provider fetches it
+            # Anthropic's wire would send a data URL as a URL source and be refused.
+            image = inline
         if _is_ours(image):
             self._counts[2] += self.core.tokens(model, image.identifier, image.data)
             return image
@@ -269,17 +276,37 @@ class Vision(AbstractCapability[Any]):
         )
 
     def _elided(
-        self, image: BinaryContent, turn: int, *, source: str | None = None, page: int | None = None
+        self, image: Image, turn: int, *, source: str | None = None, page: int | None = None
     ) -> str:
         self._counts[1] += 1
+        if isinstance(image, ImageUrl):
+            inline = _inline(image)
+            if inline is None and image.url.startswith("data:"):
+                return f"[image elided: returned by a tool in turn {turn}]"  # unreadable
+            if inline is None:
+                return self.core.descriptor("", turn, source=image.url)  # view takes the URL
+            image = inline
         if _is_ours(image):
             return self.core.descriptor(image.identifier, turn, source=source, page=page)
         # Another tool's image: stored, so the digest its descriptor names shows it again.
         return self.core.descriptor(self.core.remember(image.data, image.media_type), turn)
 
 
-def _is_image(item: object) -> TypeGuard[BinaryContent]:
-    return isinstance(item, BinaryContent) and item.is_image
+Image = BinaryContent | ImageUrl
+
+
+def _is_image(item: object) -> TypeGuard[Image]:
+    return isinstance(item, ImageUrl) or (isinstance(item, BinaryContent) and item.is_image)
+
+
+def _inline(image: ImageUrl) -> BinaryContent | None:
+    """The bytes of a ``data:`` image URL (None for a web URL or a malformed one)."""
+    if not image.url.startswith("data:"):
+        return None
+    try:
+        return BinaryContent.from_data_uri(image.url)
+    except ValueError:
+        return None
 
 
 def _is_ours(image: BinaryContent) -> bool:
