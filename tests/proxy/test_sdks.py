@@ -8,6 +8,7 @@ in its cell proves the pixels arrived as an image.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import zlib
@@ -143,6 +144,43 @@ def test_responses_stringified_function_output_becomes_an_image(proxy_url: str) 
     )
     (image,) = seen(reply.output_text)["images"]
     assert_placed(image, g)
+
+
+def test_an_svg_tool_image_is_drawn_as_a_raster(reference_url: str, proxy_url: str) -> None:
+    # A chart tool's SVG: no provider takes image/svg+xml, visus renders it.
+    svg = (
+        b'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="200">'
+        b'<rect width="600" height="200" fill="white"/>'
+        b'<text x="40" y="130" font-size="80" font-family="DejaVu Sans">HARBOR</text></svg>'
+    )
+    image = {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/svg+xml",
+            "data": base64.b64encode(svg).decode(),
+        },
+    }
+    messages: list[Any] = [
+        {"role": "user", "content": "chart it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "chart", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [image]}],
+        },
+    ]
+    direct = anthropic.Anthropic(base_url=reference_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match="media_type"):
+        direct.messages.create(model="claude-sonnet-4-6", max_tokens=500, messages=messages)
+
+    client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
+    reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=500, messages=messages)
+    text = "".join(b.text for b in reply.content if b.type == "text")
+    (seen_image,) = seen(text)["images"]
+    assert [w["text"] for w in seen_image["words"]] == ["HARBOR"]
 
 
 def test_anthropic_25_images_of_2500px_are_all_seen(reference_url: str, proxy_url: str) -> None:

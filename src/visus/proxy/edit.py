@@ -4,7 +4,8 @@ A protocol module (``anthropic``, ``openai_chat``, ``openai_responses``) walks t
 client's JSON body and calls an :class:`Edit` for every image it finds. The edit
 knows the target model (from the body's ``model``; an unknown one gets the
 conservative profile :data:`UNKNOWN_MODEL`) and the wire's own caps (the ``RULES``
-of visus's lowering for the same wire), fits with :func:`visus.media.fit`, and
+of visus's lowering for the same wire), fits with :func:`visus.media.fit` (an SVG is
+rendered with :func:`visus.media.load`), and
 counts what it did so the app can log one line and add to ``/stats``.
 
 Example:
@@ -26,7 +27,7 @@ from typing import Any
 
 from visus import limits
 from visus.errors import InvalidInputError, MediaError
-from visus.media import Profile, fit, probe, without_unusable_chunks
+from visus.media import Profile, fit, load, probe, without_unusable_chunks
 from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.record.messages import ImagePart, PerceptionOrigin
@@ -174,6 +175,8 @@ class Edit:
         except MediaError:
             self.notes.append(ImageNote(where, f"{where} ({media_type}, {len(data)} bytes)"))
             return None
+        if info.kind == "svg":
+            return self._render(data, where)
         if info.kind != "raster" or info.width is None or info.height is None:
             self.notes.append(ImageNote(where, f"{where} ({info.media_type}, not a raster)"))
             return None
@@ -203,6 +206,23 @@ class Edit:
             ImageNote(
                 where, f"{where} ({info.media_type} {w}x{h}, sent as {out.width}x{out.height})"
             )
+        )
+        return Fitted(base64.b64encode(out.data).decode(), out.media_type, out.width, out.height)
+
+    def _render(self, data: bytes, where: str) -> Fitted | None:
+        """An SVG (a chart tool's output, say), which no provider takes, drawn as a raster.
+
+        It renders as ``view`` renders one: in the render worker, under its time and
+        memory budget, without network or file access.
+        """
+        try:
+            out = load(data, profile=self.profile)
+        except MediaError as e:
+            self.notes.append(ImageNote(where, f"{where} (image/svg+xml, not rendered: {e})"))
+            return None
+        self.fitted += 1
+        self.notes.append(
+            ImageNote(where, f"{where} (image/svg+xml, sent as {out.width}x{out.height})")
         )
         return Fitted(base64.b64encode(out.data).decode(), out.media_type, out.width, out.height)
 
