@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from visus.cli import app as cli_app
 from visus.proxy import anthropic, openai_chat, openai_responses
-from visus.proxy.edit import UNKNOWN_MODEL, Edit
+from visus.proxy.edit import UNKNOWN_MODEL, Edit, ImageNote
+from visus.proxy.rejection import explain
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.anthropic import RULES as ANTHROPIC
@@ -54,6 +55,17 @@ def test_a_data_url_inside_other_text_stays_text() -> None:
     assert parse(f'<img src="{URL}">') is None
     assert parse("data:image/png;base64,not base64!") is None
     assert parse(f"  {URL}\n") == [ImagePiece("image/png", G.b64)]
+
+
+def test_a_refusal_without_a_position_names_the_only_image() -> None:
+    notes = [ImageNote("input[2].output[0]", "input[2].output[0] (image/png 640x240)")]
+    body = {"error": {"message": "You uploaded an unsupported image.", "param": None}}
+    explained = explain(body, notes)
+    assert explained is not None
+    assert explained["error"]["message"] == (
+        "visus proxy: the provider refused image input[2].output[0] (image/png 640x240): "
+        "You uploaded an unsupported image."
+    )
 
 
 def test_unknown_model_gets_the_conservative_profile() -> None:

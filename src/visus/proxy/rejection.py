@@ -58,6 +58,8 @@ def explain(body: Any, notes: Sequence[ImageNote]) -> dict[str, Any] | None:
     param = error.get("param")
     candidates = ([param] if isinstance(param, str) else []) + _PATHISH.findall(message)
     note = _match(notes, candidates)
+    if note is None and len(notes) == 1 and "image" in message.lower():
+        note = notes[0]  # the request's only image: the refusal can only mean it
     if note is not None:
         text = f"visus proxy: the provider refused image {note.what}: {message}"
     elif "image" in message.lower():
