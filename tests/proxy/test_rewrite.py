@@ -187,6 +187,14 @@ def test_cli_needs_an_upstream_and_a_token_beyond_loopback(tmp_path: Path) -> No
     assert "without a token" in open_bind.output
 
 
+def test_cli_names_a_port_out_of_range(tmp_path: Path) -> None:
+    (tmp_path / "visus.toml").write_text("")
+    runner = CliRunner(env={"VISUS_CONFIG": str(tmp_path / "visus.toml")})
+    result = runner.invoke(cli_app, ["proxy", "--upstream", "https://x.example", "--port", "70000"])
+    assert result.exit_code == 2, result.output  # a usage error, not an OverflowError
+    assert "--port" in result.output
+
+
 def test_cli_reads_the_proxy_section_of_visus_toml(tmp_path: Path) -> None:
     (tmp_path / "visus.toml").write_text(
         '[proxy]\nupstream = "https://api.anthropic.com"\nhost = "0.0.0.0"\n'

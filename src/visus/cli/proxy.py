@@ -18,7 +18,9 @@ def proxy(
     host: Annotated[
         str | None, typer.Option(help="Address to listen on (default 127.0.0.1)")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8790)")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port to listen on (default 8790)")
+    ] = None,
     live_turns: Annotated[
         int | None,
         typer.Option(
