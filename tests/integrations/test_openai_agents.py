@@ -232,3 +232,11 @@ async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     again = await Runner.run(agent, items, run_config=config)
     (image,) = seen(again.final_output)["images"]
     assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+
+def test_an_agent_naming_no_model_is_fitted_for_the_sdks_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_DEFAULT_MODEL", "gpt-4o")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    assert vision.spec_for(None).name == "gpt-4o"

@@ -56,6 +56,7 @@ try:
         ToolOutputText,
     )
     from agents.memory import Session
+    from agents.models import get_default_model
     from agents.models.multi_provider import MultiProvider
     from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
     from agents.tool_context import ToolContext
@@ -68,7 +69,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 __all__ = ["RequestImages", "Vision", "VisionModel", "VisionProvider", "VisionSession"]
 
 _BLOB_REF = "visus-blob:"
-_DEFAULT_MODEL = "gpt-4.1"  # the SDK's default model when an agent names none
 
 Item = dict[str, Any]
 
@@ -171,7 +171,8 @@ class Vision:
         if isinstance(model, VisionModel):
             model = model.inner
         name = model if isinstance(model, str) else getattr(model, "model", None)
-        return self.core.model_spec(str(name or _DEFAULT_MODEL), "openai")
+        # An agent naming no model runs the SDK's default (OPENAI_DEFAULT_MODEL).
+        return self.core.model_spec(str(name or get_default_model()), "openai")
 
     # --- the request view --------------------------------------------------------
 
