@@ -147,7 +147,8 @@ class VisionMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        return await handler(self._prepare(request))
+        # Fitting another tool's image is CPU work: off the event loop.
+        return await handler(await asyncio.to_thread(self._prepare, request))
 
     def spec_for(self, model: BaseChatModel) -> ModelSpec:
         """The catalog spec of a LangChain chat model (its model name and type)."""

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import copy
@@ -312,16 +313,15 @@ class VisionModel(Model):
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> ModelResponse:
-        return await self.inner.get_response(
-            system_instructions, self._input(input), *args, **kwargs
-        )
+        # Fitting another tool's image is CPU work: off the event loop.
+        sent = await asyncio.to_thread(self._input, input)
+        return await self.inner.get_response(system_instructions, sent, *args, **kwargs)
 
     async def stream_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        async for event in self.inner.stream_response(
-            system_instructions, self._input(input), *args, **kwargs
-        ):
+        sent = await asyncio.to_thread(self._input, input)
+        async for event in self.inner.stream_response(system_instructions, sent, *args, **kwargs):
             yield event
 
     async def close(self) -> None:

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -119,7 +120,6 @@ class Vision(AbstractCapability[Any]):
             allow_loopback_http=allow_loopback_http,
         )
         self.last_request: RequestImages | None = None
-        self._counts: list[int] = [0, 0, 0]  # the request being prepared: live, elided, tokens
         self._toolset: FunctionToolset[Any] = FunctionToolset(
             [
                 self._tool(spec.name, spec.description, spec.parameters)
@@ -156,7 +156,8 @@ class Vision(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         model: Model = request_context.model
         spec = self.spec_for(model)
-        messages, stats = self.model_view(request_context.messages, spec)
+        # Fitting another tool's image is CPU work: off the event loop.
+        messages, stats = await asyncio.to_thread(self.model_view, request_context.messages, spec)
         request_context.messages = messages
         self.last_request = stats
         return request_context
@@ -192,7 +193,7 @@ class Vision(AbstractCapability[Any]):
             if isinstance(p, ToolCallPart)
         }
         out: list[ModelMessage] = []
-        self._counts = [0, 0, 0]
+        tally = _Tally()
         for m, t in zip(messages, turns, strict=True):
             if not isinstance(m, ModelRequest):
                 out.append(m)
@@ -201,15 +202,14 @@ class Vision(AbstractCapability[Any]):
             parts: list[ModelRequestPart] = []
             for p in m.parts:
                 if isinstance(p, ToolReturnPart):
-                    parts.append(self._tool_part(p, t >= first_live, t, model, calls))
+                    parts.append(self._tool_part(p, t >= first_live, t, model, calls, tally))
                 elif isinstance(p, UserPromptPart) and from_tools:
-                    parts.append(self._prompt_part(p, t >= first_live, t, model))
+                    parts.append(self._prompt_part(p, t >= first_live, t, model, tally))
                 else:
                     parts.append(p)
             changed = any(a is not b for a, b in zip(parts, m.parts, strict=True))
             out.append(dataclasses.replace(m, parts=parts) if changed else m)
-        live, elided, tokens = self._counts
-        return out, RequestImages(model.name, current, live, elided, tokens)
+        return out, RequestImages(model.name, current, tally.live, tally.elided, tally.tokens)
 
     def _tool_part(
         self,
@@ -218,6 +218,7 @@ class Vision(AbstractCapability[Any]):
         turn: int,
         model: ModelSpec,
         calls: Mapping[str, ToolCallPart],
+        tally: _Tally,
     ) -> ToolReturnPart:
         content = part.content
         items: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
@@ -225,7 +226,7 @@ class Vision(AbstractCapability[Any]):
         if not images:
             return part
         if live:
-            sent = [self._live(i, model) if _is_image(i) else i for i in items]
+            sent = [self._live(i, model, tally) if _is_image(i) else i for i in items]
             if all(a is b for a, b in zip(sent, items, strict=True)):
                 return part
             new: Any = sent if isinstance(content, list | tuple) else sent[0]
@@ -236,28 +237,28 @@ class Vision(AbstractCapability[Any]):
         page = args.get("page") if isinstance(args.get("page"), int) else None
         texts = [i for i in items if isinstance(i, str)]
         for img in images:
-            texts.append(self._elided(img, turn, source=source, page=page))
+            texts.append(self._elided(img, turn, tally, source=source, page=page))
         # One plain string: a list would reach the model as JSON, its quotes escaped.
         return dataclasses.replace(part, content="\n".join(texts))
 
     def _prompt_part(
-        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec
+        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: _Tally
     ) -> UserPromptPart:
         """A tool's ``ToolReturn(content=...)``: its images fitted, or elided when old."""
         if isinstance(part.content, str) or not any(_is_image(i) for i in part.content):
             return part
         items = list(part.content)
         if live:
-            sent = [self._live(i, model) if _is_image(i) else i for i in items]
+            sent = [self._live(i, model, tally) if _is_image(i) else i for i in items]
         else:
-            sent = [self._elided(i, turn) if _is_image(i) else i for i in items]
+            sent = [self._elided(i, turn, tally) if _is_image(i) else i for i in items]
         if all(a is b for a, b in zip(sent, items, strict=True)):
             return part
         return dataclasses.replace(part, content=sent)
 
-    def _live(self, image: Image, model: ModelSpec) -> Image:
+    def _live(self, image: Image, model: ModelSpec, tally: _Tally) -> Image:
         """A live image as sent: a view's as it is, another tool's fitted to ``model``."""
-        self._counts[0] += 1
+        tally.live += 1
         if isinstance(image, ImageUrl):
             inline = _inline(image)
             if inline is None:
@@ -265,10 +266,10 @@ class Vision(AbstractCapability[Any]):
             # Anthropic's wire would send a data URL as a URL source and be refused.
             image = inline
         if _is_ours(image):
-            self._counts[2] += self.core.tokens(model, image.identifier, image.data)
+            tally.tokens += self.core.tokens(model, image.identifier, image.data)
             return image
         fitted = self.core.tool_image(image.data, image.media_type, model)
-        self._counts[2] += self.core.tokens(model, fitted.digest, fitted.data)
+        tally.tokens += self.core.tokens(model, fitted.digest, fitted.data)
         if fitted.data is image.data:
             return image
         return BinaryImage(
@@ -276,9 +277,15 @@ class Vision(AbstractCapability[Any]):
         )
 
     def _elided(
-        self, image: Image, turn: int, *, source: str | None = None, page: int | None = None
+        self,
+        image: Image,
+        turn: int,
+        tally: _Tally,
+        *,
+        source: str | None = None,
+        page: int | None = None,
     ) -> str:
-        self._counts[1] += 1
+        tally.elided += 1
         if isinstance(image, ImageUrl):
             inline = _inline(image)
             if inline is None and image.url.startswith("data:"):
@@ -293,6 +300,15 @@ class Vision(AbstractCapability[Any]):
 
 
 Image = BinaryContent | ImageUrl
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One request's images: live, elided, and the live ones' tokens."""
+
+    live: int = 0
+    elided: int = 0
+    tokens: int = 0
 
 
 def _is_image(item: object) -> TypeGuard[Image]:
