@@ -246,3 +246,22 @@ async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     )
     (image,) = seen(again.output)["images"]
     assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+
+async def test_another_tools_svg_is_drawn_as_a_raster(reference_url: str, tmp_path: Path) -> None:
+    svg = (
+        b'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="200">'
+        b'<rect width="600" height="200" fill="white"/>'
+        b'<text x="40" y="130" font-size="80" font-family="DejaVu Sans">HARBOR</text></svg>'
+    )
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("anthropic", reference_url), capabilities=[vision])
+
+    @agent.tool_plain
+    def chart() -> BinaryContent:
+        """Draw the chart."""
+        return BinaryContent(data=svg, media_type="image/svg+xml")  # Anthropic refuses this
+
+    result = await agent.run("call chart {}")
+    (image,) = seen(result.output)["images"]
+    assert [w["text"] for w in image["words"]] == ["HARBOR"]

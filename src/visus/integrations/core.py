@@ -312,6 +312,11 @@ class VisionCore:
                 if not fits:
                     out = media.fit(data, profile)
                     image = ToolImage(digest, out.data, out.media_type, out.width, out.height)
+            elif head.kind == "svg" and self.reach.render:
+                # No provider takes image/svg+xml (a chart tool's output): drawn as view
+                # draws one, in the render worker under its budget.
+                out = media.load(data, profile=profile)
+                image = ToolImage(digest, out.data, out.media_type, out.width, out.height)
         except VisusError:
             pass  # not an image visus reads: the provider says what is wrong with it
         self._fitted[key] = image
