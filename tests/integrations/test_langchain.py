@@ -125,7 +125,7 @@ async def test_control_without_visus_chat_completions_refuses_the_tool_image(
         await agent.ainvoke({"messages": [_user(view_call("grid.png"))]})
 
 
-@pytest.mark.parametrize("shape", ["standard", "image_url"])
+@pytest.mark.parametrize("shape", ["standard", "image_url", "text"])
 async def test_another_tools_image_is_hoisted_fitted_then_elided_and_viewable_again(
     reference_url: str, tmp_path: Path, shape: str, models: list[BaseChatModel]
 ) -> None:
@@ -133,8 +133,10 @@ async def test_another_tools_image_is_hoisted_fitted_then_elided_and_viewable_ag
     b64 = base64.b64encode(enlarged(png, 4000)).decode()  # past the reference's 2576 px
 
     @tool
-    def screenshot() -> list[dict[str, Any]]:
+    def screenshot() -> list[dict[str, Any]] | str:
         """Take a screenshot."""
+        if shape == "text":  # one data URL as the tool's text
+            return f"data:image/png;base64,{b64}"
         if shape == "standard":
             return [{"type": "image", "base64": b64, "mime_type": "image/png"}]
         return [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}}]

@@ -195,19 +195,22 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     assert vision.last_request.hoisted == 2
 
 
+@pytest.mark.parametrize("shape", ["image", "text"])
 @pytest.mark.parametrize("api", APIS)
 async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
-    reference_url: str, tmp_path: Path, api: str, clients: list[AsyncOpenAI]
+    reference_url: str, tmp_path: Path, api: str, shape: str, clients: list[AsyncOpenAI]
 ) -> None:
     import base64
 
     png, expected = grid(2, 2, f"agents-own-tool-{api}")
     big = enlarged(png, 4000)  # past the reference model's 2576 px
 
+    url = "data:image/png;base64," + base64.b64encode(big).decode()
+
     @function_tool
-    def screenshot() -> ToolOutputImage:
+    def screenshot() -> ToolOutputImage | str:
         """Take a screenshot."""
-        return ToolOutputImage(image_url="data:image/png;base64," + base64.b64encode(big).decode())
+        return ToolOutputImage(image_url=url) if shape == "image" else url
 
     vision = Vision(roots=[tmp_path], data=tmp_path / "data")
     agent = Agent(name="eyes", model="reference", tools=[*vision.tools, screenshot])

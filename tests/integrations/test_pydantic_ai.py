@@ -212,7 +212,7 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     assert "(user)" in images[0]["where"]
 
 
-@pytest.mark.parametrize("shape", ["content", "tool-return", "data-url"])
+@pytest.mark.parametrize("shape", ["content", "tool-return", "data-url", "bytes", "text"])
 async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     reference_url: str, tmp_path: Path, shape: str
 ) -> None:
@@ -227,6 +227,8 @@ async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
         image = BinaryContent(data=big, media_type="image/png")
         if shape == "data-url":  # AnthropicModel would send it as a URL source, refused
             return ImageUrl(url=image.data_uri)
+        if shape in ("bytes", "text"):  # pydantic-ai alone sends these as text
+            return big if shape == "bytes" else image.data_uri
         return [image] if shape == "content" else ToolReturn("taken", content=[image])
 
     first = await agent.run("call screenshot {}")

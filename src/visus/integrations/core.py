@@ -28,8 +28,10 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
+import re
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +58,8 @@ __all__ = [
     "VisionCore",
     "VisionWarning",
     "catalog_provider",
+    "image_in_text",
+    "raster_type",
 ]
 
 #: The tools an integration can hand to a framework, in the order the model sees them.
@@ -107,6 +111,45 @@ def catalog_provider(framework_name: str | None) -> str | None:
     if not framework_name:
         return None
     return _PROVIDERS.get(framework_name.lower())
+
+
+_DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,([A-Za-z0-9+/]+={0,2})")
+
+
+def image_in_text(text: str) -> tuple[bytes, str] | None:
+    """(bytes, media type) when a tool's text is nothing but one image ``data:`` URL.
+
+    A hand-written tool's ``f"data:image/png;base64,{b64}"`` is an image the model
+    should see, not 100 000 characters of base64. A URL inside other text stays
+    text: that text may be a document the model edits (HTML with inline images).
+
+    Example:
+        >>> image_in_text("data:image/png;base64,iVBORw0KGgo=")
+        (b'\\x89PNG\\r\\n\\x1a\\n', 'image/png')
+        >>> image_in_text('<img src="data:image/png;base64,iVBORw0KGgo=">') is None
+        True
+    """
+    found = _DATA_URL.fullmatch(text.strip())
+    if found is None:
+        return None
+    try:
+        return base64.b64decode(found.group(2), validate=True), found.group(1)
+    except ValueError:
+        return None
+
+
+def raster_type(data: bytes) -> str | None:
+    """The media type of bytes a tool returned when they are a raster image, else None.
+
+    Example:
+        >>> raster_type(b"just some bytes") is None
+        True
+    """
+    try:
+        head = media.probe(data)
+    except VisusError:
+        return None
+    return head.media_type if head.kind == "raster" else None
 
 
 @dataclass(frozen=True, slots=True)

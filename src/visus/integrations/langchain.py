@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore
+from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
 from visus.models import ModelSpec
 from visus.record.blobs import BlobStore
 
@@ -185,6 +185,16 @@ class VisionMiddleware(AgentMiddleware):
             if pending and not isinstance(m, ToolMessage):
                 out.append(HumanMessage(content=pending))
                 pending = []
+            if isinstance(m, ToolMessage) and isinstance(m.content, str):
+                # A tool returning one image data URL as its text: an image, not base64.
+                found = image_in_text(m.content)
+                if found is not None:
+                    block = {
+                        "type": "image",
+                        "base64": base64.b64encode(found[0]).decode("ascii"),
+                        "mime_type": found[1],
+                    }
+                    m = m.model_copy(update={"content": [block]})
             if not isinstance(m, ToolMessage) or not isinstance(m.content, list):
                 out.append(m)
                 continue

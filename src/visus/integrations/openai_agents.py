@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore
+from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
@@ -203,6 +203,11 @@ class Vision:
         live = elided = tokens = 0
         for item, t in zip(items, turns, strict=True):
             is_output = isinstance(item, dict) and item.get("type") == "function_call_output"
+            output = item.get("output") if is_output else None
+            if isinstance(output, str) and image_in_text(output) is not None:
+                # A tool returning one image data URL as its text: an image, not base64.
+                url = output.strip()
+                item = {**item, "output": [{"type": "input_image", "image_url": url}]}
             if pending and not is_output:
                 out.append({"role": "user", "content": pending})
                 pending = []

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore
+from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text, raster_type
 from visus.models import ModelSpec
 from visus.record.blobs import BlobStore
 
@@ -221,13 +221,14 @@ class Vision(AbstractCapability[Any]):
         tally: _Tally,
     ) -> ToolReturnPart:
         content = part.content
-        items: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
+        given: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
+        items = [_as_image(i) for i in given]
         images = [i for i in items if _is_image(i)]
         if not images:
             return part
         if live:
             sent = [self._live(i, model, tally) if _is_image(i) else i for i in items]
-            if all(a is b for a, b in zip(sent, items, strict=True)):
+            if all(a is b for a, b in zip(sent, given, strict=True)):
                 return part
             new: Any = sent if isinstance(content, list | tuple) else sent[0]
             return dataclasses.replace(part, content=new)
@@ -313,6 +314,18 @@ class _Tally:
 
 def _is_image(item: object) -> TypeGuard[Image]:
     return isinstance(item, ImageUrl) or (isinstance(item, BinaryContent) and item.is_image)
+
+
+def _as_image(item: Any) -> Any:
+    """``item``, or the image it is: raster bytes (a Playwright screenshot returned as
+    it is) or a text that is one image data URL. pydantic-ai would send either as text."""
+    if isinstance(item, bytes):
+        media_type = raster_type(item)
+        return item if media_type is None else BinaryImage(data=item, media_type=media_type)
+    if isinstance(item, str):
+        found = image_in_text(item)
+        return item if found is None else BinaryImage(data=found[0], media_type=found[1])
+    return item
 
 
 def _inline(image: ImageUrl) -> BinaryContent | None:
