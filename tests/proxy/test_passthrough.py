@@ -10,7 +10,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -231,3 +233,16 @@ def test_stats_count_what_was_done(reference_url: str, caplog: pytest.LogCapture
     assert "hoisted=1 repaired=1" in lines[0]
     assert "fitted=1" in lines[1]
     assert not any("Bearer" in line or big.b64[:40] in line for line in lines)
+
+
+def test_a_base_url_with_or_without_v1_by_mistake_is_named(proxy_url: str) -> None:
+    # The OpenAI SDK wants .../v1, the Anthropic SDK the bare host: each mistake would
+    # skip the image editing and get the provider's bare 404.
+    no_v1 = openai.OpenAI(base_url=proxy_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match=f"base URL is {proxy_url}/v1"):
+        no_v1.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "hi"}])
+    twice = anthropic.Anthropic(base_url=f"{proxy_url}/v1", api_key="sk-test", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError, match=f'base URL is {proxy_url}"}}'):
+        twice.messages.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )

@@ -225,8 +225,35 @@ async def rewrite_endpoint(request: Request) -> Response:
     return await _forward(request, content, edit.notes)
 
 
+def _misdirected(request: Request) -> str | None:
+    """Why a request for an API the proxy edits came on the wrong path, if it did.
+
+    An OpenAI base URL without ``/v1``, or an Anthropic one with it, sends the request
+    past the image editing to a path the provider answers with a bare 404.
+    """
+    path = request.url.path
+    base = str(request.base_url).rstrip("/")
+    for api in PROTOCOLS:
+        if path == api.removeprefix("/v1"):
+            return (
+                f"visus proxy: {request.method} {path} is not an API path here; "
+                f"an OpenAI client's base URL is {base}/v1"
+            )
+        if path == "/v1" + api:
+            client = "an Anthropic" if api.startswith("/v1/messages") else "an OpenAI"
+            fixed = base if client == "an Anthropic" else base + "/v1"
+            return (
+                f"visus proxy: {request.method} {path} has /v1 twice; "
+                f"{client} client's base URL is {fixed}"
+            )
+    return None
+
+
 async def passthrough_endpoint(request: Request) -> Response:
     """Any other path (``/v1/models``, ...): forwarded unchanged."""
+    wrong = _misdirected(request) if request.method == "POST" else None
+    if wrong is not None:
+        return _error(404, "not_found_error", wrong)
     raw = await _read(request)
     if raw is None:
         return _error(413, "request_too_large", "visus proxy: request body too large")
