@@ -172,6 +172,21 @@ async def test_session_with_a_lost_blob_loads_with_a_note() -> None:
     ]
 
 
+async def test_a_data_url_that_is_not_base64_is_kept_as_it_is(tmp_path: Path) -> None:
+    svg = "data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg'/>"
+    item: dict[str, Any] = {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [{"type": "input_image", "image_url": svg}],
+    }
+    session = VisionSession(SQLiteSession("utf8"), MemoryBlobStore())
+    await session.add_items([item])
+    assert await session.get_items() == [item]  # not an empty blob
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    (sent,) = vision.model_input([item], get_model("gpt-4.1"), hoist=False)
+    assert sent == item  # passed on for the provider to judge, not emptied
+
+
 async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
     reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
 ) -> None:

@@ -277,19 +277,22 @@ class Vision:
         """(digest, URL) of a live image as sent: another tool's data URL fitted to ``model``."""
         if image.ours is not None:
             return image.ours, image.url
-        if not image.url.startswith("data:"):
-            return "", image.url  # a web URL: the provider fetches it
-        fitted = self.core.tool_image(_decode(image.url), _media_type(image.url), model)
+        data = _inline(image.url)
+        if data is None:
+            return "", image.url  # a web URL (the provider fetches it), or not base64
+        fitted = self.core.tool_image(data, _media_type(image.url), model)
         return fitted.digest, _data_url(fitted.media_type, fitted.data)
 
     def _descriptor(self, image: _Image, turn: int, source: str | None, page: int | None) -> str:
         if image.ours is not None:
             return self.core.descriptor(image.ours, turn, source=source, page=page)
-        if not image.url.startswith("data:"):
+        data = _inline(image.url)
+        if data is None and image.url.startswith("data:"):
+            return f"[image elided: returned by a tool in turn {turn}]"
+        if data is None:
             return self.core.descriptor("", turn, source=image.url)  # view takes the URL
         # Another tool's image: stored, so the digest its descriptor names shows it again.
-        digest = self.core.remember(_decode(image.url), _media_type(image.url))
-        return self.core.descriptor(digest, turn)
+        return self.core.descriptor(self.core.remember(data, _media_type(image.url)), turn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,9 +397,12 @@ class VisionSession:
 
     def _put(self, part: Item) -> Item:
         url = part.get("image_url")
-        if not isinstance(url, str) or not url.startswith("data:"):
+        if not isinstance(url, str):
             return part
-        digest = self.blobs.put(_decode(url), _media_type(url))
+        data = _inline(url)
+        if data is None:  # a web URL, or a data URL that is not base64: kept as it is
+            return part
+        digest = self.blobs.put(data, _media_type(url))
         return {**part, "image_url": f"{_BLOB_REF}sha256:{digest}"}
 
     def _get(self, part: Item) -> Item:
@@ -447,6 +453,14 @@ def _data_url(media_type: str, data: bytes) -> str:
 
 def _media_type(url: str) -> str:
     return url[5:].split(";", 1)[0].split(",", 1)[0] or "image/png"
+
+
+def _inline(url: str) -> bytes | None:
+    """The bytes of a base64 ``data:`` URL; None for a web URL or any other data URL."""
+    head = url.partition(",")[0]
+    if not (url.startswith("data:") and head.endswith(";base64")):
+        return None
+    return _decode(url) or None
 
 
 def _decode(url: str) -> bytes:
