@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,23 @@ async def test_another_tools_image_is_hoisted_fitted_then_elided_and_viewable_ag
     again = await agent.ainvoke({"messages": messages})
     (image,) = seen(again["messages"][-1].content)["images"]
     assert score_grid(expected, image["words"], 2, 2)[0] == 4
+
+
+async def test_a_google_chat_model_is_looked_up_as_gemini(tmp_path: Path) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class Gemini(GenericFakeChatModel):  # what ChatGoogleGenerativeAI reports of itself
+        model: str = "models/gemini-2.5-flash"
+
+        @property
+        def _llm_type(self) -> str:
+            return "chat-google-generative-ai"
+
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {"ls_provider": "google_genai", "ls_model_name": self.model}
+
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "unknown model" warning
+        spec = vision.spec_for(Gemini(messages=iter([])))
+    assert (spec.provider, spec.name) == ("gemini", get_model("gemini:gemini-2.5-flash").name)

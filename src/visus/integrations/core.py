@@ -82,7 +82,7 @@ CONSERVATIVE = ModelSpec(
 )
 
 # A framework's own name for a provider -> the catalog's. pydantic-ai says "google-gla"
-# or "google-vertex", LangChain "google_genai"; every one of them means Gemini.
+# or "google-vertex", LangChain "google_genai" or "google_vertexai"; all mean Gemini.
 _PROVIDERS: Mapping[str, str] = {
     "openai": "openai",
     "azure": "openai",
@@ -91,8 +91,10 @@ _PROVIDERS: Mapping[str, str] = {
     "google-gla": "gemini",
     "google-vertex": "gemini",
     "google_genai": "gemini",
+    "google_vertexai": "gemini",
     "gemini": "gemini",
     "bedrock": "bedrock",
+    "amazon_bedrock": "bedrock",
     "ollama": "ollama",
 }
 

@@ -52,7 +52,11 @@ __all__ = ["RequestImages", "VisionMiddleware"]
 _ARTIFACT = "visus"
 # LangChain's _llm_type -> the catalog's provider; chat models that take images in
 # tool results natively.
-_PROVIDERS = {"openai-chat": "openai", "anthropic-chat": "anthropic", "chat-google": "gemini"}
+_PROVIDERS = {
+    "openai-chat": "openai",
+    "anthropic-chat": "anthropic",
+    "chat-google-generative-ai": "gemini",
+}
 _IMAGES_IN_TOOL_RESULTS = frozenset({"anthropic-chat"})
 
 
@@ -151,10 +155,23 @@ class VisionMiddleware(AgentMiddleware):
         return await handler(await asyncio.to_thread(self._prepare, request))
 
     def spec_for(self, model: BaseChatModel) -> ModelSpec:
-        """The catalog spec of a LangChain chat model (its model name and type)."""
-        name = getattr(model, "model_name", None) or getattr(model, "model", None)
-        provider = _PROVIDERS.get(getattr(model, "_llm_type", ""))
-        return self.core.model_spec(str(name or "unknown"), provider)
+        """The catalog spec of a LangChain chat model (its model name and provider).
+
+        Every LangChain chat model reports both for tracing (``ls_model_name``,
+        ``ls_provider``: ``openai``, ``anthropic``, ``google_genai``, ``ollama``...).
+        """
+        try:
+            params = model._get_ls_params()
+        except Exception:  # a chat model of any make: its tracing hook is not ours to trust
+            params = {}
+        name = (
+            params.get("ls_model_name")
+            or getattr(model, "model_name", None)
+            or getattr(model, "model", None)
+        )
+        provider = params.get("ls_provider") or _PROVIDERS.get(getattr(model, "_llm_type", ""))
+        # Google's clients name models "models/gemini-2.5-flash"; the catalog does not.
+        return self.core.model_spec(str(name or "unknown").removeprefix("models/"), provider)
 
     def _prepare(self, request: ModelRequest) -> ModelRequest:
         self._spec = self.spec_for(request.model)
