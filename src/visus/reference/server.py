@@ -124,6 +124,9 @@ def serve_in_background(
         log_level="warning",
         access_log=False,
         lifespan="off",
+        # A request still running at exit (a client gave up on `wait 30`) is cancelled
+        # after a second, so the caller is not held the whole wait.
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
