@@ -6,7 +6,9 @@ reference model, which calls ``grep_attachment`` when told to."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,31 @@ async def test_an_upload_to_one_replica_is_grepped_by_a_turn_another_runs(
     for app in apps:
         folder = Path(app.state.registry.data_dir)
         assert not list(folder.rglob("notes.md"))
+
+
+async def test_any_replica_lists_a_session_s_running_turns(apps: list[FastAPI]) -> None:
+    """The web page reloaded behind a balancer asks whichever replica: each one lists
+    the turns still open (so the page shows them working, with Stop) until they end."""
+    a, b = apps
+    inst = a.state.default_instance
+    sessions = "/web/api/sessions"
+    async with httpx.AsyncClient(timeout=60) as http:
+        with live_server(a) as url_a, live_server(b) as url_b:
+
+            async def send(url: str, text: str) -> str:
+                body = {"type": "user.message", "session": "shared", "payload": {"text": text}}
+                r = await http.post(f"{url}/v1/instances/{inst}/tether", json=body)
+                assert r.status_code == 202, r.text
+                return str(r.json()["msg_id"])
+
+            slow = await send(url_a, "wait 5")
+            queued = await send(url_b, "hello")  # waits behind "wait 5" in its session
+            for url in (url_a, url_b):
+                conv = (await http.get(f"{url}{sessions}/shared")).json()
+                assert conv["running"] == [slow, queued]
+            assert (await http.get(f"{url_b}{sessions}/elsewhere")).json()["running"] == []
+            deadline = time.monotonic() + 30
+            while (await http.get(f"{url_b}{sessions}/shared")).json()["running"]:
+                assert time.monotonic() < deadline, "the turns never ended"
+                await asyncio.sleep(0.2)
+            assert (await http.get(f"{url_a}{sessions}/shared")).json()["running"] == []
