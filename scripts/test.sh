@@ -8,8 +8,8 @@ bash scripts/setup-system.sh || exit 1
 bash scripts/setup-node.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 status=0
-echo "== ruff check";   ruff check src tests benchmarks || status=1
-echo "== ruff format";  ruff format --check src tests benchmarks || status=1
+echo "== ruff check";   ruff check src tests benchmarks conftest.py || status=1
+echo "== ruff format";  ruff format --check src tests benchmarks conftest.py || status=1
 echo "== mypy --strict"; mypy || status=1
 echo "== pytest"
 pytest "$@"

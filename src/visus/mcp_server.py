@@ -257,7 +257,7 @@ def read_result(
     Example:
         >>> r = read_result({"frames": [], "next_seq": 0, "gap": False})
         >>> r.content[0].text
-        '{"frames":[],"next_seq":0,"gap":false}'
+        '{"next_seq":0,"gap":false,"frames":[]}'
     """
     budget = max_bytes - _RESULT_ENVELOPE
     head = {k: v for k, v in answer.items() if k not in ("frames", "more")}

@@ -20,7 +20,7 @@ Example:
     >>> import tempfile
     >>> mw = VisionMiddleware(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
     >>> [t.name for t in mw.tools]
-    ['view', 'read']
+    ['read', 'view']
 """
 
 from __future__ import annotations

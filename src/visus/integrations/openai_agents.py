@@ -25,7 +25,7 @@ Example:
     >>> import tempfile
     >>> vision = Vision(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
     >>> [t.name for t in vision.tools]
-    ['view', 'read']
+    ['read', 'view']
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ Example:
     >>> from pydantic_ai import Agent
     >>> from pydantic_ai.models.test import TestModel
     >>> vision = Vision(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
+    >>> import warnings  # TestModel is no vision model visus knows: it would say so
+    >>> from visus.integrations.core import VisionWarning
+    >>> warnings.simplefilter("ignore", VisionWarning)
     >>> agent = Agent(TestModel(call_tools=[]), capabilities=[vision])
     >>> agent.run_sync("hi").output
     'success (no tool calls)'
@@ -94,7 +97,7 @@ class Vision(AbstractCapability[Any]):
         >>> import tempfile
         >>> v = Vision(roots=[tempfile.mkdtemp()], live_turns=2, data=tempfile.mkdtemp())
         >>> [t.name for t in v.core.tool_specs()]
-        ['view', 'read']
+        ['read', 'view']
     """
 
     def __init__(

@@ -7,8 +7,8 @@ gateway uses ``instance`` when given, else the instance it created there before
 (remembered in ``<data>/telegram/instances.json``), else a new one.
 
 Example:
-    >>> import asyncio                                               # doctest: +SKIP
-    >>> asyncio.run(serve_bot(BotOptions(token="123:ABC", allowed_chats=(42,))))
+    >>> import asyncio
+    >>> asyncio.run(serve_bot(BotOptions(token="123:ABC", allowed_chats=(42,))))  # doctest: +SKIP
 """
 
 from __future__ import annotations

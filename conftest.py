@@ -1,4 +1,7 @@
-"""Suite-wide guards: no test reaches the internet.
+"""Suite-wide guards: no test (nor docstring example) reaches the internet.
+
+At the repository root so it covers the doctests pytest collects from ``src/visus``
+as well as ``tests/``.
 
 Every socket connect and name lookup is checked: loopback addresses, ``localhost``
 and Unix sockets pass; anything else raises ``OSError`` before a packet leaves.
