@@ -69,3 +69,17 @@ def test_serve_on_a_port_in_use_exits_2_before_building_anything(
     assert result.stdout == ""
     assert no_server == []
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("command", [["serve"], ["reference", "serve"]])
+def test_a_port_out_of_range_is_one_line_not_a_traceback(
+    no_server: list[Any], tmp_path: Path, command: list[str]
+) -> None:
+    args = [*command, "--port", "70000"]
+    if command == ["serve"]:
+        args += ["--data", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert "port 70000 is out of range (0-65535)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert no_server == []

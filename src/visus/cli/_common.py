@@ -83,6 +83,8 @@ def cannot_listen(host: str, port: int) -> str | None:
             probe.bind((host.strip("[]"), port))
         except OSError as e:
             return e.strerror or str(e)
+        except OverflowError:  # a port past 65535, from the command line or visus.toml
+            return f"port {port} is out of range (0-65535)"
     return None
 
 
