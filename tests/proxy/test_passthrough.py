@@ -246,3 +246,19 @@ def test_a_base_url_with_or_without_v1_by_mistake_is_named(proxy_url: str) -> No
         twice.messages.create(
             model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
+
+
+def test_a_body_over_the_cap_is_refused_naming_the_cap_on_every_route(
+    reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from visus import limits
+
+    monkeypatch.setattr(limits, "PROXY_MAX_BODY_BYTES", 1000)
+    big = json.dumps({"model": "claude-sonnet-4-6", "pad": "x" * 2000})
+    with serve_proxy(ProxyConfig(upstream=reference_url)) as url:
+        for path in ("/v1/messages", "/v1/some/other/route"):
+            r = httpx.post(f"{url}{path}", content=big, headers={"x-api-key": "sk-test"})
+            assert r.status_code == 413, (path, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "request_too_large"
+            assert "over 1000 bytes (PROXY_MAX_BODY_BYTES)" in error["message"]

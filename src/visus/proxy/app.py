@@ -124,6 +124,15 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
+def _too_large() -> Response:
+    return _error(
+        413,
+        "request_too_large",
+        f"visus proxy: request body over {limits.PROXY_MAX_BODY_BYTES} bytes "
+        "(PROXY_MAX_BODY_BYTES)",
+    )
+
+
 async def _read(request: Request) -> bytes | None:
     """The request body, or None past the proxy's body cap."""
     chunks: list[bytes] = []
@@ -197,11 +206,7 @@ async def rewrite_endpoint(request: Request) -> Response:
     proxy = _proxy(request)
     raw = await _read(request)
     if raw is None:
-        return _error(
-            413,
-            "request_too_large",
-            f"visus proxy: request body over {limits.PROXY_MAX_BODY_BYTES} bytes",
-        )
+        return _too_large()
     proxy.stats.requests += 1
     try:
         body = json.loads(raw)
@@ -256,7 +261,7 @@ async def passthrough_endpoint(request: Request) -> Response:
         return _error(404, "not_found_error", wrong)
     raw = await _read(request)
     if raw is None:
-        return _error(413, "request_too_large", "visus proxy: request body too large")
+        return _too_large()
     return await _forward(request, raw, [])
 
 
