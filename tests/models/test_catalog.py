@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from visus.errors import InvalidInputError
 from visus.models import (
@@ -232,3 +234,43 @@ def test_register_model() -> None:
 def test_register_model_rejects_non_specs() -> None:
     with pytest.raises(TypeError):
         register_model("gpt-4o")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ref", "vendor_model"),
+    [
+        ("openai-compatible:openai/gpt-4.1", "gpt-4.1"),  # OpenRouter's default in visus
+        ("openai-compatible:anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+        ("anthropic/claude-sonnet-4-6", "claude-sonnet-4-6"),
+        ("openai-compatible:google/gemini-2.5-flash", "gemini-2.5-flash"),
+        ("openai-compatible:openai/gpt-4.1-2025-04-14", "gpt-4.1"),
+    ],
+)
+def test_a_router_id_gets_its_vendor_model_s_limits(ref: str, vendor_model: str) -> None:
+    spec = get_model(ref)
+    vendor = get_model(vendor_model)
+    # Sent under the router's id, to the OpenAI-compatible provider, seen as the vendor's.
+    assert spec.name == ref.removeprefix("openai-compatible:")
+    assert spec.provider == "openai-compatible"
+    assert spec.vision
+    assert (spec.max_edge, spec.max_image_bytes, spec.max_images) == (
+        vendor.max_edge,
+        vendor.max_image_bytes,
+        vendor.max_images,
+    )
+
+
+def test_a_router_id_the_catalog_lacks_is_still_not_called_a_vision_model() -> None:
+    spec = get_model("openai-compatible:qwen/qwen2.5-vl-72b-instruct")
+    assert not spec.vision  # visus never guesses that a model can see
+    assert parse_model_ref("anthropic/claude-sonnet-4-6")[0] == "openai-compatible"
+
+
+def test_view_shows_an_image_to_the_openrouter_default_model(tmp_path: Path) -> None:
+    from visus.perception import Perception, Reach, view
+
+    Image.new("RGB", (64, 32), "red").save(tmp_path / "a.png")
+    seen = view(
+        str(tmp_path / "a.png"), reach=Reach([tmp_path]), model="openai-compatible:openai/gpt-4.1"
+    )
+    assert isinstance(seen, Perception), seen

@@ -47,6 +47,7 @@ _REGION = re.compile(r"^(?:us|eu|apac|global|jp|au|us-gov)\.")
 _BEDROCK_CLAUDE = re.compile(
     r"^anthropic\.(claude-[a-z]+-\d+(?:-\d{1,2})?)(?:-\d{8})?(?:-v\d+(?::\d+)?)?$"
 )
+_VERSION_DOT = re.compile(r"(\d)\.(\d)")
 _SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest|preview(?:-[\d-]+)?)$")
 
 _lock = threading.Lock()
@@ -88,6 +89,8 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
         ('anthropic', 'claude-sonnet-4-6')
         >>> parse_model_ref("llava:13b")
         ('ollama', 'llava:13b')
+        >>> parse_model_ref("anthropic/claude-sonnet-4.5")
+        ('openai-compatible', 'anthropic/claude-sonnet-4.5')
     """
     if not isinstance(ref, str):
         raise InvalidInputError(f"a model reference is a string, got {type(ref).__name__}")
@@ -105,6 +108,10 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
         return "reference", "reference"
     if _REGION.sub("", ref).startswith(("anthropic.", "amazon.")):
         return "bedrock", ref
+    if "/" in ref:
+        # vendor/model is a router's id (OpenRouter): served OpenAI-compatibly, even
+        # when the model behind it is in the catalog (its limits still apply).
+        return "openai-compatible", ref
     known = _lookup(ref)
     return (known.provider if known else _guess_provider(ref)), ref
 
@@ -189,6 +196,14 @@ def _lookup(model: str) -> ModelSpec | None:
 def _candidates(model: str) -> list[str]:
     """The id and its normalised forms, most specific first."""
     out = [model]
+    if "/" in model and not model.startswith("/"):
+        # A router's vendor/model id (OpenRouter: anthropic/claude-sonnet-4.5,
+        # openai/gpt-4.1): the vendor's model, whose limits still apply behind it.
+        # Claude's version dots are dashes in the vendor's own ids.
+        bare = model.rsplit("/", 1)[1]
+        out += _candidates(bare)
+        if bare.startswith("claude-"):
+            out += _candidates(_VERSION_DOT.sub(r"\1-\2", bare))
     if ":" in model:
         out.append(model.split(":", 1)[0])  # an Ollama tag: llava:13b -> llava
     regionless = _REGION.sub("", model)
