@@ -91,6 +91,11 @@ async def test_lists_the_tools(tmp_path: Path) -> None:
         send = tools["tether_send"].input_schema
         assert set(send["required"]) == {"instance", "text"}
         assert {"images", "session_id"} <= set(send["properties"])
+        # JSON-string answers carry no outputSchema: no second copy as structuredContent
+        assert all(t.output_schema is None for t in tools.values())
+        answer = await client.call_tool("tether_instances", {})
+        assert answer.structured_content is None
+        assert json.loads(text_of(answer))[0]["id"] == _iid
 
 
 async def test_image_round_trip_in_process(

@@ -393,7 +393,11 @@ def build_server(
         ),
     )
 
-    @server.tool()
+    # The tools answering a JSON string say structured_output=False: else the SDK
+    # declares an outputSchema {"result": string} and sends the same JSON a second
+    # time, as a string inside structuredContent (twice the bytes against the host's
+    # cap, and a string, not an object, for clients that read structuredContent).
+    @server.tool(structured_output=False)
     async def tether_send(
         instance: Annotated[str, Field(description="instance id")],
         text: Annotated[str, Field(description="message text; may be empty with images")],
@@ -437,7 +441,7 @@ def build_server(
             lambda: read_result(answer, max_bytes=cap, include_user_images=include_user_images)
         )
 
-    @server.tool()
+    @server.tool(structured_output=False)
     async def tether_instances() -> str:
         """The agent instances the tether server holds (id, model, tools, roots)."""
         try:
@@ -467,7 +471,7 @@ def build_server(
             lambda: view_result(path, roots=view_roots, page=page, recall=recall, max_bytes=cap)
         )
 
-    @server.tool(name="vision_analyze")
+    @server.tool(name="vision_analyze", structured_output=False)
     async def vision_analyze_tool(
         prompt: Annotated[str, Field(description="the question about the file")],
         file_path: Annotated[str | None, Field(description="a file under the roots")] = None,
