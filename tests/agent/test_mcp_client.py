@@ -6,6 +6,7 @@ agent side is :class:`visus.agent.McpMounts` as ``build_agent`` wires it.
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -153,3 +154,32 @@ def test_flag_and_spec_parsing() -> None:
             McpServerSpec.parse(bad)
     with pytest.raises(InvalidInputError, match="unique"):
         McpMounts([McpServerSpec.parse("a=x"), McpServerSpec.parse("a=y")])
+
+
+async def test_resource_blobs_of_text_reach_the_model_as_text(tmp_path: Path) -> None:
+    """A text file sent as a base64 blob (server-everything's blob resources) is read,
+    not reduced to a note; a blob that is not UTF-8 text says so; binary stays a note."""
+    from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
+
+    from visus.agent.mcp_client import result_outcome
+
+    def blob(data: bytes, mime: str) -> EmbeddedResource:
+        contents = BlobResourceContents(
+            uri="demo://r", mime_type=mime, blob=base64.b64encode(data).decode()
+        )
+        return EmbeddedResource(type="resource", resource=contents)
+
+    result = CallToolResult(
+        content=[
+            blob("Resource 2: héllo".encode(), "text/plain"),
+            blob(b'{"a": 1}', "application/json; charset=utf-8"),
+            blob(b"\xff\xfe\x00bad", "text/plain"),
+            blob(b"\x00\x01", "application/octet-stream"),
+        ]
+    )
+    outcome = await result_outcome(result, _ctx(tmp_path), conn=None, tool="ev__blob")
+    texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]
+    assert texts[0] == "[resource demo://r]\nResource 2: héllo"
+    assert texts[1] == '[resource demo://r]\n{"a": 1}'
+    assert "not base64 of UTF-8 text" in texts[2]
+    assert texts[3].startswith("[resource demo://r (application/octet-stream")

@@ -10,7 +10,8 @@ on the agent's first turn in the agent's own event loop and closed by
 - text content -> text parts; ``structuredContent`` alone -> its JSON as text;
 - image content -> fitted to the model, stored as a blob, an image part (re-viewable
   by ``view("sha256:...")`` once retention elides it);
-- embedded resources -> their text, or an image part for an image blob, or a note;
+- embedded resources -> their text (a text/JSON/XML blob decoded), or an image part
+  for an image blob, or a note;
   resource links -> a note, or for an image the resource read and shown;
 - ``isError`` -> an error tool result.
 
@@ -437,6 +438,12 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
     )
 
 
+def _textual(mime: str) -> bool:
+    """Whether a resource of media type ``mime`` is text (text/*, JSON, XML, YAML)."""
+    kind = mime.split(";", 1)[0].strip().lower()
+    return kind.startswith("text/") or kind.endswith(("/json", "+json", "/xml", "+xml", "yaml"))
+
+
 def _resource_part(resource: object, ctx: ToolContext, budget: _Budget) -> Part:
     uri = str(getattr(resource, "uri", "?"))
     mime = getattr(resource, "mime_type", None) or ""
@@ -446,6 +453,14 @@ def _resource_part(resource: object, ctx: ToolContext, budget: _Budget) -> Part:
     blob = getattr(resource, "blob", None)
     if isinstance(blob, str) and mime.startswith("image/"):
         return _image_part(blob, mime, ctx, budget)
+    if isinstance(blob, str) and _textual(mime):
+        # Servers send text files as base64 blobs too (server-everything's blob
+        # resources are text/plain): the model reads them as it reads text resources.
+        try:
+            decoded = base64.b64decode(blob, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+            return TextPart(f"[resource {uri} ({mime}) not shown: not base64 of UTF-8 text]")
+        return TextPart(budget.text(f"[resource {uri}]\n{decoded}"))
     size = len(blob) * 3 // 4 if isinstance(blob, str) else 0
     return TextPart(f"[resource {uri} ({mime or 'binary'}, about {size} bytes) not shown]")
 
