@@ -183,3 +183,30 @@ async def test_resource_blobs_of_text_reach_the_model_as_text(tmp_path: Path) ->
     assert texts[1] == '[resource demo://r]\n{"a": 1}'
     assert "not base64 of UTF-8 text" in texts[2]
     assert texts[3].startswith("[resource demo://r (application/octet-stream")
+
+
+async def test_an_http_server_refusing_the_token_says_its_status(tmp_path: Path) -> None:
+    """A streamable-HTTP server answering 401 is named with its status and a hint; the
+    SDK alone says only "Server returned an error response"."""
+    try:
+        from tests.tether.doubles import Factory, live_server
+    except ImportError:  # tests/ not a package
+        from tether.doubles import Factory, live_server  # type: ignore[no-redef]
+    from visus.mcp_server import mount_mcp
+    from visus.tether.server import create_app
+
+    app = create_app(data_dir=tmp_path, runner_factory=Factory(), token="tok")
+    mount_mcp(app, roots=[tmp_path])
+    with live_server(app) as base:
+        wrong = McpServerSpec(name="vis", url=f"{base}/mcp", headers={"Authorization": "x"})
+        right = McpServerSpec(name="ok", url=f"{base}/mcp", headers={"Authorization": "Bearer tok"})
+        registry = ToolRegistry()
+        mounts = McpMounts([wrong, right])
+        try:
+            warnings = await mounts.start(registry.add)
+            assert "ok__view" in registry.names()
+        finally:
+            await mounts.aclose()
+    assert len(warnings) == 1
+    assert "'vis'" in warnings[0]
+    assert "the server answered HTTP 401 Unauthorized (check the headers" in warnings[0]

@@ -148,6 +148,9 @@ class _Connection:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._errlog: TextIO | None = None
+        #: The last HTTP error status the server answered (streamable HTTP): the SDK
+        #: turns a 401 or 403 into "Server returned an error response" and drops it.
+        self.http_error: str | None = None
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"mcp-{self.spec.name}")
@@ -165,7 +168,16 @@ class _Connection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=spec.timeout)
+            async def note_status(response: httpx2.Response) -> None:
+                # POSTs only: a 405 to the SDK's optional GET stream is no failure.
+                if response.status_code >= 400 and response.request.method == "POST":
+                    self.http_error = f"HTTP {response.status_code} {response.reason_phrase}"
+
+            http = httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=spec.timeout,
+                event_hooks={"response": [note_status]},
+            )
             return streamable_http_client(spec.url, http_client=http)
         env = {**os.environ, **spec.env} if spec.env else None
         params = StdioServerParameters(command=spec.command or "", args=list(spec.args), env=env)
@@ -190,7 +202,7 @@ class _Connection:
                 self._ready.set()
                 await self._stop.wait()
         except Exception as e:  # a server that cannot start is a warning, not a crash
-            self.error = _why(e)
+            self.error = self._with_status(_why(e))
         finally:
             self.client = None
             if self.error is None and not self._stop.is_set():
@@ -205,6 +217,7 @@ class _Connection:
             raise McpServerError(
                 f"MCP server {self.spec.name!r} is not running ({self.error or 'stopped'})"
             )
+        self.http_error = None
         try:
             return await asyncio.wait_for(
                 client.call_tool(tool, dict(arguments)), timeout=self.spec.timeout
@@ -220,7 +233,17 @@ class _Connection:
                 self.client = None
                 self._stop.set()
                 raise McpServerError(f"MCP server {self.spec.name!r} {self.error}") from e
-            raise McpServerError(f"MCP server {self.spec.name!r} failed {tool}: {_why(e)}") from e
+            raise McpServerError(
+                f"MCP server {self.spec.name!r} failed {tool}: {self._with_status(_why(e))}"
+            ) from e
+
+    def _with_status(self, why: str) -> str:
+        """``why`` with the HTTP status the server answered last, if it was an error."""
+        status, self.http_error = self.http_error, None
+        if status is None:
+            return why
+        hint = " (check the headers, e.g. Authorization)" if status[5:8] in ("401", "403") else ""
+        return f"{why}: the server answered {status}{hint}"
 
     async def aclose(self) -> None:
         self._stop.set()
