@@ -282,6 +282,15 @@ async def test_view_fits_under_the_mcp_result_cap(tmp_path: Path) -> None:
         r = await client.call_tool("view", {"path": "/etc/passwd"})
         assert r.is_error
         assert "outside_reach" in text_of(r)
+        # a text too large to render: no hint at a read tool this server lacks
+        lines = limits.MAX_TEXT_BYTES // 100 + 1
+        (tmp_path / "big.log").write_text(("y" * 99 + "\n") * lines, encoding="utf-8")
+        r = await client.call_tool("view", {"path": "big.log"})
+        assert r.is_error
+        refusal = json.loads(text_of(r))
+        assert refusal["reason"] == "too_large"
+        assert "read(" not in refusal["message"]
+        assert "this server has no read tool" in refusal["message"]
 
 
 async def test_round_trip_over_stdio(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import weakref
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -312,6 +313,24 @@ def _host_model(max_bytes: int) -> Any:
     )
 
 
+#: The hint perception's refusals give for a text file: they name the agent's ``read``
+#: tool, which this server does not have.
+_READ_HINT = re.compile(r"\s*(?:Call|It is text: call) read\(.*\Z", re.DOTALL)
+
+
+def _without_read_hint(message: str) -> str:
+    """``message`` with a hint to call ``read`` replaced by what holds over MCP.
+
+    Example:
+        >>> _without_read_hint("a.txt is text too large to render: 9 MB. Call read('a.txt').")
+        'a.txt is text too large to render: 9 MB. It is text: this server has no read tool; open it with a text tool of your own.'
+    """  # noqa: E501
+    cut = _READ_HINT.sub("", message)
+    if cut == message:
+        return message
+    return f"{cut} It is text: this server has no read tool; open it with a text tool of your own."
+
+
 def view_result(
     path: str,
     *,
@@ -343,8 +362,10 @@ def view_result(
         while len(memory) > limits.MCP_VIEW_RECALL_IMAGES:
             del memory[next(iter(memory))]
     if seen.kind == "refusal":
+        refusal = seen.to_json()
+        refusal["message"] = _without_read_hint(refusal["message"])
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(seen.to_json()))], is_error=True
+            content=[TextContent(type="text", text=json.dumps(refusal))], is_error=True
         )
     data = base64.b64encode(seen.data).decode("ascii")
     note = (
