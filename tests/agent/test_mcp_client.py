@@ -210,3 +210,24 @@ async def test_an_http_server_refusing_the_token_says_its_status(tmp_path: Path)
     assert len(warnings) == 1
     assert "'vis'" in warnings[0]
     assert "the server answered HTTP 401 Unauthorized (check the headers" in warnings[0]
+
+
+async def test_line_wrapped_base64_images_are_images(tmp_path: Path) -> None:
+    """Base64 wrapped at 76 columns (Python's encodebytes, MIME) is an image, not
+    '[image omitted: ... not valid base64]'."""
+    import io
+
+    from mcp.types import CallToolResult, ImageContent
+    from PIL import Image
+
+    from visus.agent.mcp_client import result_outcome
+
+    buf = io.BytesIO()
+    Image.frombytes("RGB", (40, 40), bytes(range(256)) * 18 + bytes(192)).save(buf, "PNG")
+    wrapped = base64.encodebytes(buf.getvalue()).decode()
+    assert "\n" in wrapped.strip()
+    result = CallToolResult(
+        content=[ImageContent(type="image", data=wrapped, mime_type="image/png")]
+    )
+    outcome = await result_outcome(result, _ctx(tmp_path), conn=None, tool="p__pic")
+    assert [type(p) for p in outcome.parts] == [ImagePart]

@@ -435,7 +435,9 @@ def _image_part(data: object, mime: object, ctx: ToolContext, budget: _Budget) -
             f"({limits.MCP_CLIENT_MAX_IMAGE_BYTES})]"
         )
     try:
-        raw = data if isinstance(data, bytes) else base64.b64decode(data, validate=True)
+        # Line-wrapped base64 (MIME style, 76 columns) is still base64: strip the breaks.
+        text = data if isinstance(data, bytes) else "".join(data.split())
+        raw = text if isinstance(text, bytes) else base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return TextPart(f"[image omitted: its data ({mime}) is not valid base64]")
     return _stored_image(raw, str(mime), ctx, budget)
@@ -480,7 +482,7 @@ def _resource_part(resource: object, ctx: ToolContext, budget: _Budget) -> Part:
         # Servers send text files as base64 blobs too (server-everything's blob
         # resources are text/plain): the model reads them as it reads text resources.
         try:
-            decoded = base64.b64decode(blob, validate=True).decode("utf-8")
+            decoded = base64.b64decode("".join(blob.split()), validate=True).decode("utf-8")
         except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
             return TextPart(f"[resource {uri} ({mime}) not shown: not base64 of UTF-8 text]")
         return TextPart(budget.text(f"[resource {uri}]\n{decoded}"))
