@@ -293,6 +293,27 @@ async def test_view_fits_under_the_mcp_result_cap(tmp_path: Path) -> None:
         assert "this server has no read tool" in refusal["message"]
 
 
+async def test_view_pages_through_a_long_text_file(tmp_path: Path) -> None:
+    (tmp_path / "long.py").write_text("".join(f"x_{i} = {i}\n" for i in range(5000)))
+    async with harness(tmp_path) as (client, _factory, _iid, _tc):
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        props = listed["view"].input_schema["properties"]
+        assert {"offset", "limit"} <= set(props)
+        first = await client.call_tool("view", {"path": "long.py"})
+        assert not first.is_error, first
+        # The host is told what it saw and how to go on (a long file shows its start).
+        assert "lines 1-120 of 5000 (offset=120 shows the next lines)" in text_of(first)
+        later = await client.call_tool("view", {"path": "long.py", "offset": 4000, "limit": 60})
+        assert not later.is_error, later
+        assert "lines 4001-4060 of 5000 (offset=4060 shows the next lines)" in text_of(later)
+        assert isinstance(later.content[1], ImageContent)
+        last = await client.call_tool("view", {"path": "long.py", "offset": 4990})
+        assert "lines 4991-5000 of 5000" in text_of(last)
+        assert "next lines" not in text_of(last)
+        bad = await client.call_tool("view", {"path": "long.py", "offset": -1})
+        assert bad.is_error
+
+
 async def test_round_trip_over_stdio(tmp_path: Path) -> None:
     factory = Factory()
     app = create_app(data_dir=tmp_path, runner_factory=factory, token="tok")

@@ -11,9 +11,10 @@ Tools:
   images only, unless ``include_user_images``; the result stays under the cap
   (:func:`read_result`: frames deferred, an image too big alone fitted).
 - ``tether_instances()``: the instances the tether server holds.
-- ``view(path, page?)``: the file as an image fitted so that the whole result
-  stays under ``limits.MCP_MAX_RESULT_BYTES``; ``sha256:<hex>`` shows again an
-  image this client session viewed (never another session's).
+- ``view(path, page?, offset?, limit?)``: the file as an image fitted so that the
+  whole result stays under ``limits.MCP_MAX_RESULT_BYTES`` (``offset``/``limit``
+  page through a long text file's lines); ``sha256:<hex>`` shows again an image
+  this client session viewed (never another session's).
 - ``vision_analyze(prompt, file_path? | file_url? | file_base64?, ...)``: one
   question to a vision model (:func:`visus.analyze.vision_analyze`).
 
@@ -336,10 +337,15 @@ def view_result(
     *,
     roots: Sequence[Path | str],
     page: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
     recall: MutableMapping[str, bytes] | None = None,
     max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
 ) -> CallToolResult:
     """``view`` for MCP: a short description, then the image, under ``max_bytes``.
+
+    ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
+    description says which lines were shown of how many, so a host can page on.
 
     ``recall`` is what this client session viewed before (digest -> the image sent):
     ``sha256:<hex>`` (or a prefix of 12+ digits) shows one of those again, and
@@ -355,7 +361,7 @@ def view_result(
             path, known=list(memory), load=memory.__getitem__, reach=reach, model=model, page=page
         )
     else:
-        seen = view(path, reach=reach, model=model, page=page)
+        seen = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
     if seen.kind != "refusal":
         memory.pop(seen.digest, None)  # most recent last: the oldest leaves first
         memory[seen.digest] = seen.data
@@ -375,6 +381,10 @@ def view_result(
     )
     if seen.page_count:
         note += f", page {seen.page} of {seen.page_count}"
+    elif seen.line_start is not None and seen.line_total is not None:
+        note += f", lines {seen.line_start}-{seen.line_end} of {seen.line_total}"
+        if seen.line_end is not None and seen.line_end < seen.line_total:
+            note += f" (offset={seen.line_end} shows the next lines)"
     if len(data) + len(note) > max_bytes:  # fit promised less; refuse
         msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
         return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
@@ -481,15 +491,30 @@ def build_server(
         ],
         ctx: Context,
         page: Annotated[int | None, Field(ge=1, description="pdf page, 1-based")] = None,
+        offset: Annotated[
+            int | None, Field(ge=0, description="text files: the first line to show, 0-based")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, description="text files: how many lines to show")
+        ] = None,
     ) -> CallToolResult:
-        """See a file as an image (raster, svg, pdf page, or text rendered); sha256:<hex>
-        (12+ digits) shows again an image this session viewed."""
+        """See a file as an image (raster, svg, pdf page, or text rendered: offset and
+        limit page through a long text); sha256:<hex> (12+ digits) shows again an image
+        this session viewed."""
         # mcp 2.x builds a ServerSession per request; its Connection is per client
         # (stdio: the process; HTTP: the Mcp-Session-Id). No public accessor yet.
         client_key = getattr(ctx.session, "_connection", ctx.session)
         recall = recalled.setdefault(client_key, {})
         return await anyio.to_thread.run_sync(
-            lambda: view_result(path, roots=view_roots, page=page, recall=recall, max_bytes=cap)
+            lambda: view_result(
+                path,
+                roots=view_roots,
+                page=page,
+                offset=offset,
+                limit=limit,
+                recall=recall,
+                max_bytes=cap,
+            )
         )
 
     @server.tool(name="vision_analyze", structured_output=False)
