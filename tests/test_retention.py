@@ -25,6 +25,7 @@ from visus.retention import (
     RetentionPolicy,
     current_turn,
     elided_descriptor,
+    evicted_images,
     first_live_turn,
     model_view,
 )
@@ -356,3 +357,23 @@ def test_model_view_is_idempotent_and_keeps_shape(
                 assert before.turn < first_attachment
             elif policy.image_token_budget is None:
                 assert before.turn < first_live
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 200))
+def test_evicted_images_bounds_the_window_and_moves_in_batches(
+    live_images: int, chunk: int, count: int
+) -> None:
+    evicted = evicted_images(count, live_images, chunk)
+    batch = min(chunk, live_images)
+    assert evicted % batch == 0
+    assert 1 <= count - evicted <= live_images  # bounded, and the newest stays
+    if count > live_images:
+        assert count - evicted > live_images - batch  # no more leave than a batch needs
+    # One more image evicts nothing or exactly one more batch: the prefix moves rarely.
+    assert evicted_images(count + 1, live_images, chunk) - evicted in {0, batch}
+
+
+def test_evicted_images_refuses_a_window_below_one() -> None:
+    with pytest.raises(InvalidInputError, match="live_images"):
+        evicted_images(3, 0)

@@ -85,6 +85,7 @@ __all__ = [
     "RetentionPolicy",
     "current_turn",
     "elided_descriptor",
+    "evicted_images",
     "first_live_turn",
     "image_statuses",
     "model_view",
@@ -139,6 +140,32 @@ class RetentionPolicy:
         if keep is None:
             return 1
         return max(1, ((current - keep) // self.chunk) * self.chunk + 1)
+
+
+def evicted_images(count: int, live_images: int, chunk: int = 1) -> int:
+    """How many of the oldest of ``count`` images leave so at most ``live_images`` stay live.
+
+    They leave in batches of ``chunk`` (at most ``live_images``): the number evicted is
+    always a multiple of the batch and grows only when the newest images no longer
+    fit, so between two evictions every earlier image lowers to the same bytes and a
+    provider's prompt cache keeps hitting. Between evictions
+    ``live_images - chunk + 1`` to ``live_images`` images stay live; the newest always
+    does. Pure arithmetic, shared by every surface that bounds images by count.
+
+    Example:
+        >>> [evicted_images(n, live_images=4, chunk=2) for n in range(1, 10)]
+        [0, 0, 0, 0, 2, 2, 4, 4, 6]
+        >>> evicted_images(3, live_images=1, chunk=5)  # the batch never exceeds the window
+        2
+    """
+    for name, value in (("live_images", live_images), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
+    over = count - live_images
+    if over <= 0:
+        return 0
+    batch = min(chunk, live_images)
+    return -(-over // batch) * batch
 
 
 #: The default policy: only the current turn keeps its pixels.
