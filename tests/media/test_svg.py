@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import time
@@ -94,6 +95,70 @@ def test_raster_data_uri_renders_but_nested_svg_data_uri_is_dropped(tmp_path: Pa
     out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
     assert near(pixel(out, (50, 50)), (0, 0, 255, 255), 10)
     assert pixel(out, (150, 50))[3] == 0
+
+
+# A nested document librsvg would load from a data: URL: a green gradient and a green
+# flood filter. Drawn, it paints the rect green; cleaned away, the rect is not green.
+_NESTED = svg(
+    '<linearGradient id="g"><stop offset="0" stop-color="#00c800"/>'
+    '<stop offset="1" stop-color="#00c800"/></linearGradient>'
+    '<filter id="f"><feFlood flood-color="#00c800"/></filter>'
+)
+_NESTED_URI = "data:image/svg+xml;base64," + base64.b64encode(_NESTED).decode()
+_RECT = '<rect width="200" height="100"/>'
+#: Every way (issue 23) a stylesheet reached librsvg uncleaned, each naming the nested
+#: document; before the fix each one painted the nested gradient.
+CSS_BYPASSES = {
+    "style text after a child element": f"<style>rect{{}}<x/>rect{{fill:url({_NESTED_URI}#g)}}"
+    f"</style>{_RECT}",
+    "second CDATA after a child": f"<style><![CDATA[rect{{}}]]><x/><![CDATA[rect{{fill:url("
+    f"{_NESTED_URI}#g)}}]]></style>{_RECT}",
+    "escape in <style>": f"<style>rect{{fill:u\\72l({_NESTED_URI}#g)}}</style>{_RECT}",
+    "escape in a presentation attribute": f'<rect width="200" height="100" '
+    f'fill="u\\72l({_NESTED_URI}#g)"/>',
+    "escape in a style attribute": f'<rect width="200" height="100" '
+    f'style="fill:u\\72 l({_NESTED_URI}#g)"/>',
+    "escaped filter": f'<rect width="200" height="100" style="filter:\\75rl({_NESTED_URI}#f)"/>',
+    "unterminated url at the end": f"<style>rect{{fill:url({_NESTED_URI}#g</style>{_RECT}",
+    "style in another namespace": '<h:style xmlns:h="http://www.w3.org/1999/xhtml">'
+    f"rect{{fill:url({_NESTED_URI}#g)}}</h:style>{_RECT}",
+}
+
+
+@pytest.mark.parametrize("body", list(CSS_BYPASSES.values()), ids=list(CSS_BYPASSES))
+def test_no_stylesheet_spelling_hands_the_renderer_a_nested_document(body: str) -> None:
+    doc = svg(body)
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    # What is left names no outside url, in any spelling librsvg would read.
+    assert "\\" not in parsed.text
+    assert not re.search(r"url\(\s*['\"]?\s*(?!#)", parsed.text, re.IGNORECASE)
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert not near(pixel(out, (100, 50)), (0, 200, 0, 255), 30)
+
+
+def test_escaped_import_and_stylesheet_processing_instruction_are_dropped() -> None:
+    doc = b'<?xml-stylesheet href="https://example.com/a.css" type="text/css"?>' + svg(
+        '<style>@\\69mport "https://example.com/b.css"; rect { fill: red }</style>' + _RECT
+    )
+    parsed = parse_svg(doc)
+    assert parsed is not None
+    assert "example.com" not in parsed.text
+    assert "fill: red" in parsed.text  # the rest of the stylesheet is kept
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert pixel(out, (100, 50)) == (255, 0, 0, 255)
+
+
+def test_fragment_urls_survive_cleaning_quoted_or_not() -> None:
+    doc = svg(
+        '<linearGradient id="b"><stop offset="0" stop-color="#0000ff"/>'
+        '<stop offset="1" stop-color="#0000ff"/></linearGradient>'
+        "<style>.q { fill: url('#b') }</style>"
+        '<rect class="q" width="100" height="100"/><rect x="100" width="100" height="100" '
+        'fill="url( #b )"/>'
+    )
+    out = decoded(load(doc, profile=CLAUDE).data).convert("RGBA")
+    assert pixel(out, (50, 50)) == pixel(out, (150, 50)) == (0, 0, 255, 255)
 
 
 BILLION_LAUGHS = b"""<?xml version="1.0"?>

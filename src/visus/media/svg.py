@@ -10,8 +10,13 @@ paths. Either way the renderer is not trusted with that: before it sees a docume
 - drop every ``href``/``xlink:href`` that is not a ``#fragment`` or a raster ``data:``
   URI (``data:image/svg+xml`` would hand the renderer a nested document we did not clean)
   whose header Pillow reads and whose size passes our decode bounds;
-- drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in
-  attributes and ``<style>``.
+- drop ``url(...)`` and ``@import`` references to anything but ``#fragment`` in every
+  attribute (librsvg reads presentation attributes as CSS too) and in the whole text of
+  every ``<style>`` (its children are dropped: CSS after a child element, or in a second
+  CDATA section, is still stylesheet text to librsvg). CSS escapes (``u\\72l(``) are
+  removed first, so no spelling of ``url`` survives. librsvg would load a nested
+  ``data:image/svg+xml`` document named there (a gradient, a filter) without our
+  complexity caps or this cleaning, so no nested document ever reaches it.
 
 Text uses the shipped DejaVu fonts (Noto for CJK and emoji), never the machine's fonts:
 the worker's fontconfig reads a private configuration listing only those
@@ -52,7 +57,11 @@ _DOCTYPE = re.compile(r"<!DOCTYPE[^\[>]*(\[.*?\]\s*)?>", re.IGNORECASE | re.DOTA
 _DOCTYPE_ANY = re.compile(r"<!DOCTYPE", re.IGNORECASE)
 _ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
 _SAFE_DATA = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp)[;,]", re.IGNORECASE)
-_CSS_URL = re.compile(r"url\(\s*(['\"]?)\s*(?!#)[^)]*\)", re.IGNORECASE)
+# A url() to anything but a #fragment, terminated or not (CSS closes an unterminated
+# url at the end of the stylesheet).
+_CSS_URL = re.compile(r"url\(\s*(?!['\"]?\s*#)[^)]*\)?", re.IGNORECASE)
+# A CSS escape: up to six hex digits and one optional whitespace, or any other character.
+_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})\s?|(.))", re.DOTALL)
 _CSS_IMPORT = re.compile(r"@import[^;]*;?", re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 # Digits and dots -> "1", anything else -> " ": a number starts at every " 1".
@@ -122,7 +131,21 @@ def _root_and_tree(text: str) -> tuple[str, ET.Element | None, ET.ParseError | N
     return (root.tag, root, None) if root is not None else ("", None, None)
 
 
+def _unescape_char(m: re.Match[str]) -> str:
+    if m.group(1) is None:
+        return m.group(2)
+    code = int(m.group(1), 16)
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF or (code < 0x20 and code not in (9, 10, 13)):
+        return "\ufffd"
+    return chr(code)
+
+
 def _clean_css(value: str) -> str:
+    """``value`` (a stylesheet, a style attribute or any attribute) with no outside
+    reference left. CSS escapes are resolved first (``u\\72l(`` is ``url(``, ``@\\69mport``
+    is ``@import``) and any backslash still left is dropped, so what librsvg reads holds
+    no escape at all: every spelling of a reference is the plain one we remove."""
+    value = _CSS_ESCAPE.sub(_unescape_char, value).replace("\\", "")
     return _CSS_IMPORT.sub("", _CSS_URL.sub("none", value))
 
 
@@ -237,8 +260,13 @@ def check_complexity(root: ET.Element) -> None:
         stack.extend((child, depth + 1) for child in element)
 
 
+def _is_css(value: str) -> bool:
+    lowered = value.lower()
+    return "\\" in value or "url(" in lowered or "@import" in lowered
+
+
 def _sanitise(root: ET.Element) -> None:
-    for element in root.iter():
+    for element in list(root.iter()):
         for key in list(element.attrib):
             value = element.attrib[key]
             local = key.rsplit("}", 1)[-1]
@@ -246,10 +274,15 @@ def _sanitise(root: ET.Element) -> None:
                 v = value.strip()
                 if not (v.startswith("#") or _safe_data_image(v)):
                     del element.attrib[key]
-            elif "url(" in value.lower() or "@import" in value.lower():
+            elif _is_css(value):
                 element.attrib[key] = _clean_css(value)
-        if element.tag == f"{_SVG_NS}style" and element.text:
-            element.text = _clean_css(element.text)
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag.rsplit("}", 1)[-1] == "style":
+            # All of it is stylesheet text to librsvg, the tails of child elements too.
+            css = "".join(element.itertext())
+            for child in list(element):
+                element.remove(child)
+            element.text = _clean_css(css) if _is_css(css) else css
 
 
 def _length(value: str | None, reference: float | None) -> float | None:
