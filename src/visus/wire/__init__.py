@@ -31,7 +31,7 @@ from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._display import abbreviate
 from visus.wire._prepare import WireRules, max_document_pages, prepare, profile_for
-from visus.wire._prepared import Prepared
+from visus.wire._prepared import Body, Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 from visus.wire._reply import Accumulator, ReplyContext
 
@@ -52,11 +52,6 @@ __all__ = [
     "max_document_pages",
     "profile_for",
 ]
-
-#: A request body as a wire's codec built it: JSON-ready, one of the codecs' own
-#: ``Request`` TypedDicts (``anthropic.Request``, ``gemini.Request``, ...) read as a
-#: plain JSON object by code that serves every wire (the client, ``visus lower``).
-Body: TypeAlias = Mapping[str, object]
 
 Wire: TypeAlias = Literal[
     "anthropic", "openai-chat", "openai-responses", "gemini", "ollama", "bedrock"

@@ -27,6 +27,7 @@ from visus.record.messages import (
 )
 
 __all__ = [
+    "Body",
     "FunctionTool",
     "FunctionToolSpec",
     "JSONValue",
@@ -48,6 +49,11 @@ __all__ = [
     "plain",
     "source_text",
 ]
+
+#: A request body as a wire's codec built it: JSON-ready, one of the codecs' own
+#: ``Request`` TypedDicts (``anthropic.Request``, ``gemini.Request``, ...) read as a
+#: plain JSON object by code that serves every wire (the client, ``visus lower``).
+Body: TypeAlias = Mapping[str, object]
 
 
 @dataclass(frozen=True, slots=True)

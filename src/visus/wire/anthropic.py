@@ -46,7 +46,7 @@ from visus.wire._prepared import (
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
 
 if TYPE_CHECKING:
-    from visus.wire import Body
+    from visus.wire._prepared import Body
 
 __all__ = ["RULES", "Reply", "Request", "Stream", "build", "cap", "parse"]
 
