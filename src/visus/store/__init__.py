@@ -22,9 +22,10 @@ from visus.store.base import (
     Store,
     StoredFrame,
     is_database_url,
-    open_store,
+    redact_url,
     validate_namespace,
 )
+from visus.store.factory import open_store
 from visus.store.files import FileStore
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "StoredFrame",
     "is_database_url",
     "open_store",
+    "redact_url",
     "validate_namespace",
 ]

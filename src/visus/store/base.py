@@ -10,25 +10,23 @@ A shared store (``shared`` true) also holds the tether ring and the turn claims;
 that part of it is :class:`SharedRingStore`, implemented by PostgreSQL only (the file
 store keeps frames in the serving process, as before).
 
+This module is the package's bottom: it imports none of the implementations
+(:func:`visus.store.factory.open_store` picks one).
+
 Example:
-    >>> import tempfile
-    >>> store = open_store(None, tempfile.mkdtemp())
-    >>> store.put_instance({"id": "i-1", "model": "reference", "created": "t"})
-    >>> [c["id"] for c in store.list_instances()], store.shared
-    (['i-1'], False)
+    >>> validate_namespace("instances/i-1"), is_database_url("postgresql://db/visus")
+    ('instances/i-1', True)
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from visus.attachments import SessionAttachments
-from visus.errors import ConfigError, InvalidKeyError
+from visus.errors import InvalidKeyError
 from visus.record.blobs import BlobStore
 from visus.record.sessions import SessionLog
 
@@ -41,7 +39,7 @@ __all__ = [
     "Store",
     "StoredFrame",
     "is_database_url",
-    "open_store",
+    "redact_url",
     "validate_namespace",
 ]
 
@@ -223,50 +221,12 @@ class SharedRingStore(Protocol):
     async def aclose(self) -> None: ...
 
 
-def open_store(
-    url: str | None,
-    data: Path | str,
-    *,
-    migrate: bool = True,
-    replica: str | None = None,
-    lease_seconds: float | None = None,
-) -> Store:
-    """The store ``url`` names: ``postgresql://...`` opens the database (migrating its
-    schema first unless ``migrate`` is false), anything empty the files under ``data``.
-
-    A ``postgresql`` URL needs ``pip install 'visus[postgres]'``.
-    """
-    if not url:
-        from visus.store.files import FileStore
-
-        return FileStore(Path(data))
-    if not is_database_url(url):
-        raise ConfigError(
-            f"store: {_redact(url)!r} is not a store URL; give postgresql://user@host/db "
-            "or leave it empty for local files"
-        )
-    from visus.store.postgres import DEFAULT_LEASE_SECONDS, PostgresStore
-
-    return PostgresStore(
-        url,
-        migrate=migrate,
-        replica=replica or _replica_name(),
-        lease_seconds=DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds,
-    )
-
-
-def _replica_name() -> str:
-    import secrets
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
 def redact_url(url: str) -> str:
-    """``url`` with its password masked, to print or log."""
-    return _redact(url)
+    """``url`` with its password masked, to print or log.
 
-
-def _redact(url: str) -> str:
+    Example:
+        >>> redact_url("postgresql://visus:s3cret@db/visus")
+        'postgresql://visus:***@db/visus'
+    """
     # user:password@ -> user:***@ so a refused URL never prints a password.
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
