@@ -112,8 +112,8 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     # the server side, and the client side the agent mounts other servers with
     "mcp": ("mcp_server.py", "agent/mcp_client.py"),
     "typer": ("cli/",),
-    "psycopg": ("store/postgres.py",),
-    "psycopg_pool": ("store/postgres.py",),
+    "psycopg": ("store/postgres.py", "store/pg_"),
+    "psycopg_pool": ("store/pg_conn.py",),
     "pydantic_ai": ("integrations/pydantic_ai.py",),
     "agents": ("integrations/openai_agents.py",),
     "langchain": ("integrations/langchain.py",),

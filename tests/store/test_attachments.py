@@ -55,7 +55,7 @@ def _capped(store: Store, session: str, caps: AttachmentCaps) -> SessionAttachme
     from visus.store.postgres import PostgresStore
 
     assert isinstance(store, PostgresStore)
-    return PgAttachments(store, NS, session, caps)
+    return PgAttachments(store.db, NS, session, caps)
 
 
 def test_put_list_info_read_and_a_reopen_sees_them(opener: Opener) -> None:

@@ -10,7 +10,7 @@ caps hold and no two files share a name. Bytes are verified against their sha256
 every read, like blobs.
 
 No psycopg import here: the connection comes from
-:meth:`~visus.store.postgres.PostgresStore._tx`, which translates its errors.
+:meth:`~visus.store.pg_conn.Database.tx`, which translates its errors.
 
 Example:
     >>> store = PostgresStore("postgresql://visus@127.0.0.1/visus")  # doctest: +SKIP
@@ -22,13 +22,11 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from visus.attachments.store import AttachmentCaps, AttachmentInfo, admit, prepare_upload
 from visus.errors import NotFoundError, StoreError
-
-if TYPE_CHECKING:
-    from visus.store.postgres import PostgresStore
+from visus.store.pg_conn import Database
 
 __all__ = ["PgAttachments"]
 
@@ -54,12 +52,12 @@ class PgAttachments:
 
     def __init__(
         self,
-        store: PostgresStore,
+        db: Database,
         namespace: str,
         session_id: str,
         caps: AttachmentCaps | None = None,
     ) -> None:
-        self.store = store
+        self.db = db
         self.namespace = namespace
         self.session_id = session_id
         self.caps = caps or AttachmentCaps()
@@ -76,7 +74,7 @@ class PgAttachments:
         """
         up = prepare_upload(filename, content_base64, mime_type, self.caps)
         key = f"{self.namespace}/{self.session_id}"
-        with self.store._tx(f"cannot store attachment {up.wanted!r}") as conn:
+        with self.db.tx(f"cannot store attachment {up.wanted!r}") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, key))
             files = self._rows(conn)
             info, new = admit(files, up, self.caps)
@@ -109,12 +107,12 @@ class PgAttachments:
 
     def list(self) -> list[AttachmentInfo]:
         """Every attachment, oldest first (without reading any bytes)."""
-        with self.store._tx("cannot list attachments") as conn:
+        with self.db.tx("cannot list attachments") as conn:
             return self._rows(conn)
 
     def info(self, name: str) -> AttachmentInfo:
         """The entry for ``name`` (exact stored name); ``NotFoundError`` if absent."""
-        with self.store._tx(f"cannot look up attachment {name!r}") as conn:
+        with self.db.tx(f"cannot look up attachment {name!r}") as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM visus_attachments "
                 "WHERE namespace = %s AND session = %s AND name = %s",
@@ -126,7 +124,7 @@ class PgAttachments:
 
     def read_bytes(self, name: str) -> bytes:
         """The attachment's bytes, checked against the sha256 recorded at upload."""
-        with self.store._tx(f"cannot read attachment {name!r}") as conn:
+        with self.db.tx(f"cannot read attachment {name!r}") as conn:
             row = conn.execute(
                 "SELECT sha256, data FROM visus_attachments "
                 "WHERE namespace = %s AND session = %s AND name = %s",

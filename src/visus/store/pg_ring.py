@@ -1,0 +1,443 @@
+"""The tether ring and the turn claims in PostgreSQL (async, on the serving loop).
+
+One connection LISTENs:
+
+- ``visus_frames`` (payload ``<instance>:<seq>``) wakes long polls and SSE streams of
+  every replica when a frame commits (no busy polling);
+- ``visus_turns`` wakes the turn workers when a user message is queued;
+- ``visus_instances`` (payload the id) tells replicas an instance was deleted;
+- ``visus_stops`` (payload ``<instance>:<seq>``) tells the replica running a turn that
+  a client asked it to stop.
+
+Seqs: an append locks the instance's row (``UPDATE ... RETURNING last_seq``), so
+seqs are gap-free and commit in order; a reader never sees seq n+1 before n.
+
+Turns: a ``user.message`` append also queues a turn row. A replica claims the oldest
+claimable turn with ``FOR UPDATE SKIP LOCKED`` (a session's turns run one at a time,
+in order) and holds it under a lease it renews; a turn whose lease ran out (its
+replica died) is claimable again, flagged ``expired``. Every frame of a turn is
+appended only while the appender still owns it, so a turn never answers twice.
+
+Example:
+    >>> # ring = PgRing(Database(url, pool_size=4), replica="r0", lease_seconds=15)
+    >>> # await ring.start(); await ring.claim_turn()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+from visus import limits
+from visus.errors import NotFoundError
+from visus.store.base import ClaimedTurn, FramePage, RingStats, StoredFrame
+from visus.store.pg_conn import Database, translate
+
+try:
+    import psycopg
+except ImportError as e:  # pragma: no cover - the extra is missing
+    raise ImportError("the PostgreSQL store needs psycopg: pip install 'visus[postgres]'") from e
+
+__all__ = ["DEFAULT_LEASE_SECONDS", "PgRing"]
+
+log = logging.getLogger(__name__)
+
+#: How long a replica owns a claimed turn without renewing it.
+DEFAULT_LEASE_SECONDS = 15.0
+
+#: What the listener hears: frames appended, turns queued, instances deleted, stops.
+_CHANNELS = ("visus_frames", "visus_turns", "visus_instances", "visus_stops")
+
+
+class PgRing:
+    """:class:`~visus.store.base.SharedRingStore` on one database (``replica`` names
+    this process in the turn claims)."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        replica: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        max_frames: int = limits.RING_MAX_FRAMES,
+        max_bytes: int = limits.RING_MAX_BYTES,
+    ) -> None:
+        self.db = db
+        self.replica = replica
+        self.lease_seconds = lease_seconds
+        self.max_frames = max_frames
+        self.max_bytes = max_bytes
+        self._listener: asyncio.Task[None] | None = None
+        self._events: dict[str, asyncio.Event] = {}
+        self._turn_callbacks: list[Callable[[], None]] = []
+        self._delete_callbacks: list[Callable[[str], None]] = []
+        self._stop_callbacks: list[Callable[[str, int], None]] = []
+        self._closing = False
+
+    async def start(self) -> None:
+        """Open the async pool and start listening (call once, on the serving loop)."""
+        if self._listener is not None:
+            return
+        await self.db.start()
+        self._listener = asyncio.create_task(self._listen(), name="visus-store-listen")
+
+    async def _listen(self) -> None:
+        while not self._stopping():
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.db.url, autocommit=True)
+                async with conn:
+                    for channel in _CHANNELS:
+                        await conn.execute(f"LISTEN {channel}")
+                    self._wake_all()  # anything committed while we were not listening
+                    async for note in conn.notifies():
+                        self._dispatch(note.channel, note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if self._stopping():
+                    return
+                log.warning("store listener lost its connection (%s); reconnecting", e)
+                self._wake_all()
+                await asyncio.sleep(0.5)
+
+    def _stopping(self) -> bool:
+        return self._closing
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        if channel == "visus_frames":
+            event = self._events.pop(payload.rsplit(":", 1)[0], None)
+            if event is not None:
+                event.set()
+        elif channel == "visus_turns":
+            for cb in self._turn_callbacks:
+                cb()
+        elif channel == "visus_instances":
+            for dcb in self._delete_callbacks:
+                dcb(payload)
+            self._wake(payload)
+        elif channel == "visus_stops":
+            instance_id, _, seq = payload.rpartition(":")
+            if seq.isdigit():
+                for scb in self._stop_callbacks:
+                    scb(instance_id, int(seq))
+
+    def wake(self, instance_id: str) -> None:
+        """Wake this process's waiters on ``instance_id`` (its ring was closed)."""
+        self._wake(instance_id)
+
+    def _wake(self, instance_id: str) -> None:
+        event = self._events.pop(instance_id, None)
+        if event is not None:
+            event.set()
+
+    def _wake_all(self) -> None:
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
+        for cb in self._turn_callbacks:
+            cb()
+
+    def on_turn_queued(self, callback: Callable[[], None]) -> None:
+        self._turn_callbacks.append(callback)
+
+    def on_instance_deleted(self, callback: Callable[[str], None]) -> None:
+        self._delete_callbacks.append(callback)
+
+    def on_turn_stopped(self, callback: Callable[[str, int], None]) -> None:
+        self._stop_callbacks.append(callback)
+
+    async def append_frame(
+        self,
+        instance_id: str,
+        session: str,
+        size: int,
+        encode: Callable[[int], bytes],
+        *,
+        turn: int | None = None,
+        finish: bool = False,
+        queue: bool = False,
+        request_id: str | None = None,
+    ) -> int | None:
+        try:
+            async with self.db.apool.connection() as conn, conn.transaction():
+                if turn is not None:
+                    cur = await conn.execute(
+                        "SELECT state, owner FROM visus_turns WHERE instance_id = %s "
+                        "AND seq = %s FOR UPDATE",
+                        (instance_id, turn),
+                    )
+                    row = await cur.fetchone()
+                    if row is None or row[0] != "running" or row[1] != self.replica:
+                        return None  # another replica took this turn over
+                cur = await conn.execute(
+                    "UPDATE visus_instances SET last_seq = last_seq + 1, "
+                    "ring_frames = ring_frames + 1, ring_bytes = ring_bytes + %s "
+                    "WHERE id = %s RETURNING last_seq, ring_frames, ring_bytes",
+                    (size, instance_id),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFoundError(f"instance {instance_id!r} not found")
+                seq, frames, nbytes = int(row[0]), int(row[1]), int(row[2])
+                body = encode(seq)
+                await conn.execute(
+                    "INSERT INTO visus_frames (instance_id, seq, session, size, body) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (instance_id, seq, session, size, body),
+                )
+                if frames > self.max_frames or nbytes > self.max_bytes:
+                    await self._evict(conn, instance_id, seq, frames, nbytes)
+                if queue:
+                    await conn.execute(
+                        "INSERT INTO visus_turns (instance_id, seq, session, state, request, "
+                        "msg_id) VALUES (%s, %s, %s, 'queued', %s, %s)",
+                        (instance_id, seq, session, body, request_id),
+                    )
+                    await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
+                if finish and turn is not None:
+                    await conn.execute(
+                        "UPDATE visus_turns SET state = 'done', request = NULL, "
+                        "lease_until = NULL WHERE instance_id = %s AND seq = %s",
+                        (instance_id, turn),
+                    )
+                await conn.execute(
+                    "SELECT pg_notify('visus_frames', %s)", (f"{instance_id}:{seq}",)
+                )
+                return seq
+        except psycopg.Error as e:
+            raise translate(e, f"cannot append a frame to instance {instance_id!r}") from e
+
+    async def _evict(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        instance_id: str,
+        newest: int,
+        frames: int,
+        nbytes: int,
+    ) -> None:
+        # Oldest first until both bounds hold; the newest frame always stays.
+        cut, gone_frames, gone_bytes = 0, 0, 0
+        cur = await conn.execute(
+            "SELECT seq, size FROM visus_frames WHERE instance_id = %s AND seq < %s ORDER BY seq",
+            (instance_id, newest),
+        )
+        async for seq, size in cur:
+            if frames - gone_frames <= self.max_frames and nbytes - gone_bytes <= self.max_bytes:
+                break
+            cut, gone_frames, gone_bytes = int(seq), gone_frames + 1, gone_bytes + int(size)
+        if not cut:
+            return
+        await conn.execute(
+            "DELETE FROM visus_frames WHERE instance_id = %s AND seq <= %s", (instance_id, cut)
+        )
+        await conn.execute(
+            "UPDATE visus_instances SET ring_frames = ring_frames - %s, "
+            "ring_bytes = ring_bytes - %s, evicted_upto = %s WHERE id = %s",
+            (gone_frames, gone_bytes, cut, instance_id),
+        )
+
+    async def read_frames(
+        self, instance_id: str, after_seq: int, *, session: str | None, limit: int | None
+    ) -> FramePage:
+        try:
+            async with self.db.apool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT last_seq, evicted_upto FROM visus_instances WHERE id = %s",
+                    (instance_id,),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFoundError(f"instance {instance_id!r} not found")
+                last_seq, evicted = int(row[0]), int(row[1])
+                gap = after_seq < evicted
+                if after_seq > last_seq:  # a poller ahead of the ring: from the start
+                    after_seq, gap = 0, True
+                cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+                sql = (
+                    "SELECT seq, session, body FROM visus_frames WHERE instance_id = %s "
+                    "AND seq > %s"
+                )
+                args: list[Any] = [instance_id, after_seq]
+                if session is not None:
+                    sql += " AND session = %s"
+                    args.append(session)
+                cur = await conn.execute(sql + " ORDER BY seq LIMIT %s", (*args, cap))
+                rows = await cur.fetchall()
+        except psycopg.Error as e:
+            raise translate(e, f"cannot read the ring of instance {instance_id!r}") from e
+        frames = tuple(StoredFrame(int(s), str(sess), bytes(b)) for s, sess, b in rows)
+        if limit is not None and len(frames) >= cap:
+            next_seq = frames[-1].seq if frames else after_seq
+        else:
+            next_seq = max(last_seq, frames[-1].seq if frames else 0, after_seq)
+        return FramePage(frames, next_seq, gap, evicted + 1)
+
+    async def wait_frames(
+        self,
+        instance_id: str,
+        after_seq: int,
+        *,
+        session: str | None,
+        limit: int | None,
+        timeout: float,
+        closed: Callable[[], bool] = lambda: False,
+    ) -> FramePage:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            # Take the wake-up before reading: a frame committed after the read sets it.
+            event = self._events.setdefault(instance_id, asyncio.Event())
+            page = await self.read_frames(instance_id, after_seq, session=session, limit=limit)
+            remaining = deadline - loop.time()
+            if page.frames or page.gap or remaining <= 0 or closed() or self._closing:
+                return page
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
+            after_seq = page.next_seq if session is not None else after_seq
+
+    async def ring_stats(self, instance_id: str) -> RingStats:
+        async with self.db.apool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT last_seq, evicted_upto, ring_frames, ring_bytes FROM visus_instances "
+                "WHERE id = %s",
+                (instance_id,),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFoundError(f"instance {instance_id!r} not found")
+        last, evicted, frames, nbytes = (int(x) for x in row)
+        first = last + 1 if frames == 0 else max(evicted + 1, last - frames + 1)
+        return RingStats(last_seq=last, first_seq=first, frames=frames, bytes=nbytes)
+
+    async def pending_turns(self, instance_id: str) -> int:
+        async with self.db.apool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM visus_turns WHERE instance_id = %s AND state <> 'done'",
+                (instance_id,),
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def claim_turn(self) -> ClaimedTurn | None:
+        """The oldest claimable turn, now ours: a queued one whose session has no
+        earlier open turn, or a running one whose owner's lease ran out."""
+        try:
+            async with self.db.apool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    """
+                    UPDATE visus_turns SET state = 'running', owner = %(me)s,
+                        lease_until = now() + make_interval(secs => %(lease)s),
+                        attempts = attempts + 1,
+                        taken_over = (visus_turns.state = 'running')
+                    WHERE (instance_id, seq) = (
+                        SELECT t.instance_id, t.seq FROM visus_turns t
+                        WHERE (t.state = 'running' AND t.lease_until < now())
+                           OR (t.state = 'queued' AND NOT EXISTS (
+                                SELECT 1 FROM visus_turns o
+                                WHERE o.instance_id = t.instance_id AND o.session = t.session
+                                  AND o.state <> 'done' AND o.seq < t.seq))
+                        ORDER BY t.created, t.seq
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED)
+                    RETURNING instance_id, seq, session, request, taken_over, stop_requested
+                    """,
+                    {"me": self.replica, "lease": self.lease_seconds},
+                )
+                row = await cur.fetchone()
+        except psycopg.Error as e:
+            raise translate(e, "cannot claim a turn") from e
+        if row is None:
+            return None
+        return ClaimedTurn(
+            instance_id=str(row[0]),
+            seq=int(row[1]),
+            session=str(row[2]),
+            request=bytes(row[3] or b""),
+            expired=bool(row[4]),
+            owner=self.replica,
+            stopped=bool(row[5]),
+        )
+
+    async def renew_leases(self) -> int:
+        """Extend the lease of every turn this replica runs; return how many."""
+        try:
+            async with self.db.apool.connection() as conn:
+                cur = await conn.execute(
+                    "UPDATE visus_turns SET lease_until = now() + make_interval(secs => %s) "
+                    "WHERE owner = %s AND state = 'running'",
+                    (self.lease_seconds, self.replica),
+                )
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise translate(e, "cannot renew turn leases") from e
+
+    async def stop_turn(
+        self, instance_id: str, session: str, request_id: str
+    ) -> Literal["queued", "running"] | None:
+        try:
+            async with self.db.apool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    "SELECT seq, state FROM visus_turns WHERE instance_id = %s "
+                    "AND session = %s AND msg_id = %s AND state <> 'done' FOR UPDATE",
+                    (instance_id, session, request_id),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                seq, state = int(row[0]), str(row[1])
+                if state == "queued":
+                    # Locked above, so no worker can be claiming it now: it never runs.
+                    await conn.execute(
+                        "UPDATE visus_turns SET state = 'done', request = NULL, "
+                        "stop_requested = true WHERE instance_id = %s AND seq = %s",
+                        (instance_id, seq),
+                    )
+                    # The session's next turn may be claimable now.
+                    await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
+                    return "queued"
+                await conn.execute(
+                    "UPDATE visus_turns SET stop_requested = true "
+                    "WHERE instance_id = %s AND seq = %s",
+                    (instance_id, seq),
+                )
+                await conn.execute("SELECT pg_notify('visus_stops', %s)", (f"{instance_id}:{seq}",))
+                return "running"
+        except psycopg.Error as e:
+            raise translate(e, f"cannot stop a turn of instance {instance_id!r}") from e
+
+    async def stopped_turns(self) -> list[tuple[str, int]]:
+        try:
+            async with self.db.apool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT instance_id, seq FROM visus_turns WHERE owner = %s "
+                    "AND state = 'running' AND stop_requested",
+                    (self.replica,),
+                )
+                return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
+        except psycopg.Error as e:
+            raise translate(e, "cannot read stopped turns") from e
+
+    async def open_turns(self, instance_id: str, session: str) -> list[str]:
+        try:
+            async with self.db.apool.connection() as conn:
+                # Turns queued before schema v2 have no msg_id: nothing can name them.
+                cur = await conn.execute(
+                    "SELECT msg_id FROM visus_turns WHERE instance_id = %s AND session = %s "
+                    "AND state <> 'done' AND msg_id IS NOT NULL ORDER BY seq",
+                    (instance_id, session),
+                )
+                return [str(r[0]) for r in await cur.fetchall()]
+        except psycopg.Error as e:
+            raise translate(e, f"cannot read the open turns of instance {instance_id!r}") from e
+
+    async def aclose(self) -> None:
+        self._closing = True
+        self._wake_all()
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+        await self.db.aclose()

@@ -1,0 +1,177 @@
+"""Sessions (their messages) in the PostgreSQL store: one namespace's
+:class:`~visus.record.sessions.SessionLog`.
+
+``visus_sessions`` holds a row per session (its counters and meta), ``visus_messages``
+its messages in order (``n`` from 1), ``visus_message_blobs`` which blobs they name
+(what blob collection keeps).
+
+Example:
+    >>> log = PgSessions(Database(url, pool_size=2), "instances/i-1")  # doctest: +SKIP
+    >>> log.create("chat")  # doctest: +SKIP
+    'chat'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Hashable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from visus.errors import InvalidInputError, NotFoundError, StoreError
+from visus.record.codec import message_from_dict, message_to_dict
+from visus.record.messages import Message
+from visus.record.sessions import (
+    LoadedSession,
+    SessionInfo,
+    _new_id,
+    degrade_missing_blobs,
+    validate_session_id,
+)
+from visus.store.pg_conn import Database
+
+__all__ = ["PgSessions"]
+
+_DIGEST_FIELD = re.compile(r'"digest"\s*:\s*"([0-9a-f]{64})"')
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class PgSessions:
+    """A :class:`~visus.record.sessions.SessionLog` in the database (one namespace)."""
+
+    def __init__(self, db: Database, namespace: str) -> None:
+        self.db = db
+        self.namespace = namespace
+
+    def __repr__(self) -> str:
+        return f"PgSessions(namespace={self.namespace!r})"
+
+    def exists(self, session_id: str) -> bool:
+        sid = validate_session_id(session_id)
+        with self.db.tx(f"cannot look up session {sid!r}") as conn:
+            row = conn.execute(
+                "SELECT 1 FROM visus_sessions WHERE namespace = %s AND id = %s",
+                (self.namespace, sid),
+            ).fetchone()
+        return row is not None
+
+    def create(
+        self, session_id: str | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        sid = validate_session_id(session_id) if session_id is not None else _new_id()
+        try:
+            meta_json = json.dumps(dict(meta or {}), allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidInputError(f"session meta is not JSON: {e}") from e
+        now = time.time()
+        with self.db.tx(f"cannot create session {sid!r}") as conn:
+            row = conn.execute(
+                "INSERT INTO visus_sessions (namespace, id, created, modified, meta) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                (self.namespace, sid, now, now, meta_json),
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"session {sid!r} already exists")
+        return sid
+
+    def append(self, session_id: str, message: Message) -> None:
+        sid = validate_session_id(session_id)
+        try:
+            record = json.dumps(
+                message_to_dict(message),
+                ensure_ascii=False,
+                separators=(",", ":"),
+                allow_nan=False,
+            )
+        except (TypeError, ValueError) as e:
+            raise InvalidInputError(f"cannot record this message as JSON: {e}") from e
+        digests = sorted(set(_DIGEST_FIELD.findall(record)))
+        with self.db.tx(f"cannot append to session {sid!r}") as conn:
+            row = conn.execute(
+                "UPDATE visus_sessions SET messages = messages + 1, modified = %s, "
+                "turns = greatest(turns, %s), size = size + %s "
+                "WHERE namespace = %s AND id = %s RETURNING messages",
+                (time.time(), message.turn, len(record), self.namespace, sid),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no session {sid!r}")
+            conn.execute(
+                "INSERT INTO visus_messages (namespace, session, n, record) "
+                "VALUES (%s, %s, %s, %s)",
+                (self.namespace, sid, row[0], record),
+            )
+            if digests:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO visus_message_blobs (digest, namespace, session) "
+                        "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(d, self.namespace, sid) for d in digests],
+                    )
+
+    def load(self, session_id: str, *, blobs: Any = None) -> LoadedSession:
+        sid = validate_session_id(session_id)
+        with self.db.tx(f"cannot read session {sid!r}") as conn:
+            head = conn.execute(
+                "SELECT created, meta FROM visus_sessions WHERE namespace = %s AND id = %s",
+                (self.namespace, sid),
+            ).fetchone()
+            if head is None:
+                raise NotFoundError(f"no session {sid!r}")
+            rows = conn.execute(
+                "SELECT n, record FROM visus_messages WHERE namespace = %s AND session = %s "
+                "ORDER BY n",
+                (self.namespace, sid),
+            ).fetchall()
+        problems: list[str] = []
+        messages: list[Message] = []
+        for n, record in rows:
+            try:
+                messages.append(message_from_dict(json.loads(record)))
+            except (InvalidInputError, TypeError, ValueError, RecursionError) as e:
+                problems.append(f"message {n}: corrupt record skipped ({e})")
+        if blobs is not None:
+            messages = degrade_missing_blobs(messages, blobs, problems)
+        meta = head[1]
+        return LoadedSession(
+            id=sid,
+            messages=tuple(messages),
+            problems=tuple(problems),
+            meta=MappingProxyType(dict(meta)) if isinstance(meta, dict) else _EMPTY,
+            created=float(head[0]),
+        )
+
+    def revision(self, session_id: str) -> Hashable:
+        sid = validate_session_id(session_id)
+        with self.db.tx(f"cannot read session {sid!r}") as conn:
+            row = conn.execute(
+                "SELECT messages FROM visus_sessions WHERE namespace = %s AND id = %s",
+                (self.namespace, sid),
+            ).fetchone()
+        return -1 if row is None else int(row[0])
+
+    def turn_count(self, session_id: str) -> int:
+        return self.load(session_id).turn_count
+
+    def list(self) -> list[SessionInfo]:
+        with self.db.tx("cannot list sessions") as conn:
+            rows = conn.execute(
+                "SELECT id, messages, modified, size, turns FROM visus_sessions "
+                "WHERE namespace = %s ORDER BY modified DESC, id",
+                (self.namespace,),
+            ).fetchall()
+        return [
+            SessionInfo(
+                id=r[0], messages=int(r[1]), modified=float(r[2]), size=int(r[3]), turns=int(r[4])
+            )
+            for r in rows
+        ]
+
+    def referenced_digests(self) -> set[str]:
+        with self.db.tx("cannot collect referenced blobs") as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT digest FROM visus_message_blobs WHERE namespace = %s",
+                (self.namespace,),
+            ).fetchall()
+        return {str(r[0]) for r in rows}
