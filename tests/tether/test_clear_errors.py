@@ -13,7 +13,7 @@ import pytest
 
 from visus.errors import InvalidInputError
 from visus.tether.frames import Frame, UserMessagePayload
-from visus.tether.instances import Instance
+from visus.tether.instance import Instance
 from visus.tether.runner import ImageIn, InstanceConfig, TurnOutput
 from visus.tether.server import create_app
 
@@ -40,14 +40,14 @@ async def _fail(
     config = InstanceConfig(id="i-1", model="m", created="t", data_dir="/nonexistent")
     inst = Instance(config, Raising(exc))
     frame = await inst.ring.append(Frame(UserMessagePayload("hi"), "s", "m1"))
-    with caplog.at_level(logging.WARNING, logger="visus.tether.instances"):
+    with caplog.at_level(logging.WARNING, logger="visus.tether.instance"):
         await inst.start_turn(frame, ())
     page = inst.ring.read(0)
     assert page.frames[-1].type == "error"
     assert page.frames[-1].payload.code == "turn_failed"  # type: ignore[union-attr]
     if said:
         assert page.frames[-1].payload.message == said  # type: ignore[union-attr]
-    (record,) = [r for r in caplog.records if r.name == "visus.tether.instances"]
+    (record,) = [r for r in caplog.records if r.name == "visus.tether.instance"]
     return record
 
 

@@ -28,7 +28,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from visus import limits
 from visus.errors import NotFoundError, VisusError
@@ -42,10 +42,18 @@ from visus.tether.frames import (
     now_ts,
     payload_size,
 )
-from visus.tether.instances import STOPPED, Instance, Registry, TurnLostError
+from visus.tether.instance import STOPPED, Instance, TurnLostError
 from visus.tether.runner import ImageIn, InstanceConfig, TurnRunner
 
-__all__ = ["RawFrame", "RawPage", "SharedInstance", "SharedRing", "TurnWorker", "frame_bytes"]
+__all__ = [
+    "Instances",
+    "RawFrame",
+    "RawPage",
+    "SharedInstance",
+    "SharedRing",
+    "TurnWorker",
+    "frame_bytes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +241,15 @@ class SharedInstance(Instance):
         return stored
 
 
+class Instances(Protocol):
+    """Where a worker finds the instance a claimed turn belongs to (the server's
+    :class:`~visus.tether.instances.Registry`)."""
+
+    def get(self, instance_id: str) -> Instance: ...
+
+    def forget(self, instance_id: str) -> None: ...
+
+
 class TurnWorker:
     """Claims and runs the turns of a shared store, at most ``concurrency`` at once.
 
@@ -242,7 +259,7 @@ class TurnWorker:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Instances,
         store: SharedRingStore,
         *,
         concurrency: int = 4 * limits.TETHER_MAX_PENDING_TURNS,
