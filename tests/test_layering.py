@@ -521,3 +521,90 @@ def test_checker_flags_a_dict_of_any_body(tmp_path: Path) -> None:
         "src/visus/wire/x.py:2 (build): dict[str, Any]",
         "src/visus/wire/x.py:3 (build): dict[str, Any]",
     ]
+
+
+# --- no import circles between modules (issue 29) -------------------------------------
+
+
+def module_graph(root: Path = SRC) -> dict[str, set[str]]:
+    """Module -> the modules of ``root``'s package it imports (at any depth, lazy and
+    ``TYPE_CHECKING`` ones too). ``from visus.store import X`` is an edge to the module
+    ``visus.store.X`` when there is one, else to the package ``visus.store`` (its
+    ``__init__``), whose own imports then count."""
+    modules = {module_name(p, root)[0] for p in root.rglob("*.py")}
+
+    def resolve(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in all_imports(root):
+        found = resolve(imp.target)
+        if found is not None and found != imp.module:
+            graph[imp.module].add(found)
+    return graph
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Every import circle, as the modules of one strongly connected component
+    (Tarjan's algorithm), sorted; each cycle drawn once."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Each package has a bottom (its protocol and value types) that imports none of
+    its implementations, and a factory above them: no module reaches itself again."""
+    cycles = import_cycles(module_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_checker_finds_a_circle_through_a_package_face(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "store/__init__.py": "from visus.store.base import Store\n",
+            "store/base.py": "def open_store():\n    from visus.store.files import FileStore\n",
+            "store/files.py": "from visus.store import Store\n",
+            "tether/__init__.py": "",
+            "tether/a.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from visus.tether.b import B\n",
+            "tether/b.py": "from visus.tether import a\n",
+            "tether/c.py": "from visus.tether.b import B\n",
+        },
+    )
+    assert import_cycles(module_graph(root)) == [
+        ["visus.store", "visus.store.base", "visus.store.files"],
+        ["visus.tether.a", "visus.tether.b"],
+    ]
