@@ -272,7 +272,8 @@ PROXY_UNKNOWN_MAX_EDGE: Final = 1568
 PROXY_UNKNOWN_MAX_PIXELS: Final = 1_150_000
 PROXY_UNKNOWN_MAX_IMAGE_BYTES: Final = 3_750_000
 PROXY_UNKNOWN_MAX_IMAGES: Final = 20
-#: Seconds to connect to the upstream; reading waits PROVIDER_TIMEOUT_SECONDS.
+#: Seconds to connect to the upstream. Reading has no proxy-side timeout: the proxy
+#: waits for an answer as long as its client does (the SDKs wait 600 s).
 PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
 #: Characters of a tool call's arguments shown in an image's label or descriptor.
 PROXY_LABEL_ARGS_CHARS: Final = 120

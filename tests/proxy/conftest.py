@@ -19,7 +19,7 @@ import uvicorn
 from PIL import Image
 from starlette.types import ASGIApp
 
-from visus.proxy import ProxyConfig, create_proxy_app
+from visus.proxy import UVICORN_OPTIONS, ProxyConfig, create_proxy_app
 from visus.reference.grid import make_grid, score_grid
 from visus.reference.server import serve_in_background
 
@@ -27,18 +27,18 @@ _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
 
 def serve_proxy(config: ProxyConfig) -> contextlib.AbstractContextManager[str]:
-    """A proxy on a free loopback port (uvicorn in a thread); yields its base URL."""
-    return serve_app(create_proxy_app(config))
+    """A proxy on a free loopback port (uvicorn in a thread, as ``visus proxy`` runs it)."""
+    return serve_app(create_proxy_app(config), **UVICORN_OPTIONS)
 
 
 @contextlib.contextmanager
-def serve_app(app: ASGIApp) -> Iterator[str]:
+def serve_app(app: ASGIApp, **options: Any) -> Iterator[str]:
     """Any ASGI app on a free loopback port (uvicorn in a thread); yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", **options)
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

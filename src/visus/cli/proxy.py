@@ -54,8 +54,8 @@ def proxy(
 
     from visus.cli._common import cannot_listen, config, fail
     from visus.errors import VisusError
-    from visus.proxy import ProxyConfig, create_proxy_app
-    from visus.tether.server import check_bind
+    from visus.proxy import UVICORN_OPTIONS, ProxyConfig, create_proxy_app
+    from visus.tether.server import is_loopback
 
     settings = config().proxy
     upstream = upstream or settings.upstream
@@ -64,8 +64,12 @@ def proxy(
     host = host or settings.host
     port = port or settings.port
     token = token or (settings.token.get_secret_value() if settings.token else None)
+    if not token and not is_loopback(host):
+        fail(
+            f"proxy: refusing to listen on {host!r} without a token; set VISUS_PROXY_TOKEN "
+            "(or --token, or [proxy] token) and send it in x-visus-token, or bind 127.0.0.1"
+        )
     try:
-        check_bind(host, token)
         app = create_proxy_app(
             ProxyConfig(
                 upstream=upstream,
@@ -87,7 +91,7 @@ def proxy(
     window = live_turns or settings.live_turns
     typer.echo(f"  retention  {f'last {window} turn(s) of images' if window else 'off'}")
     typer.echo(f"  stats      {base}/stats")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **UVICORN_OPTIONS)
 
 
 def register(app: typer.Typer) -> None:

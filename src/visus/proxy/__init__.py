@@ -15,8 +15,15 @@ Example:
 
 from __future__ import annotations
 
-from visus.proxy.app import ProxyConfig, create_proxy_app
+from visus.proxy.app import UVICORN_OPTIONS, ProxyConfig, create_proxy_app
 from visus.proxy.edit import UNKNOWN_MODEL, Edit
 from visus.proxy.stats import ProxyStats
 
-__all__ = ["UNKNOWN_MODEL", "Edit", "ProxyConfig", "ProxyStats", "create_proxy_app"]
+__all__ = [
+    "UNKNOWN_MODEL",
+    "UVICORN_OPTIONS",
+    "Edit",
+    "ProxyConfig",
+    "ProxyStats",
+    "create_proxy_app",
+]

@@ -4,18 +4,21 @@
 * ``POST /v1/chat/completions``: OpenAI Chat Completions.
 * ``POST /v1/responses``: OpenAI Responses.
 * ``GET /stats``: :class:`~visus.proxy.stats.ProxyStats` as JSON.
-* anything else: forwarded to the upstream as it is.
+* any other path under ``/v1``: forwarded to the upstream as it is.
 
-A rewriting endpoint parses the JSON body, lets its protocol module edit the image
-parts (in a worker thread: fitting is CPU work), and forwards the original bytes when
-nothing was touched. Without a token the app answers loopback names only
-(:class:`~visus.tether.guard.LoopbackGuard`, as ``visus serve``); with one, every
-request must carry it in ``x-visus-token``.
+Paths are taken as clients spell them (``/messages`` and ``/v1/v1/messages`` are
+``/v1/messages``) and one that leaves ``/v1`` is refused (:mod:`visus.proxy.paths`).
+A rewriting endpoint parses the JSON body (decompressed first if the client
+compressed it), lets its protocol module edit the image parts (in a worker thread:
+fitting is CPU work), and forwards the original bytes when nothing was touched. The
+upstream's answer is awaited as long as the client waits for it. Without a token the
+app answers loopback names only (:class:`~visus.tether.guard.LoopbackGuard`, as
+``visus serve``); with one, every request must carry it in ``x-visus-token``.
 
 Example:
     >>> app = create_proxy_app(ProxyConfig(upstream="https://api.anthropic.com"))
-    >>> sorted(r.path for r in app.routes)[:3]
-    ['/stats', '/v1/chat/completions', '/v1/messages']
+    >>> [r.path for r in app.routes]
+    ['/stats', '/{path:path}']
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import functools
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import anyio.to_thread
 import httpx
@@ -41,6 +45,8 @@ from visus import limits
 from visus.errors import ConfigError
 from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.edit import Edit, ImageNote
+from visus.proxy.encoding import READABLE, BodyTooLarge, UnknownCoding, decode_body
+from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
 from visus.proxy.rejection import explain
 from visus.proxy.stats import ProxyStats
 from visus.proxy.transport import (
@@ -49,13 +55,11 @@ from visus.proxy.transport import (
     new_client,
     reply_headers,
     stream_body,
-    upstream_base,
-    upstream_url,
 )
 from visus.retention import RetentionPolicy
 from visus.tether.guard import LoopbackGuard
 
-__all__ = ["ProxyConfig", "create_proxy_app"]
+__all__ = ["UVICORN_OPTIONS", "ProxyConfig", "create_proxy_app"]
 
 logger = logging.getLogger("visus.proxy")
 
@@ -68,6 +72,12 @@ PROTOCOLS: dict[str, Rewrite] = {
     "/v1/chat/completions": openai_chat.rewrite,
     "/v1/responses": openai_responses.rewrite,
 }
+
+#: How uvicorn serves the proxy: the upstream's own ``server`` and ``date`` headers
+#: pass through, so uvicorn adds none of its own (clients saw two of each).
+UVICORN_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType(
+    {"server_header": False, "date_header": False}
+)
 
 # A provider refuses a request it cannot take with one of these.
 _REFUSALS = frozenset({400, 413, 422})
@@ -162,15 +172,62 @@ def _log(request: Request, body: dict[str, Any], edit: Edit) -> None:
     )
 
 
-async def _forward(request: Request, content: bytes, notes: list[ImageNote]) -> Response:
-    proxy = _proxy(request)
-    client = proxy.http()
-    url = upstream_url(proxy.config.upstream, request.url.path, request.scope["query_string"])
-    outgoing = client.build_request(
-        request.method, url, headers=forward_headers(request.headers.raw), content=content
-    )
+async def _send(request: Request, outgoing: httpx.Request) -> httpx.Response | None:
+    """Send ``outgoing`` upstream and wait for its answer as long as the client waits.
+
+    No read timeout of the proxy's own: a long reasoning call is the client's to give
+    up on (the SDKs wait 600 s, then retry), and a proxy that answered 502 first would
+    have it cut and billed again. When the client disconnects, the upstream request
+    is cancelled with it (None is returned).
+    """
+    response: httpx.Response | None = None
+    async with anyio.create_task_group() as group:
+
+        async def give_up_with_the_client() -> None:
+            # The body was read, so the next message is the disconnect.
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(give_up_with_the_client)
+        response = await _proxy(request).http().send(outgoing, stream=True)
+        group.cancel_scope.cancel()
+    return response
+
+
+async def _explained(response: httpx.Response, notes: list[ImageNote]) -> Response | None:
+    """A refusal of a request with images, its message naming the image (None: not one)."""
+    coding = response.headers.get("content-encoding", "identity").lower()
+    if not notes or response.status_code not in _REFUSALS or coding not in READABLE:
+        return None  # a coding the proxy cannot read goes on as it came
     try:
-        response = await client.send(outgoing, stream=True)
+        raw = await response.aread()
+    finally:
+        await response.aclose()
+    headers = reply_headers(response.headers, keep_encoding=False)
+    try:
+        explained = explain(json.loads(raw), notes)
+    except (ValueError, RecursionError):
+        explained = None
+    if explained is None:
+        return Response(raw, status_code=response.status_code, headers=headers)
+    logger.warning("%s", explained["error"]["message"])
+    return JSONResponse(explained, status_code=response.status_code, headers=headers)
+
+
+async def _forward(
+    request: Request, path: str, content: bytes, notes: list[ImageNote], *, decoded: bool = False
+) -> Response:
+    """Send the request on to ``path`` upstream (``decoded``: ``content`` was decompressed)."""
+    proxy = _proxy(request)
+    anthropic_api = path.startswith("/v1/messages") or "anthropic-version" in request.headers
+    url = upstream_url(
+        proxy.config.upstream, path, request.scope["query_string"], anthropic=anthropic_api
+    )
+    headers = forward_headers(request.headers.raw, decoded=decoded)
+    outgoing = proxy.http().build_request(request.method, url, headers=headers, content=content)
+    try:
+        response = await _send(request, outgoing)
     except httpx.HTTPError as e:
         proxy.stats.upstream_errors += 1
         return _error(
@@ -179,21 +236,13 @@ async def _forward(request: Request, content: bytes, notes: list[ImageNote]) -> 
             f"visus proxy: the upstream {upstream_base(proxy.config.upstream)} "
             f"did not answer ({type(e).__name__})",
         )
-    if notes and response.status_code in _REFUSALS:
-        try:
-            raw = await response.aread()
-        finally:
-            await response.aclose()
-        headers = reply_headers(response.headers, keep_encoding=False)
-        try:
-            explained = explain(json.loads(raw), notes)
-        except ValueError:
-            explained = None
-        if explained is None:
-            return Response(raw, status_code=response.status_code, headers=headers)
-        proxy.stats.image_rejections += 1
-        logger.warning("%s %s", request.url.path, explained["error"]["message"])
-        return JSONResponse(explained, status_code=response.status_code, headers=headers)
+    if response is None:  # the client left; nobody reads this
+        return Response(status_code=499)
+    explained = await _explained(response, notes)
+    if explained is not None:
+        if isinstance(explained, JSONResponse):
+            proxy.stats.image_rejections += 1
+        return explained
     return StreamingResponse(
         stream_body(response),
         status_code=response.status_code,
@@ -201,68 +250,80 @@ async def _forward(request: Request, content: bytes, notes: list[ImageNote]) -> 
     )
 
 
-async def rewrite_endpoint(request: Request) -> Response:
-    """Edit the images of a Messages, Chat Completions or Responses body, then forward."""
-    proxy = _proxy(request)
-    raw = await _read(request)
-    if raw is None:
-        return _too_large()
-    proxy.stats.requests += 1
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object, or None (not JSON, not an object, nested too deep)."""
     try:
         body = json.loads(raw)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return await _forward(request, raw, [])  # the upstream says what is wrong with it
-    rewrite = PROTOCOLS[request.url.path]
+    except (ValueError, RecursionError):
+        return None  # forwarded as it is: the upstream says what is wrong with it
+    return body if isinstance(body, dict) else None
+
+
+def _serialise(body: dict[str, Any]) -> bytes | None:
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except (ValueError, RecursionError):
+        return None
+
+
+def _decoded(request: Request, raw: bytes) -> bytes | Response | None:
+    """A compressed body decompressed (None: not compressed, or not in a coding we read)."""
+    coding = request.headers.get("content-encoding")
+    if not coding or coding.strip().lower() == "identity":
+        return None
+    try:
+        return decode_body(raw, coding, limit=limits.PROXY_MAX_BODY_BYTES)
+    except BodyTooLarge:
+        return _too_large()
+    except UnknownCoding as e:
+        logger.warning("%s: request body in %s; forwarded without editing", request.url.path, e)
+        return None
+
+
+async def _rewrite(request: Request, path: str, raw: bytes) -> Response:
+    """Edit the images of a Messages, Chat Completions or Responses body, then forward."""
+    proxy = _proxy(request)
+    proxy.stats.requests += 1
+    plain = _decoded(request, raw)
+    if isinstance(plain, Response):
+        return plain
+    body = _parse(raw if plain is None else plain)
+    if body is None:
+        return await _forward(request, path, raw, [])
+    rewrite = PROTOCOLS[path]
     try:
         edit = await anyio.to_thread.run_sync(
             functools.partial(rewrite, body, policy=proxy.config.policy)
         )
     except Exception:  # a proxy bug must not cost the user the request
-        logger.exception("%s: could not edit the request; forwarding it as it is", request.url.path)
-        return await _forward(request, raw, [])
+        logger.exception("%s: could not edit the request; forwarding it as it is", path)
+        return await _forward(request, path, raw, [])
     proxy.stats.add(edit)
-    if not edit.changed:
-        return await _forward(request, raw, edit.notes)
+    content = _serialise(body) if edit.changed else None
+    if content is None:
+        return await _forward(request, path, raw, edit.notes)
     _log(request, body, edit)
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-    return await _forward(request, content, edit.notes)
+    return await _forward(request, path, content, edit.notes, decoded=plain is not None)
 
 
-def _misdirected(request: Request) -> str | None:
-    """Why a request for an API the proxy edits came on the wrong path, if it did.
-
-    An OpenAI base URL without ``/v1``, or an Anthropic one with it, sends the request
-    past the image editing to a path the provider answers with a bare 404.
-    """
-    path = request.url.path
-    base = str(request.base_url).rstrip("/")
-    for api in PROTOCOLS:
-        if path == api.removeprefix("/v1"):
-            return (
-                f"visus proxy: {request.method} {path} is not an API path here; "
-                f"an OpenAI client's base URL is {base}/v1"
-            )
-        if path == "/v1" + api:
-            client = "an Anthropic" if api.startswith("/v1/messages") else "an OpenAI"
-            fixed = base if client == "an Anthropic" else base + "/v1"
-            return (
-                f"visus proxy: {request.method} {path} has /v1 twice; "
-                f"{client} client's base URL is {fixed}"
-            )
-    return None
-
-
-async def passthrough_endpoint(request: Request) -> Response:
-    """Any other path (``/v1/models``, ...): forwarded unchanged."""
-    wrong = _misdirected(request) if request.method == "POST" else None
-    if wrong is not None:
-        return _error(404, "not_found_error", wrong)
+async def api_endpoint(request: Request) -> Response:
+    """Every API path: the three the proxy edits, and any other forwarded as it is."""
+    path = api_path(request.url.path)
+    if path is None:
+        return _error(
+            404,
+            "not_found_error",
+            f"visus proxy: {request.url.path!r} is not an API path here; the proxy "
+            f"forwards {API_PREFIX}/... only (base URL {str(request.base_url).rstrip('/')} "
+            f"for Anthropic clients, {str(request.base_url).rstrip('/')}{API_PREFIX} for "
+            "OpenAI clients)",
+        )
     raw = await _read(request)
     if raw is None:
         return _too_large()
-    return await _forward(request, raw, [])
+    if request.method == "POST" and path in PROTOCOLS:
+        return await _rewrite(request, path, raw)
+    return await _forward(request, path, raw, [])
 
 
 async def stats_endpoint(request: Request) -> Response:
@@ -272,10 +333,9 @@ async def stats_endpoint(request: Request) -> Response:
 
 routes = [
     Route("/stats", stats_endpoint, methods=["GET"]),
-    *(Route(path, rewrite_endpoint, methods=["POST"]) for path in PROTOCOLS),
     Route(
         "/{path:path}",
-        passthrough_endpoint,
+        api_endpoint,
         methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
     ),
 ]

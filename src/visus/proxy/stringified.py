@@ -115,10 +115,10 @@ def parse(text: str) -> list[Piece] | None:
         return None
     try:
         value = json.loads(stripped)
-    except ValueError:
-        return None
-    out: list[Piece] = []
-    if not _walk(value, out):
+        out: list[Piece] = []
+        if not _walk(value, out):
+            return None
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
         return None
     # Adjacent text pieces read better as one.
     merged: list[Piece] = []

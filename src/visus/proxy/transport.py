@@ -8,10 +8,8 @@ on as they arrive (``aiter_raw``: compressed stays compressed, SSE events are no
 re-chunked), so a stream reaches the client byte for byte.
 
 Example:
-    >>> upstream_url("https://api.anthropic.com/", "/v1/messages", b"beta=true")
-    'https://api.anthropic.com/v1/messages?beta=true'
-    >>> upstream_base("https://openrouter.ai/api/v1")
-    'https://openrouter.ai/api'
+    >>> forward_headers([(b"x-api-key", b"k"), (b"host", b"h"), (b"accept-encoding", b"br")])
+    [(b'x-api-key', b'k'), (b'accept-encoding', b'identity')]
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from collections.abc import AsyncIterator, Iterable
 import httpx
 
 from visus import limits
+from visus.proxy.encoding import readable_accept
 
 __all__ = [
     "PROXY_TOKEN_HEADER",
@@ -28,8 +27,6 @@ __all__ = [
     "new_client",
     "reply_headers",
     "stream_body",
-    "upstream_base",
-    "upstream_url",
 ]
 
 #: The header a client sends the proxy's own token in (its ``Authorization`` is the
@@ -55,21 +52,21 @@ _HOP = frozenset(
 )
 
 
-def upstream_base(url: str) -> str:
-    """The upstream base without a trailing ``/`` or ``/v1`` (clients send ``/v1/...``)."""
-    base = url.rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
+def forward_headers(
+    headers: Iterable[tuple[bytes, bytes]], *, decoded: bool = False
+) -> list[tuple[bytes, bytes]]:
+    """The client's headers as the upstream gets them.
 
-
-def upstream_url(base: str, path: str, query: bytes) -> str:
-    """The upstream URL for a request path (the host is always ``base``'s)."""
-    url = upstream_base(base) + "/" + path.lstrip("/")
-    return f"{url}?{query.decode('latin-1')}" if query else url
-
-
-def forward_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The client's headers as the upstream gets them."""
-    return [(k, v) for k, v in headers if k.decode("latin-1").lower() not in _HOP]
+    ``Accept-Encoding`` keeps only the codings the proxy reads
+    (:func:`~visus.proxy.encoding.readable_accept`); ``decoded``: the body is sent
+    decompressed, so its ``Content-Encoding`` goes.
+    """
+    drop = _HOP | {"accept-encoding"} | ({"content-encoding"} if decoded else set())
+    out = [(k, v) for k, v in headers if k.decode("latin-1").lower() not in drop]
+    accepted = [v.decode("latin-1") for k, v in headers if k.lower() == b"accept-encoding"]
+    if accepted:
+        out.append((b"accept-encoding", readable_accept(", ".join(accepted)).encode("latin-1")))
+    return out
 
 
 def reply_headers(headers: httpx.Headers, *, keep_encoding: bool = True) -> dict[str, str]:
@@ -79,11 +76,13 @@ def reply_headers(headers: httpx.Headers, *, keep_encoding: bool = True) -> dict
 
 
 def new_client() -> httpx.AsyncClient:
-    """The upstream client: no redirects followed, no environment proxies, long reads."""
+    """The upstream client: no redirects followed, no environment proxies, no read timeout.
+
+    Only connecting is bounded: once the upstream has the request, the proxy waits as
+    long as the client does (the app cancels the request when the client leaves).
+    """
     return httpx.AsyncClient(
-        timeout=httpx.Timeout(
-            limits.PROVIDER_TIMEOUT_SECONDS, connect=limits.PROXY_CONNECT_TIMEOUT_SECONDS
-        ),
+        timeout=httpx.Timeout(None, connect=limits.PROXY_CONNECT_TIMEOUT_SECONDS),
         follow_redirects=False,
         trust_env=False,
         # httpx would ask for gzip on a client's behalf and hand it bytes it never

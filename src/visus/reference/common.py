@@ -110,6 +110,8 @@ async def read_json(request: Request, bad: Callable[[str], Reject]) -> dict[str,
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad(f"could not parse the JSON body of your request: {e}") from e
+    except RecursionError as e:  # Python's parser gives up on deep nesting: so do we
+        raise bad("could not parse the JSON body of your request: nested too deeply") from e
     if not isinstance(body, dict):
         raise bad("the request body must be a JSON object")
     return body
