@@ -166,6 +166,23 @@ def test_a_missing_blob_degrades_to_a_note(opener: Opener) -> None:
     assert any(gone in p for p in loaded.problems)
 
 
+def test_a_bit_flipped_blob_is_reported_when_its_session_loads(opener: Opener) -> None:
+    store = opener()
+    log, blobs = store.sessions(), store.blobs()
+    sound, flipped = blobs.put(PNG, "image/png"), blobs.put(JPEG, "image/jpeg")
+    log.create("s")
+    log.append("s", UserMessage(parts=(_image(sound), _image(flipped, "b.jpg")), turn=1))
+    _corrupt(store, flipped, JPEG[:-1] + bytes([JPEG[-1] ^ 0x01]))
+    # Another replica (or a restarted server) loads it: the load itself finds the flip.
+    loaded = opener().sessions().load("s", blobs=opener().blobs())
+    [msg] = loaded.messages
+    assert isinstance(msg.parts[0], ImagePart)
+    assert isinstance(msg.parts[1], TextPart)
+    assert f"blob sha256:{flipped} is corrupt" in msg.parts[1].text
+    assert [p for p in loaded.problems if flipped in p and "corrupt" in p]
+    assert not [p for p in loaded.problems if sound in p]
+
+
 def test_gc_removes_only_unreferenced_blobs_past_the_grace(opener: Opener) -> None:
     store = opener()
     blobs, log = store.blobs(), store.sessions()

@@ -43,7 +43,7 @@ from visus.record.messages import (
     Usage,
     UserMessage,
 )
-from visus.record.sessions import SessionLog, degrade_bad_blobs
+from visus.record.sessions import SessionLog
 from visus.retention import RetentionPolicy, model_view
 from visus.wire import RefitCache
 
@@ -303,12 +303,11 @@ class Agent:
         cached = self._cache.get(session_id)
         if cached is not None and cached[0] == self.sessions.revision(session_id):
             return cached[1]
+        # The load reads and hashes every blob once (the history is then kept in
+        # memory): a bit-flipped image degrades to a note now, not mid-request.
         loaded = self.sessions.load(session_id, blobs=self.blobs)
-        # Read and hash every blob once here (the history is then kept in memory): a
-        # bit-flipped image degrades to a note now, like a missing one, not mid-request.
-        problems = list(loaded.problems)
-        history = degrade_bad_blobs(loaded.messages, self.blobs, problems)
-        for problem in problems:
+        history = list(loaded.messages)
+        for problem in loaded.problems:
             log.warning("session %s: %s", session_id, problem)
         self._cache[session_id] = (self.sessions.revision(session_id), history)
         return history

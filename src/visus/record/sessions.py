@@ -6,8 +6,9 @@ writes it. Each append is a single write of one whole line, flushed and fsynced.
 
 Loading never crashes on a damaged log: a torn last line (a crash mid-write) is
 skipped and reported, a corrupt line in the middle is reported and the rest still
-loads, and, when a blob store is given, an image whose blob is missing becomes a
-text note naming its digest. Every such event is one entry in ``problems``.
+loads, and, when a blob store is given, an image whose blob is missing or no longer
+hashes to its digest (a bit flip on disk) becomes a text note naming its digest. Every
+such event is one entry in ``problems``.
 
 Example:
     >>> import tempfile
@@ -164,8 +165,8 @@ def degrade_bad_blobs(
     one that no longer matches its digest (a bit flip on disk) or cannot be read
     degrades exactly like a missing one (a note naming the digest, and a problem).
 
-    This reads each referenced blob once, so the agent does it when it loads a
-    session for a turn (then keeps the history in memory), not on every listing.
+    This reads each referenced blob once: every ``load`` with a blob store does it
+    (the agent then keeps the history in memory), a listing never does.
     """
     verdicts: dict[str, str | None] = {}
 
@@ -304,8 +305,9 @@ class SessionStore:
         """Read a session; damage is reported in ``problems``, never raised.
 
         Only a session that does not exist (NotFoundError) or an invalid id
-        (InvalidKeyError) raise. With ``blobs``, each image part whose blob is
-        absent becomes :func:`missing_blob_note` text and a problem.
+        (InvalidKeyError) raise. With ``blobs``, each referenced blob is read and
+        hashed once (:func:`degrade_bad_blobs`): an image part whose blob is absent,
+        corrupt or unreadable becomes :func:`missing_blob_note` text and a problem.
         """
         target = self.path(session_id)
         try:
@@ -340,7 +342,7 @@ class SessionStore:
                 messages.append(decoded)
 
         if blobs is not None:
-            messages = [self._check_blobs(m, blobs, problems) for m in messages]
+            messages = degrade_bad_blobs(messages, blobs, problems)
         meta = header.get("meta")
         created = header.get("created")
         return LoadedSession(

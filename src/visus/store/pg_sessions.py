@@ -27,7 +27,7 @@ from visus.record.sessions import (
     LoadedSession,
     SessionInfo,
     _new_id,
-    degrade_missing_blobs,
+    degrade_bad_blobs,
     validate_session_id,
 )
 from visus.store.pg_conn import Database
@@ -132,7 +132,7 @@ class PgSessions:
             except (InvalidInputError, TypeError, ValueError, RecursionError) as e:
                 problems.append(f"message {n}: corrupt record skipped ({e})")
         if blobs is not None:
-            messages = degrade_missing_blobs(messages, blobs, problems)
+            messages = degrade_bad_blobs(messages, blobs, problems)
         meta = head[1]
         return LoadedSession(
             id=sid,
