@@ -453,3 +453,35 @@ def test_register_models_makes_them_known(tmp_path: Path) -> None:
         assert spec.max_edge == 1024
     finally:
         unregister_model("my-vlm")
+
+
+def test_a_models_entry_overrides_a_catalog_model_field_by_field(tmp_path: Path) -> None:
+    from visus.models import AnthropicPatches
+    from visus.models.catalog import CATALOG
+
+    text = """
+[[models]]
+name = "claude-opus-4-7"
+max_images = 20
+tokens = { kind = "anthropic", native_edge = 2000, native_tokens = 4000 }
+"""
+    spec = load_config(_write(tmp_path, text), env={}).model_specs()[0]
+    catalog = CATALOG["claude-opus-4-7"]
+    assert spec.max_images == 20
+    assert spec.tokens == AnthropicPatches(native_edge=2000, native_tokens=4000)
+    # Everything it does not name stays the catalog's.
+    assert (spec.provider, spec.vision, spec.max_edge) == ("anthropic", True, catalog.max_edge)
+    assert spec.input_price_per_mtok == catalog.input_price_per_mtok
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ('name = "my-new-vlm"\nvision = true', "give its provider"),
+        ('name = "gpt-5.4"\ntokens = { kind = "tiles" }', "tokens.kind must be one of"),
+        ('name = "gpt-5.4"\ntokens = { kind = "flat", budget = 3 }', "has no field budget"),
+    ],
+)
+def test_a_bad_models_entry_is_refused_at_load(tmp_path: Path, entry: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        load_config(_write(tmp_path, f"[[models]]\n{entry}\n"), env={})

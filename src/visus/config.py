@@ -225,25 +225,51 @@ class TelegramSettings(_Frozen):
 
 
 class ModelSettings(_Frozen):
-    """``[[models]]``: a model the built-in catalog lacks (or a correction to it)."""
+    """``[[models]]``: a model the built-in catalog lacks, or a correction to one.
+
+    An entry named like a catalog model (``claude-opus-4-7``) changes only the fields it
+    sets; any other needs ``provider`` and starts from ``ModelSpec``'s defaults (text
+    only unless ``vision = true``). ``tokens`` is a token formula table such as
+    ``{ kind = "anthropic", native_edge = 2576, native_tokens = 4784 }`` (the kinds and
+    their fields are ``catalog.toml``'s).
+    """
 
     name: str = Field(min_length=1)
-    provider: Provider
-    vision: bool = False
-    pdf: bool = False
-    video: bool = False
-    images_in_tool_results: bool = False
-    max_edge: int = Field(2048, ge=1)
-    max_pixels: int = Field(2048 * 2048, ge=1)
-    max_image_bytes: int = Field(5 * 1024 * 1024, ge=1)
-    max_images: int = Field(20, ge=0)
-    context_tokens: int = Field(128_000, ge=1)
-    input_price_per_mtok: float = Field(0.0, ge=0)
-    output_price_per_mtok: float = Field(0.0, ge=0)
+    provider: Provider | None = None
+    vision: bool | None = None
+    pdf: bool | None = None
+    video: bool | None = None
+    images_in_tool_results: bool | None = None
+    reasoning: bool | None = None
+    max_edge: int | None = Field(None, ge=1)
+    max_pixels: int | None = Field(None, ge=1)
+    accept_edge: int | None = Field(None, ge=1)
+    accept_pixels: int | None = Field(None, ge=1)
+    max_image_bytes: int | None = Field(None, ge=1)
+    max_images: int | None = Field(None, ge=0)
+    media_types: tuple[str, ...] | None = None
+    tokens: dict[str, Any] | None = None
+    context_tokens: int | None = Field(None, ge=1)
+    input_price_per_mtok: float | None = Field(None, ge=0)
+    output_price_per_mtok: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _builds(self) -> ModelSettings:
+        self.to_spec()  # a bad token table or a model without a provider fails at load
+        return self
 
     def to_spec(self) -> ModelSpec:
         """The :class:`ModelSpec` to hand to ``visus.models.register_model``."""
-        return ModelSpec(**self.model_dump())
+        from visus.errors import InvalidInputError
+        from visus.models.catalog import CATALOG, spec_from_fields
+
+        base = CATALOG.get(self.name)
+        if base is None and self.provider is None:
+            raise ValueError(f"[[models]] {self.name!r} is not in the catalog: give its provider")
+        try:
+            return spec_from_fields(self.model_dump(exclude_none=True), base=base)
+        except InvalidInputError as e:
+            raise ValueError(f"[[models]] {self.name!r}: {e}") from e
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,12 +77,25 @@ def test_claude_native_limits() -> None:
         assert spec.max_edge == spec.tokens.native_edge
         # 5 MB of base64 holds at most 3.75 MB of image.
         assert spec.max_image_bytes * 4 / 3 <= 5 * 1024 * 1024
-    opus = CATALOG["claude-opus-4-6"].tokens
-    assert isinstance(opus, AnthropicPatches)
-    assert (opus.native_edge, opus.native_tokens) == (2576, 4784)
-    sonnet = CATALOG["claude-sonnet-4-6"].tokens
-    assert isinstance(sonnet, AnthropicPatches)
-    assert (sonnet.native_edge, sonnet.native_tokens) == (1568, 1568)
+    # The vision guide gives Opus 4.7 alone the larger native resolution.
+    opus = CATALOG["claude-opus-4-7"]
+    assert isinstance(opus.tokens, AnthropicPatches)
+    assert (opus.tokens.native_edge, opus.tokens.native_tokens) == (2576, 4784)
+    assert opus.max_edge == 2576
+    assert 3_700_000 <= opus.max_pixels <= 4784 * 28 * 28  # about 3.75 MP
+    for name in ("claude-opus-4-6", "claude-sonnet-4-6"):
+        tokens = CATALOG[name].tokens
+        assert isinstance(tokens, AnthropicPatches)
+        assert (tokens.native_edge, tokens.native_tokens) == (1568, 1568)
+
+
+def test_claude_image_counts_follow_the_context_window() -> None:
+    # 100 images a request on 200k-context models, 600 on the others.
+    for name, spec in CATALOG.items():
+        if spec.provider == "anthropic":
+            assert spec.max_images == (100 if spec.context_tokens <= 200_000 else 600), name
+    assert CATALOG["claude-haiku-4-5"].max_images == 100
+    assert CATALOG["claude-opus-4-7"].max_images == 600
 
 
 def test_openai_formulas_and_limits() -> None:
@@ -90,6 +104,41 @@ def test_openai_formulas_and_limits() -> None:
     for name in ["gpt-4.1-mini", "gpt-4.1-nano", "gpt-5-mini", "gpt-5-nano", "o4-mini"]:
         assert isinstance(CATALOG[name].tokens, OpenAIPatches)
     assert all(CATALOG[n].max_edge == 2048 for n in REQUIRED["openai"])
+
+
+def test_gpt5_family_and_detail_original() -> None:
+    for name in ["gpt-5.2", "gpt-5.2-codex", "gpt-5.3-codex", "gpt-5.4-mini", "gpt-5.4-nano"]:
+        spec = CATALOG[name]
+        assert spec.reasoning
+        assert spec.vision
+        assert isinstance(spec.tokens, OpenAIPatches)
+        assert (spec.tokens.budget, spec.tokens.original_budget) == (1536, None)
+    for name in ["gpt-5.4", "gpt-5.5"]:
+        spec = CATALOG[name]
+        assert isinstance(spec.tokens, OpenAIPatches)
+        # high: 2500 patches or 2048 px; original: 10,000 patches or 6000 px.
+        assert (spec.tokens.budget, spec.tokens.max_edge) == (2500, 2048)
+        assert (spec.tokens.original_budget, spec.tokens.original_edge) == (10_000, 6000)
+        assert (spec.max_edge, spec.max_pixels) == (6000, 10_000 * 32 * 32)
+
+
+def test_nova_takes_images_in_tool_results() -> None:
+    for name in ["nova-lite", "nova-pro", "nova-premier", "nova-2-lite"]:
+        assert CATALOG[name].images_in_tool_results
+    assert get_model("bedrock:us.amazon.nova-pro-v1:0").images_in_tool_results
+
+
+def test_every_catalog_figure_names_a_source() -> None:
+    import visus.models
+
+    text = (Path(visus.models.__file__).parent / "catalog.toml").read_text()
+    for name in CATALOG:
+        if CATALOG[name].provider != "reference":
+            assert f'[models."{name}"]' in text
+    # Every source cited is defined in the header.
+    cited = set(re.findall(r"\[([a-z]+-[a-z]+)\]", text))
+    for source in cited:
+        assert re.search(rf"^#\s+\[{source}\]\s+https://", text, re.M), source
 
 
 def test_gemini_flags() -> None:

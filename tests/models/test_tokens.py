@@ -25,6 +25,7 @@ from visus.models import (
     OpenAIPatches,
     get_model,
     image_tokens,
+    pick_detail,
 )
 
 
@@ -119,7 +120,7 @@ def test_anthropic_big_square_shrinks_to_native_budget() -> None:
 
 
 def test_anthropic_newest_opus_native_limit() -> None:
-    opus = get_model("claude-opus-4-6")
+    opus = get_model("claude-opus-4-7")
     # 2576 square -> 92x92 patches > 4784 -> largest square under budget is 69x69.
     assert image_tokens(opus, 2576, 2576) == 69 * 69
     # 1568 x 784 fits: 56 x 28 patches.
@@ -140,6 +141,29 @@ def test_anthropic_never_over_budget(w: int, h: int) -> None:
     assert 1 <= image_tokens(spec, w, h) <= 1568
 
 
+# --- OpenAI detail "original" -------------------------------------------------------
+def test_gpt54_high_keeps_2500_patches_and_original_10000() -> None:
+    gpt = get_model("gpt-5.4")
+    # 1600 x 1000: 50 x 32 = 1600 patches, inside high's budget: whole at high.
+    assert pick_detail(gpt, 1600, 1000) == "high"
+    assert image_tokens(gpt, 1600, 1000, detail="high") == 1600
+    # 3840 x 2160: 120 x 68 = 8160 patches. High would shrink it to 2500 patches or
+    # fewer; original keeps it whole, and visus picks original and counts it so.
+    assert pick_detail(gpt, 3840, 2160) == "original"
+    assert image_tokens(gpt, 3840, 2160, detail="original") == 8160
+    assert image_tokens(gpt, 3840, 2160, detail="high") <= 2500
+    # Past original's bounds the API shrinks it to 10,000 patches at most.
+    assert image_tokens(gpt, 6000, 6000, detail="original") <= 10_000
+
+
+def test_models_without_original_ignore_it() -> None:
+    mini = get_model("gpt-5.4-mini")
+    assert pick_detail(mini, 3840, 2160) == "auto"
+    assert image_tokens(mini, 3840, 2160, detail="original") == image_tokens(mini, 3840, 2160)
+    # High detail also caps the edge at 2048 px before counting patches.
+    assert image_tokens(mini, 4000, 100) == math.ceil(64 * 2 * 1.62)
+
+
 # --- Gemini ---------------------------------------------------------------------------
 def test_gemini_2_tiles() -> None:
     flash = get_model("gemini-2.5-flash")
@@ -157,6 +181,9 @@ def test_gemini_3_media_resolution() -> None:
     medium = ModelSpec(name="g", provider="gemini", tokens=GeminiTiles(media_resolution="medium"))
     assert image_tokens(medium, 1000, 1000) == 560
     assert image_tokens(medium, 1000, 1000, detail="high") == 1120
+    assert image_tokens(pro3, 1000, 1000, detail="ultra_high") == 2240
+    assert pick_detail(pro3, 4000, 3000) == "high"  # sent per image
+    assert pick_detail(get_model("gemini-2.5-flash"), 4000, 3000) == "auto"
 
 
 # --- flat and errors ------------------------------------------------------------------

@@ -45,3 +45,27 @@ def test_an_image_for_nova_goes_out_as_an_image_block(ref: str) -> None:
     assert "unavailable" not in text
     assert "cannot see" not in text
     check_bedrock(body, model_id=spec.name)
+
+
+@pytest.mark.parametrize("ref", ["us.amazon.nova-pro-v1:0", "us.amazon.nova-2-lite-v1:0"])
+def test_a_tool_image_for_nova_rides_inside_its_tool_result(ref: str) -> None:
+    # Nova takes text and images as a tool's result (its tool-use guide), and accepted
+    # Converse traffic carries them there: not hoisted into a following user turn.
+    body = lower(one_view(), wire="bedrock", model=get_model(ref), blobs=store())
+    messages = body["messages"]
+    results = [
+        block["toolResult"]
+        for m in messages
+        for block in m["content"]
+        if isinstance(block, dict) and "toolResult" in block
+    ]
+    assert len(results) == 1
+    assert any("image" in item for item in results[0]["content"])
+    hoisted = [
+        block
+        for m in messages
+        for block in m["content"]
+        if isinstance(block, dict) and "image" in block
+    ]
+    assert hoisted == []
+    check_bedrock(body, model_id=ref)

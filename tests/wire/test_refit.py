@@ -233,3 +233,34 @@ def test_wire_edge_cap_refits_for_a_model_that_claims_more() -> None:
     body = lower(request, wire="bedrock", model=claims, blobs=blobs)
     (sent,) = _sent(body)
     assert max(sent.size) <= 8000
+
+
+def _screenshot(w: int, h: int) -> bytes:
+    """A screenshot-like PNG: text lines on white (compresses far better than a resample)."""
+    from PIL import ImageDraw
+
+    im = Image.new("RGB", (w, h), "white")
+    draw = ImageDraw.Draw(im)
+    for y in range(0, h, 18):
+        draw.text((8, y), f"line {y}: the quick brown fox jumps over the lazy dog", fill="black")
+    return _encode(im, "PNG")
+
+
+def test_an_image_the_provider_takes_and_bills_the_same_goes_unchanged() -> None:
+    from visus.models import get_model, image_tokens
+
+    gpt41 = get_model("gpt-4.1")
+    # 1600 x 1000 is over the 1.57 MP gpt-4.1 is fitted to, but inside the 2048 square the
+    # API takes as it is; 1105 tokens either way (the short side goes to 768).
+    assert image_tokens(gpt41, 1600, 1000) == image_tokens(gpt41, 1586, 991) == 1105
+    blobs = CountingStore()
+    shot = _screenshot(1600, 1000)
+    request = _request(blobs, [(shot, "image/png", 1600, 1000)])
+    body = lower(request, wire="openai-responses", model=gpt41, blobs=blobs)
+    assert base64.b64decode(_image_payloads(body)[0]) == shot  # the original bytes
+    assert blobs.puts == 0  # nothing re-encoded
+    # Claude would shrink it server-side (latency, no detail): visus fits it first.
+    body = lower(request, wire="anthropic", model=get_model("claude-sonnet-4-6"), blobs=blobs)
+    (sent,) = _sent(body)
+    assert max(sent.size) <= 1568
+    assert blobs.puts == 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 from visus.media._fonts import font_path
 from visus.media._png import without_unusable_chunks
 from visus.media.fitting import classify, target_size
-from visus.media.load import fit, load, probe
+from visus.media.load import fit, load, probe, unchanged
 from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
 
 __all__ = [
@@ -34,5 +34,6 @@ __all__ = [
     "load",
     "probe",
     "target_size",
+    "unchanged",
     "without_unusable_chunks",
 ]

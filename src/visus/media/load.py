@@ -8,6 +8,10 @@ table; ``name`` only steers the Pygments lexer for text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from PIL import Image
+
 from visus import limits
 from visus.errors import (
     InvalidInputError,
@@ -23,7 +27,7 @@ from visus.media.fitting import check_profile
 from visus.media.render import only, render_source
 from visus.media.types import Fitted, Probe, Profile
 
-__all__ = ["fit", "load", "probe"]
+__all__ = ["fit", "load", "probe", "unchanged"]
 
 _UNKNOWN = "not an image, PDF, SVG or UTF-8 text that visus can decode"
 
@@ -115,15 +119,39 @@ def fit(data: bytes, profile: Profile) -> Fitted:
         >>> max(f.width, f.height) <= 64
         True
     """
+    fitted = _raster(data, profile, raster.load_raster)
+    if fitted is None:
+        raise UnsupportedTypeError("not a raster image Pillow can decode")
+    return fitted
+
+
+def unchanged(data: bytes, profile: Profile) -> Fitted | None:
+    """``data`` itself as a :class:`Fitted` when it is a raster that already meets
+    ``profile`` (8-bit RGB/RGBA png, jpeg or webp, still, upright, inside every bound),
+    else ``None``. Reads the header only; errors as :func:`load`.
+
+    Example:
+        >>> p = Profile(max_edge=1568, max_pixels=1_150_000, max_bytes=5_000_000)
+        >>> png = load(b"hello", profile=p).data
+        >>> unchanged(png, p).data == png, unchanged(b"hello", p)
+        (True, None)
+    """
+    return _raster(data, profile, raster.as_is)
+
+
+def _raster(
+    data: bytes, profile: Profile, step: Callable[[Image.Image, bytes, Profile], Fitted | None]
+) -> Fitted | None:
+    """``step`` on the raster ``data`` is (``None`` if it is none) with its header read."""
     check_profile(profile)
     _check_source(data)
     data = without_unusable_chunks(bytes(data))
     with translated("image"):
         im = raster.identify(data)
         if im is None:
-            raise UnsupportedTypeError("not a raster image Pillow can decode")
+            return None
         with im:
-            return raster.load_raster(im, data, profile)
+            return step(im, data, profile)
 
 
 def probe(data: bytes) -> Probe:

@@ -20,7 +20,7 @@ from visus.media import _vips
 from visus.media.fitting import Encoded, classify, encode, resize, target_size
 from visus.media.types import Fitted, Profile
 
-__all__ = ["Header", "decode", "identify", "load_raster", "read_header"]
+__all__ = ["Header", "as_is", "decode", "identify", "load_raster", "read_header"]
 
 # Pillow's own bomb guard uses our bound too (it errors at twice this value, before
 # our check runs; below that, our check in read_header refuses first).
@@ -212,16 +212,7 @@ def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
         return _fitted(header, encode(fitted, profile, content=classify(fitted)))
     decoded = decode(header, profile)
     if passthrough:
-        return Fitted(
-            data=data,
-            media_type=_PASSTHROUGH[header.format],
-            width=header.width,
-            height=header.height,
-            source_width=header.width,
-            source_height=header.height,
-            source_kind="raster",
-            frame_count=header.frame_count,
-        )
+        return _unchanged(header, data)
     content = classify(decoded)
     fitted = resize(decoded, size, content)
     if fitted is not decoded:
@@ -229,6 +220,18 @@ def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
         decoded.close()
         header.image.close()
     return _fitted(header, encode(fitted, profile, content=content))
+
+
+def as_is(im: Image.Image, data: bytes, profile: Profile) -> Fitted | None:
+    """``data`` unchanged when it already meets ``profile`` (see ``_can_pass_through``),
+    else ``None``; reads the header only."""
+    header = read_header(im)
+    return _unchanged(header, data) if _can_pass_through(header, data, profile) else None
+
+
+def _unchanged(header: Header, data: bytes) -> Fitted:
+    as_sent = Encoded(data, _PASSTHROUGH[header.format], header.width, header.height)
+    return _fitted(header, as_sent)
 
 
 def _fitted(header: Header, enc: Encoded) -> Fitted:

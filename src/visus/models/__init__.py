@@ -23,13 +23,14 @@ from visus.models.spec import (
     AnthropicPatches,
     FlatTokens,
     GeminiTiles,
+    MediaResolution,
     ModelSpec,
     OpenAIPatches,
     OpenAITiles,
     Provider,
     TokenFormula,
 )
-from visus.models.tokens import DETAILS, image_tokens
+from visus.models.tokens import DETAILS, image_tokens, pick_detail
 
 __all__ = [
     "BEDROCK_IDS",
@@ -40,6 +41,7 @@ __all__ = [
     "AnthropicPatches",
     "FlatTokens",
     "GeminiTiles",
+    "MediaResolution",
     "ModelSpec",
     "OpenAIPatches",
     "OpenAITiles",
@@ -49,6 +51,7 @@ __all__ = [
     "image_tokens",
     "is_known_model",
     "parse_model_ref",
+    "pick_detail",
     "register_model",
     "similar_models",
     "unregister_model",

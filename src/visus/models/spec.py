@@ -20,12 +20,16 @@ __all__ = [
     "AnthropicPatches",
     "FlatTokens",
     "GeminiTiles",
+    "MediaResolution",
     "ModelSpec",
     "OpenAIPatches",
     "OpenAITiles",
     "Provider",
     "TokenFormula",
 ]
+
+#: Gemini 3's per-image ``media_resolution`` levels.
+MediaResolution: TypeAlias = Literal["low", "medium", "high", "ultra_high"]
 
 Provider: TypeAlias = Literal[
     "anthropic", "openai", "openai-compatible", "gemini", "ollama", "bedrock", "reference"
@@ -56,11 +60,18 @@ class OpenAITiles:
 
 @dataclass(frozen=True, slots=True)
 class OpenAIPatches:
-    """32 px patches capped at ``budget``, times ``multiplier``."""
+    """32 px patches capped at ``budget`` (and ``max_edge``), times ``multiplier``.
+
+    ``original_budget``/``original_edge`` are the bounds of ``detail: "original"`` on
+    models that take it (``None``: the model has no original detail).
+    """
 
     budget: int = 1536
     multiplier: float = 1.0
     patch: int = 32
+    max_edge: int = 2048
+    original_budget: int | None = None
+    original_edge: int | None = None
     kind: Literal["openai-patches"] = "openai-patches"
 
 
@@ -68,16 +79,18 @@ class OpenAIPatches:
 class GeminiTiles:
     """Gemini 2.x: <=384 px both sides -> 258; else 768 px tiles at 258 each.
 
-    Gemini 3 (``media_resolution`` set): a flat count per image by resolution.
+    Gemini 3 (``media_resolution`` set): a flat count per image by resolution, which
+    the request sets per image (``ultra_high`` only that way).
     """
 
     per_tile: int = 258
     small_edge: int = 384
     tile: int = 768
-    media_resolution: Literal["low", "medium", "high"] | None = None
+    media_resolution: MediaResolution | None = None
     low_tokens: int = 280
     medium_tokens: int = 560
     high_tokens: int = 1120
+    ultra_high_tokens: int = 2240
     kind: Literal["gemini"] = "gemini"
 
 
@@ -98,6 +111,11 @@ class ModelSpec:
 
     ``name`` is the catalog id without the provider prefix. Limits are per image
     unless named otherwise; ``max_images`` is per request.
+
+    ``max_edge``/``max_pixels`` are what visus fits an image to (the most the model
+    sees). ``accept_edge``/``accept_pixels`` (default: the same) are the most the
+    provider takes as it is and bills no more for, fitting it itself: an image up to
+    them is sent unchanged when its tokens are no more than the fitted image's.
     """
 
     name: str
@@ -111,6 +129,8 @@ class ModelSpec:
     reasoning: bool = False
     max_edge: int = 2048
     max_pixels: int = 2048 * 2048
+    accept_edge: int | None = None
+    accept_pixels: int | None = None
     max_image_bytes: int = 5 * 1024 * 1024
     max_images: int = 20
     media_types: frozenset[str] = field(default=DEFAULT_MEDIA_TYPES)
@@ -124,6 +144,21 @@ class ModelSpec:
         return Profile(
             max_edge=self.max_edge,
             max_pixels=self.max_pixels,
+            max_bytes=self.max_image_bytes,
+            media_types=self.media_types,
+        )
+
+    def accepted(self) -> Profile:
+        """The bounds an image may keep as it is (see the class docstring).
+
+        Example:
+            >>> spec = ModelSpec(name="m", provider="openai", max_pixels=1000, accept_pixels=4000)
+            >>> spec.profile().max_pixels, spec.accepted().max_pixels
+            (1000, 4000)
+        """
+        return Profile(
+            max_edge=max(self.max_edge, self.accept_edge or 0),
+            max_pixels=max(self.max_pixels, self.accept_pixels or 0),
             max_bytes=self.max_image_bytes,
             media_types=self.media_types,
         )

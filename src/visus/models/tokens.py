@@ -27,20 +27,45 @@ from visus.models.spec import (
     OpenAITiles,
 )
 
-__all__ = ["DETAILS", "image_tokens"]
+__all__ = ["DETAILS", "image_tokens", "pick_detail"]
 
-#: Accepted ``detail`` values: OpenAI's levels plus Responses' ``original``.
-#: Formulas without a notion of detail ignore it; ``low``/``high`` also select
-#: Gemini 3's media_resolution.
-DETAILS = frozenset({"auto", "low", "high", "original"})
+#: Accepted ``detail`` values: OpenAI's levels (``original`` on the models that take
+#: it) and Gemini 3's media resolutions (``low``, ``medium``, ``high``, ``ultra_high``).
+#: Formulas without a notion of detail ignore it.
+DETAILS = frozenset({"auto", "low", "medium", "high", "ultra_high", "original"})
+
+
+def pick_detail(spec: ModelSpec, width: int, height: int) -> str:
+    """The detail to send a ``width x height`` image at so the model reads what is sent.
+
+    OpenAI models with ``detail: "original"``: ``high`` while the image is inside
+    high detail's bounds (the model sees it whole either way), else ``original`` (high
+    would shrink it). Gemini 3: the model's media resolution, set per image. Others:
+    ``auto``. :func:`image_tokens` with this detail is what the image costs.
+
+    Example:
+        >>> from visus.models import get_model
+        >>> gpt = get_model("gpt-5.4")
+        >>> pick_detail(gpt, 1600, 1000), pick_detail(gpt, 3840, 2160)
+        ('high', 'original')
+        >>> pick_detail(get_model("claude-sonnet-4-6"), 3840, 2160)
+        'auto'
+    """
+    f = spec.tokens
+    if isinstance(f, OpenAIPatches) and f.original_budget is not None:
+        within = max(width, height) <= f.max_edge and _patches(width, height, f.patch) <= f.budget
+        return "high" if within else "original"
+    if isinstance(f, GeminiTiles) and f.media_resolution is not None:
+        return f.media_resolution
+    return "auto"
 
 
 def image_tokens(spec: ModelSpec, width: int, height: int, *, detail: str = "auto") -> int:
     """Estimated input tokens for one ``width x height`` image sent to ``spec``.
 
-    ``detail`` is ``auto``, ``low``, ``high`` or ``original``; it matters for
-    OpenAI tile models (``low`` costs the base only) and Gemini 3 (``low`` and
-    ``high`` pick the media resolution, ``auto`` keeps the model's default).
+    ``detail`` is one of :data:`DETAILS`; it matters for OpenAI tile models (``low``
+    costs the base only), OpenAI models with ``original`` detail (its larger bounds)
+    and Gemini 3 (the media resolution; ``auto`` keeps the model's default).
 
     Example:
         >>> from visus.models.spec import ModelSpec, AnthropicPatches
@@ -58,7 +83,7 @@ def image_tokens(spec: ModelSpec, width: int, height: int, *, detail: str = "aut
     if isinstance(formula, OpenAITiles):
         return _openai_tiles(formula, width, height, detail)
     if isinstance(formula, OpenAIPatches):
-        return _openai_patches(formula, width, height)
+        return _openai_patches(formula, width, height, detail)
     if isinstance(formula, GeminiTiles):
         return _gemini(formula, width, height, detail)
     if isinstance(formula, FlatTokens):
@@ -107,27 +132,38 @@ def _openai_tiles(f: OpenAITiles, width: int, height: int, detail: str) -> int:
     return f.base + tiles * f.tile
 
 
-def _openai_patches(f: OpenAIPatches, width: int, height: int) -> int:
-    """32 px patches; over the budget, shrink so whole patches fit, then apply the multiplier."""
+def _openai_patches(f: OpenAIPatches, width: int, height: int, detail: str) -> int:
+    """32 px patches; past the edge or over the budget, shrink so whole patches fit,
+    then apply the multiplier. ``original`` detail has its own bounds where the model
+    takes it."""
+    budget, edge = f.budget, f.max_edge
+    if detail == "original" and f.original_budget is not None:
+        budget, edge = f.original_budget, f.original_edge or edge
+    if max(width, height) > edge:
+        scale = edge / max(width, height)
+        width, height = max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
     patches = _patches(width, height, f.patch)
-    if patches > f.budget:
-        shrink = math.sqrt(f.patch * f.patch * f.budget / (width * height))
+    if patches > budget:
+        shrink = math.sqrt(f.patch * f.patch * budget / (width * height))
         pw, ph = width * shrink / f.patch, height * shrink / f.patch
         # Shrink once more so the tighter side holds a whole number of patches.
         shrink *= min(math.floor(pw) / pw, math.floor(ph) / ph)
         w, h = max(1, int(width * shrink)), max(1, int(height * shrink))
-        patches = min(_patches(w, h, f.patch), f.budget)
+        patches = min(_patches(w, h, f.patch), budget)
     return math.ceil(patches * f.multiplier)
 
 
 def _gemini(f: GeminiTiles, width: int, height: int, detail: str) -> int:
     if f.media_resolution is not None:
         resolution: str = f.media_resolution
-        if detail in ("low", "high"):
+        if detail in ("low", "medium", "high", "ultra_high"):
             resolution = detail
-        if resolution == "low":
-            return f.low_tokens
-        return f.high_tokens if resolution == "high" else f.medium_tokens
+        return {
+            "low": f.low_tokens,
+            "medium": f.medium_tokens,
+            "high": f.high_tokens,
+            "ultra_high": f.ultra_high_tokens,
+        }[resolution]
     if width <= f.small_edge and height <= f.small_edge:
         return f.per_tile
     return math.ceil(width / f.tile) * math.ceil(height / f.tile) * f.per_tile

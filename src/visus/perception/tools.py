@@ -39,8 +39,9 @@ from visus.limits import (
     READ_DEFAULT_LINES,
     READ_MAX_LINE_CHARS,
 )
+from visus.media import Fitted
 from visus.media.text import decode_text, split_lines  # media's rules for "text" and lines
-from visus.models import ModelSpec, get_model, image_tokens
+from visus.models import ModelSpec, get_model, image_tokens, pick_detail
 from visus.perception.reach import Reach
 from visus.perception.values import (
     Perception,
@@ -198,8 +199,29 @@ def _view(
                 f"read({source!r}) to get it.",
             ) from e
         raise
-    tokens = image_tokens(spec, fitted.width, fitted.height)
+    fitted = _as_sent(data, fitted, spec)
+    tokens = _cost(spec, fitted.width, fitted.height)
     return Perception.from_fitted(fitted, source=source, model=spec.name, tokens=tokens, path=path)
+
+
+def _cost(spec: ModelSpec, width: int, height: int) -> int:
+    """What the image costs ``spec`` at the detail it is sent with."""
+    return image_tokens(spec, width, height, detail=pick_detail(spec, width, height))
+
+
+def _as_sent(data: bytes, fitted: Fitted, spec: ModelSpec) -> Fitted:
+    """The source bytes instead of a shrunk raster when the provider takes them as they
+    are (``spec.accepted()``) and they cost no more tokens: fitting would change nothing
+    the provider accepts or bills, only re-encode the image (often into more bytes)."""
+    shrunk = (fitted.width, fitted.height) != (fitted.source_width, fitted.source_height)
+    if fitted.source_kind != "raster" or not shrunk or spec.accepted() == spec.profile():
+        return fitted
+    original = media.unchanged(data, spec.accepted())
+    if original is None:
+        return fitted
+    if _cost(spec, original.width, original.height) > _cost(spec, fitted.width, fitted.height):
+        return fitted
+    return original
 
 
 def _model(model: object) -> ModelSpec:

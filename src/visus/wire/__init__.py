@@ -30,7 +30,13 @@ from visus.models.spec import ModelSpec
 from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._display import abbreviate
-from visus.wire._prepare import WireRules, max_document_pages, prepare, profile_for
+from visus.wire._prepare import (
+    WireRules,
+    accepted_for,
+    max_document_pages,
+    prepare,
+    profile_for,
+)
 from visus.wire._prepared import Body, Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 from visus.wire._reply import Accumulator, ReplyContext
@@ -48,6 +54,7 @@ __all__ = [
     "WireRules",
     "WireSpec",
     "abbreviate",
+    "accepted_for",
     "lower",
     "max_document_pages",
     "profile_for",

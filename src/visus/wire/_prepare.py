@@ -9,12 +9,13 @@ dropped. In order:
    beyond the cap become descriptors (the model can view them again); only if the
    request still holds too many do the oldest user attachments become notes. Newest
    images always stay.
-3. Limits: an image outside the model's profile, tightened by the wire's own caps
-   (edge, pixels, bytes, media types the wire and model both take), is re-fitted
-   with :func:`visus.media.fit`; the derived blob is stored and cached by (digest,
-   profile). Wires that count an image's bytes as base64 (Anthropic) get 3/4 of the
-   byte cap. Anthropic's many-image rule: over ``limits.ANTHROPIC_MANY_IMAGES``
-   images, every image is fitted to ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
+3. Limits: an image outside what the model takes as it is (``spec.accepted()``,
+   tightened by the wire's own caps: edge, pixels, bytes, media types the wire and
+   model both take) is re-fitted to its profile with :func:`visus.media.fit`; the
+   derived blob is stored and cached by (digest, profile). Wires that count an image's
+   bytes as base64 (Anthropic) get 3/4 of the byte cap. Anthropic's many-image rule:
+   over ``limits.ANTHROPIC_MANY_IMAGES`` images, every image is fitted to
+   ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
 4. Request byte budget (where the wire has one): if the sent images together are
    over it, images leave in the same order as for the count cap (the last stays).
 5. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
@@ -62,6 +63,7 @@ from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 
 __all__ = [
     "WireRules",
+    "accepted_for",
     "document_filename",
     "max_document_pages",
     "max_images",
@@ -161,8 +163,17 @@ def _no_vision_note(part: ImagePart, spec: ModelSpec) -> str:
 
 
 def profile_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
-    """The profile every image in a request of ``image_count`` images must meet."""
-    base = spec.profile()
+    """The profile an image is re-fitted to in a request of ``image_count`` images."""
+    return _tightened(spec.profile(), spec, rules, image_count)
+
+
+def accepted_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
+    """The bounds an image may keep as it is in such a request: ``spec.accepted()`` (the
+    provider takes it and bills no more than the fit), tightened like :func:`profile_for`."""
+    return _tightened(spec.accepted(), spec, rules, image_count)
+
+
+def _tightened(base: Profile, spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
     media_types = (spec.media_types & rules.media_types) or rules.media_types
     max_bytes = base.max_bytes
     if rules.max_image_bytes is not None:
@@ -193,10 +204,15 @@ def _fits(media_type: str, width: int, height: int, size: int, profile: Profile)
 
 class _Resolver:
     def __init__(
-        self, spec: ModelSpec, profile: Profile, blobs: BlobReader, cache: RefitCache
+        self,
+        spec: ModelSpec,
+        profiles: tuple[Profile, Profile],
+        blobs: BlobReader,
+        cache: RefitCache,
     ) -> None:
         self.spec = spec
-        self.profile = profile
+        # What an image is re-fitted to, and what it may keep as it is.
+        self.profile, self.accepted = profiles
         self.blobs = blobs
         self.cache = cache
 
@@ -211,11 +227,11 @@ class _Resolver:
             return TextPart(missing_note(digest, f"cannot be read ({e})"))
 
     def resolve(self, part: ImagePart) -> WirePart:
-        if _fits(part.media_type, part.width, part.height, part.size, self.profile):
+        if _fits(part.media_type, part.width, part.height, part.size, self.accepted):
             data = self._read(part.digest)
             if isinstance(data, TextPart):
                 return data
-            if len(data) <= self.profile.max_bytes:
+            if len(data) <= self.accepted.max_bytes:
                 return self._image(data, part, part.media_type, part.width, part.height)
             return self._refit(part, data)
         return self._refit(part, None)
@@ -405,9 +421,10 @@ def prepare(
     cap = max_images(spec, rules)
     excess = len(images) - max(cap, 0)
     capped = set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
+    count = len(images) - len(capped)
     resolver = _Resolver(
         spec,
-        profile_for(spec, rules, len(images) - len(capped)),
+        (profile_for(spec, rules, count), accepted_for(spec, rules, count)),
         blobs,
         refit_cache if refit_cache is not None else RefitCache(),
     )
