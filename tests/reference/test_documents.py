@@ -198,14 +198,17 @@ def test_anthropic_page_cap(base_url: str) -> None:
         "type": "document",
         "source": {"type": "base64", "media_type": "application/pdf", "data": many},
     }
+    # 100 pages on a 200k-context model (600 on the 1M-context ones, such as sonnet-4-6).
     body = {
-        "model": "claude-sonnet-4-6",
+        "model": "claude-haiku-4-5",
         "max_tokens": 100,
         "messages": [{"role": "user", "content": [doc]}],
     }
     r = _post(base_url, "/v1/messages", body, ANTHROPIC)
     assert r.status_code == 400
     assert f"maximum of {limits.ANTHROPIC_MAX_PDF_PAGES} PDF pages" in r.text
+    wide = _post(base_url, "/v1/messages", {**body, "model": "claude-sonnet-4-6"}, ANTHROPIC)
+    assert wide.status_code == 200
 
 
 def test_gemini_inline_pdf_in_user_turn(base_url: str, pdf_b64: str) -> None:
