@@ -167,6 +167,7 @@ class ProxySettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(8790, ge=1, le=65535)
     live_turns: int | None = Field(None, ge=1)
+    live_images: int | None = Field(None, ge=1)
     chunk: int = Field(1, ge=1)
     token: SecretStr | None = None
 

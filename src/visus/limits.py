@@ -222,7 +222,9 @@ DIGEST_MIN_PREFIX: Final = 12
 ANTHROPIC_MANY_IMAGES: Final = 20
 #: ... must keep every image at most this many pixels per side.
 ANTHROPIC_MANY_IMAGES_MAX_EDGE: Final = 2000
-#: Anthropic: a request is at most 32 MB; its images (base64) may take this much of it.
+#: Anthropic: a request body is at most 32 MB (413 request_too_large past it) ...
+ANTHROPIC_MAX_REQUEST_BYTES: Final = 32 * MB
+#: ... and its images (base64) may take this much of it.
 ANTHROPIC_MAX_REQUEST_IMAGE_B64: Final = 30 * MB
 #: OpenAI: decoded image bytes in one request (images-vision guide: 50 MB).
 OPENAI_MAX_REQUEST_IMAGE_BYTES: Final = 50 * MB
@@ -275,6 +277,9 @@ PROXY_UNKNOWN_MAX_IMAGES: Final = 20
 #: Seconds to connect to the upstream. Reading has no proxy-side timeout: the proxy
 #: waits for an answer as long as its client does (the SDKs wait 600 s).
 PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
+#: Base64 bytes of fitted images the proxy keeps between requests (clients re-send
+#: their history every step: a cached image is neither decoded nor fitted again).
+PROXY_FIT_CACHE_BYTES: Final = 64 * MB
 #: Characters of a tool call's arguments shown in an image's label or descriptor.
 PROXY_LABEL_ARGS_CHARS: Final = 120
 

@@ -112,8 +112,10 @@ def test_anthropic_retention_elides_old_turns_keeping_cache_control() -> None:
     first = body["messages"][0]["content"][1]
     assert first["type"] == "text"
     assert first["cache_control"] == {"type": "ephemeral"}
-    assert first["text"].startswith("[image elided: sent in turn 1, 600x130")
-    # A tool image whose call took one string: visus's own descriptor, re-view included.
+    # What was there, and that the client's own history holds it (no view to offer).
+    assert first["text"].startswith("[image elided: an image (turn 1, 600x130, sha256:")
+    assert first["text"].endswith("the conversation's own history still holds it]")
+    # A tool image of a view call (a client with visus's view): re-view offered.
     inner = body["messages"][2]["content"][0]["content"][0]
     assert inner["text"] == (
         '[image elided: viewed a.png in turn 1; call view("a.png") to see it again]'

@@ -30,9 +30,22 @@ def proxy(
             "(default: off, every image is kept)",
         ),
     ] = None,
+    live_images: Annotated[
+        int | None,
+        typer.Option(
+            "--live-images",
+            min=1,
+            help="Keep at most N images live; older ones become descriptors, leaving "
+            "--chunk at a time (default: off; the provider's own cap always applies)",
+        ),
+    ] = None,
     chunk: Annotated[
         int | None,
-        typer.Option(min=1, help="Move the retention window N turns at a time (prompt caches)"),
+        typer.Option(
+            min=1,
+            help="Move the retention window N turns (or N images) at a time, so the "
+            "forwarded prefix changes rarely (prompt caches)",
+        ),
     ] = None,
     token: Annotated[
         str | None,
@@ -74,6 +87,7 @@ def proxy(
             ProxyConfig(
                 upstream=upstream,
                 live_turns=live_turns or settings.live_turns,
+                live_images=live_images or settings.live_images,
                 chunk=chunk or settings.chunk,
                 token=token,
             )
@@ -89,7 +103,11 @@ def proxy(
     base = f"http://{shown}:{port}"
     typer.echo(f"visus proxy · {base} -> {upstream}")
     window = live_turns or settings.live_turns
-    typer.echo(f"  retention  {f'last {window} turn(s) of images' if window else 'off'}")
+    count = live_images or settings.live_images
+    kept = ([f"last {window} turn(s)"] if window else []) + (
+        [f"at most {count} images"] if count else []
+    )
+    typer.echo(f"  retention  {', '.join(kept) if kept else 'off'}")
     typer.echo(f"  stats      {base}/stats")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **UVICORN_OPTIONS)
 

@@ -5,8 +5,10 @@ a fitted image replaces its ``source``, an elided one becomes a text block (keep
 its ``cache_control``), and a ``tool_result`` whose text is stringified media gets
 real image blocks. Every other key of the body is left as the client sent it.
 
-A turn starts at each user message that holds no ``tool_result`` (the user's own
-words); tool results belong to the turn that asked for them.
+A turn starts at each user message that holds no ``tool_result`` and is not an
+agent's observation (the user's own words); tool results belong to the turn that
+asked for them. What leaves and what is fitted is decided by
+:func:`visus.proxy.slots.plan`.
 
 Example:
     >>> body = {"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "hi"}]}
@@ -19,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
-from visus.proxy.slots import Slot, fit_all
+from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.anthropic import RULES
@@ -87,25 +89,54 @@ def _writer(block: dict[str, Any]) -> Any:
     return write
 
 
-def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
-    """Edit ``body`` in place; the returned :class:`Edit` says what changed."""
-    edit = Edit.for_model(body.get("model"), RULES, image_count=0, policy=policy)
+def _dropper(blocks: list[Any], index: int) -> Any:
+    def drop(text: str) -> None:
+        replacement: dict[str, Any] = {"type": "text", "text": text}
+        if "cache_control" in blocks[index]:  # the client's breakpoint stays where it was
+            replacement["cache_control"] = blocks[index]["cache_control"]
+        blocks[index] = replacement
+
+    return drop
+
+
+def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any) -> Found:
+    block = blocks[index]
+    source = _b64_source(block)
+    media, b64 = source if source is not None else ("", None)
+    return Found(path, turn, call, b64, media, _writer(block), _dropper(blocks, index))
+
+
+def _starts_turn(message: dict[str, Any]) -> bool:
+    """A user message in the user's own words (no tool_result, no agent observation)."""
+    content = message.get("content")
+    if message.get("role") != "user" or is_observation(content):
+        return False
+    return not (
+        isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
+    """Edit ``body`` in place; the returned :class:`Edit` says what changed.
+
+    ``options`` go to :meth:`Edit.for_model` (``live_images``, ``cache``, ``view_tool``).
+    """
+    edit = Edit.for_model(body.get("model"), RULES, policy=policy, **options)
     messages = body.get("messages")
     if not isinstance(messages, list):
         return edit
     calls: dict[str, tuple[str, Any]] = {}
-    # (blocks, index, path, turn, call) for every image block, in order.
-    found: list[tuple[list[Any], int, str, int, tuple[str, Any] | None]] = []
+    found: list[Found] = []
     turn = 0
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-            if isinstance(message, dict) and message.get("role") == "user":
-                turn += 1
+        if not isinstance(message, dict):
             continue
-        content: list[Any] = message["content"]
-        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-        if message.get("role") == "user" and not results:
+        if _starts_turn(message):
             turn += 1
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
         for j, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
@@ -113,7 +144,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
             if kind == "tool_use" and isinstance(block.get("id"), str):
                 calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
             elif kind == "image":
-                found.append((content, j, f"messages.{i}.content.{j}", turn, None))
+                found.append(_found(content, j, f"messages.{i}.content.{j}", turn, None))
             elif kind == "tool_result":
                 _repair(block, edit)
                 inner = block.get("content")
@@ -122,22 +153,6 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
                     for k, item in enumerate(inner):
                         if _is_image(item):
                             path = f"messages.{i}.content.{j}.content.{k}"
-                            found.append((inner, k, path, turn, call))
-    current = turn
-    slots: list[Slot] = []
-    count = 0
-    for blocks, index, path, image_turn, call in found:
-        block = blocks[index]
-        source = _b64_source(block)
-        if edit.is_stale(image_turn, current):
-            text = edit.elide(source[1] if source else None, image_turn, call)
-            replacement: dict[str, Any] = {"type": "text", "text": text}
-            if "cache_control" in block:
-                replacement["cache_control"] = block["cache_control"]
-            blocks[index] = replacement
-            continue
-        count += 1  # URL images count toward the many-image rule too
-        if source is not None:
-            slots.append(Slot(path, source[0], source[1], _writer(block)))
-    fit_all(edit, RULES, slots, count=count)
+                            found.append(_found(inner, k, path, turn, call))
+    plan(edit, found, current=turn)
     return edit

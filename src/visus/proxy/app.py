@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from visus import limits
 from visus.errors import ConfigError
 from visus.proxy import anthropic, openai_chat, openai_responses
+from visus.proxy.cache import FitCache
 from visus.proxy.edit import Edit, ImageNote
 from visus.proxy.encoding import READABLE, BodyTooLarge, UnknownCoding, decode_body
 from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
@@ -56,7 +57,7 @@ from visus.proxy.transport import (
     reply_headers,
     stream_body,
 )
-from visus.retention import RetentionPolicy
+from visus.retention import RetentionPolicy, evicted_images
 from visus.tether.guard import LoopbackGuard
 
 __all__ = ["UVICORN_OPTIONS", "ProxyConfig", "create_proxy_app"]
@@ -87,25 +88,28 @@ _REFUSALS = frozenset({400, 413, 422})
 class ProxyConfig:
     """What ``visus proxy`` runs with (``[proxy]`` in visus.toml, or the command's options).
 
-    ``upstream`` is the provider's base URL (``https://api.anthropic.com``,
-    ``https://api.openai.com``; a trailing ``/v1`` is dropped). ``live_turns``
-    turns retention on: images of older turns become descriptors, the window moving
-    ``chunk`` turns at a time.
+    ``upstream`` is the provider's base URL (see :mod:`visus.proxy.paths`).
+    ``live_turns`` turns retention by turns on: images of older turns become
+    descriptors, the window moving ``chunk`` turns at a time. ``live_images`` keeps
+    at most that many images live, the oldest leaving ``chunk`` at a time.
     """
 
     upstream: str
     live_turns: int | None = None
     chunk: int = 1
     token: str | None = None
+    live_images: int | None = None
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"proxy upstream must be an http(s) URL, got {self.upstream!r}")
-        if self.live_turns is not None:
-            RetentionPolicy(live_turns=self.live_turns, chunk=self.chunk)  # validates both
+        RetentionPolicy(live_turns=self.live_turns or 1, chunk=self.chunk)  # validates both
+        if self.live_images is not None:
+            evicted_images(0, self.live_images, self.chunk)  # validates it
 
     @property
     def policy(self) -> RetentionPolicy | None:
+        """Retention by turns (None: off)."""
         if self.live_turns is None:
             return None
         return RetentionPolicy(live_turns=self.live_turns, chunk=self.chunk)
@@ -116,6 +120,7 @@ class _Proxy:
     config: ProxyConfig
     stats: ProxyStats = field(default_factory=ProxyStats)
     client: httpx.AsyncClient | None = None
+    cache: FitCache = field(default_factory=lambda: FitCache(limits.PROXY_FIT_CACHE_BYTES))
 
     def http(self) -> httpx.AsyncClient:
         if self.client is None:
@@ -290,11 +295,16 @@ async def _rewrite(request: Request, path: str, raw: bytes) -> Response:
     body = _parse(raw if plain is None else plain)
     if body is None:
         return await _forward(request, path, raw, [])
-    rewrite = PROTOCOLS[path]
+    rewrite = functools.partial(
+        PROTOCOLS[path],
+        body,
+        policy=proxy.config.policy,
+        live_images=proxy.config.live_images,
+        chunk=proxy.config.chunk,
+        cache=proxy.cache,
+    )
     try:
-        edit = await anyio.to_thread.run_sync(
-            functools.partial(rewrite, body, policy=proxy.config.policy)
-        )
+        edit = await anyio.to_thread.run_sync(rewrite)
     except Exception:  # a proxy bug must not cost the user the request
         logger.exception("%s: could not edit the request; forwarding it as it is", path)
         return await _forward(request, path, raw, [])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from visus.errors import InvalidInputError, MediaError
 from visus.media import Profile, fit, load, probe, without_unusable_chunks
 from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
+from visus.proxy.cache import AS_IS, AsIs, FitCache, Fitted, Known, image_key
 from visus.record.messages import ImagePart, PerceptionOrigin
 from visus.retention import RetentionPolicy, elided_descriptor
 from visus.wire import WireRules, profile_for
@@ -56,16 +58,6 @@ UNKNOWN_MODEL = ModelSpec(
     max_images=limits.PROXY_UNKNOWN_MAX_IMAGES,
     tokens=AnthropicPatches(),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Fitted:
-    """An image as it leaves the proxy (base64 without a data-URL prefix)."""
-
-    b64: str
-    media_type: str
-    width: int
-    height: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +110,44 @@ def _decode(b64: str) -> bytes | None:
         return None
 
 
+def _view_call(call: tuple[str, Any] | None) -> str | None:
+    """The path argument of a call to a ``view`` tool (visus's own, through MCP), if any."""
+    if call is None or not (call[0] == "view" or call[0].endswith("__view")):
+        return None
+    args = call[1]
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            return None
+    values = list(args.values()) if isinstance(args, dict) else []
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
 @dataclass(slots=True)
 class Edit:
-    """What the proxy does to one request, and the tally of it."""
+    """What the proxy does to one request, and the tally of it.
+
+    ``cache`` (shared between requests) remembers what each image is and what was sent
+    for it; ``live_images`` bounds live images by count (oldest leave in batches of
+    ``chunk``, as at the provider's image cap); ``view_tool`` names a tool the client
+    has that re-shows an elided image by digest, offered in descriptors.
+    """
 
     spec: ModelSpec
     profile: Profile
+    rules: WireRules
     policy: RetentionPolicy | None = None
+    live_images: int | None = None
+    chunk: int = 1
+    cache: FitCache | None = None
+    view_tool: str | None = None
     images: int = 0
     fitted: int = 0
     hoisted: int = 0
     repaired: int = 0
     elided: int = 0
+    cache_hits: int = 0
     bytes_saved: int = 0
     tokens_saved: int = 0
     notes: list[ImageNote] = field(default_factory=list)
@@ -140,8 +158,12 @@ class Edit:
         model: object,
         rules: WireRules,
         *,
-        image_count: int,
+        image_count: int = 0,
         policy: RetentionPolicy | None = None,
+        live_images: int | None = None,
+        chunk: int | None = None,
+        cache: FitCache | None = None,
+        view_tool: str | None = None,
     ) -> Edit:
         """The edit for a request to ``model`` (the body's field, any type) on a wire."""
         spec = UNKNOWN_MODEL
@@ -154,59 +176,100 @@ class Edit:
             # forwards its images, fitted to the profile every provider takes.
             if known is not None and known.vision:
                 spec = known
-        return cls(spec=spec, profile=profile_for(spec, rules, image_count), policy=policy)
+        return cls(
+            spec=spec,
+            profile=profile_for(spec, rules, image_count),
+            rules=rules,
+            policy=policy,
+            live_images=live_images,
+            chunk=chunk if chunk is not None else (policy.chunk if policy else 1),
+            cache=cache,
+            view_tool=view_tool,
+        )
 
     @property
     def changed(self) -> bool:
         return bool(self.fitted or self.hoisted or self.repaired or self.elided)
 
-    def fit_base64(self, b64: str, media_type: str, where: str) -> Fitted | None:
-        """The image fitted to the profile, or None when it already fits (or cannot be read).
-
-        An image the proxy cannot decode is left as it is: the provider's own error
-        names it (see :mod:`visus.proxy.errors`), which beats guessing.
-        """
+    def known(self, b64: str) -> Known | None:
+        """What a base64 image is (decoded and probed once per image, then cached)."""
+        key = image_key(b64)
+        found = self.cache.known(key) if self.cache is not None else None
+        if found is not None:
+            return found
         data = _decode(b64)
         if data is None:
-            self.notes.append(ImageNote(where, f"{where} (undecodable base64)"))
             return None
         try:
             info = probe(data)
         except MediaError:
-            self.notes.append(ImageNote(where, f"{where} ({media_type}, {len(data)} bytes)"))
             return None
-        if info.kind == "svg":
+        if info.kind == "svg":  # drawn as a raster, whatever size it declares (or none)
+            width, height = info.width or 0, info.height or 0
+        elif info.kind == "raster" and info.width is not None and info.height is not None:
+            width, height = info.width, info.height
+        else:
+            return None
+        found = Known(hashlib.sha256(data).hexdigest(), info.media_type, width, height)
+        if self.cache is not None:
+            self.cache.remember(key, found)
+        return found
+
+    def fit_base64(self, b64: str, media_type: str, where: str) -> Fitted | None:
+        """The image fitted to the profile, or None when it already fits (or cannot be read).
+
+        An image the proxy cannot decode is left as it is: the provider's own error
+        names it (see :mod:`visus.proxy.rejection`), which beats guessing. What was
+        sent for an image is cached, so a re-sent history is not fitted again and its
+        images go out as the same bytes.
+        """
+        known = self.known(b64)
+        if known is None:
+            self.notes.append(ImageNote(where, f"{where} ({media_type}, not a readable image)"))
+            return None
+        key = (image_key(b64), media_type)
+        cached = self.cache.fitted(f"{key[0]}:{key[1]}", self.profile) if self.cache else None
+        if cached is None:
+            cached = self._fit(b64, media_type, known, where)
+            if cached is None:
+                return None
+            if self.cache is not None:
+                self.cache.put(f"{key[0]}:{key[1]}", self.profile, cached)
+        else:
+            self.cache_hits += 1
+        w, h = known.width, known.height
+        if isinstance(cached, Fitted):
+            self.fitted += 1
+            self.bytes_saved += (len(b64) - len(cached.b64)) * 3 // 4
+            self.tokens_saved += self._tokens(w, h) - self._tokens(cached.width, cached.height)
+            sent = f", sent as {cached.width}x{cached.height}"
+            self.notes.append(ImageNote(where, f"{where} ({known.media_type} {w}x{h}{sent})"))
+            return cached
+        self.notes.append(ImageNote(where, f"{where} ({media_type} {w}x{h})"))
+        return None
+
+    def _fit(self, b64: str, media_type: str, known: Known, where: str) -> Fitted | AsIs | None:
+        """Fit one image not seen under this profile before (None: it cannot be)."""
+        data = _decode(b64) or b""
+        if known.media_type == "image/svg+xml":
             return self._render(data, where)
-        if info.kind != "raster" or info.width is None or info.height is None:
-            self.notes.append(ImageNote(where, f"{where} ({info.media_type}, not a raster)"))
-            return None
-        w, h, p = info.width, info.height, self.profile
+        w, h, p = known.width, known.height, self.profile
         fits = (
-            info.media_type in p.media_types
-            and info.media_type == media_type
+            known.media_type in p.media_types
+            and known.media_type == media_type
             and max(w, h) <= p.max_edge
             and w * h <= p.max_pixels
             and len(data) <= p.max_bytes
         )
         # probe() read the image past chunks a provider may refuse it for (a damaged
         # colour profile, say): those bytes must not be forwarded as they are.
-        repaired = without_unusable_chunks(data) is not data
-        if fits and not repaired:
-            self.notes.append(ImageNote(where, f"{where} ({media_type} {w}x{h})"))
-            return None
+        if fits and without_unusable_chunks(data) is data:
+            return AS_IS
         try:
             out = fit(data, p)
         except MediaError:
-            self.notes.append(ImageNote(where, f"{where} ({info.media_type} {w}x{h}, unfittable)"))
+            self.notes.append(ImageNote(where, f"{where} ({known.media_type} {w}x{h}, unfittable)"))
             return None
-        self.fitted += 1
-        self.bytes_saved += len(data) - out.size
-        self.tokens_saved += self._tokens(w, h) - self._tokens(out.width, out.height)
-        self.notes.append(
-            ImageNote(
-                where, f"{where} ({info.media_type} {w}x{h}, sent as {out.width}x{out.height})"
-            )
-        )
         return Fitted(base64.b64encode(out.data).decode(), out.media_type, out.width, out.height)
 
     def _render(self, data: bytes, where: str) -> Fitted | None:
@@ -220,10 +283,6 @@ class Edit:
         except MediaError as e:
             self.notes.append(ImageNote(where, f"{where} (image/svg+xml, not rendered: {e})"))
             return None
-        self.fitted += 1
-        self.notes.append(
-            ImageNote(where, f"{where} (image/svg+xml, sent as {out.width}x{out.height})")
-        )
         return Fitted(base64.b64encode(out.data).decode(), out.media_type, out.width, out.height)
 
     def relocate(self, moved: dict[str, str]) -> None:
@@ -235,16 +294,8 @@ class Edit:
 
     def size_of(self, b64: str) -> tuple[int, int] | None:
         """Width and height of a base64 image, from its header (None if unreadable)."""
-        data = _decode(b64)
-        if data is None:
-            return None
-        try:
-            info = probe(data)
-        except MediaError:
-            return None
-        if info.width is None or info.height is None:
-            return None
-        return info.width, info.height
+        known = self.known(b64)
+        return None if known is None else (known.width, known.height)
 
     def is_stale(self, turn: int, current: int) -> bool:
         """Whether an image of ``turn`` leaves the live window when ``current`` is the latest."""
@@ -253,31 +304,40 @@ class Edit:
     def elide(self, b64: str | None, turn: int, call: tuple[str, Any] | None) -> str:
         """The descriptor a stale image becomes (and count it).
 
-        A tool image whose call took one string argument gets visus's own descriptor
-        (``call view("a.png") to see it again``); any other says what was there.
+        The same bytes every time for the same image (prompt caches keep hitting). It
+        says what was there and that the client's own history still holds it: the
+        client may have no ``view`` tool, so only a call it can make is offered (its
+        own ``view`` for an image it viewed, or the proxy's re-view by digest).
         """
-        size = self.size_of(b64) if b64 is not None else None
+        known = self.known(b64) if b64 is not None else None
         self.elided += 1
-        if size is not None:
-            self.tokens_saved += self._tokens(*size)
+        if known is not None:
+            self.tokens_saved += self._tokens(known.width, known.height)
             self.bytes_saved += len(b64 or "") * 3 // 4
-        dims = f", {size[0]}x{size[1]}" if size else ""
-        if call is not None:
-            name, arguments = call
-            args = arguments
-            if isinstance(arguments, str):
-                try:
-                    args = json.loads(arguments)
-                except ValueError:
-                    args = arguments
-            values = list(args.values()) if isinstance(args, dict) else []
-            if size is not None and len(values) == 1 and isinstance(values[0], str):
-                part = ImagePart(
-                    "0" * 64, "image/png", 0, size[0], size[1], PerceptionOrigin(values[0], name)
-                )
-                return elided_descriptor(part, turn)
-            return (
-                f"[image elided: returned by {call_text(name, arguments)} in turn {turn}{dims}; "
-                "call it again to see it]"
+        path = _view_call(call)
+        if path is not None and known is not None and self.view_tool is None:
+            part = ImagePart(
+                known.digest,
+                known.media_type,
+                0,
+                known.width,
+                known.height,
+                PerceptionOrigin(path, call[0] if call else "view"),
             )
-        return f"[image elided: sent in turn {turn}{dims}; no longer shown to save context]"
+            return elided_descriptor(part, turn)
+        what = f"the image {_bracketless(call_text(*call))} returned" if call else "an image"
+        facts = [f"turn {turn}"]
+        if known is not None:
+            facts += [f"{known.width}x{known.height}", f"sha256:{known.digest[:12]}"]
+        text = (
+            f"[image elided: {what} ({', '.join(facts)}) is left out of this request by "
+            "visus proxy to save context; the conversation's own history still holds it"
+        )
+        if self.view_tool is not None and known is not None:
+            return f'{text}; call {self.view_tool}("sha256:{known.digest}") to see it again]'
+        return text + ("; call the tool again for a fresh one]" if call else "]")
+
+
+def _bracketless(text: str) -> str:
+    # A descriptor is one [...] note: brackets inside would end it early for readers.
+    return text.replace("[", "(").replace("]", ")")

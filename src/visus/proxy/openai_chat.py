@@ -9,7 +9,8 @@ adjacent, and right after the run ONE user message carries the images, introduce
 message whose text is stringified media (the AI SDK's ``JSON.stringify``) is treated
 the same way once its images are recovered.
 
-A turn starts at each ``user`` message; tool results belong to the turn that asked.
+A turn starts at each ``user`` message that is not an agent's observation; tool
+results belong to the turn that asked.
 
 Example:
     >>> body = {"model": "gpt-4.1", "messages": [
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, call_text, data_url, parse_data_url
-from visus.proxy.slots import Slot, fit_all
+from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_chat import HOIST_INTRO, RULES
@@ -42,6 +43,7 @@ class _Image:
     turn: int
     call_id: str
     call: tuple[str, Any] | None
+    order: tuple[int, int]
     media_type: str = ""
     b64: str = ""
     url: str | None = None  # a non-data URL: hoisted as it is, never fitted
@@ -65,6 +67,14 @@ class _Image:
     def write(self, fitted: Fitted) -> None:
         self.media_type, self.b64 = fitted.media_type, fitted.b64
         self.width, self.height = fitted.width, fitted.height
+
+    def drop(self, text: str) -> None:
+        self.stale_text = text
+
+    def found(self) -> Found:
+        b64 = self.b64 if self.url is None else None
+        call = self.call if self.call_id else None
+        return Found(self.path, self.turn, call, b64, self.media_type, self.write, self.drop)
 
 
 @dataclass(slots=True)
@@ -94,7 +104,8 @@ def _tool_pieces(
                 elif isinstance(piece, ImagePiece):
                     edit.repaired += 1
                     path = f"messages[{i}].content (image {len(tool.images) + 1})"
-                    image = _Image(path, turn, call_id, call, piece.media_type, piece.b64)
+                    order = (i, len(tool.images))
+                    image = _Image(path, turn, call_id, call, order, piece.media_type, piece.b64)
                     tool.images.append(image)
             continue
         if isinstance(part, dict) and part.get("type") == "image_url":
@@ -103,7 +114,8 @@ def _tool_pieces(
             detail = inner.get("detail") if isinstance(inner, dict) else None
             if not isinstance(url, str):
                 return None  # not an image we understand: leave the message alone
-            image = _Image(f"messages[{i}].content[{j}]", turn, call_id, call, detail=detail)
+            path = f"messages[{i}].content[{j}]"
+            image = _Image(path, turn, call_id, call, (i, len(tool.images)), detail=detail)
             parsed = parse_data_url(url)
             if parsed is None:
                 image.url = url
@@ -122,9 +134,12 @@ def _size(edit: Edit, image: _Image) -> None:
             image.width, image.height = size
 
 
-def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
-    """Edit ``body`` in place (``messages`` may be rebuilt); the :class:`Edit` says what changed."""
-    edit = Edit.for_model(body.get("model"), RULES, image_count=0, policy=policy)
+def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
+    """Edit ``body`` in place (``messages`` may be rebuilt); the :class:`Edit` says what changed.
+
+    ``options`` go to :meth:`Edit.for_model` (``live_images``, ``cache``, ``view_tool``).
+    """
+    edit = Edit.for_model(body.get("model"), RULES, policy=policy, **options)
     messages = body.get("messages")
     if not isinstance(messages, list):
         return edit
@@ -133,7 +148,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
     turn = 0
     for message in messages:
         if isinstance(message, dict):
-            if message.get("role") == "user":
+            if message.get("role") == "user" and not is_observation(message.get("content")):
                 turn += 1
             for call in message.get("tool_calls") or []:
                 fn = call.get("function") if isinstance(call, dict) else None
@@ -161,23 +176,15 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
                 parsed = parse_data_url(url) if isinstance(url, str) else None
                 if parsed is None:
                     continue
-                image = _Image(f"messages[{i}].content[{j}]", turns[i], "", None, *parsed)
+                path = f"messages[{i}].content[{j}]"
+                image = _Image(path, turns[i], "", None, (i, j), *parsed)
                 if isinstance(inner, dict):
                     image.detail = inner.get("detail")
                 user_images.append((content, j, image))
     everything = [im for t in tools.values() for im in t.images] + [im for *_, im in user_images]
-    for image in everything:
-        if edit.is_stale(image.turn, current):
-            image.stale_text = edit.elide(
-                image.b64 or None, image.turn, image.call if image.call_id else None
-            )
+    everything.sort(key=lambda im: im.order)  # the order the model reads them: oldest first
+    plan(edit, [im.found() for im in everything], current=current)
     live = [im for im in everything if im.stale_text is None]
-    fit_all(
-        edit,
-        RULES,
-        [Slot(im.path, im.media_type, im.b64, im.write) for im in live if im.url is None],
-        count=len(live),
-    )
     for image in live:
         _size(edit, image)
     if not tools and not edit.changed:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, data_url, parse_data_url
-from visus.proxy.slots import Slot, fit_all
+from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_responses import RULES
@@ -64,19 +64,36 @@ def _writer(part: dict[str, Any]) -> Any:
     return write
 
 
-def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
-    """Edit ``body`` in place; the returned :class:`Edit` says what changed."""
-    edit = Edit.for_model(body.get("model"), RULES, image_count=0, policy=policy)
+def _dropper(parts: list[Any], index: int) -> Any:
+    def drop(text: str) -> None:
+        parts[index] = {"type": "input_text", "text": text}
+
+    return drop
+
+
+def _found(parts: list[Any], j: int, path: str, turn: int, call: Any) -> Found:
+    url = parts[j].get("image_url")
+    parsed = parse_data_url(url) if isinstance(url, str) else None
+    media, b64 = parsed if parsed is not None else ("", None)
+    return Found(path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j))
+
+
+def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
+    """Edit ``body`` in place; the returned :class:`Edit` says what changed.
+
+    ``options`` go to :meth:`Edit.for_model` (``live_images``, ``cache``, ``view_tool``).
+    """
+    edit = Edit.for_model(body.get("model"), RULES, policy=policy, **options)
     items = body.get("input")
     if not isinstance(items, list):
         return edit
     calls: dict[str, tuple[str, Any]] = {}
-    found: list[tuple[list[Any], int, str, int, tuple[str, Any] | None]] = []
+    found: list[Found] = []
     turn = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
-        if item.get("role") == "user":
+        if item.get("role") == "user" and not is_observation(item.get("content")):
             turn += 1
         kind = item.get("type")
         if kind == "function_call" and isinstance(item.get("call_id"), str):
@@ -90,19 +107,6 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None) -> Edit:
             continue
         for j, part in enumerate(parts):
             if isinstance(part, dict) and part.get("type") == "input_image":
-                found.append((parts, j, f"input[{i}].{key}[{j}]", turn, call))
-    slots: list[Slot] = []
-    count = 0
-    for parts, j, path, image_turn, call in found:
-        part = parts[j]
-        url = part.get("image_url")
-        parsed = parse_data_url(url) if isinstance(url, str) else None
-        if edit.is_stale(image_turn, turn):
-            text = edit.elide(parsed[1] if parsed else None, image_turn, call)
-            parts[j] = {"type": "input_text", "text": text}
-            continue
-        count += 1
-        if parsed is not None:
-            slots.append(Slot(path, parsed[0], parsed[1], _writer(part)))
-    fit_all(edit, RULES, slots, count=count)
+                found.append(_found(parts, j, f"input[{i}].{key}[{j}]", turn, call))
+    plan(edit, found, current=turn)
     return edit

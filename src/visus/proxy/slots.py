@@ -1,12 +1,23 @@
-"""What the protocol modules share: an image found in a body, and how it is fitted.
+"""What the protocol modules share: the images found in a body, and what becomes of them.
 
-A protocol module walks a body, repairs and elides what it must, and hands back
-:class:`Slot` values: one per image still sent, each knowing its base64 payload and
-how to write a fitted one back in place. :func:`fit_all` then fits them all against
-one profile (which depends on how many there are: Anthropic's many-image rule).
+A protocol module walks a body, repairs what it must, and hands :func:`plan` one
+:class:`Found` per image in the order the model reads them, each knowing how to write
+a fitted image back in place and how to become a descriptor. :func:`plan` then
+decides, the same way on every wire:
+
+1. images of turns before the live window (``--live-turns``) leave;
+2. at most ``--live-images`` stay live, the oldest leaving in batches of ``chunk``
+   (:func:`visus.retention.evicted_images`), so between two batches every earlier
+   byte of the request is the same and a prompt cache keeps hitting;
+3. never more than the provider takes in one request (the catalog's ``max_images``
+   for the model, capped by the wire's: Anthropic 100): the oldest leave, in batches;
+4. the rest are fitted against one profile (which depends on how many there are:
+   Anthropic's many-image rule), each image's result cached;
+5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
+   the 32 MB request fits), the oldest leave until they fit; the newest always stays.
 
 Example:
-    >>> s = Slot("messages.0.content.0", "image/png", "", lambda f: None)
+    >>> s = Found("messages.0.content.0", 1, None, "", "image/png", print, print)
     >>> s.path
     'messages.0.content.0'
 """
@@ -15,28 +26,108 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
-from visus.wire import WireRules, profile_for
+from visus.retention import evicted_images
+from visus.wire import profile_for
+from visus.wire._prepare import max_images
 
-__all__ = ["Slot", "fit_all"]
+__all__ = ["Found", "is_observation", "plan"]
+
+# How smolagents words a tool's output when it sends it as a *user* message ("Call id:
+# ..." before a ToolCallingAgent's, "Observation:" otherwise): a step of the same turn.
+_OBSERVATION_PREFIXES = ("Observation:", "Call id:")
 
 
 @dataclass(frozen=True, slots=True)
-class Slot:
-    """One base64 image in the outgoing body; ``write`` puts a fitted one in its place."""
+class Found:
+    """One image in the outgoing body.
+
+    ``b64`` is None for an image given by URL (counted, never fitted); ``write`` puts
+    a fitted image in its place, ``drop`` a descriptor text.
+    """
 
     path: str
+    turn: int
+    call: tuple[str, Any] | None
+    b64: str | None
     media_type: str
-    b64: str
     write: Callable[[Fitted], None]
+    drop: Callable[[str], None]
 
 
-def fit_all(edit: Edit, rules: WireRules, slots: list[Slot], *, count: int | None = None) -> None:
-    """Fit every slot to ``edit``'s model for a request of ``count`` images (default: the slots)."""
-    edit.profile = profile_for(edit.spec, rules, len(slots) if count is None else count)
-    edit.images += len(slots)
-    for slot in slots:
-        fitted = edit.fit_base64(slot.b64, slot.media_type, slot.path)
+def is_observation(content: Any) -> bool:
+    """Whether a user message's content is an agent's tool observation, not the user's words.
+
+    smolagents sends each step's tool output (and its screenshots) as a user message
+    opening with ``Observation:``; counted as a new turn, ``--live-turns 1`` elided a
+    screenshot one step after it was taken.
+
+    Example:
+        >>> is_observation([{"type": "image"}, {"type": "text", "text": "Observation: ok"}])
+        True
+        >>> is_observation("look at the login page")
+        False
+    """
+    if isinstance(content, str):
+        return content.startswith(_OBSERVATION_PREFIXES)
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        text = part.get("text") if isinstance(part, dict) else None
+        if isinstance(text, str):
+            return text.startswith(_OBSERVATION_PREFIXES)
+    return False
+
+
+def _elide(edit: Edit, image: Found) -> None:
+    image.drop(edit.elide(image.b64, image.turn, image.call))
+
+
+def _evict(edit: Edit, live: list[Found], keep: int | None) -> list[Found]:
+    """``live`` with its oldest images elided, in batches, so at most ``keep`` stay."""
+    if keep is None:
+        return live
+    gone = evicted_images(len(live), keep, edit.chunk)
+    for image in live[:gone]:
+        _elide(edit, image)
+    return live[gone:]
+
+
+def _cost(edit: Edit, image: Found, fitted: Fitted | None) -> int:
+    """What one sent image costs against the wire's request budget."""
+    b64 = fitted.b64 if fitted is not None else image.b64
+    if b64 is None:
+        return 0
+    return len(b64) if edit.rules.base64_byte_limit else len(b64) * 3 // 4
+
+
+def plan(edit: Edit, found: list[Found], *, current: int) -> None:
+    """Elide, fit and write every image of a request whose latest turn is ``current``."""
+    live: list[Found] = []
+    for image in found:
+        if edit.is_stale(image.turn, current):
+            _elide(edit, image)
+        else:
+            live.append(image)
+    live = _evict(edit, live, edit.live_images)
+    live = _evict(edit, live, max_images(edit.spec, edit.rules))
+    edit.profile = profile_for(edit.spec, edit.rules, len(live))
+    sent: list[tuple[Found, Fitted | None]] = [
+        (
+            image,
+            None if image.b64 is None else edit.fit_base64(image.b64, image.media_type, image.path),
+        )
+        for image in live
+    ]
+    budget = edit.rules.max_request_image_bytes
+    total = sum(_cost(edit, image, fitted) for image, fitted in sent)
+    while budget is not None and total > budget and len(sent) > 1:
+        image, fitted = sent.pop(0)
+        total -= _cost(edit, image, fitted)
+        _elide(edit, image)
+    edit.images += len(sent)
+    for image, fitted in sent:
         if fitted is not None:
-            slot.write(fitted)
+            image.write(fitted)

@@ -27,6 +27,8 @@ class ProxyStats:
     images_hoisted: int = 0
     images_repaired: int = 0
     images_elided: int = 0
+    #: Images whose fitting was answered from the cache (a re-sent history).
+    images_cached: int = 0
     bytes_saved: int = 0
     image_tokens_saved: int = 0
     image_rejections: int = 0
@@ -39,6 +41,7 @@ class ProxyStats:
         self.images_hoisted += edit.hoisted
         self.images_repaired += edit.repaired
         self.images_elided += edit.elided
+        self.images_cached += edit.cache_hits
         self.bytes_saved += edit.bytes_saved
         self.image_tokens_saved += edit.tokens_saved
         if edit.changed:

@@ -401,6 +401,10 @@ def _stop_reason(reply: Reply) -> str:
 async def messages(request: Request, settings: Settings) -> Response:
     """``POST /v1/messages``."""
     _check_auth(request)
+    if len(await request.body()) > limits.ANTHROPIC_MAX_REQUEST_BYTES:  # as the API answers
+        raise _reject(
+            "Request exceeds the maximum allowed number of bytes.", 413, "request_too_large"
+        )
     body = await read_json(request, lambda msg: _reject(f"Invalid JSON body: {msg}"))
     model = body.get("model")
     if not isinstance(model, str) or not model:
