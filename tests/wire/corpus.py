@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from visus.errors import NotFoundError
-from visus.models.spec import ModelSpec
+from visus.models.spec import GeminiTiles, ModelSpec
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
@@ -376,6 +376,8 @@ GEMINI_3 = ModelSpec(
     vision=True,
     images_in_tool_results=True,
     media_types=frozenset({"image/png", "image/jpeg", "image/webp"}),
+    # Like the catalog's Gemini 3 models: each image carries its media resolution.
+    tokens=GeminiTiles(media_resolution="high"),
 )
 GEMINI_2 = ModelSpec(
     name="gemini-2.5-test",

@@ -38,6 +38,7 @@ from visus import limits
 from visus.errors import IntegrityError, MediaError, NotFoundError, StoreError
 from visus.media.types import Profile
 from visus.models.spec import ModelSpec
+from visus.models.tokens import pick_detail
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
@@ -247,6 +248,7 @@ class _Resolver:
             height=height,
             digest=part.digest,
             origin=part.origin,
+            detail=pick_detail(self.spec, width, height),
         )
 
     def _refit(self, part: ImagePart, data: bytes | None) -> WirePart:

@@ -58,7 +58,11 @@ Body: TypeAlias = Mapping[str, object]
 
 @dataclass(frozen=True, slots=True)
 class WireImage:
-    """An image ready for a wire: ``data`` is standard base64 of the ``size`` bytes sent."""
+    """An image ready for a wire: ``data`` is standard base64 of the ``size`` bytes sent.
+
+    ``detail`` is the detail the model reads it at (``visus.models.pick_detail``): wires
+    that take one send it (OpenAI's ``detail``, Gemini 3's per-part media resolution).
+    """
 
     data: str
     size: int
@@ -67,6 +71,7 @@ class WireImage:
     height: int
     digest: str
     origin: Origin
+    detail: str = "auto"
     kind: Literal["wire-image"] = "wire-image"
 
     @property

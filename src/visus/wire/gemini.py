@@ -100,8 +100,27 @@ class Blob(TypedDict):
     data: str
 
 
+class MediaResolution(TypedDict):
+    level: Literal[
+        "MEDIA_RESOLUTION_LOW",
+        "MEDIA_RESOLUTION_MEDIUM",
+        "MEDIA_RESOLUTION_HIGH",
+        "MEDIA_RESOLUTION_ULTRA_HIGH",
+    ]
+
+
 class InlineData(TypedDict):
     inlineData: Blob
+    #: Gemini 3: the resolution this image is read at (and billed for), per part.
+    mediaResolution: NotRequired[MediaResolution]
+
+
+_LEVELS: dict[str, MediaResolution] = {
+    "low": {"level": "MEDIA_RESOLUTION_LOW"},
+    "medium": {"level": "MEDIA_RESOLUTION_MEDIUM"},
+    "high": {"level": "MEDIA_RESOLUTION_HIGH"},
+    "ultra_high": {"level": "MEDIA_RESOLUTION_ULTRA_HIGH"},
+}
 
 
 class FunctionCallIn(TypedDict):
@@ -186,8 +205,13 @@ def _merge(turns: list[_Turn]) -> list[_Turn]:
     return out
 
 
-def _inline(image: WireMedia) -> InlineData:
-    return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
+def _inline(media: WireMedia) -> InlineData:
+    part: InlineData = {"inlineData": {"mimeType": media.media_type, "data": media.data}}
+    if isinstance(media, WireImage) and media.detail in _LEVELS:
+        # Per image (Gemini 3, visus.models.pick_detail): the level its tokens were
+        # counted at, whatever the request's own default.
+        part["mediaResolution"] = _LEVELS[media.detail]
+    return part
 
 
 def _part(part: WirePart) -> Part | None:

@@ -92,8 +92,15 @@ class TextContent(TypedDict):
     text: str
 
 
+Detail: TypeAlias = Literal["auto", "low", "high", "original"]
+#: ``WireImage.detail`` (``visus.models.pick_detail``) as OpenAI spells it; ``auto`` (the
+#: default, left out as every client leaves it out) for anything else.
+_DETAILS: dict[str, Detail] = {"low": "low", "high": "high", "original": "original"}
+
+
 class ImageURL(TypedDict):
     url: str
+    detail: NotRequired[Detail]
 
 
 class ImageContent(TypedDict):
@@ -168,7 +175,10 @@ def _content_part(part: WirePart) -> ContentPart:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, WireImage):
-        return {"type": "image_url", "image_url": {"url": part.data_url}}
+        url: ImageURL = {"url": part.data_url}
+        if part.detail in _DETAILS:
+            url["detail"] = _DETAILS[part.detail]
+        return {"type": "image_url", "image_url": url}
     if isinstance(part, WireDocument):
         return {"type": "file", "file": {"filename": part.filename, "file_data": part.data_url}}
     assert_never(part)

@@ -75,10 +75,13 @@ class InputText(TypedDict):
     text: str
 
 
+Detail: TypeAlias = Literal["auto", "low", "high", "original"]
+
+
 class InputImage(TypedDict):
     type: Literal["input_image"]
     image_url: str
-    detail: Literal["auto"]
+    detail: Detail
 
 
 class InputFile(TypedDict):
@@ -140,11 +143,17 @@ class Request(TypedDict):
     tools: NotRequired[list[Tool]]
 
 
+#: ``WireImage.detail`` (``visus.models.pick_detail``) as OpenAI spells it; anything
+#: else (another provider's level) is ``auto``.
+_DETAILS: dict[str, Detail] = {"low": "low", "high": "high", "original": "original"}
+
+
 def _item(part: WirePart) -> InputContent:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, WireImage):
-        return {"type": "input_image", "image_url": part.data_url, "detail": "auto"}
+        detail = _DETAILS.get(part.detail, "auto")
+        return {"type": "input_image", "image_url": part.data_url, "detail": detail}
     if isinstance(part, WireDocument):
         return {"type": "input_file", "filename": part.filename, "file_data": part.data_url}
     assert_never(part)
