@@ -28,6 +28,8 @@ from visus.retention import (
     evicted_images,
     first_live_turn,
     model_view,
+    plan_images,
+    repeat_descriptor,
 )
 
 MODEL = get_model("claude-sonnet-4-6")
@@ -73,7 +75,8 @@ def test_default_window_keeps_only_current_turn() -> None:
     assert elided.parts == (
         TextPart("Viewed shots/1.png"),
         TextPart(
-            '[image elided: viewed shots/1.png in turn 1; call view("shots/1.png") to see it again]'
+            "[image elided: viewed shots/1.png in turn 1; "
+            'call view("sha256:0000000000000000") to see it again]'
         ),
     )
     # the record itself is untouched, and unchanged messages are the same objects
@@ -112,22 +115,28 @@ def test_live_window_larger_than_session() -> None:
     assert model_view(record, RetentionPolicy(live_turns=5)) == tuple(record)
 
 
-def test_descriptor_page_tool_and_quoting() -> None:
-    pdf = ImagePart(_digest(1), "image/png", 1, 1, 1, PerceptionOrigin("r.pdf", page=3))
+def test_descriptor_names_the_digest_not_the_path() -> None:
+    # A screenshot tool overwrites one file: the path would show today's screen, the
+    # digest shows exactly the pixels that were seen then.
+    digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    pdf = ImagePart(digest, "image/png", 1, 1, 1, PerceptionOrigin("r.pdf", page=3))
     assert elided_descriptor(pdf, 4) == (
-        '[image elided: viewed r.pdf page 3 in turn 4; call view("r.pdf", page=3) to see it again]'
+        "[image elided: viewed r.pdf page 3 in turn 4; "
+        'call view("sha256:9f86d081884c7d65") to see it again]'
     )
-    att = ImagePart(
-        _digest(1), "image/png", 1, 1, 1, PerceptionOrigin("cat.png", "view_attachment")
-    )
+    att = ImagePart(digest, "image/png", 1, 1, 1, PerceptionOrigin("cat.png", "view_attachment"))
     assert elided_descriptor(att, 1) == (
-        '[image elided: viewed cat.png in turn 1; call view_attachment("cat.png") to see it again]'
+        '[image elided: viewed cat.png in turn 1; call view("sha256:9f86d081884c7d65") '
+        "to see it again]"
     )
-    odd = ImagePart(_digest(1), "image/png", 1, 1, 1, PerceptionOrigin('a "b".png'))
-    assert 'call view("a \\"b\\".png")' in elided_descriptor(odd, 1)
-    pasted = ImagePart(_digest(1), "image/png", 1, 1, 1, AttachmentOrigin("p.png"))
+    odd = ImagePart(digest, "image/png", 1, 1, 1, PerceptionOrigin('a "b".png'))
+    assert 'viewed a "b".png in turn 1' in elided_descriptor(odd, 1)
+    by_digest = ImagePart(digest, "image/png", 1, 1, 1, PerceptionOrigin(f"sha256:{digest}"))
+    assert elided_descriptor(by_digest, 5).startswith("[image elided: seen in turn 5;")
+    pasted = ImagePart(digest, "image/png", 1, 1, 1, AttachmentOrigin("p.png"))
     assert elided_descriptor(pasted, 2) == (
-        f'[image elided: p.png pasted in turn 2; call view("sha256:{_digest(1)}") to see it again]'
+        '[image elided: p.png pasted in turn 2; call view("sha256:9f86d081884c7d65") '
+        "to see it again]"
     )
     anonymous = ImagePart(_digest(2), "image/png", 1, 1, 1, AttachmentOrigin())
     assert elided_descriptor(anonymous, 1).startswith("[image elided: pasted in turn 1;")
@@ -146,7 +155,7 @@ def test_attachments_leave_after_their_own_window() -> None:
         view = model_view(record)
         assert isinstance(view[0].parts[1], ImagePart) is live, current
         if not live:
-            assert f'call view("sha256:{_digest(99)}")' in view[0].parts[1].text
+            assert f'call view("sha256:{_digest(99)[:16]}")' in view[0].parts[1].text
     # the descriptor never changes as the boundary moves on (prompt caches)
     texts = {
         message_to_dict(model_view(_pasted_then_views(n))[0])["parts"][1]["text"] for n in (3, 5, 8)
@@ -222,6 +231,85 @@ def test_without_chunk_prefix_changes_every_turn() -> None:
     assert prefixes_equal == [False] * 4
 
 
+def _screen_agent(steps: int, *, same: frozenset[int] = frozenset()) -> list[Message]:
+    """One instruction, then a screenshot per step (a step in ``same`` sees the last
+    screen again, byte for byte)."""
+    record: list[Message] = [UserMessage(parts=(TextPart("do the task"),), turn=1)]
+    shown = 0
+    for step in range(1, steps + 1):
+        shown = shown if step in same else step
+        call = ToolCall(f"c{step}", "view", {"path": "screen.png"})
+        image = ImagePart(_digest(shown), "image/png", 1000, 1568, 980, PerceptionOrigin("s.png"))
+        record.append(AssistantMessage(tool_calls=(call,), turn=1))
+        record.append(ToolResult(f"c{step}", "view", (TextPart("Viewed"), image), turn=1))
+    return record
+
+
+def _live_images(view: tuple[Message, ...]) -> list[ImagePart]:
+    return [p for m in view for p in m.parts if isinstance(p, ImagePart)]
+
+
+def test_one_long_turn_stays_bounded_by_image_count() -> None:
+    # The default policy: 30 screenshots in one user turn no longer all stay live.
+    record = _screen_agent(30)
+    live = _live_images(model_view(record))
+    assert 0 < len(live) <= RetentionPolicy().live_images == 10
+    assert live[-1] == record[-1].parts[1]  # the newest is always live
+    unbounded = RetentionPolicy(live_images=None)
+    assert len(_live_images(model_view(record, unbounded))) == 30
+
+
+@pytest.mark.parametrize(("live", "chunk"), [(10, 5), (4, 1), (6, 6)])
+def test_evictions_come_in_batches_and_keep_the_prefix_between(live: int, chunk: int) -> None:
+    policy = RetentionPolicy(live_images=live, image_chunk=chunk)
+    previous: tuple[Message, ...] | None = None
+    breaks = []
+    for step in range(1, 61):
+        view = model_view(_screen_agent(step), policy)
+        count = len(_live_images(view))
+        assert live - chunk + 1 <= count <= live or step < live
+        if previous is not None:
+            kept = _prefix_bytes(view, len(previous)) == _prefix_bytes(previous, len(previous))
+            if not kept:
+                breaks.append(step)
+        previous = view
+    # the first eviction at live + 1 images, then one every chunk images
+    assert breaks == list(range(live + 1, 61, chunk))
+
+
+def test_an_unchanged_screen_is_not_sent_twice() -> None:
+    record = _screen_agent(6, same=frozenset({3, 4, 6}))  # screens 1 2 2 2 5 5
+    view = model_view(record, RetentionPolicy(live_images=10))
+    assert [p.digest for p in _live_images(view)] == [_digest(n) for n in (1, 2, 5)]
+    repeat = view[6].parts[1]  # step 3: the same bytes as step 2
+    assert repeat == TextPart(
+        "[image unchanged: viewed s.png in turn 1; the same pixels as the image "
+        "sha256:0000000000000000 shown earlier]"
+    )
+    # once the screen it repeats leaves, a later copy carries the pixels again
+    evicting = RetentionPolicy(live_images=2, image_chunk=1)
+    fates = plan_images([_digest(n) for n in (1, 2, 2, 2, 5, 5, 7)], live_images=2, chunk=1)
+    assert [f.kind for f in fates] == [
+        "evicted",
+        "evicted",
+        "evicted",
+        "evicted",
+        "live",
+        "repeat",
+        "live",
+    ]
+    assert len(_live_images(model_view(_screen_agent(7, same=frozenset({3, 4, 6})), evicting))) == 2
+
+
+def test_plan_images_never_evicts_the_newest() -> None:
+    for n in range(1, 40):
+        digests = [_digest(i) for i in range(n)]
+        for live, chunk in ((1, 1), (3, 3), (3, 7), (10, 5)):
+            fates = plan_images(digests, live_images=live, chunk=chunk)
+            assert fates[-1].kind == "live"
+            assert sum(f.kind == "live" for f in fates) <= live
+
+
 def test_token_budget_elides_oldest_reviewable_first() -> None:
     pasted = ImagePart(_digest(77), "image/png", 1, 1000, 1000, AttachmentOrigin("p.png"))
     record: list[Message] = [UserMessage(parts=(TextPart("hi"), pasted), turn=1)]
@@ -235,7 +323,7 @@ def test_token_budget_elides_oldest_reviewable_first() -> None:
     # 5 live images (4 views + 1 attachment) over a 3-image budget: views of turns 1, 2 go
     assert _live_turns_of(view) == [1, 3, 4]
     assert view[0].parts[1] == pasted
-    assert "[image elided: viewed shots/1.png in turn 1;" in view[3].text
+    assert "[image elided: viewed shots/1.png in turn 1;" in view[3].text  # by the budget
     assert "[image elided: viewed shots/2.png in turn 2;" in view[7].text
     # a budget that fits everything changes nothing
     roomy = RetentionPolicy(
@@ -273,6 +361,8 @@ def test_budget_needs_a_model() -> None:
         {"image_token_budget": False},
         {"attachments_live_turns": 0},
         {"attachments_live_turns": True},
+        {"live_images": 0},
+        {"image_chunk": 0},
     ],
 )
 def test_policy_validation(kwargs: dict[str, object]) -> None:
@@ -330,6 +420,8 @@ _policies = st.builds(
     chunk=st.integers(1, 4),
     image_token_budget=st.one_of(st.none(), st.integers(0, 20_000)),
     attachments_live_turns=st.one_of(st.none(), st.integers(1, 4)),
+    live_images=st.one_of(st.none(), st.integers(1, 5)),
+    image_chunk=st.integers(1, 5),
 )
 
 
@@ -350,13 +442,27 @@ def test_model_view_is_idempotent_and_keeps_shape(
         for p, q in zip(before.parts, after.parts, strict=True):
             if p == q:
                 continue
-            # the only change retention makes: an image -> its descriptor
+            # the only changes retention makes: an image -> its descriptor or, for a
+            # tool image, a repeat of a live one
             assert isinstance(p, ImagePart)
+            if q == TextPart(repeat_descriptor(p, before.turn)):
+                assert isinstance(p.origin, PerceptionOrigin)
+                continue
             assert q == TextPart(elided_descriptor(p, before.turn))
             if isinstance(p.origin, AttachmentOrigin):  # only by their own window
                 assert before.turn < first_attachment
-            elif policy.image_token_budget is None:
+            elif policy.image_token_budget is None and policy.live_images is None:
                 assert before.turn < first_live
+    live_tools = [
+        p
+        for m in once
+        for p in m.parts
+        if isinstance(p, ImagePart) and isinstance(p.origin, PerceptionOrigin)
+    ]
+    # never two live copies of one image, never more than live_images
+    assert len({p.digest for p in live_tools}) == len(live_tools)
+    if policy.live_images is not None:
+        assert len(live_tools) <= policy.live_images
 
 
 @settings(max_examples=200, deadline=None)
@@ -377,3 +483,13 @@ def test_evicted_images_bounds_the_window_and_moves_in_batches(
 def test_evicted_images_refuses_a_window_below_one() -> None:
     with pytest.raises(InvalidInputError, match="live_images"):
         evicted_images(3, 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 120))
+def test_plan_images_agrees_with_evicted_images_on_distinct_images(
+    live_images: int, chunk: int, count: int
+) -> None:
+    fates = plan_images([_digest(i) for i in range(count)], live_images=live_images, chunk=chunk)
+    evicted = sum(f.kind == "evicted" for f in fates)
+    assert evicted == evicted_images(count, live_images, chunk)

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_ENV",
+    "AgentSettings",
     "AuxiliarySettings",
     "McpServerEntry",
     "McpSettings",
@@ -135,11 +136,27 @@ class RetentionSettings(_Frozen):
     image_token_budget: int | None = Field(None, ge=1)
     #: Turns a pasted image keeps its pixels (then ``view("sha256:...")``); 0: forever.
     attachments_live_turns: int = Field(limits.RETENTION_ATTACHMENTS_LIVE_TURNS, ge=0)
+    #: Tool images live at most, however many steps a turn takes; 0: turns alone bound them.
+    live_images: int = Field(limits.RETENTION_LIVE_IMAGES, ge=0)
+    #: Images that leave together once ``live_images`` is passed (prompt caches).
+    image_chunk: int = Field(limits.RETENTION_IMAGE_CHUNK, ge=1)
 
     @property
     def attachments_window(self) -> int | None:
         """``attachments_live_turns`` as :class:`~visus.retention.RetentionPolicy` takes it."""
         return self.attachments_live_turns or None
+
+    @property
+    def images_window(self) -> int | None:
+        """``live_images`` as :class:`~visus.retention.RetentionPolicy` takes it."""
+        return self.live_images or None
+
+
+class AgentSettings(_Frozen):
+    """``[agent]``: the operator's budget for one turn of the agent."""
+
+    #: Model calls one turn may make before it stops and says so (exit 3 in ``visus run``).
+    max_steps: int = Field(limits.AGENT_MAX_STEPS, ge=1)
 
 
 class ReachSettings(_Frozen):
@@ -353,6 +370,7 @@ class VisusConfig(BaseSettings):
     auxiliary: AuxiliarySettings = AuxiliarySettings()
     data_dir: Path = Field(default_factory=lambda: paths.data_dir())
     retention: RetentionSettings = RetentionSettings()
+    agent: AgentSettings = AgentSettings()
     reach: ReachSettings = ReachSettings()
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()

@@ -195,7 +195,10 @@ TELEGRAM_TYPING_MAX_SECONDS: Final = 300.0
 TELEGRAM_SHUTDOWN_DRAIN_SECONDS: Final = 10.0
 
 # --- agent ---------------------------------------------------------------------------
-AGENT_MAX_STEPS: Final = 25
+#: Model calls one ``run_turn`` may make by default (``--max-steps``, ``[agent] max_steps``):
+#: a screen agent takes a step per screenshot and needs hundreds; a loop that never
+#: answers stops here and says so.
+AGENT_MAX_STEPS: Final = 200
 #: Longest side of an image the agent sends out (send_image); bytes per tether's bound.
 OUTBOUND_MAX_EDGE: Final = 4096
 
@@ -216,6 +219,12 @@ RETENTION_MEMO_MESSAGES: Final = 4096
 RETENTION_ATTACHMENTS_LIVE_TURNS: Final = 3
 #: The fewest hex digits a view("sha256:...") prefix may have.
 DIGEST_MIN_PREFIX: Final = 12
+#: Hex digits of the digest a descriptor names (view takes any unambiguous prefix).
+DESCRIPTOR_DIGEST_CHARS: Final = 16
+#: Tool images live at most in one request by default, and how many leave at a time when
+#: that is passed (benchmarks/RESULTS.md "economics" measured the pair).
+RETENTION_LIVE_IMAGES: Final = 10
+RETENTION_IMAGE_CHUNK: Final = 5
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...

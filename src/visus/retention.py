@@ -1,30 +1,37 @@
 """Retention: the record -> the model's view of it. Pure; a view decision, never a delete.
 
-Pixels stay live for the current turn and ``live_turns - 1`` earlier ones. An older
-image that can be re-viewed (an :class:`~visus.record.messages.ImagePart` with a
+Pixels stay live for the current turn and ``live_turns - 1`` earlier ones, and inside
+that window for at most the ``live_images`` newest tool images (an agent taking a
+screenshot at each of a hundred steps stays bounded). An older image that can be
+re-viewed (an :class:`~visus.record.messages.ImagePart` with a
 :class:`~visus.record.messages.PerceptionOrigin`) becomes a short text descriptor
-naming its source and the call that brings it back::
+naming its source and the digest that brings back exactly those pixels (a path may
+have been overwritten since)::
 
-    [image elided: viewed shots/login.png in turn 3; call view("shots/login.png") to see it again]
+    [image elided: viewed shots/login.png in turn 3; call view("sha256:9f86d081884c7d65") to
+    see it again]
 
 Every image is re-viewable by its digest (``view("sha256:<hex>")`` within the
 session's own record), so images a user attached
 (:class:`~visus.record.messages.AttachmentOrigin`) leave too, on their own longer
-window ``attachments_live_turns`` (default 3; ``None`` keeps them forever), and
-their descriptor names the digest::
+window ``attachments_live_turns`` (default 3; ``None`` keeps them forever)::
 
-    [image elided: photo.jpg pasted in turn 2; call view("sha256:9f86d0...") to see it again]
+    [image elided: photo.jpg pasted in turn 2; call view("sha256:9f86d081884c7d65") to see it again]
+
+A tool image whose bytes equal a live image's (an unchanged screen) is not sent twice:
+it becomes a short note pointing at the earlier one (:func:`repeat_descriptor`).
 
 Native documents (:class:`~visus.record.messages.DocumentPart`, PDFs) follow the
-same rules as images, as ``[document elided: ...]``. Documents do not
-count against ``image_token_budget`` (it measures images only). The view keeps every
-message and every part in place (an elided image is replaced by exactly one text
-part), so callers can line up a view with its record position by position.
+same turn rules as images, as ``[document elided: ...]``; they do not count against
+``live_images`` or ``image_token_budget`` (both measure images only). The view keeps
+every message and every part in place (an elided image is replaced by exactly one
+text part), so callers can line up a view with its record position by position.
+Every descriptor depends only on its part and turn: the same bytes each time it is sent.
 
-Two knobs beyond the window:
+The knobs besides the windows:
 
 ``chunk`` (k)
-    The boundary moves in steps of k turns instead of every turn, so between
+    The turn boundary moves in steps of k turns instead of every turn, so between
     two moves every earlier message lowers to the same bytes and a provider's
     prompt cache keeps hitting. Precisely, with ``current`` the highest turn in
     the messages, images of turns before
@@ -36,8 +43,15 @@ Two knobs beyond the window:
     ``live_turns + k - 1`` turns stay live, and ``first_live`` changes only
     when ``current - live_turns`` crosses a multiple of k.
 
+``live_images`` (n) and ``image_chunk`` (c)
+    Of the tool images the turn window keeps, at most n distinct ones stay live.
+    When one more arrives, the oldest c leave together (:func:`plan_images`), so
+    the live count runs from n - c + 1 up to n and the request's earlier bytes
+    change only once every c images: between evictions a prompt cache keeps
+    hitting. The newest image always stays. ``None`` bounds by turns alone.
+
 ``image_token_budget``
-    If the images still live after the window cost more tokens than this (by
+    If the images still live after the windows cost more tokens than this (by
     :func:`visus.models.image_tokens` for ``model``), the oldest re-viewable
     ones are elided first until the rest fit. Attachments are never elided by
     it (they leave by their own window), and neither are the images of the
@@ -54,7 +68,7 @@ Example:
     >>> [m.parts[0].kind for m in model_view(record)]
     ['text', 'image']
     >>> model_view(record)[0].text
-    '[image elided: viewed a.png in turn 1; call view("a.png") to see it again]'
+    '[image elided: viewed a.png in turn 1; call view("sha256:abababababababab") to see it again]'
 """
 
 from __future__ import annotations
@@ -62,6 +76,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from visus import limits
 from visus.errors import InvalidInputError
@@ -81,6 +96,7 @@ from visus.record.messages import (
 
 __all__ = [
     "DEFAULT_POLICY",
+    "ImageFate",
     "ImageStatus",
     "RetentionPolicy",
     "current_turn",
@@ -89,6 +105,8 @@ __all__ = [
     "first_live_turn",
     "image_statuses",
     "model_view",
+    "plan_images",
+    "repeat_descriptor",
 ]
 
 
@@ -100,6 +118,8 @@ class RetentionPolicy:
         >>> p = RetentionPolicy(live_turns=2, chunk=4)
         >>> [p.first_live_turn(t) for t in (2, 3, 5, 6, 9, 10, 13)]
         [1, 1, 1, 5, 5, 9, 9]
+        >>> RetentionPolicy(live_images=4, image_chunk=5).image_batch
+        4
     """
 
     live_turns: int = 1
@@ -107,11 +127,17 @@ class RetentionPolicy:
     image_token_budget: int | None = None
     #: Turns an attached (pasted) image keeps its pixels; ``None``: forever.
     attachments_live_turns: int | None = limits.RETENTION_ATTACHMENTS_LIVE_TURNS
+    #: Distinct tool images live at most (the newest); ``None``: bounded by turns alone.
+    live_images: int | None = limits.RETENTION_LIVE_IMAGES
+    #: Images that leave together when ``live_images`` is passed (a larger number than
+    #: ``live_images`` counts as ``live_images``: the newest image always stays).
+    image_chunk: int = limits.RETENTION_IMAGE_CHUNK
 
     def __post_init__(self) -> None:
-        for name in ("live_turns", "chunk", "attachments_live_turns"):
+        optional = ("attachments_live_turns", "live_images")
+        for name in ("live_turns", "chunk", "image_chunk", *optional):
             value = getattr(self, name)
-            if value is None and name == "attachments_live_turns":
+            if value is None and name in optional:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
@@ -122,6 +148,12 @@ class RetentionPolicy:
             raise InvalidInputError(
                 f"retention image_token_budget must be an integer >= 0 or None, got {budget!r}"
             )
+
+    @property
+    def image_batch(self) -> int:
+        """Images that leave together: ``image_chunk``, at most ``live_images``."""
+        cap = self.live_images
+        return self.image_chunk if cap is None else min(self.image_chunk, cap)
 
     def first_live_turn(self, current: int) -> int:
         """The earliest turn whose images stay live when ``current`` is the latest turn."""
@@ -182,19 +214,24 @@ def first_live_turn(messages: Sequence[Message], policy: RetentionPolicy = DEFAU
     return policy.first_live_turn(current_turn(messages))
 
 
+def _short(digest: str) -> str:
+    return f"sha256:{digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
+
+
 def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
     """The text an image (or document) becomes once it leaves the live window.
 
-    A perception names its source and the call that re-creates it; anything else
-    (a pasted image, an attachment) names its digest, which ``view`` takes back.
-    The text depends only on the part and its turn, so it never changes between
-    boundary moves (prompt caches keep hitting).
+    An image names where it came from and the digest that shows exactly it again
+    (``view`` takes a digest prefix; a path may hold other bytes by now). A document
+    names the call that re-creates it. The text depends only on the part and its turn,
+    so it never changes between boundary moves (prompt caches keep hitting).
 
     Example:
         >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
         ...                  PerceptionOrigin("r.pdf", tool="view", page=3))
-        >>> print(elided_descriptor(shot, 2))
-        [image elided: viewed r.pdf page 3 in turn 2; call view("r.pdf", page=3) to see it again]
+        >>> print(elided_descriptor(shot, 2).replace("; ", ";\\n"))
+        [image elided: viewed r.pdf page 3 in turn 2;
+        call view("sha256:abababababababab") to see it again]
         >>> doc = DocumentPart("ab" * 32, "application/pdf", 10, 4,
         ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
         >>> print(elided_descriptor(doc, 2))
@@ -211,7 +248,7 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
         page_arg = ", page=N" if isinstance(part, DocumentPart) else ""
         return (
             f"[{what} elided: {name}pasted{pages} in turn {turn}; "
-            f'call view("sha256:{part.digest}"{page_arg}) to see it again]'
+            f'call view("{_short(part.digest)}"{page_arg}) to see it again]'
         )
     if isinstance(part, DocumentPart):
         args = json.dumps(origin.source, ensure_ascii=False)
@@ -219,15 +256,96 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
             f"[document elided: {origin.source} ({part.page_count} pages) in turn {turn}; "
             f"call {origin.tool}({args}) to see it again]"
         )
-    # json.dumps quotes the source the way a model writes a string argument.
-    args = json.dumps(origin.source, ensure_ascii=False)
+    # No digest: a web image a framework passed by URL, which view fetches again.
+    ref = _short(part.digest) if part.digest else origin.source
+    args = json.dumps(ref, ensure_ascii=False)
+    return f"[image elided: {_seen(origin, turn)}; call view({args}) to see it again]"
+
+
+def _seen(origin: PerceptionOrigin, turn: int) -> str:
+    """How a tool image came to be: ``viewed shots/a.png page 2 in turn 3``."""
+    if origin.source.startswith("sha256:"):  # an MCP tool's image, or one viewed by digest
+        return f"seen in turn {turn}"
     where = origin.source
     if origin.page is not None:
-        args += f", page={origin.page}"
         where += f" page {origin.page}"
-    return (
-        f"[image elided: viewed {where} in turn {turn}; call {origin.tool}({args}) to see it again]"
+    return f"viewed {where} in turn {turn}"
+
+
+def repeat_descriptor(part: ImagePart, turn: int) -> str:
+    """The text an image becomes when a live image has the same bytes (a screen that did
+    not change): it points at the earlier one, which the model still sees.
+
+    Example:
+        >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64, PerceptionOrigin("s.png"))
+        >>> print(repeat_descriptor(shot, 4).replace("; ", ";\\n"))
+        [image unchanged: viewed s.png in turn 4;
+        the same pixels as the image sha256:abababababababab shown earlier]
+    """
+    origin = part.origin
+    what = (
+        _seen(origin, turn)
+        if isinstance(origin, PerceptionOrigin)
+        else f"{origin.filename or 'image'} pasted in turn {turn}"
     )
+    same = f"the image {_short(part.digest)}" if part.digest else "an image"
+    return f"[image unchanged: {what}; the same pixels as {same} shown earlier]"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFate:
+    """What :func:`plan_images` makes of one image: kept ``live``, ``evicted`` (sent as
+    its descriptor), or a ``repeat`` of the live image at index ``same_as`` (same bytes).
+    """
+
+    kind: Literal["live", "evicted", "repeat"]
+    same_as: int | None = None
+
+
+_LIVE = ImageFate("live")
+_EVICTED = ImageFate("evicted")
+
+
+def plan_images(
+    digests: Sequence[str], *, live_images: int | None, chunk: int = 1
+) -> tuple[ImageFate, ...]:
+    """The fate of each image of a request, oldest first, under a count window.
+
+    ``digests`` are the images the turn window keeps, in request order. At most
+    ``live_images`` distinct ones stay live; when one more arrives the oldest leave,
+    ``chunk`` at a time, so earlier fates change only at an eviction (a prompt cache
+    keeps hitting in between). A later image with the bytes of a live one is a repeat.
+    The newest image is never evicted. Pure: any surface (the agent, the proxy, an
+    integration) gets the same answer for the same images.
+
+    Example:
+        >>> [f.kind for f in plan_images(list("abcde"), live_images=3, chunk=2)]
+        ['evicted', 'evicted', 'live', 'live', 'live']
+        >>> fates = plan_images(list("abcab"), live_images=3, chunk=2)
+        >>> [(f.kind, f.same_as) for f in fates[3:]]
+        [('repeat', 0), ('repeat', 1)]
+    """
+    first = 0
+    if live_images is not None:
+        target = live_images + 1 - max(1, min(chunk, live_images))
+        counts: dict[str, int] = {}
+        for n, digest in enumerate(digests):
+            counts[digest] = counts.get(digest, 0) + 1
+            if len(counts) <= live_images:
+                continue
+            # Passed the window: evict from the oldest until a batch has left.
+            while len(counts) > target and first < n:
+                old = digests[first]
+                counts[old] -= 1
+                if not counts[old]:
+                    del counts[old]
+                first += 1
+    fates: list[ImageFate] = [_EVICTED] * first
+    carrier: dict[str, int] = {}
+    for i in range(first, len(digests)):
+        held = carrier.setdefault(digests[i], i)
+        fates.append(_LIVE if held == i else ImageFate("repeat", held))
+    return tuple(fates)
 
 
 def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
@@ -237,21 +355,38 @@ def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
     raise AssertionError("only user and tool messages hold images")
 
 
-def _elide(message: Message, elide: set[int]) -> Message:
+def _elide(message: Message, elide: set[int], repeat: frozenset[int] = frozenset()) -> Message:
     parts = tuple(
         TextPart(elided_descriptor(p, message.turn))
         if i in elide and isinstance(p, ImagePart | DocumentPart)
+        else TextPart(repeat_descriptor(p, message.turn))
+        if i in repeat and isinstance(p, ImagePart)
         else p
         for i, p in enumerate(message.parts)
     )
     return _with_parts(message, parts)
 
 
-# Identity memo for _elide_old: id(message) -> (message, its elided form). Holding the
-# message keeps its id from being reused while cached, and an agent builds each view
-# from the same message objects as the last, so each old image is elided once rather
-# than once per request. Cleared wholesale when full (no per-hit bookkeeping).
-_ELIDED: dict[tuple[int, frozenset[int]], tuple[Message, Message]] = {}
+# Identity memo for _rewrite: (id(message), what changes) -> (message, its new form).
+# Holding the message keeps its id from being reused while cached, and an agent builds
+# each view from the same message objects as the last, so each old image is elided
+# once rather than once per request. Cleared wholesale when full (no per-hit bookkeeping).
+_ELIDED: dict[tuple[int, frozenset[int], frozenset[int]], tuple[Message, Message]] = {}
+
+
+def _rewrite(message: Message, elide: frozenset[int], repeat: frozenset[int]) -> Message:
+    """``message`` with the parts at ``elide`` as descriptors and at ``repeat`` as repeats."""
+    if not elide and not repeat:
+        return message
+    key = (id(message), elide, repeat)
+    hit = _ELIDED.get(key)
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    rewritten = _elide(message, set(elide), repeat)
+    if len(_ELIDED) >= limits.RETENTION_MEMO_MESSAGES:
+        _ELIDED.clear()
+    _ELIDED[key] = (message, rewritten)
+    return rewritten
 
 
 def _elide_old(message: Message, *, views: bool, attachments: bool) -> Message:
@@ -263,17 +398,26 @@ def _elide_old(message: Message, *, views: bool, attachments: bool) -> Message:
         if isinstance(p, ImagePart | DocumentPart)
         and (views if isinstance(p.origin, PerceptionOrigin) else attachments)
     )
-    if not old:
-        return message
-    key = (id(message), old)
-    hit = _ELIDED.get(key)
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    elided = _elide(message, set(old))
-    if len(_ELIDED) >= limits.RETENTION_MEMO_MESSAGES:
-        _ELIDED.clear()
-    _ELIDED[key] = (message, elided)
-    return elided
+    return _rewrite(message, old, frozenset())
+
+
+def _apply_count(view: list[Message], policy: RetentionPolicy) -> None:
+    """Tool images past ``live_images`` leave in batches; repeats of a live image go."""
+    at: list[tuple[int, int]] = []  # (message, part) of each live tool image
+    digests: list[str] = []
+    for i, message in enumerate(view):
+        for j, part in enumerate(message.parts):
+            if isinstance(part, ImagePart) and isinstance(part.origin, PerceptionOrigin):
+                at.append((i, j))
+                digests.append(part.digest)
+    fates = plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
+    elide: dict[int, set[int]] = {}
+    repeat: dict[int, set[int]] = {}
+    for (i, j), fate in zip(at, fates, strict=True):
+        if fate.kind != "live":
+            (elide if fate.kind == "evicted" else repeat).setdefault(i, set()).add(j)
+    for i in elide.keys() | repeat.keys():
+        view[i] = _rewrite(view[i], frozenset(elide.get(i, ())), frozenset(repeat.get(i, ())))
 
 
 def model_view(
@@ -284,6 +428,10 @@ def model_view(
 ) -> tuple[Message, ...]:
     """What the model sees of ``messages`` under ``policy``; the record is untouched.
 
+    In order: the turn windows (``live_turns``, ``attachments_live_turns``), the count
+    window over the tool images still live (``live_images`` in batches of
+    ``image_chunk``; a repeat of a live image becomes :func:`repeat_descriptor`), then
+    ``image_token_budget``. Pure and idempotent: the same messages give the same view.
     ``model`` is needed only for ``image_token_budget`` (to count image tokens);
     a budget without a model raises :class:`~visus.errors.InvalidInputError`.
     Messages that keep every part are returned as the same objects.
@@ -301,6 +449,7 @@ def model_view(
         views, attachments = message.turn < first_live, message.turn < first_attachment
         if (views or attachments) and message.kind != "assistant":
             view[i] = _elide_old(message, views=views, attachments=attachments)
+    _apply_count(view, policy)
 
     budget = policy.image_token_budget
     if budget is not None:

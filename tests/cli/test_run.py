@@ -95,8 +95,18 @@ def write_grid(folder: Path, rows: int, cols: int, seed: int) -> list[tuple[str,
 
 def test_run_json_prints_exactly_the_four_keys(env: Path) -> None:
     out = run_json(env / "data", "hello")
-    assert set(out) == {"answer", "usage", "cost_usd", "session", "stopped", "stop_reason"}
+    assert set(out) == {
+        "answer",
+        "usage",
+        "cost_usd",
+        "session",
+        "stopped",
+        "stop_reason",
+        "steps",
+        "max_steps",
+    }
     assert (out["stopped"], out["stop_reason"]) == ("answer", "end_turn")
+    assert (out["steps"], out["max_steps"]) == (1, 200)  # the default budget
     assert "I see no images" in out["answer"]
     assert out["usage"]["input_tokens"] > 0
     assert out["usage"]["output_tokens"] > 0
@@ -109,6 +119,38 @@ def test_run_json_prints_exactly_the_four_keys(env: Path) -> None:
 
 
 @pytest.mark.parametrize(("rows", "cols", "seed"), [(2, 2, 11), (3, 3, 12)])
+def _screens(folder: Path, n: int) -> str:
+    """``n`` screenshots in ``folder`` and the prompt that makes the reference model view
+    them one per step before it answers."""
+    png, _ = make_grid(1, 2, seed=3)
+    for i in range(1, n + 1):
+        (folder / f"s{i}.png").write_bytes(png)
+    steps = [{"path": f"s{i}.png"} for i in range(1, n + 1)]
+    return f"each view {json.dumps(steps)}"
+
+
+def test_a_run_out_of_steps_says_so_on_stdout_and_exits_3(env: Path) -> None:
+    prompt = _screens(env, 5)
+    result = invoke("run", "--data", str(env / "data"), "--max-steps", "3", prompt)
+    assert result.exit_code == 3, (result.stdout, result.stderr)
+    assert "stopped after 3 steps, the step budget, without a final answer" in result.stdout
+    assert "--max-steps" in result.stdout
+    as_json = invoke("run", "--data", str(env / "data"), "--json", "--max-steps", "2", prompt)
+    assert as_json.exit_code == 3
+    out = json.loads(as_json.stdout)
+    assert (out["stopped"], out["steps"], out["max_steps"]) == ("step_limit", 2, 2)
+    # A budget big enough lets the same loop finish: five views, then the answer.
+    done = run_json(env / "data", "--max-steps", "6", prompt)
+    assert (done["stopped"], done["steps"]) == ("answer", 6)
+
+
+def test_the_step_budget_comes_from_the_config(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISUS_AGENT__MAX_STEPS", "2")
+    result = invoke("run", "--data", str(env / "data"), "--json", _screens(env, 4))
+    assert result.exit_code == 3
+    assert json.loads(result.stdout)["max_steps"] == 2
+
+
 def test_run_with_pasted_grid_places_every_word(env: Path, rows: int, cols: int, seed: int) -> None:
     expected = write_grid(env, rows, cols, seed)
     out = run_json(env / "data", "--image", "grid.png", "What is in this picture?")

@@ -283,9 +283,12 @@ def _image_blocks(body: dict[str, object]) -> int:
 
 def test_lower_and_session_show_default_to_the_configured_retention(env: Path) -> None:
     data = env / "data"
-    _png(env / "red.png")
-    for _ in range(2):  # viewed, not pasted: pasted images are never elided
-        ran = invoke("run", "--data", str(data), "-s", "ret-1", 'call view {"path": "red.png"}')
+    for name, size in (("red.png", (120, 80)), ("wide.png", (160, 80))):
+        # viewed, not pasted (pasted images leave later); two different images, since a
+        # second copy of the same bytes is never sent while the first is live
+        _png(env / name, size)
+        call = f"call view {json.dumps({'path': name})}"
+        ran = invoke("run", "--data", str(data), "-s", "ret-1", call)
         assert ran.exit_code == 0, ran.stderr
     lower = ("lower", "ret-1", "--data", str(data), "--wire", "anthropic", "--bare")
 

@@ -25,7 +25,7 @@ from visus.reference.grid import make_grid, score_grid
 from visus.retention import RetentionPolicy
 
 EVERYTHING = Path(__file__).parents[1] / "node" / "node_modules" / ".bin" / "mcp-server-everything"
-_DIGEST = re.compile(r"call view\(\\?\"(sha256:[0-9a-f]{64})")
+_DIGEST = re.compile(r"call view\(\\?\"(sha256:[0-9a-f]{12,64})")
 _SRC = str(Path(__file__).parents[2] / "src")
 
 

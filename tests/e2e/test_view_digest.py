@@ -12,7 +12,7 @@ from tests.e2e.conftest import WIRES, make_agent, seen, view_call
 from visus.agent import Agent, PastedImage
 from visus.reference.grid import make_grid, score_grid
 
-_DIGEST = re.compile(r'view\("(sha256:[0-9a-f]{64})"\)')
+_DIGEST = re.compile(r'view\("(sha256:[0-9a-f]{12,64})"\)')
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -52,9 +52,19 @@ def enlarged(png: bytes, edge: int) -> bytes:
     return out.getvalue()
 
 
+def assert_view_descriptor(descriptor: str, source: str, turn: int) -> None:
+    """``descriptor`` is visus's for a view of ``source``: it offers the digest (the
+    path may hold another screen by now)."""
+    pattern = (
+        rf"\[image elided: viewed {re.escape(source)} in turn {turn}; "
+        r'call view\("sha256:[0-9a-f]{16}"\) to see it again\]'
+    )
+    assert re.fullmatch(pattern, descriptor), descriptor
+
+
 def elided_digest(descriptor: str) -> str:
     """The ``sha256:...`` a descriptor offers to ``view`` again."""
-    found = re.search(r'call view\("(sha256:[0-9a-f]{64})"\)', descriptor)
+    found = re.search(r'call view\("(sha256:[0-9a-f]{12,64})"\)', descriptor)
     assert found, descriptor
     return found.group(1)
 

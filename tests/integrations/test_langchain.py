@@ -19,7 +19,14 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
+from tests.integrations.conftest import (
+    assert_view_descriptor,
+    elided_digest,
+    enlarged,
+    grid,
+    seen,
+    view_call,
+)
 from visus.integrations.langchain import VisionMiddleware
 from visus.models import get_model, image_tokens
 from visus.reference.grid import score_grid
@@ -73,9 +80,8 @@ async def test_view_reaches_the_model_then_leaves_as_a_descriptor(
     second = await agent.ainvoke({"messages": [*first["messages"], _user("And now?")]})
     data = seen(second["messages"][-1].content)
     assert data["images"] == []
-    assert data["descriptors"] == [
-        '[image elided: viewed grid.png in turn 1; call view("grid.png") to see it again]'
-    ]
+    (descriptor,) = data["descriptors"]
+    assert_view_descriptor(descriptor, "grid.png", 1)
     # The graph's state still holds the image block.
     (tool,) = [m for m in second["messages"] if isinstance(m, ToolMessage)]
     assert any(b.get("type") == "image" for b in tool.content if isinstance(b, dict))

@@ -24,7 +24,14 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
+from tests.integrations.conftest import (
+    assert_view_descriptor,
+    elided_digest,
+    enlarged,
+    grid,
+    seen,
+    view_call,
+)
 from visus.integrations.openai_agents import Vision, VisionSession
 from visus.models import get_model, image_tokens
 from visus.record.blobs import MemoryBlobStore
@@ -75,9 +82,8 @@ async def test_view_reaches_the_model_then_leaves_as_a_descriptor(
     second = await Runner.run(agent, items, run_config=config)
     data = seen(second.final_output)
     assert data["images"] == []
-    assert data["descriptors"] == [
-        '[image elided: viewed grid.png in turn 1; call view("grid.png") to see it again]'
-    ]
+    (descriptor,) = data["descriptors"]
+    assert_view_descriptor(descriptor, "grid.png", 1)
     # The run's own items still hold the image.
     outputs = [i for i in second.to_input_list() if i.get("type") == "function_call_output"]
     assert any(c.get("type") == "input_image" for c in outputs[0]["output"])

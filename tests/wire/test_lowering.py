@@ -393,7 +393,8 @@ def test_image_cap_elides_oldest_perceptions_first_and_keeps_attachments() -> No
     assert len(blobs.reads) == 3  # images over the cap are not even read
     text = json.dumps(body)
     assert "viewed v0.png in turn 1; over the 3-image limit of claude-test" in text
-    assert 'call view(\\"v1.png\\") to see it again' in text
+    assert "viewed v1.png in turn 1; over the 3-image limit" in text
+    assert 'call view(\\"sha256:' in text
     assert "viewed v2.png" not in text
     assert "viewed v3.png" not in text
     assert body["messages"][0]["content"][1]["type"] == "image"  # the attachment stays
@@ -531,4 +532,4 @@ def test_lowering_a_retention_view_is_idempotent_through_retention() -> None:
         b = _lower(replace(live_red, messages=twice), v)
         assert json.dumps(a) == json.dumps(b), v.name
         assert len(_image_payloads(a)) == 1  # turn 1's image left the window
-        assert 'call view(\\"red.png\\") to see it again' in json.dumps(a)
+        assert 'viewed red.png in turn 1; call view(\\"sha256:' in json.dumps(a)

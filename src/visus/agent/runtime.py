@@ -75,6 +75,7 @@ def build_agent(
     sessions: SessionLog | None = None,
     blobs: BlobStore | None = None,
     mcp_servers: Sequence[McpServerSpec] = (),
+    max_steps: int | None = None,
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
@@ -84,7 +85,8 @@ def build_agent(
     ``sessions`` and ``blobs`` replace the data folder's files (a database store
     gives them: :mod:`visus.store`). ``mcp_servers`` are mounted after the
     configuration's ``[[mcp.servers]]`` (a same-named one replaces it); their stdio
-    servers log to ``<data>/logs``.
+    servers log to ``<data>/logs``. ``max_steps`` (default ``[agent] max_steps``) is the
+    operator's budget of model calls per turn.
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -114,12 +116,15 @@ def build_agent(
             chunk=retention.chunk,
             image_token_budget=retention.image_token_budget,
             attachments_live_turns=retention.attachments_window,
+            live_images=retention.images_window,
+            image_chunk=retention.image_chunk,
         ),
         refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,
         mcp=McpMounts(servers.values(), log_dir=root / "logs") if servers else None,
         config=cfg,
         result_cache=MemoryResultCache(),
+        max_steps=max_steps if max_steps is not None else cfg.agent.max_steps,
     )
     if system is not None:
         agent.system = system

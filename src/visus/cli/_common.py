@@ -67,6 +67,8 @@ def retention(
             chunk=settings.chunk if chunk is None else chunk,
             image_token_budget=settings.image_token_budget if budget is None else budget,
             attachments_live_turns=settings.attachments_window,
+            live_images=settings.images_window,
+            image_chunk=settings.image_chunk,
         )
     except VisusError as e:
         fail(str(e))

@@ -52,12 +52,29 @@ McpOpt = Annotated[
         help="Mount an MCP server's tools as NAME__TOOL (repeatable; also [[mcp.servers]])",
     ),
 ]
+MaxStepsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps",
+        min=1,
+        help="Model calls one turn may make (default: [agent] max_steps in visus.toml, else "
+        "200); a turn that uses them all without answering says so and exits 3",
+        show_default=False,
+    ),
+]
+
+#: ``visus run``'s exit status when the turn used its whole step budget without an answer.
+EXIT_STEP_BUDGET = 3
 
 _COMMAND = re.compile(r"/[A-Za-z?]+")
 
 
 def _agent(
-    model: str | None, data: Path | None, roots: list[Path] | None, mcp: list[str] | None = None
+    model: str | None,
+    data: Path | None,
+    roots: list[Path] | None,
+    mcp: list[str] | None = None,
+    max_steps: int | None = None,
 ) -> Agent:
     from visus.agent import McpServerSpec, build_agent
     from visus.cli._common import check_roots
@@ -66,7 +83,13 @@ def _agent(
     check_roots(roots)
     try:
         servers = [McpServerSpec.parse(flag) for flag in mcp or ()]
-        return build_agent(model, data=data, roots=roots or [Path.cwd()], mcp_servers=servers)
+        return build_agent(
+            model,
+            data=data,
+            roots=roots or [Path.cwd()],
+            mcp_servers=servers,
+            max_steps=max_steps,
+        )
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
@@ -177,6 +200,7 @@ def run(
     data: DataOpt = None,
     mcp: McpOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    max_steps: MaxStepsOpt = None,
     save_images: Annotated[
         Path | None,
         typer.Option(
@@ -190,6 +214,7 @@ def run(
 
     The answer goes to stdout; the tools the agent called, the images it sent and the
     session's usage go to stderr (with --json, stdout holds exactly one JSON object).
+    A turn that used up its step budget without answering says so and exits 3.
     """
     from visus.agent import PastedImage
     from visus.cli._progress import Progress
@@ -197,7 +222,7 @@ def run(
 
     sid = _session_id(session, cont, data)
     text, pasted = _prompt_and_stdin(prompt)
-    agent = _agent(model, data, root, mcp)
+    agent = _agent(model, data, root, mcp, max_steps)
     for p in image or []:
         try:
             pasted.append(PastedImage(p.read_bytes(), filename=p.name))
@@ -272,30 +297,43 @@ def run(
     except OSError as e:
         typer.echo(f"visus: cannot save images in {save_images}: {e.strerror or e}", err=True)
         raise typer.Exit(1) from e
+    budget_spent = result.stopped == "step_limit"
     if as_json:
-        usage = {
-            "input_tokens": result.usage.input_tokens,
-            "output_tokens": result.usage.output_tokens,
-        }
-        typer.echo(
-            json.dumps(
-                {
-                    "answer": result.answer,
-                    "usage": usage,
-                    "cost_usd": round(result.usage.cost_usd, 8),
-                    "session": result.session,
-                    "stopped": result.stopped,
-                    "stop_reason": result.stop_reason,
-                }
-            )
-        )
+        typer.echo(json.dumps(_json_result(result, agent.max_steps)))
     else:
+        if budget_spent:
+            # On stdout: a script reading the answer must see that there is none.
+            typer.echo(
+                f"visus: stopped after {result.steps} steps, the step budget, without a final "
+                f"answer; raise it with --max-steps or [agent] max_steps, or continue with: "
+                f"visus run -s {result.session} 'go on'"
+            )
         typer.echo(
             f"[session {result.session} · {result.steps} step(s) · "
             f"{result.usage.input_tokens} in / {result.usage.output_tokens} out · "
             f"${result.usage.cost_usd:.6f}]",
             err=True,
         )
+    if budget_spent:
+        raise typer.Exit(EXIT_STEP_BUDGET)
+
+
+def _json_result(result: TurnResult, max_steps: int) -> dict[str, object]:
+    """``visus run --json``'s one object."""
+    usage = {
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+    }
+    return {
+        "answer": result.answer,
+        "usage": usage,
+        "cost_usd": round(result.usage.cost_usd, 8),
+        "session": result.session,
+        "stopped": result.stopped,
+        "stop_reason": result.stop_reason,
+        "steps": result.steps,
+        "max_steps": max_steps,
+    }
 
 
 def _kind(data: bytes) -> str | None:
@@ -346,6 +384,7 @@ def chat(
     root: RootOpt = None,
     data: DataOpt = None,
     mcp: McpOpt = None,
+    max_steps: MaxStepsOpt = None,
 ) -> None:
     """Talk to the agent interactively.
 
@@ -354,7 +393,7 @@ def chat(
     image file as is), /help, /quit. Empty lines are not sent.
     """
     sid = _session_id(session, cont, data)
-    agent = _agent(model, data, root, mcp)
+    agent = _agent(model, data, root, mcp, max_steps)
     if sys.stdin.isatty():
         # input() edits lines (arrows, history) only once readline is loaded; without
         # it a terminal sends the arrow keys' escape codes into the message.

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from visus import media, paths
+from visus import limits, media, paths
 from visus.agent.tools import Tool, ToolContext, ToolRegistry
 from visus.errors import VisusError
 from visus.models import ModelSpec, get_model, image_tokens
@@ -48,7 +48,13 @@ from visus.perception import Reach
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
 from visus.record.messages import ImagePart, PerceptionOrigin, TextPart, ToolSpec, UserMessage
-from visus.retention import RetentionPolicy, elided_descriptor
+from visus.retention import (
+    ImageFate,
+    RetentionPolicy,
+    elided_descriptor,
+    plan_images,
+    repeat_descriptor,
+)
 
 __all__ = [
     "CONSERVATIVE",
@@ -203,8 +209,10 @@ class VisionCore:
     """The state an integration shares across its framework's turns.
 
     ``roots`` bound what the tools may see (``render=False`` withholds rendering svg,
-    text and pdf). ``live_turns``/``chunk`` are the retention knobs of
-    :class:`~visus.retention.RetentionPolicy`. Blobs go to ``blobs`` if given, else
+    text and pdf). ``live_turns``/``chunk``/``live_images``/``image_chunk`` are the
+    retention knobs of :class:`~visus.retention.RetentionPolicy` (by default at most
+    ``limits.RETENTION_LIVE_IMAGES`` tool images live, however long a run is). Blobs go
+    to ``blobs`` if given, else
     under ``data`` (default: visus's data folder). ``allow_loopback_http`` lets
     ``view`` fetch plain http from loopback (local tests only).
     """
@@ -216,6 +224,8 @@ class VisionCore:
         render: bool = True,
         live_turns: int = 1,
         chunk: int = 1,
+        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
+        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
         data: str | os.PathLike[str] | None = None,
         blobs: BlobStore | None = None,
         tools: Sequence[str] = TOOL_NAMES,
@@ -224,7 +234,9 @@ class VisionCore:
         if isinstance(roots, str | os.PathLike):
             roots = [roots]
         self.reach = Reach([Path(r) for r in roots], render=render)
-        self.policy = RetentionPolicy(live_turns=live_turns, chunk=chunk)
+        self.policy = RetentionPolicy(
+            live_turns=live_turns, chunk=chunk, live_images=live_images, image_chunk=image_chunk
+        )
         self.blobs: BlobStore = (
             blobs
             if blobs is not None
@@ -375,6 +387,13 @@ class VisionCore:
         """The earliest turn whose images keep their pixels when ``current_turn`` is newest."""
         return self.policy.first_live_turn(current_turn)
 
+    def plan(self, digests: Sequence[str]) -> tuple[ImageFate, ...]:
+        """The fate of each tool image the turn window keeps (oldest first, by digest, or
+        by URL for a web image): at most ``live_images`` live, evicted in batches, an
+        unchanged screen a repeat (:func:`visus.retention.plan_images`)."""
+        policy = self.policy
+        return plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
+
     def known_image(self, digest: str) -> ImagePart | None:
         """The part a view of this process produced for ``digest`` (``sha256:`` optional)."""
         return self._images.get(digest.removeprefix("sha256:"))
@@ -385,9 +404,18 @@ class VisionCore:
         """The plain text an image of ``turn`` becomes once it leaves the live window.
 
         The view that produced ``digest`` names the source; else ``source``/``page``
-        (from the framework's recorded call arguments); else the digest itself, which
-        ``view`` also takes.
+        (from the framework's recorded call arguments); else the digest itself. The
+        call it offers is ``view("sha256:...")``, which shows exactly those pixels.
         """
+        return elided_descriptor(self._part(digest, source, page), turn)
+
+    def repeat_descriptor(
+        self, digest: str, turn: int, *, source: str | None = None, page: int | None = None
+    ) -> str:
+        """The text an image becomes when a live image has the same bytes."""
+        return repeat_descriptor(self._part(digest, source, page), turn)
+
+    def _part(self, digest: str, source: str | None, page: int | None) -> ImagePart:
         bare = digest.removeprefix("sha256:")
         if bare:  # the descriptor may offer view("sha256:..."): honour it
             self._conversation.add(bare)
@@ -396,10 +424,8 @@ class VisionCore:
             # The same pixels may have been viewed under several names: the call that
             # produced this very image names its source.
             origin = PerceptionOrigin(source=source or f"sha256:{bare}", tool="view", page=page)
-            image = ImagePart(bare, "image/png", 0, 0, 0, origin)
-        else:
-            image = known
-        return elided_descriptor(image, turn)
+            return ImagePart(bare, "image/png", 0, 0, 0, origin)
+        return known
 
     def tokens(self, model: ModelSpec, digest: str, data: bytes = b"") -> int:
         """Image tokens of the image ``digest`` for ``model`` (visus's formulas).

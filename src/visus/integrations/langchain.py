@@ -32,9 +32,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from visus import limits
 from visus.errors import ConfigError
 from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
 from visus.models import ModelSpec
+from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
 
 try:
@@ -70,10 +72,17 @@ class RequestImages:
     elided: int
     hoisted: int
     live_tokens: int
+    #: Images sent as a note because a live image has the same bytes (unchanged screens).
+    repeated: int = 0
 
 
 class VisionMiddleware(AgentMiddleware):
-    """visus's view/read tools and retention for ``create_agent``. See the module docstring."""
+    """visus's view/read tools and retention for ``create_agent``. See the module docstring.
+
+    ``live_turns``/``chunk`` keep the images of the last user turns; within them at most
+    ``live_images`` tool images stay live (``None``: no bound), the oldest leaving
+    ``image_chunk`` at a time, however many steps one run takes.
+    """
 
     def __init__(
         self,
@@ -81,6 +90,8 @@ class VisionMiddleware(AgentMiddleware):
         *,
         live_turns: int = 1,
         chunk: int = 1,
+        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
+        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
         render: bool = True,
         data: str | os.PathLike[str] | None = None,
         blobs: BlobStore | None = None,
@@ -93,6 +104,8 @@ class VisionMiddleware(AgentMiddleware):
             render=render,
             live_turns=live_turns,
             chunk=chunk,
+            live_images=live_images,
+            image_chunk=image_chunk,
             data=data,
             blobs=blobs,
             tools=tools,
@@ -195,50 +208,59 @@ class VisionMiddleware(AgentMiddleware):
             turns.append(max(turn, 1))
         current = max(turn, 1)
         first_live = self.core.live_from(current)
+        prepared = [_with_image_text(m) for m in messages]
+        digests = [
+            self._digest(b, _visus_artifact(m))
+            for m, t in zip(prepared, turns, strict=True)
+            if t >= first_live
+            for b in _tool_image_blocks(m)
+        ]
+        fates = iter(self.core.plan(digests))
         out: list[AnyMessage] = []
         pending: list[Any] = []
-        live = elided = tokens = 0
-        for m, t in zip(messages, turns, strict=True):
+        live = elided = tokens = repeated = 0
+        for m, t in zip(prepared, turns, strict=True):
             if pending and not isinstance(m, ToolMessage):
                 out.append(HumanMessage(content=pending))
                 pending = []
-            if isinstance(m, ToolMessage) and isinstance(m.content, str):
-                # A tool returning one image data URL as its text: an image, not base64.
-                found = image_in_text(m.content)
-                if found is not None:
-                    block = {
-                        "type": "image",
-                        "base64": base64.b64encode(found[0]).decode("ascii"),
-                        "mime_type": found[1],
-                    }
-                    m = m.model_copy(update={"content": [block]})
-            if not isinstance(m, ToolMessage) or not isinstance(m.content, list):
-                out.append(m)
-                continue
-            images = [b for b in m.content if _is_image_block(b)]
-            if not images:
+            images = _tool_image_blocks(m)
+            if not images or not isinstance(m, ToolMessage):
                 out.append(m)
                 continue
             meta = _visus_artifact(m)
             texts = [
                 b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"
             ]
-            if t < first_live:
-                texts += [self._descriptor(b, meta, t) for b in images]
-                out.append(m.model_copy(update={"content": "\n".join(texts)}))
-                elided += len(images)
+            swap: dict[int, dict[str, Any]] = {}  # id(image block) -> what is sent instead
+            notes: list[str] = []
+            sent: list[dict[str, Any]] = []
+            for b in images:
+                kind = next(fates).kind if t >= first_live else "evicted"
+                if kind == "live":
+                    swap[id(b)] = b if meta is not None else self._fitted(b, model)
+                    sent.append(swap[id(b)])
+                    continue
+                repeat = kind == "repeat"
+                note = self._repeat(b, meta, t) if repeat else self._descriptor(b, meta, t)
+                swap[id(b)] = {"type": "text", "text": note}
+                notes.append(note)
+                repeated += repeat
+                elided += not repeat
+            if not sent:
+                # One plain string: every chat model reads it as the tool's text.
+                out.append(m.model_copy(update={"content": "\n".join(texts + notes)}))
                 continue
-            live += len(images)
-            sent = [b if meta is not None else self._fitted(b, model) for b in images]
+            live += len(sent)
             for b in sent:
                 found = _image_bytes(b)
                 digest = str(meta["digest"]) if meta is not None else ""
                 tokens += self.core.tokens(model, digest, found[0]) if found else 0
             if not hoist:
-                swap = {id(a): b for a, b in zip(images, sent, strict=True)}
                 content = [swap.get(id(b), b) for b in m.content]
-                out.append(m.model_copy(update={"content": content}) if sent != images else m)
+                changed = any(swap[id(b)] is not b for b in images)
+                out.append(m.model_copy(update={"content": content}) if changed else m)
                 continue
+            texts += notes
             texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
             out.append(m.model_copy(update={"content": "\n".join(texts)}))
             for b in sent:
@@ -247,9 +269,27 @@ class VisionMiddleware(AgentMiddleware):
         if pending:
             out.append(HumanMessage(content=pending))
         self.last_request = RequestImages(
-            model.name, current, live, elided, live if hoist else 0, tokens
+            model.name, current, live, elided, live if hoist else 0, tokens, repeated
         )
         return out
+
+    def _digest(self, block: dict[str, Any], meta: dict[str, Any] | None) -> str:
+        """What tells two tool images apart: a view's digest, the bytes' digest, or a URL."""
+        if meta is not None:
+            return str(meta["digest"])
+        found = _image_bytes(block)
+        if found is not None:
+            return content_digest(found[0])
+        return _image_url(block) or ""
+
+    def _repeat(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
+        digest = self._digest(block, meta)
+        source = meta.get("source") if meta is not None else None
+        if not isinstance(source, str) and not _image_bytes(block) and meta is None:
+            source, digest = digest, ""  # a web URL: view fetches it again
+        return self.core.repeat_descriptor(
+            digest, turn, source=source if isinstance(source, str) else None
+        )
 
     def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
         """Another tool's image block, fitted to ``model`` (a web URL as it is)."""
@@ -279,6 +319,27 @@ class VisionMiddleware(AgentMiddleware):
             return self.core.descriptor("", turn, source=url)  # view takes the URL
         # Another tool's image: stored, so the digest its descriptor names shows it again.
         return self.core.descriptor(self.core.remember(*found), turn)
+
+
+def _with_image_text(m: AnyMessage) -> AnyMessage:
+    """A tool message whose text is one image data URL, as the image block it means."""
+    if isinstance(m, ToolMessage) and isinstance(m.content, str):
+        found = image_in_text(m.content)
+        if found is not None:
+            block = {
+                "type": "image",
+                "base64": base64.b64encode(found[0]).decode("ascii"),
+                "mime_type": found[1],
+            }
+            return m.model_copy(update={"content": [block]})
+    return m
+
+
+def _tool_image_blocks(m: AnyMessage) -> list[dict[str, Any]]:
+    """The image blocks of a tool message, in order (none for any other message)."""
+    if not isinstance(m, ToolMessage) or not isinstance(m.content, list):
+        return []
+    return [b for b in m.content if _is_image_block(b)]
 
 
 def _is_image_block(block: object) -> TypeGuard[dict[str, Any]]:

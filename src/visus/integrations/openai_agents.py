@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from visus import limits
 from visus.errors import ConfigError
 from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
 from visus.models import ModelSpec
@@ -84,13 +85,18 @@ class RequestImages:
     elided: int
     hoisted: int
     live_tokens: int
+    #: Images sent as a note because a live image has the same bytes (unchanged screens).
+    repeated: int = 0
 
 
 class Vision:
     """visus's tools and retention for Agents SDK agents. See the module docstring.
 
-    ``roots``/``render`` bound what the tools see; ``live_turns``/``chunk`` are the
-    retention knobs; blobs go to ``blobs`` or under ``data`` (default: visus's folder).
+    ``roots``/``render`` bound what the tools see; ``live_turns``/``chunk`` keep the
+    images of the last user turns, and within them at most ``live_images`` tool images
+    stay live (``None``: no bound), the oldest leaving ``image_chunk`` at a time, however
+    many steps one run takes; blobs go to ``blobs`` or under ``data`` (default: visus's
+    folder).
     """
 
     def __init__(
@@ -99,6 +105,8 @@ class Vision:
         *,
         live_turns: int = 1,
         chunk: int = 1,
+        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
+        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
         render: bool = True,
         data: str | os.PathLike[str] | None = None,
         blobs: BlobStore | None = None,
@@ -110,6 +118,8 @@ class Vision:
             render=render,
             live_turns=live_turns,
             chunk=chunk,
+            live_images=live_images,
+            image_chunk=image_chunk,
             data=data,
             blobs=blobs,
             tools=tools,
@@ -198,16 +208,19 @@ class Vision:
             for i in items
             if isinstance(i, dict) and i.get("type") == "function_call"
         }
+        prepared = [_with_image_text(item) for item in items]
+        digests = [
+            image.ours or _image_key(image.url)
+            for item, t in zip(prepared, turns, strict=True)
+            if t >= first_live and _is_output(item)
+            for image in self._images(item, calls)
+        ]
+        fates = iter(self.core.plan(digests))
         out: list[Item] = []
         pending: list[Item] = []  # hoisted content waiting for the end of a run of outputs
-        live = elided = tokens = 0
-        for item, t in zip(items, turns, strict=True):
-            is_output = isinstance(item, dict) and item.get("type") == "function_call_output"
-            output = item.get("output") if is_output else None
-            if isinstance(output, str) and image_in_text(output) is not None:
-                # A tool returning one image data URL as its text: an image, not base64.
-                url = output.strip()
-                item = {**item, "output": [{"type": "input_image", "image_url": url}]}
+        live = elided = tokens = repeated = 0
+        for item, t in zip(prepared, turns, strict=True):
+            is_output = _is_output(item)
             if pending and not is_output:
                 out.append({"role": "user", "content": pending})
                 pending = []
@@ -216,34 +229,43 @@ class Vision:
                 out.append(item)
                 continue
             texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
-            if t < first_live:
-                call = calls.get(item.get("call_id"), {})
-                source, page = _call_source(call)
-                texts += [self._descriptor(image, t, source, page) for image in images]
-                out.append({**item, "output": "\n".join(texts)})
-                elided += len(images)
+            source, page = _call_source(calls.get(item.get("call_id"), {}))
+            swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
+            kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
+            notes: list[str] = []
+            for image in images:
+                kind = next(fates).kind if t >= first_live else "evicted"
+                if kind == "live":
+                    digest, url = self._live(image, model)
+                    tokens += self.core.tokens(model, digest, _decode(url))
+                    swap[id(image.part)] = {**image.part, "image_url": url}
+                    kept.append((image, url))
+                    continue
+                repeat = kind == "repeat"
+                note = self._descriptor(image, t, source, page, repeat=repeat)
+                swap[id(image.part)] = {"type": "input_text", "text": note}
+                notes.append(note)
+                repeated += repeat
+                elided += not repeat
+            if not kept:
+                out.append({**item, "output": "\n".join(texts + notes)})
                 continue
-            live += len(images)
-            sent = [self._live(image, model) for image in images]
-            tokens += sum(self.core.tokens(model, d, _decode(u)) for d, u in sent)
+            live += len(kept)
             if not hoist:
-                swap = {id(image.part): url for image, (_, url) in zip(images, sent, strict=True)}
-                output = [
-                    {**c, "image_url": swap[id(c)]} if id(c) in swap else c for c in item["output"]
-                ]
-                out.append({**item, "output": output})
+                out.append({**item, "output": [swap.get(id(c), c) for c in item["output"]]})
                 continue
             call_id = item.get("call_id")
+            texts += notes
             texts.append(f"(the image is in the next user message, labelled {call_id})")
             out.append({**item, "output": "\n".join(texts)})
-            for image, (_, url) in zip(images, sent, strict=True):
+            for image, url in kept:
                 pending.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
                 detail = image.part.get("detail") or "auto"
                 pending.append({"type": "input_image", "image_url": url, "detail": detail})
         if pending:
             out.append({"role": "user", "content": pending})
         self.last_request = RequestImages(
-            model.name, current, live, elided, live if hoist else 0, tokens
+            model.name, current, live, elided, live if hoist else 0, tokens, repeated
         )
         return out
 
@@ -283,16 +305,27 @@ class Vision:
         fitted = self.core.tool_image(data, _media_type(image.url), model)
         return fitted.digest, _data_url(fitted.media_type, fitted.data)
 
-    def _descriptor(self, image: _Image, turn: int, source: str | None, page: int | None) -> str:
+    def _descriptor(
+        self,
+        image: _Image,
+        turn: int,
+        source: str | None,
+        page: int | None,
+        *,
+        repeat: bool = False,
+    ) -> str:
+        """The note an image that is not sent becomes: its descriptor, or with ``repeat``
+        the note that a live image has the same bytes."""
+        note = self.core.repeat_descriptor if repeat else self.core.descriptor
         if image.ours is not None:
-            return self.core.descriptor(image.ours, turn, source=source, page=page)
+            return note(image.ours, turn, source=source, page=page)
         data = _inline(image.url)
         if data is None and image.url.startswith("data:"):
             return f"[image elided: returned by a tool in turn {turn}]"
         if data is None:
-            return self.core.descriptor("", turn, source=image.url)  # view takes the URL
+            return note("", turn, source=image.url)  # view takes the URL
         # Another tool's image: stored, so the digest its descriptor names shows it again.
-        return self.core.descriptor(self.core.remember(data, _media_type(image.url)), turn)
+        return note(self.core.remember(data, _media_type(image.url)), turn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +459,24 @@ def _model_of(ctx: ToolContext[Any]) -> str | Model | None:
     if model is None and ctx.run_config is not None:
         model = ctx.run_config.model
     return cast("str | Model | None", model)
+
+
+def _is_output(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "function_call_output"
+
+
+def _with_image_text(item: Any) -> Any:
+    """A tool output whose text is one image data URL, as the image it means."""
+    output = item.get("output") if _is_output(item) else None
+    if isinstance(output, str) and image_in_text(output) is not None:
+        return {**item, "output": [{"type": "input_image", "image_url": output.strip()}]}
+    return item
+
+
+def _image_key(url: str) -> str:
+    """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
+    data = _inline(url)
+    return url if data is None else content_digest(data)
 
 
 def _is_user(item: Any) -> bool:

@@ -34,14 +34,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from visus import limits
 from visus.errors import ConfigError
 from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text, raster_type
 from visus.models import ModelSpec
+from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
+from visus.retention import ImageFate
 
 try:
     from pydantic_ai import RunContext
@@ -83,6 +86,8 @@ class RequestImages:
     live: int
     elided: int
     live_tokens: int
+    #: Images sent as a note because a live image has the same bytes (unchanged screens).
+    repeated: int = 0
 
 
 class Vision(AbstractCapability[Any]):
@@ -90,8 +95,10 @@ class Vision(AbstractCapability[Any]):
 
     ``roots`` bound what the tools may see; ``render=False`` withholds rendering svg,
     text and pdf. ``live_turns`` is how many user turns keep their pixels (1: the
-    current one), ``chunk`` moves the window in steps for prompt caches. Blobs go
-    to ``blobs`` or under ``data`` (default: visus's data folder).
+    current one), ``chunk`` moves the window in steps for prompt caches. Within them at
+    most ``live_images`` tool images stay live (``None``: no bound), the oldest leaving
+    ``image_chunk`` at a time, however many steps one run takes. Blobs go to ``blobs``
+    or under ``data`` (default: visus's data folder).
 
     Example:
         >>> import tempfile
@@ -106,6 +113,8 @@ class Vision(AbstractCapability[Any]):
         *,
         live_turns: int = 1,
         chunk: int = 1,
+        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
+        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
         render: bool = True,
         data: str | os.PathLike[str] | None = None,
         blobs: BlobStore | None = None,
@@ -117,6 +126,8 @@ class Vision(AbstractCapability[Any]):
             render=render,
             live_turns=live_turns,
             chunk=chunk,
+            live_images=live_images,
+            image_chunk=image_chunk,
             data=data,
             blobs=blobs,
             tools=tools,
@@ -195,8 +206,16 @@ class Vision(AbstractCapability[Any]):
             for p in m.parts
             if isinstance(p, ToolCallPart)
         }
-        out: list[ModelMessage] = []
         tally = _Tally()
+        # Tool images the turn window keeps, in order: the count window decides them.
+        digests = [
+            self._digest(i)
+            for m, t in zip(messages, turns, strict=True)
+            if t >= first_live and isinstance(m, ModelRequest)
+            for i in _tool_images(m)
+        ]
+        tally.fates = iter(self.core.plan(digests))
+        out: list[ModelMessage] = []
         for m, t in zip(messages, turns, strict=True):
             if not isinstance(m, ModelRequest):
                 out.append(m)
@@ -212,7 +231,21 @@ class Vision(AbstractCapability[Any]):
                     parts.append(p)
             changed = any(a is not b for a, b in zip(parts, m.parts, strict=True))
             out.append(dataclasses.replace(m, parts=parts) if changed else m)
-        return out, RequestImages(model.name, current, tally.live, tally.elided, tally.tokens)
+        stats = RequestImages(
+            model.name, current, tally.live, tally.elided, tally.tokens, tally.repeated
+        )
+        return out, stats
+
+    def _digest(self, image: Image) -> str:
+        """What tells two tool images apart: their bytes' digest (a web image: its URL)."""
+        if isinstance(image, ImageUrl):
+            inline = _inline(image)
+            if inline is None:
+                return image.url
+            image = inline
+        if _is_ours(image):
+            return image.identifier.removeprefix(_TAG)
+        return content_digest(image.data)
 
     def _tool_part(
         self,
@@ -226,24 +259,29 @@ class Vision(AbstractCapability[Any]):
         content = part.content
         given: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
         items = [_as_image(i) for i in given]
-        images = [i for i in items if _is_image(i)]
-        if not images:
+        if not any(_is_image(i) for i in items):
             return part
-        if live:
-            sent = [self._live(i, model, tally) if _is_image(i) else i for i in items]
-            if all(a is b for a, b in zip(sent, given, strict=True)):
-                return part
-            new: Any = sent if isinstance(content, list | tuple) else sent[0]
-            return dataclasses.replace(part, content=new)
         call = calls.get(part.tool_call_id)
         args = call.args_as_dict() if call is not None else {}
         source = args.get("path") if isinstance(args.get("path"), str) else None
         page = args.get("page") if isinstance(args.get("page"), int) else None
-        texts = [i for i in items if isinstance(i, str)]
-        for img in images:
-            texts.append(self._elided(img, turn, tally, source=source, page=page))
-        # One plain string: a list would reach the model as JSON, its quotes escaped.
-        return dataclasses.replace(part, content="\n".join(texts))
+        sent = [
+            self._sent(i, live, turn, model, tally, source=source, page=page) if _is_image(i) else i
+            for i in items
+        ]
+        if all(a is b for a, b in zip(sent, given, strict=True)):
+            return part
+        if not any(_is_image(i) for i in sent):
+            # One plain string: a list would reach the model as JSON, its quotes escaped.
+            texts = [i for i in items if isinstance(i, str)]
+            texts += [
+                d
+                for d, was in zip(sent, items, strict=True)
+                if _is_image(was) and isinstance(d, str)
+            ]
+            return dataclasses.replace(part, content="\n".join(texts))
+        new: Any = sent if isinstance(content, list | tuple) else sent[0]
+        return dataclasses.replace(part, content=new)
 
     def _prompt_part(
         self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: _Tally
@@ -252,13 +290,34 @@ class Vision(AbstractCapability[Any]):
         if isinstance(part.content, str) or not any(_is_image(i) for i in part.content):
             return part
         items = list(part.content)
-        if live:
-            sent = [self._live(i, model, tally) if _is_image(i) else i for i in items]
-        else:
-            sent = [self._elided(i, turn, tally) if _is_image(i) else i for i in items]
+        sent = [self._sent(i, live, turn, model, tally) if _is_image(i) else i for i in items]
         if all(a is b for a, b in zip(sent, items, strict=True)):
             return part
         return dataclasses.replace(part, content=sent)
+
+    def _sent(
+        self,
+        image: Image,
+        live: bool,
+        turn: int,
+        model: ModelSpec,
+        tally: _Tally,
+        *,
+        source: str | None = None,
+        page: int | None = None,
+    ) -> Image | str:
+        """A tool image as this request carries it: live (fitted), its descriptor, or a
+        note that a live image has the same bytes."""
+        fate = next(tally.fates) if live else _OLD
+        if fate.kind == "live":
+            return self._live(image, model, tally)
+        if fate.kind == "repeat":
+            tally.repeated += 1
+            digest = self._digest(image)
+            if digest.startswith(("http:", "https:")):
+                digest = ""
+            return self.core.repeat_descriptor(digest, turn, source=source, page=page)
+        return self._elided(image, turn, tally, source=source, page=page)
 
     def _live(self, image: Image, model: ModelSpec, tally: _Tally) -> Image:
         """A live image as sent: a view's as it is, another tool's fitted to ``model``."""
@@ -308,11 +367,31 @@ Image = BinaryContent | ImageUrl
 
 @dataclass(slots=True)
 class _Tally:
-    """One request's images: live, elided, and the live ones' tokens."""
+    """One request's images: live, elided, repeated, the live ones' tokens, and the
+    count window's fates for the images still to come."""
 
     live: int = 0
     elided: int = 0
     tokens: int = 0
+    repeated: int = 0
+    fates: Iterator[ImageFate] = field(default_factory=lambda: iter(()))
+
+
+_OLD = ImageFate("evicted")
+
+
+def _tool_images(request: ModelRequest) -> list[Image]:
+    """The tool images of ``request`` in the order :meth:`Vision.model_view` meets them."""
+    from_tools = any(isinstance(p, ToolReturnPart) for p in request.parts)
+    found: list[Image] = []
+    for p in request.parts:
+        if isinstance(p, ToolReturnPart):
+            content = p.content
+            given = list(content) if isinstance(content, list | tuple) else [content]
+            found += [i for i in map(_as_image, given) if _is_image(i)]
+        elif isinstance(p, UserPromptPart) and from_tools and not isinstance(p.content, str):
+            found += [i for i in p.content if _is_image(i)]
+    return found
 
 
 def _is_image(item: object) -> TypeGuard[Image]:

@@ -10,6 +10,10 @@ offered tool names); :func:`respond` answers it:
   request, so the same request always gets the same ids).
   A line ``say <text>`` beside them is text the answer writes before its calls,
   as real models often do.
+* A line ``each <tool> [<json-args>, ...]`` drives a long loop: the model calls the
+  tool once per step with the next arguments of the list (counting its own calls since
+  that user message), then answers as below. ``each view [{"path": "s1.png"}, ...]``
+  is a screen agent taking 40 screenshots in one turn.
 * A line ``wait <seconds>`` in the last user message delays the answer (at most
   :data:`MAX_WAIT_SECONDS`): tests use it to see a turn in flight and stop it.
 * Otherwise the answer describes every image in the request, in order: prose,
@@ -29,6 +33,10 @@ Example:
     ...                     tools=("view",))
     >>> [c.name for c in respond(conv).tool_calls]
     ['view']
+    >>> loop = Conversation(messages=(InMessage(role="user",
+    ...     texts=('each view [{"path": "a.png"}, {"path": "b.png"}]',)),), tools=("view",))
+    >>> [dict(c.arguments) for c in respond(loop).tool_calls]
+    [{'path': 'a.png'}]
 """
 
 from __future__ import annotations
@@ -256,9 +264,43 @@ def _call_lines(text: str, offered: tuple[str, ...]) -> list[tuple[str, dict[str
     return calls
 
 
+_EACH_LINE = re.compile(r"^\s*each\s+([A-Za-z_][\w.\-]*)\s+(\[.*\])\s*$", re.MULTILINE)
+
+
+def _instruction(conv: Conversation) -> int | None:
+    """Index of the last user message that is not a wire's hoisted-images message."""
+    for i in range(len(conv.messages) - 1, -1, -1):
+        if conv.messages[i].role == "user" and not (i and conv.messages[i - 1].role == "tool"):
+            return i
+    return None
+
+
+def _loop_call(conv: Conversation) -> tuple[OutCall, ...]:
+    """The next call of an ``each <tool> [args, ...]`` line: one per step, in order."""
+    at = _instruction(conv)
+    if at is None:
+        return ()
+    match = _EACH_LINE.search("\n".join(conv.messages[at].texts))
+    if match is None or match.group(1) not in conv.tools:
+        return ()
+    try:
+        steps = json.loads(match.group(2))
+    except json.JSONDecodeError:
+        return ()
+    done = sum(1 for m in conv.messages[at + 1 :] if m.role == "assistant" and m.tool_calls)
+    if not isinstance(steps, list) or done >= len(steps) or not isinstance(steps[done], dict):
+        return ()
+    seed = f"each:{at}:{done}:{json.dumps(steps[done], sort_keys=True)}"
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:20]
+    return (OutCall(id=f"call_{digest}", name=match.group(1), arguments=steps[done]),)
+
+
 def _tool_calls(conv: Conversation) -> tuple[OutCall, ...]:
     if not conv.messages or not conv.tools:
         return ()
+    looping = _loop_call(conv)
+    if looping:
+        return looping
     last = conv.messages[-1]
     if last.role != "user":
         return ()

@@ -145,10 +145,11 @@ def _over_note(part: ImagePart, turn: int, reason: str) -> str:
     """The note an image left out of a full request becomes (``reason``: which bound)."""
     origin = part.origin
     if isinstance(origin, PerceptionOrigin):
-        page = f", page={origin.page}" if origin.page is not None else ""
+        # The digest, not the path: the file may hold other bytes by now.
+        ref = f"sha256:{part.digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
         return (
             f"[image elided: viewed {origin.source} in turn {turn}; {reason}; "
-            f'call {origin.tool}("{origin.source}"{page}) to see it again]'
+            f'call view("{ref}") to see it again]'
         )
     if isinstance(origin, AttachmentOrigin):
         name = f'"{origin.filename}"' if origin.filename else "image"
