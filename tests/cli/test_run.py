@@ -118,7 +118,6 @@ def test_run_json_prints_exactly_the_four_keys(env: Path) -> None:
     assert kinds == ["user", "assistant"]
 
 
-@pytest.mark.parametrize(("rows", "cols", "seed"), [(2, 2, 11), (3, 3, 12)])
 def _screens(folder: Path, n: int) -> str:
     """``n`` screenshots in ``folder`` and the prompt that makes the reference model view
     them one per step before it answers."""
@@ -151,6 +150,7 @@ def test_the_step_budget_comes_from_the_config(env: Path, monkeypatch: pytest.Mo
     assert json.loads(result.stdout)["max_steps"] == 2
 
 
+@pytest.mark.parametrize(("rows", "cols", "seed"), [(2, 2, 11), (3, 3, 12)])
 def test_run_with_pasted_grid_places_every_word(env: Path, rows: int, cols: int, seed: int) -> None:
     expected = write_grid(env, rows, cols, seed)
     out = run_json(env / "data", "--image", "grid.png", "What is in this picture?")
