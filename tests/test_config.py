@@ -485,3 +485,22 @@ tokens = { kind = "anthropic", native_edge = 2000, native_tokens = 4000 }
 def test_a_bad_models_entry_is_refused_at_load(tmp_path: Path, entry: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words):
         load_config(_write(tmp_path, f"[[models]]\n{entry}\n"), env={})
+
+
+def test_the_removed_allow_remote_commands_says_what_replaced_it(tmp_path: Path) -> None:
+    path = tmp_path / "visus.toml"
+    path.write_text("[mcp]\nallow_remote_commands = true\n")
+    with pytest.raises(ConfigError, match=r"line 1.*allow_remote_commands was removed.*name it"):
+        load_config(path, env={})
+
+
+def test_server_boundary_settings(tmp_path: Path) -> None:
+    path = tmp_path / "visus.toml"
+    path.write_text(
+        "[server]\nroots = ['~/shared']\nwrite_tools = true\n\n[mcp]\nallow_client_urls = true\n"
+    )
+    cfg = load_config(path, env={})
+    assert cfg.server.roots == (Path.home() / "shared",)
+    assert cfg.server.write_tools is True
+    assert cfg.mcp.allow_client_urls is True
+    assert load_config(env={}).server.write_tools is False

@@ -23,10 +23,11 @@ from fastapi import FastAPI
 from visus.agent import PastedImage, ToolRegistry, build_agent
 from visus.agent.extra_tools import AttachmentsFor, attachment_tools
 from visus.agent.mcp_client import McpServerSpec
+from visus.agent.policy import OperatorPolicy
 from visus.attachments import AttachmentStore, SessionAttachments
-from visus.config import load_config
+from visus.config import VisusConfig, load_config
 from visus.errors import ConfigError
-from visus.paths import data_dir
+from visus.paths import data_dir, files_dir
 from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
 from visus.store import Store, is_database_url, open_store
@@ -75,50 +76,48 @@ def full_registry(data: Path | str | AttachmentsFor) -> ToolRegistry:
 
 class AgentRunner:
     """One tether instance's agent: its sessions, their attachments and blobs live in
-    the instance folder, or in ``store`` (namespace ``instances/<id>``) when given."""
+    the instance folder, or in ``store`` (namespace ``instances/<id>``) when given.
+
+    What the agent may reach is ``policy`` narrowed by the instance's config (its roots,
+    tools and MCP servers): a config asking for more is refused here, so neither a
+    create request nor a stored instance (another replica's, an older version's) widens
+    the operator's boundary.
+    """
 
     def __init__(
         self,
         config: InstanceConfig,
         *,
+        policy: OperatorPolicy,
+        visus_config: VisusConfig | None = None,
         settings: ProviderSettings | None = None,
-        policy: RetentionPolicy | None = None,
-        mcp_servers: Sequence[McpServerSpec] = (),
+        retention: RetentionPolicy | None = None,
         store: Store | None = None,
     ) -> None:
         folder = Path(config.data_dir)
         self._folder = folder
         self._store = store
         self._namespace = f"instances/{config.id}"
-        roots: list[Path | str] = list(config.roots)
-        #: The instance's own files folder when no roots were given; created on the
-        #: first turn, because the registry creates the instance folder only after
-        #: building this runner. Roots a client names are never created.
-        self.files: Path | None = None
-        if not roots:
-            self.files = folder / "files"
-            roots = [self.files]
-        registry: ToolRegistry = full_registry(self.attachments)
-        if config.tools is not None:
-            unknown = sorted(set(config.tools) - set(registry.names()))
-            if unknown:
-                # An unknown name would silently leave the agent without that tool.
-                raise ConfigError(
-                    f"tools: no tool named {', '.join(map(repr, unknown))}; "
-                    f"the tools are {', '.join(registry.names())}"
-                )
-            registry = registry.only(config.tools)
+        roots = policy.narrow_roots(config.roots)
+        registry = policy.narrow_tools(
+            _tools(full_registry(self.attachments), config), config.tools
+        )
+        mcp = policy.narrow_mcp(config.extra.get(MCP_SERVERS_KEY))
         self.config = config
+        #: The folders this instance's tools reach.
+        self.roots = roots
         # The instance's sessions and blobs: in its folder, or in the shared store.
         ns = self._namespace
         self.agent = build_agent(
             config.model,
             data=folder,
-            roots=roots,
             settings=settings,
-            policy=policy,
+            policy=retention,
             tools=registry,
-            mcp_servers=[*mcp_servers, *_requested_mcp(config)],
+            config=visus_config,
+            mcp_servers=mcp,
+            config_mcp_servers=False,  # the policy holds the operator's servers
+            reach=policy.reach(list(roots)),
             sessions=None if store is None else store.sessions(ns),
             blobs=None if store is None else store.blobs(ns),
         )
@@ -142,8 +141,6 @@ class AgentRunner:
         emit_delta: Callable[[str], Awaitable[None]],
     ) -> TurnOutput:
         del user  # who spoke is in the frame; the agent answers the session either way
-        if self.files is not None:
-            self.files.mkdir(parents=True, exist_ok=True)
         pasted = [PastedImage(i.data, i.media_type) for i in images]
         result = await self.agent.run_turn(session, text, pasted, on_delta=emit_delta)
         out = tuple(ImageIn(o.media_type, o.data) for o in result.images)
@@ -153,49 +150,41 @@ class AgentRunner:
         await self.agent.aclose()
 
 
-def _requested_mcp(config: InstanceConfig) -> list[McpServerSpec]:
-    """The MCP servers a create request asked for; stdio commands only when the server's
-    ``[mcp] allow_remote_commands`` says a tether client may start programs here, and
-    URLs to loopback or private addresses only with ``[mcp] allow_private_urls``."""
-    asked = config.extra.get(MCP_SERVERS_KEY) or []
-    specs: list[McpServerSpec] = []
-    mcp = load_config().mcp if asked else None
-    for entry in asked:
-        assert mcp is not None
-        if entry.get("command") is not None and not mcp.allow_remote_commands:
-            raise ConfigError(
-                f"mcp_servers: {entry.get('name')!r} is a stdio command; this server lets "
-                "create requests start programs only with [mcp] allow_remote_commands = true "
-                "(a url works)"
-            )
-        specs.append(
-            McpServerSpec(
-                name=str(entry.get("name")),
-                command=entry.get("command"),
-                args=tuple(entry.get("args") or ()),
-                env=dict(entry.get("env") or {}),
-                url=entry.get("url"),
-                headers=dict(entry.get("headers") or {}),
-                public_only=not mcp.allow_private_urls,
-            )
+def _tools(registry: ToolRegistry, config: InstanceConfig) -> ToolRegistry:
+    """``registry`` narrowed to the tools the instance names (unknown names refused)."""
+    if config.tools is None:
+        return registry
+    unknown = sorted(set(config.tools) - set(registry.names()))
+    if unknown:
+        # An unknown name would silently leave the agent without that tool.
+        raise ConfigError(
+            f"tools: no tool named {', '.join(map(repr, unknown))}; "
+            f"the tools are {', '.join(registry.names())}"
         )
-    return specs
+    return registry.only(config.tools)
 
 
 def agent_runner_factory(
     *,
+    policy: OperatorPolicy,
+    config: VisusConfig | None = None,
     settings: ProviderSettings | None = None,
-    policy: RetentionPolicy | None = None,
-    mcp_servers: Sequence[McpServerSpec] = (),
+    retention: RetentionPolicy | None = None,
     store: Store | None = None,
 ) -> RunnerFactory:
-    """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance;
-    every instance mounts ``mcp_servers`` (``visus serve --mcp``) and the ones its
-    create request names; its sessions and blobs live in ``store`` when one is given."""
+    """A tether :data:`RunnerFactory` building an :class:`AgentRunner` per instance
+    within the operator's ``policy`` (read once, at start, like ``config``); its
+    sessions and blobs live in ``store`` when one is given."""
+    cfg = config if config is not None else load_config()
 
-    def factory(config: InstanceConfig) -> AgentRunner:
+    def factory(instance: InstanceConfig) -> AgentRunner:
         return AgentRunner(
-            config, settings=settings, policy=policy, mcp_servers=mcp_servers, store=store
+            instance,
+            policy=policy,
+            visus_config=cfg,
+            settings=settings,
+            retention=retention,
+            store=store,
         )
 
     return factory
@@ -219,39 +208,55 @@ def create_main_app(
     token: str | None = None,
     model: str | None = None,
     settings: ProviderSettings | None = None,
-    policy: RetentionPolicy | None = None,
+    retention: RetentionPolicy | None = None,
     mcp: bool = True,
     web: bool = True,
     host: str = "127.0.0.1",
     roots: Sequence[Path | str] | None = None,
     mcp_servers: Sequence[McpServerSpec] = (),
+    write_tools: bool | None = None,
     store: str | None = None,
+    config: VisusConfig | None = None,
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
 
-    ``store``: a ``postgresql://`` URL puts instances, sessions, blobs and the tether
-    ring in that database (any number of replicas may share it); ``None`` takes
-    ``[store] url`` / ``$VISUS_STORE``; empty: local files under the data folder.
+    ``config`` (default: ``visus.toml``, read here, once) and the operator's choices
+    make the :class:`~visus.agent.policy.OperatorPolicy` every instance lives within
+    (``app.state.policy``): ``roots`` the folders agents may reach at most (default
+    ``[server] roots``, else ``<data>/files``, created here), ``mcp_servers`` mounted
+    besides ``[[mcp.servers]]``, ``write_tools`` whether agents get ``edit`` (default
+    ``[server] write_tools``, off). ``store``: a ``postgresql://`` URL puts instances,
+    sessions, blobs and the tether ring in that database (any number of replicas may
+    share it); ``None`` takes ``[store] url`` / ``$VISUS_STORE``; empty: local files
+    under the data folder.
     """
-    folder = data_dir(data if data is not None else load_config().data_dir) / "serve"
-    settings_store = load_config().store
+    cfg = config if config is not None else load_config()
+    base = data_dir(data if data is not None else cfg.data_dir)
+    folder = base / "serve"
+    policy = OperatorPolicy.at_start(
+        cfg, data=base, roots=roots, mcp_servers=mcp_servers, write_tools=write_tools
+    )
+    files = files_dir(base).resolve()
+    if files in policy.roots:  # the default root: where the operator puts files for agents
+        files.mkdir(parents=True, exist_ok=True)
     if store is None:
-        configured = settings_store.url
+        configured = cfg.store.url
         store = configured.get_secret_value() if configured is not None else ""
     shared = (
-        open_store(store, folder, lease_seconds=settings_store.lease_seconds)
+        open_store(store, folder, lease_seconds=cfg.store.lease_seconds)
         if is_database_url(store)
         else None
     )
     app = create_app(
         data_dir=folder,
         runner_factory=agent_runner_factory(
-            settings=settings, policy=policy, mcp_servers=mcp_servers, store=shared
+            policy=policy, config=cfg, settings=settings, retention=retention, store=shared
         ),
         token=token,
         store=shared,
     )
-    app.state.default_model = model or load_config().default_model
+    app.state.policy = policy
+    app.state.default_model = model or cfg.default_model
     app.state.default_instance = default_instance(app, app.state.default_model)
     if web:
         # Deleting it over the API would leave the open page talking to nothing.
@@ -259,9 +264,9 @@ def create_main_app(
     if mcp:
         from visus.mcp_server import mount_mcp
 
-        # MCP's view tool sees ``roots`` (default: the working directory); ``host`` feeds
-        # the SDK's DNS-rebinding check.
-        mount_mcp(app, roots=roots, host=host)
+        # MCP's view tool reaches what agents do; ``host`` feeds the SDK's
+        # DNS-rebinding check.
+        mount_mcp(app, roots=policy.reach(), host=host)
     if web:
         from visus.web import mount_web
 

@@ -172,9 +172,21 @@ class ReachSettings(_Frozen):
 
 
 class ServerSettings(_Frozen):
+    """``[server]``: ``visus serve``'s address, token and boundary (its options override
+    these). ``roots``: the folders its agents may reach, at most (a create request only
+    narrows them; empty: the data folder's ``files``). ``write_tools``: whether its
+    agents get ``edit``."""
+
     host: str = "127.0.0.1"
     port: int = Field(8750, ge=1, le=65535)
     token: SecretStr | None = None
+    roots: tuple[Path, ...] = ()
+    write_tools: bool = False
+
+    @field_validator("roots")
+    @classmethod
+    def _expand(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        return tuple(p.expanduser() for p in value)
 
 
 class ProxySettings(_Frozen):
@@ -224,14 +236,26 @@ class McpServerEntry(_Frozen):
 
 
 class McpSettings(_Frozen):
-    """``[mcp]``: the MCP servers every agent mounts (``[[mcp.servers]]``), whether a
-    tether create request may start stdio commands (off: only URLs), and whether its
-    URLs may name loopback or private addresses (off: https to public addresses only,
-    so a remote client cannot make this server call its own network)."""
+    """``[mcp]``: the MCP servers every agent mounts (``[[mcp.servers]]``; a tether
+    create request may name some of them, never give a command), whether a create
+    request may name an https URL of its own (``allow_client_urls``, off), and whether
+    such URLs may name loopback or private addresses (``allow_private_urls``, off: public
+    addresses only, so a remote client cannot make this server call its own network)."""
 
     servers: tuple[McpServerEntry, ...] = ()
-    allow_remote_commands: bool = False
+    allow_client_urls: bool = False
     allow_private_urls: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "allow_remote_commands" in data:
+            raise ValueError(
+                "allow_remote_commands was removed: a create request can no longer start "
+                "programs; configure the server as [[mcp.servers]] (or visus serve --mcp) "
+                "and have the request name it"
+            )
+        return data
 
 
 class TelegramSettings(_Frozen):
@@ -485,7 +509,7 @@ class VisusConfig(BaseSettings):
 
         Example:
             >>> load_config(env={"VISUS_SERVER__TOKEN": "tok-abcdefghijkl"}).masked()["server"]
-            {'host': '127.0.0.1', 'port': 8750, 'token': 'tok…ijkl'}
+            {'host': '127.0.0.1', 'port': 8750, 'token': 'tok…ijkl', 'roots': [], ...}
         """
         result = _plain(self.model_dump())
         assert isinstance(result, dict)

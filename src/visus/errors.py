@@ -12,6 +12,8 @@ these classes and never a library's own.
     │   ├── UnsupportedTypeError    a real file of a kind we do not turn into pixels
     │   └── TooLargeError           past a bound in limits.py (pixels, bytes, pages)
     ├── ReachError                  path outside the allowed roots (or render withheld)
+    ├── PolicyError                 the operator's policy refuses it (an MCP server or a
+    │                               write tool the operator did not allow)
     ├── NotFoundError               missing file, session, blob or instance
     ├── InvalidInputError           a malformed argument (bad base64, bad page number)
     ├── McpServerError              a mounted MCP server failed (start, crash, hang, bad answer)
@@ -56,6 +58,7 @@ __all__ = [
     "MediaError",
     "NetError",
     "NotFoundError",
+    "PolicyError",
     "ProviderError",
     "RateLimitError",
     "ReachError",
@@ -91,6 +94,12 @@ class TooLargeError(MediaError):
 
 class ReachError(VisusError):
     """A path outside the allowed roots, or a capability the host withheld."""
+
+
+class PolicyError(VisusError):
+    """The operator's policy, read when the server started, refuses what a client asked
+    for: an MCP server it did not configure, a program to start, a write tool it left
+    off. A request may narrow the policy, never widen it."""
 
 
 class NotFoundError(VisusError):

@@ -52,7 +52,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from visus import limits
+from visus.agent.policy import guarded_reach
 from visus.errors import ConfigError, VisusError
+from visus.perception import Reach
 from visus.tether import limits as tether_limits
 from visus.tether.frames import base64_size, decode_base64, padded
 from visus.tether.guard import IN_PROCESS_HOST
@@ -335,7 +337,7 @@ def _without_read_hint(message: str) -> str:
 def view_result(
     path: str,
     *,
-    roots: Sequence[Path | str],
+    roots: Sequence[Path | str] | Reach,
     page: int | None = None,
     offset: int | None = None,
     limit: int | None = None,
@@ -347,14 +349,18 @@ def view_result(
     ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
     description says which lines were shown of how many, so a host can page on.
 
+    ``roots`` is a :class:`~visus.perception.Reach`, or folders that become one that
+    never reaches visus's own files (:func:`~visus.agent.policy.guarded_reach`).
+
     ``recall`` is what this client session viewed before (digest -> the image sent):
     ``sha256:<hex>`` (or a prefix of 12+ digits) shows one of those again, and
     never an image another session viewed. Each image shown is remembered there.
     """
-    from visus.perception import Reach, is_digest_ref, view, view_digest
+    from visus.perception import is_digest_ref, view, view_digest
 
     budget = (max_bytes - _VIEW_TEXT_RESERVE) * 3 // 4
-    reach, model = Reach(list(roots)), _host_model(budget)
+    reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots))
+    model = _host_model(budget)
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
     if is_digest_ref(path):
         seen = view_digest(
@@ -399,17 +405,18 @@ def view_result(
 def build_server(
     client: TetherClient,
     *,
-    roots: Sequence[Path | str] | None = None,
+    roots: Sequence[Path | str] | Reach | None = None,
     name: str = "visus",
     analyze_config: VisusConfig | None = None,
     result_bytes: int | None = None,
 ) -> MCPServer:
     """An MCP server whose tether tools go through ``client``; ``view`` and
-    ``vision_analyze`` see ``roots`` (default: the current directory).
+    ``vision_analyze`` see ``roots`` (a :class:`~visus.perception.Reach`, or folders;
+    default: the current directory), never visus's own files.
     ``analyze_config`` is the configuration ``vision_analyze`` resolves its model
     with (default: ``load_config()`` at call time). Every tool result stays within
     ``result_bytes`` (default: :func:`max_result_bytes`)."""
-    view_roots = list(roots) if roots else [Path.cwd()]
+    view_roots = roots if isinstance(roots, Reach) else guarded_reach(list(roots or [Path.cwd()]))
     cap = max_result_bytes(result_bytes)
     server = MCPServer(
         name,
@@ -535,7 +542,6 @@ def build_server(
         Answers the JSON envelope {text, parsed?, model, cost_usd, input_tokens,
         output_tokens}."""
         from visus.analyze import vision_analyze
-        from visus.perception import Reach
 
         pages = None
         if first_page is not None or last_page is not None:
@@ -549,7 +555,7 @@ def build_server(
                 model=model,
                 format=format,
                 pages=pages,
-                reach=Reach(view_roots),
+                reach=view_roots,
                 config=analyze_config,
             )
         except VisusError as e:
@@ -617,7 +623,7 @@ class McpBodyGate:
 def mount_mcp(
     app: FastAPI,
     *,
-    roots: Sequence[Path | str] | None = None,
+    roots: Sequence[Path | str] | Reach | None = None,
     host: str = "127.0.0.1",
     path: str = "/mcp",
 ) -> MCPServer:

@@ -8,6 +8,10 @@ Layout::
 
     <data>/sessions/<id>.jsonl
     <data>/blobs/<ab>/<cd>/<digest>.<ext>
+    <data>/files/           the folder served agents read and view (visus serve's root)
+
+Everything in the data folder but ``files`` is visus's own: no agent tool reaches it
+(:func:`visus.agent.policy.own_places`).
 
 Example:
     >>> from pathlib import Path
@@ -23,7 +27,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "refit_index", "sessions_dir"]
+__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "files_dir", "refit_index", "sessions_dir"]
 
 #: Environment variable naming the data folder when no explicit one is given.
 DATA_ENV = "VISUS_DATA"
@@ -55,6 +59,17 @@ def sessions_dir(data: Path | str) -> Path:
 def blobs_dir(data: Path | str) -> Path:
     """The content-addressed blob store's root (``<data>/blobs``)."""
     return Path(data) / "blobs"
+
+
+def files_dir(data: Path | str) -> Path:
+    """The folder of a data folder that agents may reach (``<data>/files``): ``visus
+    serve``'s default root; the rest of the data folder is out of every agent's reach.
+
+    Example:
+        >>> files_dir("/srv/visus").as_posix()
+        '/srv/visus/files'
+    """
+    return Path(data) / "files"
 
 
 def refit_index(data: Path | str) -> Path:

@@ -67,10 +67,17 @@ async def test_unknown_tool_names_are_refused(tmp_path: Path, reference_url: str
         assert r.json()["tools"] == ["view"]
 
 
-async def test_named_roots_are_not_created_but_the_own_files_folder_is(
+async def test_named_roots_are_not_created_but_the_served_files_folder_is(
     tmp_path: Path, reference_url: str
 ) -> None:
-    app = _app(tmp_path, reference_url)
+    app = create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=reference_url, env={}),
+        web=False,
+        mcp=False,
+        roots=[tmp_path],
+    )
     absent = tmp_path / "absent" / "deep"
     transport = httpx.ASGITransport(app=app)
     async with (
@@ -82,11 +89,11 @@ async def test_named_roots_are_not_created_but_the_own_files_folder_is(
         frames = await _turn(client, r.json()["id"], "hello")
         assert frames[-1]["type"] == "assistant.done", frames
         assert not (tmp_path / "absent").exists()
-        iid = app.state.default_instance
-        frames = await _turn(client, iid, "hello")
-        assert frames[-1]["type"] == "assistant.done", frames
-        own = Path(app.state.registry.get(iid).config.data_dir) / "files"
-        assert own.is_dir()
+    # With no roots named, the operator's default root is the data folder's files
+    # folder, made at start so the operator knows where to put files.
+    default = _app(tmp_path / "other", reference_url)
+    assert default.state.policy.roots == ((tmp_path / "other" / "data" / "files").resolve(),)
+    assert (tmp_path / "other" / "data" / "files").is_dir()
 
 
 async def test_the_web_chats_instance_cannot_be_deleted(tmp_path: Path, reference_url: str) -> None:

@@ -1,5 +1,6 @@
-"""MCP servers for `visus serve`'s instances: ``--mcp`` (every instance), the create
-request's ``mcp_servers`` (stdio commands only when the server allows them), and a
+"""MCP servers for `visus serve`'s instances: ``--mcp`` (every instance, unless a create
+request names some), the create request's ``mcp_servers`` (names of the operator's
+servers; a URL of its own only when the operator allows it, never a command), and a
 streamable-HTTP server mounted by URL."""
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from fastapi import FastAPI
 from tests.tether.doubles import live_server
 from visus.agent import McpServerSpec
 from visus.agent.mcp_client import McpMounts
+from visus.agent.policy import OperatorPolicy
 from visus.app import create_main_app
-from visus.errors import BlockedURLError
+from visus.config import load_config
+from visus.errors import BlockedURLError, PolicyError
 from visus.net import acheck_url
 from visus.providers import ProviderSettings
 from visus.reference.server import serve_in_background
@@ -35,7 +38,12 @@ def reference_url() -> Iterator[str]:
         yield url
 
 
-def _app(tmp_path: Path, url: str, servers: list[McpServerSpec] | None = None) -> FastAPI:
+def _app(
+    tmp_path: Path,
+    url: str,
+    servers: list[McpServerSpec] | None = None,
+    env: dict[str, str] | None = None,
+) -> FastAPI:
     return create_main_app(
         data=tmp_path / "data",
         model="reference",
@@ -43,6 +51,7 @@ def _app(tmp_path: Path, url: str, servers: list[McpServerSpec] | None = None) -
         web=False,
         mcp=False,
         mcp_servers=servers or [],
+        config=load_config(env=env or {}),
     )
 
 
@@ -85,29 +94,36 @@ async def test_serve_mcp_flag_and_create_request_servers(
     monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
     flag = McpServerSpec.parse(f"peer={sys.executable} {PEER}")
     flag = McpServerSpec(name="peer", command=flag.command, args=flag.args, env={"PYTHONPATH": SRC})
-    app = _app(tmp_path, reference_url, [flag])
+    other = McpServerSpec(name="other", command=flag.command, args=flag.args, env=flag.env)
+    app = _app(tmp_path, reference_url, [flag, other])
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
     ):
-        # --mcp: the default instance mounts it
+        # --mcp: the default instance mounts every operator server
         seen = await _answer(client, app.state.default_instance, "call peer__picture {}")
         assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
 
-        # a create request may not start a program unless the server allows it
-        body = {"model": "reference", "mcp_servers": [{**_peer_entry(), "name": "other"}]}
-        r = await client.post("/v1/instances", json=body)
-        assert r.status_code == 400, r.text
-        assert "allow_remote_commands" in r.json()["error"]["message"]
-        bad = {"model": "reference", "mcp_servers": [{"name": "x", "url": "h", "oops": 1}]}
-        assert (await client.post("/v1/instances", json=bad)).status_code == 400  # validation
-
-        monkeypatch.setenv("VISUS_MCP__ALLOW_REMOTE_COMMANDS", "true")
+        # a create request names the operator's servers it wants: those, and only those
+        body = {"model": "reference", "mcp_servers": [{"name": "other"}]}
         r = await client.post("/v1/instances", json=body)
         assert r.status_code == 201, r.text
         seen = await _answer(client, r.json()["id"], "call other__picture {}")
         assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
+        runner = app.state.registry.get(r.json()["id"]).runner
+        assert [s.name for s in runner.agent.mcp.specs] == ["other"]
+
+        # it never gives a program to start, and names no server the operator lacks
+        body = {"model": "reference", "mcp_servers": [{**_peer_entry(), "name": "third"}]}
+        r = await client.post("/v1/instances", json=body)
+        assert r.status_code == 403, r.text
+        assert "cannot give command" in r.json()["error"]["message"]
+        r = await client.post("/v1/instances", json={**body, "mcp_servers": [{"name": "third"}]})
+        assert r.status_code == 403, r.text
+        assert "configured: peer, other" in r.json()["error"]["message"]
+        bad = {"model": "reference", "mcp_servers": [{"name": "x", "url": "h", "oops": 1}]}
+        assert (await client.post("/v1/instances", json=bad)).status_code == 400  # validation
 
 
 async def test_a_streamable_http_server_mounted_by_url(
@@ -116,11 +132,11 @@ async def test_a_streamable_http_server_mounted_by_url(
     monkeypatch.syspath_prepend(str(Path(PEER).parent))
     import mcp_peer  # the same peer, served over streamable HTTP in this process
 
-    # A create request's URL is a remote client's choice: loopback is refused unless
-    # the operator allows private addresses ([mcp] allow_private_urls).
-    monkeypatch.setenv("VISUS_MCP__ALLOW_PRIVATE_URLS", "true")
+    # A create request's URL is a remote client's choice: taken only when the operator
+    # allows client URLs, and loopback only when it allows private addresses too.
+    allow = {"VISUS_MCP__ALLOW_CLIENT_URLS": "true", "VISUS_MCP__ALLOW_PRIVATE_URLS": "true"}
     with live_server(mcp_peer.server.streamable_http_app()) as base:
-        app = _app(tmp_path, reference_url)
+        app = _app(tmp_path, reference_url, env=allow)
         transport = httpx.ASGITransport(app=app)
         async with (
             app.router.lifespan_context(app),
@@ -133,19 +149,11 @@ async def test_a_streamable_http_server_mounted_by_url(
             assert [(i["width"], i["height"]) for i in seen["images"]] == [(64, 32)]
 
 
-async def test_a_create_request_url_to_this_servers_network_is_refused(
-    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from visus.app import _requested_mcp
-    from visus.tether.runner import InstanceConfig
-
-    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "none.toml"))
-    (tmp_path / "none.toml").write_text("")
-    asked = {"mcp_servers": [{"name": "meta", "url": "http://127.0.0.1:9/mcp"}]}
-    config = InstanceConfig(
-        id="i-x", model="reference", created="now", data_dir=str(tmp_path), extra=asked
+async def test_a_create_request_url_to_this_servers_network_is_refused(tmp_path: Path) -> None:
+    policy = OperatorPolicy.at_start(
+        load_config(env={"VISUS_MCP__ALLOW_CLIENT_URLS": "true"}), data=tmp_path
     )
-    [spec] = _requested_mcp(config)
+    [spec] = policy.narrow_mcp([{"name": "meta", "url": "http://127.0.0.1:9/mcp"}])
     assert spec.public_only
     mounts = McpMounts([spec])
     tools: list[Any] = []
@@ -167,6 +175,14 @@ async def test_a_create_request_url_to_this_servers_network_is_refused(
         await acheck_url("https://internal.example/mcp", resolver=lambda h, p: ["10.1.2.3"])
     await acheck_url("https://mcp.example/mcp", resolver=lambda h, p: ["93.184.216.34"])
 
-    monkeypatch.setenv("VISUS_MCP__ALLOW_PRIVATE_URLS", "true")
-    [spec] = _requested_mcp(config)
+    private = OperatorPolicy.at_start(
+        load_config(
+            env={"VISUS_MCP__ALLOW_CLIENT_URLS": "true", "VISUS_MCP__ALLOW_PRIVATE_URLS": "true"}
+        ),
+        data=tmp_path,
+    )
+    [spec] = private.narrow_mcp([{"name": "meta", "url": "http://127.0.0.1:9/mcp"}])
     assert not spec.public_only  # the operator's choice: then loopback is allowed
+    closed = OperatorPolicy.at_start(load_config(env={}), data=tmp_path)
+    with pytest.raises(PolicyError, match="allow_client_urls"):
+        closed.narrow_mcp([{"name": "meta", "url": "https://mcp.example/mcp"}])

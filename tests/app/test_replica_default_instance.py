@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.app.replicas import replica_apps
+from visus.agent.policy import OperatorPolicy
 from visus.app import (
     DEFAULT_INSTANCE_ID,
     DEFAULT_INSTANCE_KEY,
@@ -55,7 +56,8 @@ async def test_replicas_starting_at_once_create_one_web_chat_instance(
 
 
 def test_a_fresh_data_folder_gets_the_fixed_web_chat_id(tmp_path: Path) -> None:
-    app = create_app(data_dir=tmp_path, runner_factory=agent_runner_factory())
+    policy = OperatorPolicy(roots=(tmp_path / "files",), data=(tmp_path,))
+    app = create_app(data_dir=tmp_path, runner_factory=agent_runner_factory(policy=policy))
     assert default_instance(app, "reference") == DEFAULT_INSTANCE_ID
     # and finds it again instead of creating another
     assert default_instance(app, "reference") == DEFAULT_INSTANCE_ID

@@ -101,8 +101,7 @@ async def test_default_instance_is_stable_across_restarts(
 async def test_send_image_comes_back_in_assistant_done(tmp_path: Path, reference_url: str) -> None:
     app = _app(tmp_path, reference_url)
     iid = app.state.default_instance
-    files = Path(app.state.registry.get(iid).config.data_dir) / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = app.state.policy.roots[0]  # the data folder's files folder, made at start
     png, _ = make_grid(2, 2, seed=8)
     (files / "chart.png").write_bytes(png)
     transport = httpx.ASGITransport(app=app)

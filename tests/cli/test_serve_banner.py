@@ -30,6 +30,23 @@ def test_the_banner_names_the_agents_files_folder(no_server: Any, tmp_path: Path
     data = tmp_path / "d"
     result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "0", "--data", str(data)])
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    instance = next(line.split()[1] for line in result.stdout.splitlines() if "instance " in line)
-    files = data / "serve" / "instances" / instance / "files"
+    files = (data / "files").resolve()  # the operator's default root, made at start
     assert f"  files      {files}  " in result.stdout
+    assert files.is_dir()
+    assert "edit " not in result.stdout  # write tools stay off unless asked for
+
+
+def test_the_banner_names_the_roots_and_edit_when_the_operator_allows_them(
+    no_server: Any, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    args = ["serve", "--no-mcp", "--port", "0", "--data", str(tmp_path / "d")]
+    result = CliRunner().invoke(
+        app, [*args, "--root", str(one), "--root", str(two), "--allow-write"]
+    )
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert f"  files      {one.resolve()}  " in result.stdout
+    assert f"  files      {two.resolve()}  " in result.stdout
+    assert "  edit       on" in result.stdout

@@ -84,8 +84,7 @@ async def test_image_sent_by_the_agent_arrives_as_a_photo(
     chart.save(buf, format="PNG")
     app = _main_app(tmp_path, reference_url)
     iid = app.state.default_instance
-    files = Path(app.state.registry.get(iid).config.data_dir) / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = app.state.policy.roots[0]  # the data folder's files folder, made at start
     (files / "chart.png").write_bytes(buf.getvalue())
     async with bridge(fake, app, instance=iid) as b:
         call = json.dumps({"path": str(files / "chart.png")})

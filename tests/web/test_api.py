@@ -181,9 +181,7 @@ async def test_old_viewed_images_are_listed_as_elided(main_app: FastAPI) -> None
 
 
 async def _test_old_viewed_images_are_listed_as_elided(client: httpx.AsyncClient) -> None:
-    iid = client.app.state.default_instance  # type: ignore[attr-defined]
-    files = Path(client.app.state.registry.get(iid).config.data_dir) / "files"  # type: ignore[attr-defined]
-    files.mkdir(parents=True, exist_ok=True)
+    files = client.app.state.policy.roots[0]  # type: ignore[attr-defined]
     for i in (1, 2):
         (files / f"g{i}.png").write_bytes(make_grid(1, 1, seed=i)[0])
     for i in (1, 2):

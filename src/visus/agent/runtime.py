@@ -20,6 +20,7 @@ from pathlib import Path
 
 from visus.agent.loop import Agent
 from visus.agent.mcp_client import McpMounts, McpServerSpec
+from visus.agent.policy import guarded_reach
 from visus.agent.tools import MemoryResultCache, ToolRegistry
 from visus.config import VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
@@ -76,6 +77,8 @@ def build_agent(
     blobs: BlobStore | None = None,
     mcp_servers: Sequence[McpServerSpec] = (),
     max_steps: int | None = None,
+    config_mcp_servers: bool = True,
+    reach: Reach | None = None,
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
@@ -84,9 +87,13 @@ def build_agent(
     provider key is set), provider keys and URLs, data folder, reach and retention.
     ``sessions`` and ``blobs`` replace the data folder's files (a database store
     gives them: :mod:`visus.store`). ``mcp_servers`` are mounted after the
-    configuration's ``[[mcp.servers]]`` (a same-named one replaces it); their stdio
-    servers log to ``<data>/logs``. ``max_steps`` (default ``[agent] max_steps``) is the
-    operator's budget of model calls per turn.
+    configuration's ``[[mcp.servers]]`` (a same-named one replaces it; with
+    ``config_mcp_servers=False`` they are the only ones); their stdio servers log to
+    ``<data>/logs``. ``max_steps`` (default ``[agent] max_steps``) is the operator's
+    budget of model calls per turn. ``reach`` replaces the one made from ``roots``
+    (default: ``[reach] roots``, else the working directory), which never reaches
+    visus's own files (:func:`visus.agent.policy.guarded_reach`: the configuration, the
+    data folder but its ``files``).
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -101,14 +108,19 @@ def build_agent(
     retention = cfg.retention
     base = tools or ToolRegistry.builtin()
     registry = base.only(base.names())  # mounted MCP tools join a copy, never a shared one
-    servers = {s.name: McpServerSpec.from_settings(s) for s in cfg.mcp.servers}
+    configured = cfg.mcp.servers if config_mcp_servers else ()
+    servers = {s.name: McpServerSpec.from_settings(s) for s in configured}
     servers.update((s.name, s) for s in mcp_servers)
+    if reach is None:
+        reach = guarded_reach(
+            list(reach_roots), render=cfg.reach.render if render is None else render, data=[root]
+        )
     agent = Agent(
         client=client,
         model=spec,
         sessions=sessions if sessions is not None else SessionStore(sessions_dir(root)),
         blobs=blobs if blobs is not None else FileBlobStore(blobs_dir(root)),
-        reach=Reach(list(reach_roots), render=cfg.reach.render if render is None else render),
+        reach=reach,
         tools=registry,
         policy=policy
         or RetentionPolicy(

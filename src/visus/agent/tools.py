@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
-from visus.errors import NetError, VisusError
-from visus.media import load
-from visus.media.types import Profile
+from visus.errors import NetError, UnsupportedTypeError, VisusError
+from visus.media import load, probe
+from visus.media.types import Fitted, Profile
 from visus.models import ModelSpec
 from visus.net import afetch
 from visus.perception import (
@@ -483,14 +483,27 @@ EDIT = Tool(
 # --- send_image ------------------------------------------------------------------------
 
 
+#: What send_image sends: image files (decoded, or an SVG drawn), never a text file or a
+#: document rendered into a picture of itself.
+_SENDABLE = frozenset({"raster", "svg"})
+
+
+def _outbound(data: bytes, path: str, render: bool) -> Fitted:
+    kind = probe(data).kind
+    if kind not in _SENDABLE:
+        raise UnsupportedTypeError(
+            f"{path!r} is {kind}, not an image file: send_image sends images only "
+            "(view shows it to you)"
+        )
+    return load(data, profile=OUTBOUND_PROFILE, render=render, name=path)
+
+
 async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = _str_arg(args, "path")
     # Fitted for what leaves the agent (tether's per-image bound), not for the model.
-    # Errors (missing, outside reach, undecodable) become an error result in call().
+    # Errors (missing, outside reach, not an image) become an error result in call().
     data = ctx.reach.read_bytes(ctx.reach.resolve(path))
-    fitted = await asyncio.to_thread(
-        load, data, profile=OUTBOUND_PROFILE, render=ctx.reach.render, name=path
-    )
+    fitted = await asyncio.to_thread(_outbound, data, path, ctx.reach.render)
     ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
     # The record keeps what was sent (a surface re-showing the conversation needs it);
     # it is re-viewable from its path, so retention may elide it like a view.
@@ -512,7 +525,10 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
 SEND_IMAGE = Tool(
     ToolSpec(
         name="send_image",
-        description="Attach an image file to your reply so the user receives it.",
+        description=(
+            "Attach an image file (png, jpeg, gif, webp, svg...) to your reply so the user "
+            "receives it. Text files and documents are not sent."
+        ),
         parameters={
             "type": "object",
             "properties": {"path": {"type": "string"}},

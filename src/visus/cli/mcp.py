@@ -41,16 +41,20 @@ def mcp_command(
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
 
-    from visus.cli._common import check_roots
+    from visus.cli._common import check_roots, data_root
 
     check_roots(root)
 
+    from visus.agent.policy import guarded_reach
     from visus.mcp_server import build_server
     from visus.tether.client import TetherClient
 
+    # view never shows visus's own files, the data folder of this configuration included.
+    reach = guarded_reach(list(root or [Path.cwd()]), data=[data_root(None)])
+
     async def main() -> None:
         async with TetherClient(url, token) as client:
-            server = build_server(client, roots=root, result_bytes=max_result_bytes)
+            server = build_server(client, roots=reach, result_bytes=max_result_bytes)
             await server.run_stdio_async()
 
     anyio.run(main)

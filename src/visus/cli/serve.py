@@ -49,14 +49,24 @@ def serve(
         typer.Option(
             "--root",
             metavar="DIR",
-            help="Folder MCP's view tool may see (repeatable; default: cwd)",
+            help="Folder the agents (and /mcp's view) may reach, at most: a create request "
+            "only narrows these (repeatable; default: [server] roots, else <data>/files)",
         ),
     ] = None,
+    allow_write: Annotated[
+        bool,
+        typer.Option(
+            "--allow-write",
+            help="Give the agents the edit tool (default: [server] write_tools, off)",
+        ),
+    ] = False,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
     Embedded defaults: the offline reference model (when no provider key is set), data
-    under the user's data folder (or --data / VISUS_DATA), loopback only.
+    under the user's data folder (or --data / VISUS_DATA), loopback only. What clients
+    may reach is decided here, once: --root, --mcp and --allow-write over visus.toml;
+    a create request only narrows it, and no agent reaches visus's own files.
     """
     from visus.agent import McpServerSpec
     from visus.app import create_main_app
@@ -72,7 +82,8 @@ def serve(
     if problem:
         fail(f"cannot listen on {host}:{port}: {problem}")
     try:
-        server = config().server
+        cfg = config()  # read once: every gate below comes from this value
+        server = cfg.server
         token = token or (server.token.get_secret_value() if server.token else None)
         check_bind(host, token)
         url = store_url(store)
@@ -84,7 +95,9 @@ def serve(
             host=host,
             roots=root,
             mcp_servers=[McpServerSpec.parse(flag) for flag in mount or ()],
+            write_tools=True if allow_write else None,
             store=url,
+            config=cfg,
         )
     except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
@@ -101,10 +114,12 @@ def serve(
     if not no_mcp:
         typer.echo(f"  MCP        {base}/mcp")
     typer.echo(f"  instance   {app.state.default_instance} (model {app.state.default_model})")
-    files = getattr(app.state.registry.get(app.state.default_instance).runner, "files", None)
-    if files is not None:
-        # Where to put what the web chat's agent should read or view (its only root).
-        typer.echo(f"  files      {files}  (the web chat agent reads and views files here)")
+    policy = app.state.policy
+    for shown_root in policy.roots:
+        # Where to put what the agents should read or view (their roots, at most).
+        typer.echo(f"  files      {shown_root}  (agents read and view files here)")
+    if policy.write_tools:
+        typer.echo("  edit       on: agents may change files under these roots")
     # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
     tether_server(app, host=host, port=port, log_level="warning").run()
 

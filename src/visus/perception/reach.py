@@ -1,9 +1,13 @@
-"""Reach: the roots a tool may see, and whether the host lets it render.
+"""Reach: the roots a tool may see, what it may never see, and whether it may render.
 
 A ref reaches a file only if the file, resolved after every symlink, lies under
-one of the resolved roots. Relative refs are taken from the first root. Rendering
-(svg, text and pdf become pixels) is a second capability the host may withhold;
-raster images are viewable either way.
+one of the resolved roots and under none of the denied places (``deny``: visus's own
+config, data folder, blobs, records and logs), unless it also lies under one of the
+folders carved out of them (``deny_except``: the files folder visus hands its agents).
+A root that contains a denied place does not open it: the deny-list holds whatever
+the roots. Relative refs are taken from the first root. Rendering (svg, text and pdf
+become pixels) is a second capability the host may withhold; raster images are
+viewable either way.
 
 Errors (``visus.errors``): a path outside every root, whether by ``../`` or by a
 symlink, is a ``ReachError`` and never says whether the target exists; a missing
@@ -17,6 +21,11 @@ Example:
     >>> _ = (root / "a.txt").write_text("hi")
     >>> Reach([root]).resolve("a.txt") == (root / "a.txt").resolve()
     True
+    >>> (root / "own").mkdir(); _ = (root / "own" / "visus.toml").write_text("x")
+    >>> Reach([root], deny=[root / "own"]).resolve("own/visus.toml")
+    Traceback (most recent call last):
+    ...
+    visus.errors.ReachError: 'own/visus.toml' is among visus's own files: no tool reaches them
 """
 
 from __future__ import annotations
@@ -39,34 +48,64 @@ from visus.limits import MAX_SOURCE_BYTES
 __all__ = ["Reach"]
 
 
+def _resolved(paths: Sequence[Path | str] | Path | str, what: str) -> tuple[Path, ...]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    for item in paths:
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"a reach {what} is a path, got {type(item).__name__}")
+        path = Path(item).expanduser().resolve()
+        if path not in out:
+            out.append(path)
+    return tuple(out)
+
+
+def _under(path: Path, places: tuple[Path, ...]) -> bool:
+    return any(path == place or path.is_relative_to(place) for place in places)
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Reach:
-    """Allowed roots (resolved once, after symlinks) and the render capability."""
+    """Allowed roots, denied places and their carve-outs (all resolved once, after
+    symlinks), and the render capability."""
 
     roots: tuple[Path, ...]
     render: bool
+    deny: tuple[Path, ...]
+    deny_except: tuple[Path, ...]
 
-    def __init__(self, roots: Sequence[Path | str] | Path | str, render: bool = True) -> None:
-        if isinstance(roots, (str, os.PathLike)):
-            roots = [roots]
-        resolved: list[Path] = []
-        for root in roots:
-            if not isinstance(root, (str, os.PathLike)):
-                raise TypeError(f"a reach root is a path, got {type(root).__name__}")
-            path = Path(root).expanduser().resolve()
-            if path not in resolved:
-                resolved.append(path)
-        object.__setattr__(self, "roots", tuple(resolved))
+    def __init__(
+        self,
+        roots: Sequence[Path | str] | Path | str,
+        render: bool = True,
+        *,
+        deny: Sequence[Path | str] = (),
+        deny_except: Sequence[Path | str] = (),
+    ) -> None:
+        object.__setattr__(self, "roots", _resolved(roots, "root"))
         object.__setattr__(self, "render", bool(render))
+        object.__setattr__(self, "deny", _resolved(deny, "denied place"))
+        object.__setattr__(self, "deny_except", _resolved(deny_except, "carve-out"))
 
     @classmethod
     def cwd(cls, *, render: bool = True) -> Reach:
         """The current directory as the only root."""
         return cls([Path.cwd()], render=render)
 
+    def denies(self, path: Path) -> bool:
+        """Whether an already-resolved ``path`` is one of the denied places.
+
+        Example:
+            >>> Reach(["/srv"], deny=["/srv/data"], deny_except=["/srv/data/files"]).denies(
+            ...     Path("/srv/data/files/a.png"))
+            False
+        """
+        return _under(path, self.deny) and not _under(path, self.deny_except)
+
     def contains(self, path: Path) -> bool:
-        """Whether an already-resolved ``path`` lies under a root."""
-        return any(path == root or path.is_relative_to(root) for root in self.roots)
+        """Whether an already-resolved ``path`` lies under a root and is not denied."""
+        return _under(path, self.roots) and not self.denies(path)
 
     def resolve(self, ref: str | os.PathLike[str]) -> Path:
         """The regular file ``ref`` names, resolved after symlinks, inside a root.
@@ -93,7 +132,7 @@ class Reach:
         except (RuntimeError, OSError) as e:  # symlink loop, name too long
             raise InvalidInputError(f"cannot resolve {raw!r}: {e}") from e
         if not self.contains(loose):
-            raise ReachError(f"{raw!r} is outside the allowed roots")
+            raise self._outside(raw, loose)
         try:
             real = path.resolve(strict=True)
         except FileNotFoundError as e:
@@ -101,7 +140,7 @@ class Reach:
         except (RuntimeError, OSError) as e:
             raise InvalidInputError(f"cannot resolve {raw!r}: {e}") from e
         if not self.contains(real):  # changed between the two resolves
-            raise ReachError(f"{raw!r} is outside the allowed roots")
+            raise self._outside(raw, real)
         try:
             st = real.stat()
         except FileNotFoundError as e:
@@ -113,6 +152,12 @@ class Reach:
         if not stat.S_ISREG(st.st_mode):
             raise UnsupportedTypeError(f"{raw!r} is not a regular file")
         return real
+
+    def _outside(self, raw: str, path: Path) -> ReachError:
+        # Said the same whether or not the file exists: the refusal leaks nothing.
+        if self.denies(path):
+            return ReachError(f"{raw!r} is among visus's own files: no tool reaches them")
+        return ReachError(f"{raw!r} is outside the allowed roots")
 
     def read_bytes(self, path: Path, *, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
         """Read a file :meth:`resolve` returned, refusing more than ``max_bytes``.

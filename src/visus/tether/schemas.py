@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from visus import limits
 
 __all__ = [
     "CANCEL_IN_SCHEMA",
+    "FORBIDDEN",
     "FRAME_IN_SCHEMA",
     "MESSAGE_IN_SCHEMA",
     "Accepted",
@@ -29,6 +31,9 @@ __all__ = [
     "InstanceOut",
     "PollOut",
 ]
+
+#: The validation error type of a field a client may never give (answered 403).
+FORBIDDEN = "forbidden"
 
 _IMAGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -99,28 +104,51 @@ MESSAGE_IN_SCHEMA: dict[str, Any] = {
 FRAME_IN_SCHEMA: dict[str, Any] = {"oneOf": [MESSAGE_IN_SCHEMA, CANCEL_IN_SCHEMA]}
 
 
+#: What a create request can never give for an MCP server: a program to start, or
+#: secrets to keep. The operator configures such servers; a request names them.
+_OPERATOR_ONLY = ("command", "args", "env", "headers")
+
+
 class McpServerIn(BaseModel):
-    """An MCP server the instance's agent mounts (tools ``NAME__TOOL``)."""
+    """An MCP server the instance's agent mounts (tools ``NAME__TOOL``): one the
+    operator configured, by ``name``, or (when the operator allows it) an https ``url``."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
-    url: str | None = Field(None, description="streamable-HTTP endpoint")
-    headers: dict[str, str] = Field(default_factory=dict)
-    command: str | None = Field(
-        None, description="stdio command (needs [mcp] allow_remote_commands on the server)"
+    url: str | None = Field(
+        None,
+        description="streamable-HTTP endpoint of a server of the client's own (only when "
+        "the server's operator set [mcp] allow_client_urls)",
     )
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _operator_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            given = [k for k in _OPERATOR_ONLY if k in data]
+            if given:
+                raise PydanticCustomError(
+                    FORBIDDEN,
+                    "a create request cannot give {given}: name an MCP server the "
+                    "operator configured (visus serve --mcp, [[mcp.servers]])",
+                    {"given": ", ".join(given)},
+                )
+        return data
 
 
 class InstanceCreate(BaseModel):
     model: str = Field(min_length=1, pattern=r"\S", description="catalog id of the model")
     tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
     roots: list[Annotated[str, Field(pattern="^/")]] | None = Field(
-        None, description="absolute folders the tools may reach"
+        None,
+        description="absolute folders the tools may reach, each inside a root the server "
+        "allows (null: all of those)",
     )
     mcp_servers: list[McpServerIn] | None = Field(
-        None, max_length=16, description="MCP servers to mount as tools NAME__TOOL"
+        None,
+        max_length=16,
+        description="MCP servers to mount as tools NAME__TOOL (null: every one the server's "
+        "operator configured)",
     )
 
 

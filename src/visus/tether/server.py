@@ -48,7 +48,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits, paths
-from visus.errors import ConfigError, LimitError, NotFoundError, VisusError
+from visus.errors import (
+    ConfigError,
+    LimitError,
+    NotFoundError,
+    PolicyError,
+    ReachError,
+    VisusError,
+)
 from visus.store import Store
 from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
 from visus.tether.guard import LoopbackGuard
@@ -57,6 +64,7 @@ from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_j
 from visus.tether.ring import Page
 from visus.tether.runner import MCP_SERVERS_KEY, RunnerFactory
 from visus.tether.schemas import (
+    FORBIDDEN,
     FRAME_IN_SCHEMA,
     Accepted,
     ErrorBody,
@@ -109,6 +117,10 @@ def encode_page(page: Page | RawPage) -> bytes:
 _E = {
     400: {"model": ErrorBody, "description": "a malformed request; the error names the field"},
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
+    403: {
+        "model": ErrorBody,
+        "description": "the operator's policy refuses it (outside_reach, forbidden)",
+    },
     404: {"model": ErrorBody, "description": "no such instance"},
     413: {"model": ErrorBody, "description": "over a tether limit; the error names it"},
     409: {"model": ErrorBody, "description": "the instance is in use by this server itself"},
@@ -134,6 +146,8 @@ class _Status:
 #: Any other VisusError is a 400 ``invalid_input``.
 ERROR_STATUS: tuple[tuple[type[VisusError], _Status], ...] = (
     (NotFoundError, _Status(404, "not_found")),
+    (ReachError, _Status(403, "outside_reach")),
+    (PolicyError, _Status(403, "forbidden")),
     (InUseError, _Status(409, "in_use")),
     (BusyError, _Status(429, "busy", limit="TETHER_MAX_PENDING_TURNS", retry_after="1")),
     (TetherLimitError, _Status(413, "too_large")),
@@ -179,6 +193,8 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     field = ".".join(str(p) for p in first.get("loc", ()))
+    if first.get("type") == FORBIDDEN:
+        return _err(403, "forbidden", f"{field}: {first.get('msg')}", field=field)
     ctype = request.headers.get("content-type", "")
     if field == "body" and "json" not in ctype:
         # curl -d sends a form by default; the pydantic message would not say so.
@@ -211,9 +227,16 @@ Reg = Annotated[Registry, Depends(get_registry)]
 router = APIRouter(prefix="/v1", dependencies=[Depends(_openapi_bearer)], responses={401: _E[401]})
 
 
-@router.post("/instances", status_code=201, response_model=InstanceOut, responses={400: _E[400]})
+@router.post(
+    "/instances",
+    status_code=201,
+    response_model=InstanceOut,
+    responses={400: _E[400], 403: _E[403]},
+)
 async def create_instance(body: InstanceCreate, registry: Reg) -> dict[str, Any]:
-    """Create an instance: an agent with a model, tools and roots."""
+    """Create an instance: an agent with a model, tools and roots, within what the
+    server's operator allows (a root outside it: 403 ``outside_reach``; an MCP server or
+    a write tool it did not allow: 403 ``forbidden``)."""
     # The runner factory reads mounted MCP servers from extra (tether knows no agent).
     mcp = [m.model_dump(exclude_defaults=True) for m in body.mcp_servers or ()]
     extra = {MCP_SERVERS_KEY: mcp} if mcp else None
