@@ -9,8 +9,12 @@ p50 and p99 of each and the added latency are printed.
 
 1. Text only: a 20-message Chat Completions body (~6 KB) with tools; nothing to edit,
    so the proxy forwards the original bytes.
-2. Five images to fit: an Anthropic Messages body with five 3000x2000 JPEG photos
-   (about 0.6 MB each); each is fitted to claude-sonnet-4-6 (1568 px) before forwarding.
+2. Five images to fit, first time: an Anthropic Messages body with five 3000x2000
+   JPEG photos (about 0.6 MB each) the proxy has not seen; each is fitted to
+   claude-sonnet-4-6 (1568 px) before forwarding. A fresh set of photos per run.
+3. The same request again: what every agent does at its next step (it re-sends its
+   history). The proxy's cache knows each image and what it sent for it, so nothing is
+   decoded or fitted again and the same bytes go out.
 
 Run: ``.venv/bin/python -m benchmarks proxy``
 """
@@ -36,7 +40,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_RUNS = 60
-IMAGE_RUNS = 15
+IMAGE_RUNS = 8
 
 _UPSTREAM = """
 import sys, uvicorn
@@ -95,7 +99,20 @@ def _photo(seed: int) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _bodies() -> dict[str, tuple[str, bytes]]:
+def _images_body(first_seed: int) -> bytes:
+    content: list[dict[str, Any]] = [{"type": "text", "text": "compare these"}]
+    for seed in range(first_seed, first_seed + 5):
+        source = {"type": "base64", "media_type": "image/jpeg", "data": _photo(seed)}
+        content.append({"type": "image", "source": source})
+    images = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": content}],
+    }
+    return json.dumps(images).encode()
+
+
+def _text_body() -> bytes:
     messages: list[dict[str, Any]] = []
     for i in range(10):
         messages.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
@@ -111,20 +128,7 @@ def _bodies() -> dict[str, tuple[str, bytes]]:
         }
         for i in range(5)
     ]
-    text = {"model": "gpt-4.1", "messages": messages, "tools": tools}
-    content: list[dict[str, Any]] = [{"type": "text", "text": "compare these"}]
-    for seed in range(5):
-        source = {"type": "base64", "media_type": "image/jpeg", "data": _photo(seed)}
-        content.append({"type": "image", "source": source})
-    images = {
-        "model": "claude-sonnet-4-6",
-        "max_tokens": 100,
-        "messages": [{"role": "user", "content": content}],
-    }
-    return {
-        "text only": ("/v1/chat/completions", json.dumps(text).encode()),
-        "5 images to fit": ("/v1/messages", json.dumps(images).encode()),
-    }
+    return json.dumps({"model": "gpt-4.1", "messages": messages, "tools": tools}).encode()
 
 
 def _time(client: httpx.Client, url: str, body: bytes) -> float:
@@ -141,9 +145,48 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def _row(name: str, size: int, direct: list[float], proxied: list[float]) -> float:
+    """Print one row; the added p50 in seconds."""
+    d50, d99 = statistics.median(direct), _pct(direct, 0.99)
+    p50, p99 = statistics.median(proxied), _pct(proxied, 0.99)
+    print(
+        f"{name:<22} {size / 1e6:>7.2f}MB {d50 * 1e3:>9.1f}ms {d99 * 1e3:>6.1f}ms "
+        f"{p50 * 1e3:>8.1f}ms {p99 * 1e3:>6.1f}ms {(p50 - d50) * 1e3:>8.1f}ms "
+        f"{(p99 - d99) * 1e3:>8.1f}ms  (x{p50 / d50:.2f} p50, n={len(direct)})"
+    )
+    return p50 - d50
+
+
+def _text_rows(client: httpx.Client, upstream: str, proxy: str) -> None:
+    path, body = "/v1/chat/completions", _text_body()
+    for _ in range(3):  # warm-up: connections, imports
+        _time(client, upstream + path, body)
+        _time(client, proxy + path, body)
+    direct = [_time(client, upstream + path, body) for _ in range(TEXT_RUNS)]
+    proxied = [_time(client, proxy + path, body) for _ in range(TEXT_RUNS)]
+    _row("text only", len(body), direct, proxied)
+
+
+def _image_rows(client: httpx.Client, upstream: str, proxy: str) -> None:
+    path = "/v1/messages"
+    _time(client, proxy + path, _images_body(1000))  # warm-up: the fitting code paths
+    direct: list[float] = []
+    first: list[float] = []
+    again: list[float] = []
+    size = 0
+    for run in range(IMAGE_RUNS):
+        body = _images_body(run * 5)  # photos the proxy has never seen
+        size = len(body)
+        direct.append(_time(client, upstream + path, body))
+        first.append(_time(client, proxy + path, body))
+        again.append(_time(client, proxy + path, body))
+    added_first = _row("5 images, first time", size, direct, first)
+    added_again = _row("same request again", size, direct, again)
+    print(f"repeated request: {added_again / added_first:.1%} of the first's added time (p50)")
+
+
 def main() -> None:
     up_port, proxy_port = _free_port(), _free_port()
-    bodies = _bodies()
     headers = {"content-type": "application/json", "authorization": "Bearer k", "x-api-key": "k"}
     proxy_cmd = [
         sys.executable,
@@ -162,28 +205,13 @@ def main() -> None:
         httpx.Client(headers=headers, timeout=120) as client,
     ):
         print(
-            f"{'request':<16} {'body':>9} {'direct p50':>11} {'p99':>8} "
+            f"{'request':<22} {'body':>9} {'direct p50':>11} {'p99':>8} "
             f"{'proxy p50':>10} {'p99':>8} {'added p50':>10} {'added p99':>10}"
         )
-        for name, (path, body) in bodies.items():
-            runs = TEXT_RUNS if name == "text only" else IMAGE_RUNS
-            for _ in range(3):  # warm-up: connections, imports, the fitting code paths
-                _time(client, upstream + path, body)
-                _time(client, proxy + path, body)
-            direct: list[float] = []
-            proxied: list[float] = []
-            for _ in range(runs):
-                direct.append(_time(client, upstream + path, body))
-                proxied.append(_time(client, proxy + path, body))
-            d50, d99 = statistics.median(direct), _pct(direct, 0.99)
-            p50, p99 = statistics.median(proxied), _pct(proxied, 0.99)
-            print(
-                f"{name:<16} {len(body) / 1e6:>7.2f}MB {d50 * 1e3:>9.1f}ms {d99 * 1e3:>6.1f}ms "
-                f"{p50 * 1e3:>8.1f}ms {p99 * 1e3:>6.1f}ms {(p50 - d50) * 1e3:>8.1f}ms "
-                f"{(p99 - d99) * 1e3:>8.1f}ms  (x{p50 / d50:.2f} p50, n={runs})"
-            )
+        _text_rows(client, upstream, proxy)
+        _image_rows(client, upstream, proxy)
         stats = client.get(f"{proxy}/stats").json()
         print(
-            f"proxy stats: {stats['requests']} requests, {stats['images_fitted']} images fitted, "
-            f"{stats['bytes_saved'] / 1e6:.1f} MB saved"
+            f"proxy stats: {stats['requests']} requests, {stats['images_fitted']} images fitted "
+            f"({stats['images_cached']} from the cache), {stats['bytes_saved'] / 1e6:.1f} MB saved"
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
+from visus.proxy.mcp import restore_tool
 from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
@@ -122,6 +123,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
 
     ``options`` go to :meth:`Edit.for_model` (``live_images``, ``cache``, ``view_tool``).
     """
+    options.setdefault("view_tool", restore_tool(body.get("tools")))
     edit = Edit.for_model(body.get("model"), RULES, policy=policy, **options)
     messages = body.get("messages")
     if not isinstance(messages, list):

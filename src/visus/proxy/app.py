@@ -4,6 +4,7 @@
 * ``POST /v1/chat/completions``: OpenAI Chat Completions.
 * ``POST /v1/responses``: OpenAI Responses.
 * ``GET /stats``: :class:`~visus.proxy.stats.ProxyStats` as JSON.
+* ``/mcp``: the proxy's MCP server, ``restore_image`` (:mod:`visus.proxy.mcp`).
 * any other path under ``/v1``: forwarded to the upstream as it is.
 
 Paths are taken as clients spell them (``/messages`` and ``/v1/v1/messages`` are
@@ -18,7 +19,7 @@ app answers loopback names only (:class:`~visus.tether.guard.LoopbackGuard`, as
 Example:
     >>> app = create_proxy_app(ProxyConfig(upstream="https://api.anthropic.com"))
     >>> [r.path for r in app.routes]
-    ['/stats', '/{path:path}']
+    ['/mcp', '/stats', '/{path:path}']
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.cache import FitCache
 from visus.proxy.edit import Edit, ImageNote
 from visus.proxy.encoding import READABLE, BodyTooLarge, UnknownCoding, decode_body
+from visus.proxy.mcp import RestoreServer
 from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
 from visus.proxy.rejection import explain
 from visus.proxy.stats import ProxyStats
@@ -121,6 +123,10 @@ class _Proxy:
     stats: ProxyStats = field(default_factory=ProxyStats)
     client: httpx.AsyncClient | None = None
     cache: FitCache = field(default_factory=lambda: FitCache(limits.PROXY_FIT_CACHE_BYTES))
+    mcp: RestoreServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.mcp = RestoreServer(self.cache.elided)
 
     def http(self) -> httpx.AsyncClient:
         if self.client is None:
@@ -373,16 +379,18 @@ class TokenGate:
 
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
-    yield
     proxy: _Proxy = app.state.proxy
+    async with proxy.mcp.running():
+        yield
     if proxy.client is not None:
         await proxy.client.aclose()
 
 
 def create_proxy_app(config: ProxyConfig) -> Starlette:
     """The proxy app for ``config`` (serve it with uvicorn, or ``visus proxy``)."""
-    app = Starlette(routes=routes, lifespan=_lifespan)
-    app.state.proxy = _Proxy(config)
+    proxy = _Proxy(config)
+    app = Starlette(routes=[*proxy.mcp.routes(), *routes], lifespan=_lifespan)
+    app.state.proxy = proxy
     if config.token:
         app.add_middleware(TokenGate, token=config.token)
     else:

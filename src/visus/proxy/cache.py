@@ -31,7 +31,7 @@ from typing import Final
 
 from visus.media import Profile
 
-__all__ = ["AS_IS", "AsIs", "FitCache", "Fitted", "Known", "image_key"]
+__all__ = ["AS_IS", "AsIs", "ElidedImages", "FitCache", "Fitted", "Known", "image_key"]
 
 #: Entries of the small maps (what an image is; "sent as it was").
 _MAX_SMALL: Final = 100_000
@@ -75,8 +75,10 @@ def image_key(b64: str) -> str:
 class FitCache:
     """Fitting results by (image key, profile), LRU-bounded by fitted bytes; thread-safe."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, elided_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes
+        #: The images left out of requests, for ``restore_image`` (same bound by default).
+        self.elided = ElidedImages(max_bytes if elided_bytes is None else elided_bytes)
         self._lock = threading.Lock()
         self._known: OrderedDict[str, Known] = OrderedDict()
         self._fitted: OrderedDict[tuple[str, Profile], Fitted | AsIs] = OrderedDict()
@@ -121,3 +123,45 @@ class FitCache:
                 _, gone = self._fitted.popitem(last=False)
                 if not isinstance(gone, AsIs):
                     self._bytes -= len(gone.b64)
+
+
+class ElidedImages:
+    """The images the proxy left out of requests, by the digest their descriptor names.
+
+    What the proxy's own ``restore_image`` tool (MCP, at ``/mcp``) gives back. Every
+    request re-sends the images it elides, so an image stays here as long as its
+    conversation goes on; least recently elided leave first past ``max_bytes``.
+    Only images the proxy itself elided are held, and only a full digest finds one.
+
+    Example:
+        >>> store = ElidedImages(max_bytes=100)
+        >>> store.keep("ab" * 32, "image/png", "iVBORw0KGgo=")
+        >>> store.get("ab" * 32)
+        ('image/png', 'iVBORw0KGgo=')
+        >>> store.get("ab" * 6) is None
+        True
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._images: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._bytes = 0
+
+    def keep(self, digest: str, media_type: str, b64: str) -> None:
+        if len(b64) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._images.pop(digest, None)
+            if old is not None:
+                self._bytes -= len(old[1])
+            self._images[digest] = (media_type, b64)
+            self._bytes += len(b64)
+            while self._bytes > self.max_bytes:
+                _, (_, gone) = self._images.popitem(last=False)
+                self._bytes -= len(gone)
+
+    def get(self, digest: str) -> tuple[str, str] | None:
+        """``(media_type, base64)`` of an elided image, by its full sha256 digest."""
+        with self._lock:
+            return self._images.get(digest)

@@ -191,9 +191,12 @@ class Edit:
     def changed(self) -> bool:
         return bool(self.fitted or self.hoisted or self.repaired or self.elided)
 
-    def known(self, b64: str) -> Known | None:
-        """What a base64 image is (decoded and probed once per image, then cached)."""
-        key = image_key(b64)
+    def known(self, b64: str, key: str | None = None) -> Known | None:
+        """What a base64 image is (decoded and probed once per image, then cached).
+
+        ``key``: its :func:`~visus.proxy.cache.image_key`, if the caller has it.
+        """
+        key = key if key is not None else image_key(b64)
         found = self.cache.known(key) if self.cache is not None else None
         if found is not None:
             return found
@@ -223,18 +226,19 @@ class Edit:
         sent for an image is cached, so a re-sent history is not fitted again and its
         images go out as the same bytes.
         """
-        known = self.known(b64)
+        digest = image_key(b64)
+        known = self.known(b64, digest)
         if known is None:
             self.notes.append(ImageNote(where, f"{where} ({media_type}, not a readable image)"))
             return None
-        key = (image_key(b64), media_type)
-        cached = self.cache.fitted(f"{key[0]}:{key[1]}", self.profile) if self.cache else None
+        key = f"{digest}:{media_type}"
+        cached = self.cache.fitted(key, self.profile) if self.cache else None
         if cached is None:
             cached = self._fit(b64, media_type, known, where)
             if cached is None:
                 return None
             if self.cache is not None:
-                self.cache.put(f"{key[0]}:{key[1]}", self.profile, cached)
+                self.cache.put(key, self.profile, cached)
         else:
             self.cache_hits += 1
         w, h = known.width, known.height
@@ -311,6 +315,8 @@ class Edit:
         """
         known = self.known(b64) if b64 is not None else None
         self.elided += 1
+        if known is not None and b64 is not None and self.cache is not None:
+            self.cache.elided.keep(known.digest, known.media_type, b64)
         if known is not None:
             self.tokens_saved += self._tokens(known.width, known.height)
             self.bytes_saved += len(b64 or "") * 3 // 4

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, call_text, data_url, parse_data_url
+from visus.proxy.mcp import restore_tool
 from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
@@ -139,6 +140,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
 
     ``options`` go to :meth:`Edit.for_model` (``live_images``, ``cache``, ``view_tool``).
     """
+    options.setdefault("view_tool", restore_tool(body.get("tools")))
     edit = Edit.for_model(body.get("model"), RULES, policy=policy, **options)
     messages = body.get("messages")
     if not isinstance(messages, list):
