@@ -12,7 +12,14 @@ from visus.agent import ToolContext, ToolRegistry
 from visus.models import get_model
 from visus.perception import Reach
 from visus.record.blobs import MemoryBlobStore
-from visus.record.messages import AttachmentOrigin, ImagePart, TextPart, UserMessage
+from visus.record.messages import (
+    AttachmentOrigin,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolResult,
+    UserMessage,
+)
 from visus.reference.grid import make_grid
 
 MODEL = get_model("claude-sonnet-4-6")
@@ -88,3 +95,33 @@ async def test_a_blob_missing_from_the_store_is_a_refusal(tmp_path: Path) -> Non
     out = await ToolRegistry.builtin().call("view", {"path": "sha256:" + "ab" * 32}, ctx)
     assert out.is_error
     assert "cannot be shown again" in out.parts[0].text
+
+
+async def test_a_file_changed_since_its_view_says_so_and_offers_the_old_pixels(
+    tmp_path: Path,
+) -> None:
+    blobs = MemoryBlobStore()
+    record: list[Message] = [UserMessage(parts=(TextPart("look"),), turn=1)]
+    ctx = ToolContext(reach=Reach([tmp_path]), model=MODEL, blobs=blobs, record=record)
+    call = ToolRegistry.builtin().call
+    seen: list[ImagePart] = []
+    notes: list[str] = []
+    for turn, seed in enumerate((1, 1, 2), 1):  # shot, shot again unchanged, new screen
+        (tmp_path / "screen.png").write_bytes(make_grid(1, 2, seed=seed)[0])
+        out = await call("view", {"path": "screen.png"}, ctx)
+        note, image = out.parts
+        assert isinstance(note, TextPart)
+        assert isinstance(image, ImagePart)
+        assert f"; sha256:{image.digest[:16]}" in note.text  # the view names its pixels
+        record.append(ToolResult(f"c{turn}", "view", out.parts, turn=turn))
+        seen.append(image)
+        notes.append(note.text)
+    assert "changed" not in notes[1]
+    first = seen[0].digest[:16]
+    assert notes[2].endswith(
+        f'; screen.png has changed since you viewed it in turn 2: view("sha256:{first}") '
+        "shows it as it was then"
+    )
+    _, again = (await call("view", {"path": f"sha256:{first}"}, ctx)).parts
+    assert isinstance(again, ImagePart)
+    assert again.digest == seen[0].digest

@@ -71,6 +71,7 @@ __all__ = [
     "ToolOutcome",
     "ToolRegistry",
     "perception_parts",
+    "short_digest",
 ]
 
 
@@ -285,7 +286,42 @@ def perception_parts(
         summary += f"; page {p.page or 1} of {p.page_count}"
     if p.line_total:
         summary += f"; lines {p.line_start}-{p.line_end} of {p.line_total}"
+    # The digest names these very pixels: a path may show other ones later.
+    summary += f"; {short_digest(digest)}" + _changed_note(image, ctx)
     return (TextPart(summary), image)
+
+
+def short_digest(digest: str) -> str:
+    """``sha256:`` and the first 16 hex digits: what view text and descriptors print.
+
+    Example:
+        >>> short_digest("ab" * 32)
+        'sha256:abababababababab'
+    """
+    return f"sha256:{digest[:16]}"
+
+
+def _changed_note(image: ImagePart, ctx: ToolContext) -> str:
+    """Say so when the same call showed other pixels earlier in this record.
+
+    A screenshot tool overwrites one file: ``view("screen.png")`` in turn 4 shows
+    turn 4's screen, and the model should know the turn-1 one is still reachable.
+    """
+    for message in reversed(ctx.record):
+        if message.kind != "tool":
+            continue
+        for part in message.parts:
+            if not (isinstance(part, ImagePart) and part.origin == image.origin):
+                continue
+            if part.digest == image.digest:
+                return ""
+            what = image.origin.source if isinstance(image.origin, PerceptionOrigin) else "it"
+            earlier = short_digest(part.digest)
+            return (
+                f"; {what} has changed since you viewed it in turn {message.turn}: "
+                f'view("{earlier}") shows it as it was then'
+            )
+    return ""
 
 
 # --- read ----------------------------------------------------------------------------
