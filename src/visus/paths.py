@@ -27,7 +27,15 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["DATA_ENV", "blobs_dir", "data_dir", "files_dir", "refit_index", "sessions_dir"]
+__all__ = [
+    "DATA_ENV",
+    "blobs_dir",
+    "data_dir",
+    "files_dir",
+    "integration_blobs_dir",
+    "refit_index",
+    "sessions_dir",
+]
 
 #: Environment variable naming the data folder when no explicit one is given.
 DATA_ENV = "VISUS_DATA"
@@ -70,6 +78,20 @@ def files_dir(data: Path | str) -> Path:
         '/srv/visus/files'
     """
     return Path(data) / "files"
+
+
+def integration_blobs_dir(data: Path | str) -> Path:
+    """The blobs of the framework integrations (``<data>/integrations/blobs``).
+
+    Kept apart from :func:`blobs_dir`: a framework's history (a pydantic-ai message
+    list, an Agents SDK session) names these images where ``visus gc`` cannot see,
+    so gc never collects them; delete the folder when those histories are gone.
+
+    Example:
+        >>> integration_blobs_dir("/srv/visus").as_posix()
+        '/srv/visus/integrations/blobs'
+    """
+    return Path(data) / "integrations" / "blobs"
 
 
 def refit_index(data: Path | str) -> Path:

@@ -10,10 +10,13 @@ import random
 import re
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from visus import paths
+from visus.record.blobs import FileBlobStore
 from visus.reference.grid import make_grid
 from visus.reference.server import serve_in_background
 
@@ -76,6 +79,19 @@ def seen(answer: str) -> dict[str, Any]:
     data = json.loads(blocks[0])
     assert isinstance(data, dict)
     return data
+
+
+def collect_garbage(data: Path) -> None:
+    """``visus gc --grace 0`` on the data folder ``data``, proven to collect there: a
+    blob no session names (put in the sessions' store first) is gone after."""
+    from typer.testing import CliRunner
+
+    from visus.cli import app
+
+    stray = FileBlobStore(paths.blobs_dir(data)).put(b"no session names this", "image/png")
+    out = CliRunner().invoke(app, ["gc", "--data", str(data), "--grace", "0"])
+    assert out.exit_code == 0, out.output
+    assert not FileBlobStore(paths.blobs_dir(data)).has(stray), out.output
 
 
 def view_call(path: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import warnings
 from pathlib import Path
@@ -9,24 +10,28 @@ from typing import Any
 
 import openai
 import pytest
+from PIL import Image
 
 pytest.importorskip("langchain")
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from tests.integrations.conftest import (
     assert_view_descriptor,
+    collect_garbage,
     elided_digest,
     enlarged,
     grid,
     seen,
     view_call,
 )
+from visus import media
 from visus.integrations.langchain import VisionMiddleware
 from visus.models import get_model, image_tokens
 from visus.reference.grid import score_grid
@@ -110,7 +115,7 @@ async def test_twenty_turns_keep_prompt_image_tokens_flat(
     assert len(set(per_turn)) == 1, per_turn
     tools = [m for m in messages if isinstance(m, ToolMessage)]
     assert len(tools) == 20
-    assert all(vision.core.blobs.has(m.artifact["visus"]["digest"]) for m in tools)
+    assert all(vision.blobs.has(m.artifact["visus"]["digest"]) for m in tools)
     assert all(any(b.get("type") == "image" for b in m.content) for m in tools)
 
 
@@ -187,3 +192,83 @@ async def test_a_google_chat_model_is_looked_up_as_gemini(tmp_path: Path) -> Non
         warnings.simplefilter("error")  # no "unknown model" warning
         spec = vision.spec_for(Gemini(messages=iter([])))
     assert (spec.provider, spec.name) == ("gemini", get_model("gemini:gemini-2.5-flash").name)
+
+
+class _BothAsked(AgentMiddleware):
+    """Holds each agent's reply until both models were called: the second request
+    is prepared before the first agent's tool runs, as when two agents share a
+    process and their calls interleave."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.barrier = asyncio.Barrier(2)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        response = await handler(request)
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            await asyncio.wait_for(self.barrier.wait(), 30)
+        return response
+
+
+async def test_one_middleware_fits_each_agents_images_for_its_own_model(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    Image.new("RGB", (3000, 1000), "white").save(tmp_path / "wide.png")
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    both = _BothAsked()
+    claude = ChatAnthropic(model="claude-sonnet-4-6", base_url=reference_url, api_key="k")  # type: ignore[call-arg]
+    gpt = ChatOpenAI(model="gpt-4.1", base_url=f"{reference_url}/v1", api_key="k")  # type: ignore[arg-type]
+    models += [claude, gpt]
+    agents = [create_agent(m, tools=[], middleware=[both, vision]) for m in (claude, gpt)]
+    prompt = {"messages": [_user(view_call("wide.png"))]}
+    states = await asyncio.gather(*(a.ainvoke(prompt) for a in agents))
+    for state, name in zip(states, ("anthropic:claude-sonnet-4-6", "openai:gpt-4.1"), strict=True):
+        (image,) = seen(state["messages"][-1].content)["images"]
+        fitted = media.fit((tmp_path / "wide.png").read_bytes(), get_model(name).profile())
+        assert (image["width"], image["height"]) == (fitted.width, fitted.height), name
+        (tool,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        assert f"sent as image/png {fitted.width}x{fitted.height}" in tool.content[0]["text"]
+
+
+async def _viewed_red(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> tuple[Any, list[AnyMessage], str]:
+    """An agent, the state of a conversation that viewed a small red image, its digest."""
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(
+        model_for("openai-chat", reference_url, models), tools=[], middleware=[vision]
+    )
+    state = await agent.ainvoke({"messages": [_user(view_call("a.png"))]})
+    (tool,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    return agent, state["messages"], tool.artifact["visus"]["digest"]
+
+
+async def _view_again(agent: Any, messages: list[AnyMessage], ref: str) -> dict[str, Any]:
+    """What the model received after ``view(ref)`` in the conversation ``messages``."""
+    again = await agent.ainvoke({"messages": [*messages, _user(view_call(ref))]})
+    (image,) = seen(again["messages"][-1].content)["images"]
+    assert isinstance(image, dict)
+    return image
+
+
+async def test_a_digest_reaches_only_images_of_the_conversation_asking(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    agent, mine, digest = await _viewed_red(reference_url, tmp_path, models)
+    for ref in (f"sha256:{digest}", f"sha256:{digest[:12]}"):
+        other = await agent.ainvoke({"messages": [_user(view_call(ref))]})
+        (refused,) = [m for m in other["messages"] if isinstance(m, ToolMessage)]
+        assert str(refused.content).startswith("refused (not_found)"), ref
+    # The conversation that holds it can have it again, by a prefix too.
+    image = await _view_again(agent, mine, f"sha256:{digest[:12]}")
+    assert (image["width"], image["height"]) == (64, 48)
+
+
+async def test_gc_keeps_what_the_graph_state_still_holds(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    agent, mine, digest = await _viewed_red(reference_url, tmp_path, models)
+    collect_garbage(tmp_path / "data")
+    image = await _view_again(agent, mine, f"sha256:{digest[:16]}")
+    assert (image["width"], image["height"]) == (64, 48)

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import sqlite3
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 pytest.importorskip("agents")
 
 from agents import (
     Agent,
+    OpenAIChatCompletionsModel,
     OpenAIProvider,
     RunConfig,
     Runner,
     SQLiteSession,
     ToolOutputImage,
+    UserError,
     function_tool,
     set_tracing_disabled,
 )
@@ -26,12 +33,14 @@ from openai import AsyncOpenAI
 
 from tests.integrations.conftest import (
     assert_view_descriptor,
+    collect_garbage,
     elided_digest,
     enlarged,
     grid,
     seen,
     view_call,
 )
+from visus.integrations.core import VisionWarning
 from visus.integrations.openai_agents import Vision, VisionSession
 from visus.models import get_model, image_tokens
 from visus.record.blobs import MemoryBlobStore
@@ -117,7 +126,7 @@ async def test_twenty_turns_flat_image_tokens_and_a_small_session(
     agent = Agent(name="eyes", model="reference", tools=vision.tools)
     config = vision.run_config(model_provider=provider(reference_url, "chat", clients))
     db = tmp_path / "session.db"
-    session = VisionSession(SQLiteSession("s", db), vision.core.blobs)
+    session = vision.session(SQLiteSession("s", db))
     png, expected = grid(1, 2, "agents-shot")  # one screen, shot every turn
     spec = get_model("reference")
     per_turn: list[int] = []
@@ -158,7 +167,7 @@ async def test_twenty_turns_flat_image_tokens_and_a_small_session(
     assert len(refs) == 20
     assert all(u.startswith("visus-blob:sha256:") and len(u) < 100 for u in refs)
     assert not any("base64" in json.dumps(r) for r in rows)
-    assert vision.core.blobs.get(refs[0].split("sha256:")[1]) == png  # stored once, intact
+    assert vision.blobs.get(refs[0].split("sha256:")[1]) == png  # stored once, intact
 
 
 async def test_session_with_a_lost_blob_loads_with_a_note() -> None:
@@ -221,7 +230,6 @@ async def test_parallel_views_on_chat_completions_arrive_in_one_user_message(
 async def test_another_tools_image_is_fitted_then_elided_and_viewable_again(
     reference_url: str, tmp_path: Path, api: str, shape: str, clients: list[AsyncOpenAI]
 ) -> None:
-    import base64
 
     png, expected = grid(2, 2, f"agents-own-tool-{api}")
     big = enlarged(png, 4000)  # past the reference model's 2576 px
@@ -264,3 +272,82 @@ def test_an_agent_naming_no_model_is_fitted_for_the_sdks_default(
     monkeypatch.setenv("OPENAI_DEFAULT_MODEL", "gpt-4o")
     vision = Vision(roots=[tmp_path], data=tmp_path / "data")
     assert vision.spec_for(None).name == "gpt-4o"
+
+
+def _outputs(result: Any) -> list[Any]:
+    """The tool outputs of a run, as its items hold them."""
+    return [i["output"] for i in result.to_input_list() if i.get("type") == "function_call_output"]
+
+
+def _eyes(
+    url: str, tmp_path: Path, api: str, clients: list[AsyncOpenAI]
+) -> tuple[Vision, Agent[Any], RunConfig]:
+    """visus wired as documented, with a small red image at a.png to view."""
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    return vision, agent, vision.run_config(model_provider=provider(url, api, clients))
+
+
+async def test_a_digest_reaches_only_images_of_the_conversation_asking(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    _, agent, config = _eyes(reference_url, tmp_path, "responses", clients)
+    mine = await Runner.run(agent, view_call("a.png"), run_config=config)
+    ((_, image),) = _outputs(mine)
+    digest = hashlib.sha256(base64.b64decode(image["image_url"].split(",")[1])).hexdigest()
+    for ref in (f"sha256:{digest}", f"sha256:{digest[:12]}"):
+        other = await Runner.run(agent, view_call(ref), run_config=config)
+        assert _outputs(other)[0].startswith("refused (not_found)"), ref
+    # The conversation that holds it can have it again, by a prefix too.
+    items = [*mine.to_input_list(), {"role": "user", "content": view_call(ref)}]
+    again = await Runner.run(agent, items, run_config=config)
+    (image,) = seen(again.final_output)["images"]
+    assert (image["width"], image["height"]) == (64, 48)
+
+
+async def test_gc_keeps_what_a_session_still_holds(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    vision, agent, config = _eyes(reference_url, tmp_path, "chat", clients)
+    session = vision.session(SQLiteSession("kept", tmp_path / "session.db"))
+    await Runner.run(agent, view_call("a.png"), run_config=config, session=session)
+    collect_garbage(tmp_path / "data")
+    (output,) = [i["output"] for i in await session.get_items() if "output" in i]
+    assert [c["type"] for c in output] == ["input_text", "input_image"], output
+    with Image.open(io.BytesIO(base64.b64decode(output[1]["image_url"].split(",")[1]))) as im:
+        assert im.size == (64, 48)
+
+
+@pytest.mark.parametrize("wiring", ["plain-run-config", "explicit-chat-model"])
+async def test_a_run_that_would_drop_the_image_fails_with_the_fix(
+    reference_url: str, tmp_path: Path, wiring: str, clients: list[AsyncOpenAI]
+) -> None:
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    chat = provider(reference_url, "chat", clients)
+    if wiring == "plain-run-config":
+        agent = Agent(name="eyes", model="reference", tools=vision.tools)
+        config, fix = RunConfig(model_provider=chat), "run_config=vision.run_config("
+    else:
+        model = OpenAIChatCompletionsModel("reference", openai_client=clients[0])
+        agent = Agent(name="eyes", model=model, tools=vision.tools)
+        config, fix = vision.run_config(model_provider=chat), "vision.model(model)"
+    with pytest.raises(UserError, match="would never see this image") as raised:
+        await Runner.run(agent, view_call("a.png"), run_config=config)
+    assert fix in str(raised.value)
+
+
+async def test_a_run_without_retention_on_responses_warns_once(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = RunConfig(model_provider=provider(reference_url, "responses", clients))
+    with pytest.warns(VisionWarning, match="never elided"):
+        first = await Runner.run(agent, view_call("a.png"), run_config=config)
+    assert len(seen(first.final_output)["images"]) == 1  # Responses takes it as it is
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await Runner.run(agent, view_call("a.png"), run_config=config)

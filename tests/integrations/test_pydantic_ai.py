@@ -35,7 +35,14 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tests.integrations.conftest import elided_digest, enlarged, grid, seen, view_call
+from tests.integrations.conftest import (
+    collect_garbage,
+    elided_digest,
+    enlarged,
+    grid,
+    seen,
+    view_call,
+)
 from visus.integrations.core import CONSERVATIVE, VisionWarning
 from visus.integrations.pydantic_ai import Vision
 from visus.models import get_model, image_tokens
@@ -101,7 +108,7 @@ async def test_view_reaches_the_model_on_every_wire_then_leaves_as_a_descriptor(
     # The framework's own history still holds the pixels, and so does the blob store.
     (kept,) = _images(second.all_messages())
     assert kept.identifier.startswith("sha256:")
-    assert vision.core.blobs.get(kept.identifier.removeprefix("sha256:")) == kept.data
+    assert vision.blobs.get(kept.identifier.removeprefix("sha256:")) == kept.data
 
 
 async def test_twenty_turns_keep_prompt_image_tokens_flat(
@@ -131,7 +138,7 @@ async def test_twenty_turns_keep_prompt_image_tokens_flat(
     # Persisted history keeps all 20 images (bytes inline, digests in the blob store).
     kept = _images(history)
     assert len(kept) == 20
-    assert all(vision.core.blobs.has(k.identifier.removeprefix("sha256:")) for k in kept)
+    assert all(vision.blobs.has(k.identifier.removeprefix("sha256:")) for k in kept)
 
 
 def _calls_then_answers(
@@ -267,3 +274,35 @@ async def test_another_tools_svg_is_drawn_as_a_raster(reference_url: str, tmp_pa
     result = await agent.run("call chart {}")
     (image,) = seen(result.output)["images"]
     assert [w["text"] for w in image["words"]] == ["HARBOR"]
+
+
+def test_a_digest_reaches_only_images_of_the_conversation_asking(tmp_path: Path) -> None:
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    returns: list[Any] = []
+    mine = Agent(_calls_then_answers("a.png", returns), capabilities=[vision]).run_sync("x")
+    (_, image) = returns.pop()
+    digest = image.identifier.removeprefix("sha256:")
+    for ref in (f"sha256:{digest}", f"sha256:{digest[:12]}"):
+        Agent(_calls_then_answers(ref, returns), capabilities=[vision]).run_sync("y")
+        assert returns.pop().startswith("refused (not_found)"), ref
+    # The conversation that holds it can have it again, by a prefix too.
+    agent = Agent(_calls_then_answers(f"sha256:{digest[:12]}", returns), capabilities=[vision])
+    agent.run_sync("again", message_history=mine.all_messages())
+    (_, again) = returns.pop()
+    assert again.data == image.data
+
+
+def test_gc_keeps_what_the_framework_history_still_holds(tmp_path: Path) -> None:
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "a.png")
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    returns: list[Any] = []
+    mine = Agent(_calls_then_answers("a.png", returns), capabilities=[vision]).run_sync("x")
+    (_, image) = returns.pop()
+    collect_garbage(tmp_path / "data")
+    # The history names the image by digest (its descriptor will too): still there.
+    ref = image.identifier[:23]
+    agent = Agent(_calls_then_answers(ref, returns), capabilities=[vision])
+    agent.run_sync("again", message_history=mine.all_messages())
+    (_, again) = returns.pop()
+    assert again.data == image.data

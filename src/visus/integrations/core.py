@@ -9,7 +9,13 @@ translation between its framework's message types and this core. The core owns:
   the catalog (``visus.models``); a name the catalog does not know as a vision model
   gets :data:`CONSERVATIVE`'s limits and one warning;
 * the blob store: every viewed image is stored once by sha256, so a framework history
-  that holds only the descriptor (or the digest) can always have the pixels back;
+  that holds only the descriptor (or the digest) can always have the pixels back. It
+  is the integrations' own (``<data>/integrations/blobs``), apart from the sessions'
+  store that ``visus gc`` collects: only the framework knows what its histories
+  still hold;
+* a conversation's reach: ``view("sha256:...")`` (or a prefix) names only images of
+  the history the call belongs to (:class:`HeldImage`, read from the framework's own
+  messages each time), never another conversation's on the same instance;
 * retention as a view decision: :meth:`VisionCore.live_from` says which turns keep
   pixels and :meth:`VisionCore.descriptor` is the plain text an older image becomes;
 * images the framework's own tools return (a screenshot tool of the user's): fitted to
@@ -29,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import os
 import re
@@ -47,7 +54,14 @@ from visus.models.spec import AnthropicPatches
 from visus.perception import Reach
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
-from visus.record.messages import ImagePart, PerceptionOrigin, TextPart, ToolSpec, UserMessage
+from visus.record.messages import (
+    ImagePart,
+    Message,
+    PerceptionOrigin,
+    TextPart,
+    ToolResult,
+    ToolSpec,
+)
 from visus.retention import (
     ImageFate,
     RetentionPolicy,
@@ -59,11 +73,13 @@ from visus.retention import (
 __all__ = [
     "CONSERVATIVE",
     "TOOL_NAMES",
+    "HeldImage",
     "Seen",
     "ToolImage",
     "VisionCore",
     "VisionWarning",
     "catalog_provider",
+    "held_record",
     "image_in_text",
     "raster_type",
 ]
@@ -161,6 +177,42 @@ def raster_type(data: bytes) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldImage:
+    """An image a framework's history holds, as one of its tool calls may name it.
+
+    ``digest`` is the sha256 of the bytes the history holds (computed from them, never
+    taken from a name the history gives itself), so a digest reaches only pixels
+    the conversation really has. ``turn`` is its turn; ``source``/``page`` the
+    ``view`` call that produced it, when one did.
+    """
+
+    digest: str
+    turn: int = 1
+    source: str | None = None
+    page: int | None = None
+
+
+def held_record(held: Iterable[HeldImage]) -> tuple[Message, ...]:
+    """The record a tool call of one conversation reads: its images, in order.
+
+    A view's image keeps the call that made it (so re-viewing the same path can say
+    the file changed since); any other is named by its digest.
+
+    Example:
+        >>> record = held_record([HeldImage("ab" * 32, 1, "screen.png")])
+        >>> record[0].parts[0].origin.source, record[0].turn
+        ('screen.png', 1)
+    """
+    out: list[Message] = []
+    for h in held:
+        source = h.source if h.source is not None else f"sha256:{h.digest}"
+        origin = PerceptionOrigin(source, page=h.page)
+        part = ImagePart(h.digest, "image/png", 0, 0, 0, origin)
+        out.append(ToolResult("", "view" if h.source else "", (part,), turn=h.turn))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Seen:
     """What one tool call produced: the text the model reads, and the image if any.
 
@@ -212,9 +264,13 @@ class VisionCore:
     text and pdf). ``live_turns``/``chunk``/``live_images``/``image_chunk`` are the
     retention knobs of :class:`~visus.retention.RetentionPolicy` (by default at most
     ``limits.RETENTION_LIVE_IMAGES`` tool images live, however long a run is). Blobs go
-    to ``blobs`` if given, else
-    under ``data`` (default: visus's data folder). ``allow_loopback_http`` lets
+    to ``blobs`` if given, else under ``data`` (default: visus's data folder) in
+    :func:`~visus.paths.integration_blobs_dir`. ``allow_loopback_http`` lets
     ``view`` fetch plain http from loopback (local tests only).
+
+    Nothing here belongs to one conversation: what a call may name by digest comes
+    from the history it is called in (:class:`HeldImage`), so one instance can serve
+    many conversations.
     """
 
     def __init__(
@@ -241,7 +297,9 @@ class VisionCore:
             blobs
             if blobs is not None
             else FileBlobStore(
-                paths.blobs_dir(paths.data_dir(None if data is None else os.fspath(data)))
+                paths.integration_blobs_dir(
+                    paths.data_dir(None if data is None else os.fspath(data))
+                )
             )
         )
         unknown = sorted(set(tools) - set(TOOL_NAMES))
@@ -251,11 +309,6 @@ class VisionCore:
         self.allow_loopback_http = allow_loopback_http
         self._specs: dict[tuple[str, str | None], ModelSpec] = {}
         self._warned: set[str] = set()
-        # digest -> the part a view produced: its origin names the call that re-views it.
-        self._images: dict[str, ImagePart] = {}
-        # Digests of the images in the histories this core has prepared: what
-        # view("sha256:...") may show again (the framework's history is the record).
-        self._conversation: set[str] = set()
         self._fitted: OrderedDict[tuple[str, str], ToolImage] = OrderedDict()
 
     # --- models ------------------------------------------------------------------
@@ -298,14 +351,25 @@ class VisionCore:
             raise KeyError(name)
         return found
 
-    async def call(self, name: str, args: Mapping[str, Any], model: ModelSpec) -> Seen:
-        """Run tool ``name`` with decoded ``args`` for ``model``; never raises for bad input."""
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        model: ModelSpec,
+        held: Iterable[HeldImage] = (),
+    ) -> Seen:
+        """Run tool ``name`` with decoded ``args`` for ``model``; never raises for bad input.
+
+        ``held`` is what the calling conversation's history holds: the only images
+        ``view("sha256:...")`` may show, and the earlier views a re-view by path is
+        compared with.
+        """
         ctx = ToolContext(
             reach=self.reach,
             model=model,
             blobs=self.blobs,
             allow_loopback_http=self.allow_loopback_http,
-            record=self._record(),
+            record=held_record(held),
         )
         outcome = await self.registry.call(name, args, ctx)
         texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]
@@ -313,22 +377,7 @@ class VisionCore:
         if not images:
             return Seen("\n".join(texts), is_error=outcome.is_error)
         image = images[0]  # view returns one image per call
-        self._images[image.digest] = image
         return Seen("\n".join(texts), image, self.blobs.get(image.digest), outcome.is_error)
-
-    def _record(self) -> tuple[UserMessage, ...]:
-        """The images a digest ref may name, as the one-message record the tools read."""
-        known = sorted(self._conversation | self._images.keys())
-        if not known:
-            return ()
-        parts = tuple(
-            ImagePart(d, "image/png", 0, 0, 0, PerceptionOrigin(f"sha256:{d}")) for d in known
-        )
-        return (UserMessage(parts),)
-
-    def in_conversation(self, digests: Iterable[str]) -> None:
-        """Note images of a framework history, so ``view("sha256:...")`` reaches them."""
-        self._conversation.update(d.removeprefix("sha256:") for d in digests)
 
     def remember(self, data: bytes, media_type: str) -> str:
         """Store an image a framework tool returned (once) and return its digest.
@@ -338,13 +387,14 @@ class VisionCore:
         digest = content_digest(data)
         if not self.blobs.has(digest):
             self.blobs.put(data, media_type)
-        self._conversation.add(digest)
         return digest
 
     def tool_image(self, data: bytes, media_type: str, model: ModelSpec) -> ToolImage:
-        """An image a framework tool returned, stored once and fitted to ``model``.
+        """An image as ``model`` is sent it: stored once, fitted to ``model`` if it must be.
 
-        Never raises: bytes that are not an image visus can fit go on as they are.
+        A view's image was fitted for the model that asked for it; another request
+        (another model on the same history) gets it fitted again when it does not
+        fit. Never raises: bytes that are not an image visus can fit go on as they are.
         """
         digest = content_digest(data)
         key = (digest, model.name)
@@ -354,31 +404,35 @@ class VisionCore:
             return cached
         self.remember(data, media_type)
         image = ToolImage(digest, data, media_type)
-        try:
-            head = media.probe(data)
-            profile = model.profile()
-            if head.kind == "raster" and head.width and head.height:
-                image = dataclasses.replace(image, width=head.width, height=head.height)
-                fits = (
-                    head.media_type == media_type
-                    and head.media_type in profile.media_types
-                    and max(head.width, head.height) <= profile.max_edge
-                    and head.width * head.height <= profile.max_pixels
-                    and len(data) <= profile.max_bytes
-                )
-                if not fits:
-                    out = media.fit(data, profile)
-                    image = ToolImage(digest, out.data, out.media_type, out.width, out.height)
-            elif head.kind == "svg" and self.reach.render:
-                # No provider takes image/svg+xml (a chart tool's output): drawn as view
-                # draws one, in the render worker under its budget.
-                out = media.load(data, profile=profile)
-                image = ToolImage(digest, out.data, out.media_type, out.width, out.height)
-        except VisusError:
-            pass  # not an image visus reads: the provider says what is wrong with it
+        # Bytes visus cannot read as an image go on: the provider says what is wrong.
+        with contextlib.suppress(VisusError):
+            image = self._fit(image, model)
         self._fitted[key] = image
         while len(self._fitted) > _FITTED_CACHE:
             self._fitted.popitem(last=False)
+        return image
+
+    def _fit(self, image: ToolImage, model: ModelSpec) -> ToolImage:
+        data, media_type = image.data, image.media_type
+        head = media.probe(data)
+        profile = model.profile()
+        if head.kind == "raster" and head.width and head.height:
+            fits = (
+                head.media_type == media_type
+                and head.media_type in profile.media_types
+                and max(head.width, head.height) <= profile.max_edge
+                and head.width * head.height <= profile.max_pixels
+                and len(data) <= profile.max_bytes
+            )
+            if fits:
+                return dataclasses.replace(image, width=head.width, height=head.height)
+            out = media.fit(data, profile)
+            return ToolImage(image.digest, out.data, out.media_type, out.width, out.height)
+        if head.kind == "svg" and self.reach.render:
+            # No provider takes image/svg+xml (a chart tool's output): drawn as view
+            # draws one, in the render worker under its budget.
+            out = media.load(data, profile=profile)
+            return ToolImage(image.digest, out.data, out.media_type, out.width, out.height)
         return image
 
     # --- retention ---------------------------------------------------------------
@@ -394,18 +448,14 @@ class VisionCore:
         policy = self.policy
         return plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
 
-    def known_image(self, digest: str) -> ImagePart | None:
-        """The part a view of this process produced for ``digest`` (``sha256:`` optional)."""
-        return self._images.get(digest.removeprefix("sha256:"))
-
     def descriptor(
         self, digest: str, turn: int, *, source: str | None = None, page: int | None = None
     ) -> str:
         """The plain text an image of ``turn`` becomes once it leaves the live window.
 
-        The view that produced ``digest`` names the source; else ``source``/``page``
-        (from the framework's recorded call arguments); else the digest itself. The
-        call it offers is ``view("sha256:...")``, which shows exactly those pixels.
+        ``source``/``page`` are the view call's arguments (from the framework's
+        recorded call); without them the digest names the image. The call it offers is
+        ``view("sha256:...")``, which shows exactly those pixels.
         """
         return elided_descriptor(self._part(digest, source, page), turn)
 
@@ -417,25 +467,14 @@ class VisionCore:
 
     def _part(self, digest: str, source: str | None, page: int | None) -> ImagePart:
         bare = digest.removeprefix("sha256:")
-        if bare:  # the descriptor may offer view("sha256:..."): honour it
-            self._conversation.add(bare)
-        known = self._images.get(bare)
-        if source is not None or known is None:
-            # The same pixels may have been viewed under several names: the call that
-            # produced this very image names its source.
-            origin = PerceptionOrigin(source=source or f"sha256:{bare}", tool="view", page=page)
-            return ImagePart(bare, "image/png", 0, 0, 0, origin)
-        return known
+        origin = PerceptionOrigin(source=source or f"sha256:{bare}", tool="view", page=page)
+        return ImagePart(bare, "image/png", 0, 0, 0, origin)
 
-    def tokens(self, model: ModelSpec, digest: str, data: bytes = b"") -> int:
-        """Image tokens of the image ``digest`` for ``model`` (visus's formulas).
+    def tokens(self, model: ModelSpec, data: bytes) -> int:
+        """Image tokens of ``data`` (an image as sent) for ``model`` (visus's formulas).
 
-        Sizes come from the view that produced it, else from ``data``'s header;
-        bytes that are not an image cost 0.
+        Bytes that are not an image cost 0.
         """
-        known = self._images.get(digest.removeprefix("sha256:"))
-        if known is not None:
-            return image_tokens(model, known.width, known.height)
         try:
             head = media.probe(data)
         except VisusError:

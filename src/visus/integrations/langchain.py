@@ -4,16 +4,20 @@
 middleware
 
 * registers visus's ``view`` and ``read`` tools (``AgentMiddleware.tools``): an image
-  is fitted to the chat model the agent calls (its model name through visus's
-  catalog), stored in visus's blob store and returned as a standard ``image`` content
-  block, with its digest and source in the ``ToolMessage.artifact`` (never sent);
+  is fitted to the chat model whose reply asked for it (``wrap_model_call`` notes the
+  model on that ``AIMessage``'s ``response_metadata``; ``wrap_tool_call`` reads it back
+  from the conversation's state, so one middleware serves agents of several models
+  at once), stored in visus's blob store and returned as a standard ``image`` content
+  block, with its digest and source in the ``ToolMessage.artifact`` (never sent). A
+  digest reaches only images of the state the call runs in;
 * rewrites each model request in ``wrap_model_call`` (the request only: the graph's
   state keeps every message as it was): tool images (a view's, or any other tool's
   image block, fitted to the model) from before the live window become
   visus's plain-text descriptor, and for every chat model but Anthropic's (which
   takes images inside ``tool_result``) live tool images move to one ``HumanMessage``
   after the run of tool messages, each labelled with its call, since OpenAI's Chat
-  Completions refuses images in tool messages;
+  Completions refuses images in tool messages; a live image is fitted to the
+  request's model again if another model asked for it;
 * keeps :attr:`VisionMiddleware.last_request` (live/elided/hoisted counts, tokens).
 
 Example:
@@ -27,23 +31,33 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import dataclasses
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from visus import limits
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
+from visus.integrations.core import TOOL_NAMES, HeldImage, VisionCore, image_in_text
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import ToolCallRequest
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import (
+        AIMessage,
+        AnyMessage,
+        BaseMessage,
+        HumanMessage,
+        ToolMessage,
+    )
     from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.types import Command
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ConfigError(
         "visus.integrations.langchain needs LangChain v1: pip install 'visus[langchain]'"
@@ -60,6 +74,21 @@ _PROVIDERS = {
     "chat-google-generative-ai": "gemini",
 }
 _IMAGES_IN_TOOL_RESULTS = frozenset({"anthropic-chat"})
+# Where wrap_model_call notes, on the reply, the model that made its tool calls.
+_MODEL_KEY = "visus_model"
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What one tool call runs with: the model that asked, the images its state holds."""
+
+    model: ModelSpec
+    held: tuple[HeldImage, ...]
+
+
+# Set by wrap_tool_call around the tool's own run (the same task or thread): one
+# call's model and conversation, never another's.
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("visus_call", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +141,12 @@ class VisionMiddleware(AgentMiddleware):
             allow_loopback_http=allow_loopback_http,
         )
         self.last_request: RequestImages | None = None
-        # The model whose reply asked for the tool call: what a view is fitted to.
-        self._spec: ModelSpec = self.core.model_spec("gpt-4.1", "openai")
         self.tools: list[BaseTool] = [self._tool(s.name) for s in self.core.tool_specs()]
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Where this integration stores images (``<data>/integrations/blobs``)."""
+        return self.core.blobs
 
     # --- tools -------------------------------------------------------------------
 
@@ -122,7 +154,9 @@ class VisionMiddleware(AgentMiddleware):
         spec = self.core.tool(name).spec
 
         async def run(**args: Any) -> tuple[Any, Any]:
-            seen = await self.core.call(name, args, self._spec)
+            # Outside an agent (no wrap_tool_call): conservative limits, no digest reach.
+            call = _CALL.get() or _Call(self.core.model_spec("unknown"), ())
+            seen = await self.core.call(name, args, call.model, call.held)
             if seen.image is None:
                 return seen.text, None
             image = seen.image
@@ -152,12 +186,89 @@ class VisionMiddleware(AgentMiddleware):
             response_format="content_and_artifact",
         )
 
+    # --- tool calls --------------------------------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        if request.tool not in self.tools:
+            return handler(request)
+        token = _CALL.set(self._call(request))
+        try:
+            return handler(request)
+        finally:
+            _CALL.reset(token)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        if request.tool not in self.tools:
+            return await handler(request)
+        token = _CALL.set(await asyncio.to_thread(self._call, request))
+        try:
+            return await handler(request)
+        finally:
+            _CALL.reset(token)
+
+    def _call(self, request: ToolCallRequest) -> _Call:
+        """The model whose reply made this call, and what the call's state holds."""
+        state = request.state
+        messages = state.get("messages", []) if isinstance(state, dict) else []
+        call_id = request.tool_call.get("id")
+        asked = next(
+            (
+                m
+                for m in reversed(messages)
+                if isinstance(m, AIMessage) and any(c.get("id") == call_id for c in m.tool_calls)
+            ),
+            None,
+        )
+        noted = asked.response_metadata.get(_MODEL_KEY) if asked is not None else None
+        if isinstance(noted, list | tuple) and len(noted) == 2:
+            model = self.core.model_spec(str(noted[0]), noted[1])
+        else:  # a reply this middleware did not see: what the provider says it was
+            meta = asked.response_metadata if asked is not None else {}
+            model = self.core.model_spec(
+                str(meta.get("model_name") or "unknown"), meta.get("model_provider")
+            )
+        return _Call(model, tuple(self.held(messages)))
+
+    def held(self, messages: Iterable[BaseMessage]) -> list[HeldImage]:
+        """The images ``messages`` hold (tool results and human messages), with turns."""
+        messages = list(messages)
+        out: list[HeldImage] = []
+        for m, turn in zip(messages, _turns(messages), strict=True):
+            if not isinstance(m, ToolMessage | HumanMessage):
+                continue
+            meta = _visus_artifact(m)
+            source = meta.get("source") if meta is not None else None
+            page = meta.get("page") if meta is not None else None
+            m = _with_image_text(m)
+            blocks = m.content if isinstance(m.content, list) else []
+            for block in filter(_is_image_block, blocks):
+                found = _image_bytes(block)
+                if found is not None:
+                    out.append(
+                        HeldImage(
+                            content_digest(found[0]),
+                            turn,
+                            source if isinstance(source, str) else None,
+                            page if isinstance(page, int) else None,
+                        )
+                    )
+        return out
+
     # --- requests ----------------------------------------------------------------
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        return handler(self._prepare(request))
+        prepared, ref = self._prepare(request)
+        return _noted(handler(prepared), ref)
 
     async def awrap_model_call(
         self,
@@ -165,7 +276,8 @@ class VisionMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         # Fitting another tool's image is CPU work: off the event loop.
-        return await handler(await asyncio.to_thread(self._prepare, request))
+        prepared, ref = await asyncio.to_thread(self._prepare, request)
+        return _noted(await handler(prepared), ref)
 
     def spec_for(self, model: BaseChatModel) -> ModelSpec:
         """The catalog spec of a LangChain chat model (its model name and provider).
@@ -173,40 +285,24 @@ class VisionMiddleware(AgentMiddleware):
         Every LangChain chat model reports both for tracing (``ls_model_name``,
         ``ls_provider``: ``openai``, ``anthropic``, ``google_genai``, ``ollama``...).
         """
-        try:
-            params = model._get_ls_params()
-        except Exception:  # a chat model of any make: its tracing hook is not ours to trust
-            params = {}
-        name = (
-            params.get("ls_model_name")
-            or getattr(model, "model_name", None)
-            or getattr(model, "model", None)
-        )
-        provider = params.get("ls_provider") or _PROVIDERS.get(getattr(model, "_llm_type", ""))
-        # Google's clients name models "models/gemini-2.5-flash"; the catalog does not.
-        return self.core.model_spec(str(name or "unknown").removeprefix("models/"), provider)
+        return self.core.model_spec(*_model_ref(model))
 
-    def _prepare(self, request: ModelRequest) -> ModelRequest:
-        self._spec = self.spec_for(request.model)
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, tuple[str, str | None]]:
+        ref = _model_ref(request.model)
         hoist = getattr(request.model, "_llm_type", "") not in _IMAGES_IN_TOOL_RESULTS
-        messages = self.model_messages(request.messages, self._spec, hoist=hoist)
-        return request.override(messages=messages)
+        messages = self.model_messages(request.messages, self.core.model_spec(*ref), hoist=hoist)
+        return request.override(messages=messages), ref
 
     def model_messages(
         self, messages: Sequence[AnyMessage], model: ModelSpec, *, hoist: bool
     ) -> list[AnyMessage]:
         """What the model should see of ``messages`` (which are not changed).
 
-        Tool images, a view's or any other tool's (fitted to ``model``), leave the
-        window as descriptors and, with ``hoist``, move to one ``HumanMessage``.
+        Tool images, a view's or any other tool's, are fitted to ``model``, leave
+        the window as descriptors and, with ``hoist``, move to one ``HumanMessage``.
         """
-        turns: list[int] = []
-        turn = 0
-        for m in messages:
-            if isinstance(m, HumanMessage):
-                turn += 1
-            turns.append(max(turn, 1))
-        current = max(turn, 1)
+        turns = _turns(messages)
+        current = max(turns, default=1)
         first_live = self.core.live_from(current)
         prepared = [_with_image_text(m) for m in messages]
         digests = [
@@ -237,7 +333,8 @@ class VisionMiddleware(AgentMiddleware):
             for b in images:
                 kind = next(fates).kind if t >= first_live else "evicted"
                 if kind == "live":
-                    swap[id(b)] = b if meta is not None else self._fitted(b, model)
+                    # A view's was fitted for the model that asked; this one may need less.
+                    swap[id(b)] = self._fitted(b, model)
                     sent.append(swap[id(b)])
                     continue
                 repeat = kind == "repeat"
@@ -253,8 +350,7 @@ class VisionMiddleware(AgentMiddleware):
             live += len(sent)
             for b in sent:
                 found = _image_bytes(b)
-                digest = str(meta["digest"]) if meta is not None else ""
-                tokens += self.core.tokens(model, digest, found[0]) if found else 0
+                tokens += self.core.tokens(model, found[0]) if found else 0
             if not hoist:
                 content = [swap.get(id(b), b) for b in m.content]
                 changed = any(swap[id(b)] is not b for b in images)
@@ -274,12 +370,13 @@ class VisionMiddleware(AgentMiddleware):
         return out
 
     def _digest(self, block: dict[str, Any], meta: dict[str, Any] | None) -> str:
-        """What tells two tool images apart: a view's digest, the bytes' digest, or a URL."""
-        if meta is not None:
-            return str(meta["digest"])
+        """What tells two tool images apart: the bytes' digest (a view's names the same),
+        or a web image's URL."""
         found = _image_bytes(block)
         if found is not None:
             return content_digest(found[0])
+        if meta is not None:
+            return str(meta["digest"])
         return _image_url(block) or ""
 
     def _repeat(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
@@ -292,7 +389,8 @@ class VisionMiddleware(AgentMiddleware):
         )
 
     def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
-        """Another tool's image block, fitted to ``model`` (a web URL as it is)."""
+        """An image block as ``model`` is sent it (a web URL as it is). A view's was
+        fitted for the model that asked; another model on the same state may need less."""
         found = _image_bytes(block)
         if found is None:
             return block
@@ -307,18 +405,60 @@ class VisionMiddleware(AgentMiddleware):
         }
 
     def _descriptor(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
-        if meta is not None:  # a view: its descriptor names the call that shows it again
-            source = meta.get("source") if isinstance(meta.get("source"), str) else None
-            page = meta.get("page") if isinstance(meta.get("page"), int) else None
-            return self.core.descriptor(str(meta["digest"]), turn, source=source, page=page)
         found = _image_bytes(block)
         if found is None:
             url = _image_url(block)
             if url is None:  # a provider file id: nothing visus can show again
                 return f"[image elided: returned by a tool in turn {turn}]"
             return self.core.descriptor("", turn, source=url)  # view takes the URL
-        # Another tool's image: stored, so the digest its descriptor names shows it again.
-        return self.core.descriptor(self.core.remember(*found), turn)
+        # Stored (a view's already is), so the digest its descriptor names shows it again.
+        digest = self.core.remember(*found)
+        source = meta.get("source") if meta is not None else None
+        page = meta.get("page") if meta is not None else None
+        return self.core.descriptor(
+            digest,
+            turn,
+            source=source if isinstance(source, str) else None,
+            page=page if isinstance(page, int) else None,
+        )
+
+
+def _model_ref(model: BaseChatModel) -> tuple[str, str | None]:
+    """The (name, provider) a chat model reports of itself, as the catalog is asked."""
+    try:
+        params = model._get_ls_params()
+    except Exception:  # a chat model of any make: its tracing hook is not ours to trust
+        params = {}
+    name = (
+        params.get("ls_model_name")
+        or getattr(model, "model_name", None)
+        or getattr(model, "model", None)
+    )
+    provider = params.get("ls_provider") or _PROVIDERS.get(getattr(model, "_llm_type", ""))
+    # Google's clients name models "models/gemini-2.5-flash"; the catalog does not.
+    return str(name or "unknown").removeprefix("models/"), provider
+
+
+def _noted(response: ModelResponse, ref: tuple[str, str | None]) -> ModelResponse:
+    """``response`` with the model that made its tool calls noted on each reply."""
+    result = [
+        m.model_copy(update={"response_metadata": {**m.response_metadata, _MODEL_KEY: list(ref)}})
+        if isinstance(m, AIMessage) and m.tool_calls
+        else m
+        for m in response.result
+    ]
+    return dataclasses.replace(response, result=result)
+
+
+def _turns(messages: Sequence[BaseMessage]) -> list[int]:
+    """Each message's turn: one starts at each human message."""
+    turns: list[int] = []
+    turn = 0
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            turn += 1
+        turns.append(max(turn, 1))
+    return turns
 
 
 def _with_image_text(m: AnyMessage) -> AnyMessage:

@@ -17,9 +17,14 @@
   and on Chat Completions, whose converter keeps only the text of a tool output (the
   image is silently dropped), live images are hoisted into one user message after the
   tool messages, each labelled with its call.
-* :class:`VisionSession` wraps any SDK ``Session``: image data URLs are stored once in
-  visus's blob store and the session keeps a short ``visus-blob:sha256:...`` reference,
-  restored when the items are read back.
+* :meth:`Vision.session` wraps any SDK ``Session`` (a :class:`VisionSession`): image
+  data URLs are stored once in visus's blob store and the session keeps a short
+  ``visus-blob:sha256:...`` reference, restored when the items are read back.
+* A tool call sees the run config: a wiring that would drop its image (Chat
+  Completions through a model visus does not wrap) fails with the fix, and a run
+  without retention warns once. ``view("sha256:...")`` reaches the images of the
+  request whose reply made the call (else of the run's input), never another
+  conversation's.
 
 Example:
     >>> import tempfile
@@ -36,13 +41,21 @@ import binascii
 import copy
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+import warnings
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from visus import limits
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text
+from visus.integrations.core import (
+    TOOL_NAMES,
+    HeldImage,
+    VisionCore,
+    VisionWarning,
+    image_in_text,
+)
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
@@ -71,6 +84,9 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 __all__ = ["RequestImages", "Vision", "VisionModel", "VisionProvider", "VisionSession"]
 
 _BLOB_REF = "visus-blob:"
+# Tool calls whose conversation is remembered at once (a run resolves its calls
+# right after the reply that made them).
+_ASKED = 4096
 
 Item = dict[str, Any]
 
@@ -126,7 +142,11 @@ class Vision:
             allow_loopback_http=allow_loopback_http,
         )
         self.last_request: RequestImages | None = None
-        self._digests: dict[str, str] = {}  # data URL -> digest of its bytes
+        # Tool call id -> the images of the request whose reply made that call: what
+        # the call's conversation holds (the tool context does not carry the run's
+        # items). Filled by VisionModel; bounded, as ids are never reused.
+        self._asked: OrderedDict[str, tuple[HeldImage, ...]] = OrderedDict()
+        self._warned = False
         self.tools: list[FunctionTool] = [
             FunctionTool(
                 name=spec.name,
@@ -158,6 +178,24 @@ class Vision:
         """``model`` wrapped for retention and (on Chat Completions) image hoisting."""
         return model if isinstance(model, VisionModel) else VisionModel(self, model)
 
+    @property
+    def blobs(self) -> BlobStore:
+        """Where this integration stores images (``<data>/integrations/blobs``), a
+        :class:`VisionSession`'s too."""
+        return self.core.blobs
+
+    def session(self, inner: Session) -> VisionSession:
+        """``inner`` (any SDK ``Session``) keeping its images once, in :attr:`blobs`.
+
+        Example:
+            >>> import tempfile
+            >>> from agents import SQLiteSession
+            >>> vision = Vision(roots=[tempfile.mkdtemp()], data=tempfile.mkdtemp())
+            >>> vision.session(SQLiteSession("chat")).session_id
+            'chat'
+        """
+        return VisionSession(inner, self.blobs)
+
     # --- tools -------------------------------------------------------------------
 
     def _invoker(self, name: str) -> Any:
@@ -168,14 +206,60 @@ class Vision:
                 return f"error: arguments are not JSON ({e.msg})"
             if not isinstance(args, dict):
                 return "error: arguments must be a JSON object"
-            seen = await self.core.call(name, args, self.spec_for(_model_of(ctx)))
+            held = self._asked.get(ctx.tool_call_id)
+            if held is None:  # no VisionModel saw the request: the run's input is all
+                held = tuple(await asyncio.to_thread(self.held, ctx.turn_input))
+            seen = await self.core.call(name, args, self.spec_for(_model_of(ctx)), held)
             if seen.image is None:
                 return seen.text
+            self._check_wiring(ctx)
             url = _data_url(seen.image.media_type, seen.data)
-            self._digests[url] = seen.image.digest
             return [ToolOutputText(text=seen.text), ToolOutputImage(image_url=url)]
 
         return invoke
+
+    def _check_wiring(self, ctx: ToolContext[Any]) -> None:
+        """Fail when the image a tool returns cannot reach the model; warn once when
+        the run has no retention. The run config is visible here, and the SDK
+        resolves the model from it as :func:`_run_model` does."""
+        model = _run_model(ctx)
+        if model is None or isinstance(model, VisionModel):
+            return
+        if isinstance(model, OpenAIChatCompletionsModel):
+            ours = ctx.run_config is not None and isinstance(
+                ctx.run_config.model_provider, VisionProvider
+            )
+            how = (
+                "give the agent vision.model(model) instead of the model itself"
+                if ours
+                else "run with run_config=vision.run_config(...) (and give an agent an "
+                "explicit model as vision.model(model))"
+            )
+            raise ConfigError(
+                "visus: this run calls Chat Completions through a model visus does not "
+                "wrap; the SDK keeps only the text of a tool output there, so the model "
+                f"would never see this image. Fix: {how}."
+            )
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                "visus: this run's model is not wrapped by vision.run_config() or "
+                "vision.model(), so old images are never elided (every request carries "
+                "them all) and other tools' images are not fitted.",
+                VisionWarning,
+                stacklevel=2,
+            )
+
+    def note_calls(self, held: Sequence[HeldImage], output: Iterable[Any]) -> None:
+        """Remember what the conversation held when a reply made its tool calls."""
+        frozen = tuple(held)
+        for item in output:
+            call_id = getattr(item, "call_id", None)
+            if getattr(item, "type", None) == "function_call" and isinstance(call_id, str):
+                self._asked[call_id] = frozen
+                self._asked.move_to_end(call_id)
+        while len(self._asked) > _ASKED:
+            self._asked.popitem(last=False)
 
     def spec_for(self, model: str | Model | None) -> ModelSpec:
         """The catalog spec for an SDK model (a name or a ``Model`` object)."""
@@ -187,33 +271,54 @@ class Vision:
 
     # --- the request view --------------------------------------------------------
 
+    def held(self, items: Iterable[Any]) -> list[HeldImage]:
+        """The images ``items`` hold (tool outputs and user messages), with their turns."""
+        items = [_with_image_text(i) for i in items]
+        calls = _calls(items)
+        out: list[HeldImage] = []
+        for item, turn in zip(items, _turns(items), strict=True):
+            if not isinstance(item, dict):
+                continue
+            source, page = None, None
+            if item.get("type") == "function_call_output":
+                source, page = self._view_args(calls.get(item.get("call_id"), {}))
+                content = item.get("output")
+            elif _is_user(item):
+                content = item.get("content")
+            else:
+                continue
+            for c in content if isinstance(content, list) else ():
+                url = c.get("image_url") if isinstance(c, dict) else None
+                data = _inline(url) if isinstance(url, str) else None
+                if c.get("type") == "input_image" and data is not None:
+                    out.append(HeldImage(content_digest(data), turn, source, page))
+        return out
+
+    def _view_args(self, call: Mapping[str, Any]) -> tuple[str | None, int | None]:
+        """The path and page of a call to this integration's ``view`` (else Nones)."""
+        if call.get("name") != "view" or "view" not in self.core.registry.names():
+            return None, None
+        return _call_source(call)
+
     def model_input(self, items: Sequence[Item], model: ModelSpec, *, hoist: bool) -> list[Item]:
         """The input one request should carry; ``items`` are not changed.
 
         A turn starts at each user message. Tool images (a view's, or any other
         tool's ``ToolOutputImage``, fitted to ``model``) of turns before the live window
-        become descriptors; with ``hoist`` the live ones move to one user message
-        after each run of tool outputs (Chat Completions).
+        become descriptors, and within it the count window (``live_images``) decides;
+        with ``hoist`` the live ones move to one user message after each run of tool
+        outputs (Chat Completions).
         """
-        turns: list[int] = []
-        turn = 0
-        for item in items:
-            if _is_user(item):
-                turn += 1
-            turns.append(max(turn, 1))
-        current = max(turn, 1)
-        first_live = self.core.live_from(current)
-        calls = {
-            i.get("call_id"): i
-            for i in items
-            if isinstance(i, dict) and i.get("type") == "function_call"
-        }
         prepared = [_with_image_text(item) for item in items]
+        turns = _turns(prepared)
+        current = max(turns, default=1)
+        first_live = self.core.live_from(current)
+        calls = _calls(prepared)
         digests = [
-            image.ours or _image_key(image.url)
+            _image_key(image.url)
             for item, t in zip(prepared, turns, strict=True)
             if t >= first_live and _is_output(item)
-            for image in self._images(item, calls)
+            for image in _images(item)
         ]
         fates = iter(self.core.plan(digests))
         out: list[Item] = []
@@ -224,20 +329,20 @@ class Vision:
             if pending and not is_output:
                 out.append({"role": "user", "content": pending})
                 pending = []
-            images = self._images(item, calls) if is_output else []
+            images = _images(item) if is_output else []
             if not images:
                 out.append(item)
                 continue
             texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
-            source, page = _call_source(calls.get(item.get("call_id"), {}))
+            source, page = self._view_args(calls.get(item.get("call_id"), {}))
             swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
             kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
             notes: list[str] = []
             for image in images:
                 kind = next(fates).kind if t >= first_live else "evicted"
                 if kind == "live":
-                    digest, url = self._live(image, model)
-                    tokens += self.core.tokens(model, digest, _decode(url))
+                    url = self._live(image, model)
+                    tokens += self.core.tokens(model, _decode(url))
                     swap[id(image.part)] = {**image.part, "image_url": url}
                     kept.append((image, url))
                     continue
@@ -269,41 +374,16 @@ class Vision:
         )
         return out
 
-    def _images(self, item: Item, calls: Mapping[Any, Item]) -> list[_Image]:
-        """Every image (a URL, not a file id) in a function_call_output, a view's or not."""
-        # A view of an earlier process (a session read back) is stored under its digest.
-        by_view = calls.get(item.get("call_id"), {}).get("name") in self.core.registry.names()
-        output = item.get("output")
-        if not isinstance(output, list):
-            return []
-        found: list[_Image] = []
-        for c in output:
-            if not isinstance(c, dict) or c.get("type") != "input_image":
-                continue
-            url = c.get("image_url")
-            if not isinstance(url, str):
-                continue
-            digest = self._digests.get(url)
-            if digest is None and url.startswith("data:"):
-                digest = content_digest(_decode(url))
-                if self.core.known_image(digest) is not None or (
-                    by_view and self.core.blobs.has(digest)
-                ):
-                    self._digests[url] = digest
-                else:
-                    digest = None
-            found.append(_Image(c, url, digest))
-        return found
-
-    def _live(self, image: _Image, model: ModelSpec) -> tuple[str, str]:
-        """(digest, URL) of a live image as sent: another tool's data URL fitted to ``model``."""
-        if image.ours is not None:
-            return image.ours, image.url
+    def _live(self, image: _Image, model: ModelSpec) -> str:
+        """The URL a live image is sent as: a data URL fitted to ``model`` (a view's
+        already is, unless another model than the one that asked gets it)."""
         data = _inline(image.url)
         if data is None:
-            return "", image.url  # a web URL (the provider fetches it), or not base64
+            return image.url  # a web URL (the provider fetches it), or not base64
         fitted = self.core.tool_image(data, _media_type(image.url), model)
-        return fitted.digest, _data_url(fitted.media_type, fitted.data)
+        if fitted.data is data:
+            return image.url
+        return _data_url(fitted.media_type, fitted.data)
 
     def _descriptor(
         self,
@@ -317,24 +397,22 @@ class Vision:
         """The note an image that is not sent becomes: its descriptor, or with ``repeat``
         the note that a live image has the same bytes."""
         note = self.core.repeat_descriptor if repeat else self.core.descriptor
-        if image.ours is not None:
-            return note(image.ours, turn, source=source, page=page)
         data = _inline(image.url)
         if data is None and image.url.startswith("data:"):
             return f"[image elided: returned by a tool in turn {turn}]"
         if data is None:
             return note("", turn, source=image.url)  # view takes the URL
-        # Another tool's image: stored, so the digest its descriptor names shows it again.
-        return note(self.core.remember(data, _media_type(image.url)), turn)
+        # Stored (a view's already is), so the digest its descriptor names shows it again.
+        digest = self.core.remember(data, _media_type(image.url))
+        return note(digest, turn, source=source, page=page)
 
 
 @dataclass(frozen=True, slots=True)
 class _Image:
-    """An ``input_image`` of a tool output; ``ours`` is its digest when a view made it."""
+    """An ``input_image`` of a tool output (``part``) and its URL."""
 
     part: Item
     url: str
-    ours: str | None
 
 
 class VisionModel(Model):
@@ -344,25 +422,31 @@ class VisionModel(Model):
         self.vision = vision
         self.inner = inner
 
-    def _input(self, input: str | list[Any]) -> str | list[Any]:
+    def _input(self, input: str | list[Any]) -> tuple[str | list[Any], list[HeldImage]]:
+        """The input as sent, and the images the conversation holds."""
         if isinstance(input, str):
-            return input
+            return input, []
         spec = self.vision.spec_for(self.inner)
         hoist = isinstance(self.inner, OpenAIChatCompletionsModel)
-        return self.vision.model_input(input, spec, hoist=hoist)
+        return self.vision.model_input(input, spec, hoist=hoist), self.vision.held(input)
 
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> ModelResponse:
         # Fitting another tool's image is CPU work: off the event loop.
-        sent = await asyncio.to_thread(self._input, input)
-        return await self.inner.get_response(system_instructions, sent, *args, **kwargs)
+        sent, held = await asyncio.to_thread(self._input, input)
+        response = await self.inner.get_response(system_instructions, sent, *args, **kwargs)
+        self.vision.note_calls(held, response.output)
+        return response
 
     async def stream_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        sent = await asyncio.to_thread(self._input, input)
+        sent, held = await asyncio.to_thread(self._input, input)
         async for event in self.inner.stream_response(system_instructions, sent, *args, **kwargs):
+            if getattr(event, "type", None) == "response.completed":
+                response = getattr(event, "response", None)
+                self.vision.note_calls(held, getattr(response, "output", ()))
             yield event
 
     async def close(self) -> None:
@@ -453,12 +537,65 @@ class VisionSession:
 # --- helpers -------------------------------------------------------------------------
 
 
+def _run_model(ctx: ToolContext[Any]) -> Model | None:
+    """The model the SDK runs this call's agent with (its own order: the run config's
+    model, the agent's, the provider's for the agent's name); None outside a run."""
+    config, agent = ctx.run_config, ctx.agent
+    if config is None or agent is None:
+        return None
+    if isinstance(config.model, Model):
+        return config.model
+    own = getattr(agent, "model", None)
+    if isinstance(own, Model):
+        return own
+    name = config.model if isinstance(config.model, str) else own
+    if isinstance(config.model_provider, VisionProvider):
+        return None  # every model it resolves is wrapped
+    try:
+        return config.model_provider.get_model(name)
+    except Exception:  # a provider of any make: it answered this run's request already
+        return None
+
+
+def _turns(items: Sequence[Any]) -> list[int]:
+    """Each item's turn: one starts at each user message."""
+    turns: list[int] = []
+    turn = 0
+    for item in items:
+        if _is_user(item):
+            turn += 1
+        turns.append(max(turn, 1))
+    return turns
+
+
+def _calls(items: Sequence[Any]) -> dict[Any, Item]:
+    return {
+        i.get("call_id"): i
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call"
+    }
+
+
+def _images(item: Item) -> list[_Image]:
+    """Every image (a URL, not a file id) in a function_call_output."""
+    output = item.get("output")
+    if not isinstance(output, list):
+        return []
+    return [
+        _Image(c, c["image_url"])
+        for c in output
+        if isinstance(c, dict)
+        and c.get("type") == "input_image"
+        and isinstance(c.get("image_url"), str)
+    ]
+
+
 def _model_of(ctx: ToolContext[Any]) -> str | Model | None:
-    agent = ctx.agent
-    model = getattr(agent, "model", None) if agent is not None else None
-    if model is None and ctx.run_config is not None:
-        model = ctx.run_config.model
-    return cast("str | Model | None", model)
+    """The model (or its name) the run calls: the run config's wins, as in the SDK."""
+    config = ctx.run_config
+    if config is not None and config.model is not None:
+        return config.model
+    return cast("str | Model | None", getattr(ctx.agent, "model", None))
 
 
 def _is_output(item: Any) -> bool:

@@ -7,11 +7,13 @@
   through visus's catalog), stored once in visus's blob store and returned to
   pydantic-ai as a :class:`~pydantic_ai.messages.BinaryImage` named by its digest,
   which pydantic-ai's own model classes place per wire (inside the tool result where
-  the wire takes images there, else hoisted to a following user message);
+  the wire takes images there, else hoisted to a following user message). A digest
+  reaches only images of the run's own messages (``RunContext.messages``);
 * decides retention in ``prepare_model_request`` (pydantic-ai's hook for work that
   depends on the serving model): tool images (a view's, or any other tool's, which
   are fitted to the model here) from before the live window reach the model as
-  visus's plain-text descriptor in place of the tool result's content. The
+  visus's plain-text descriptor in place of the tool result's content (on Gemini,
+  which reads a tool result as JSON, a text part after the function responses). The
   change is for that request only: the run's history (``result.all_messages()``)
   keeps every image, so nothing is lost and no history processor rewrites it;
 * keeps token estimates: :attr:`Vision.last_request` after each model request.
@@ -40,7 +42,13 @@ from typing import Any, TypeGuard
 
 from visus import limits
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, VisionCore, image_in_text, raster_type
+from visus.integrations.core import (
+    TOOL_NAMES,
+    HeldImage,
+    VisionCore,
+    image_in_text,
+    raster_type,
+)
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
@@ -70,8 +78,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     ) from e
 
 __all__ = ["RequestImages", "Vision"]
-
-_TAG = "sha256:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +147,11 @@ class Vision(AbstractCapability[Any]):
             ]
         )
 
+    @property
+    def blobs(self) -> BlobStore:
+        """Where this integration stores images (``<data>/integrations/blobs``)."""
+        return self.core.blobs
+
     # --- tools -------------------------------------------------------------------
 
     def get_toolset(self) -> FunctionToolset[Any]:
@@ -148,7 +159,9 @@ class Vision(AbstractCapability[Any]):
 
     def _tool(self, name: str, description: str, schema: Mapping[str, Any]) -> Tool[Any]:
         async def run(ctx: RunContext[Any], **args: Any) -> Any:
-            seen = await self.core.call(name, args, self.spec_for(ctx.model))
+            # Only this run's own messages say which images a digest may name.
+            held = await asyncio.to_thread(self.held, ctx.messages)
+            seen = await self.core.call(name, args, self.spec_for(ctx.model), held)
             if seen.image is None:
                 return seen.text
             image = BinaryImage(
@@ -162,6 +175,35 @@ class Vision(AbstractCapability[Any]):
         """The catalog spec of a pydantic-ai model object (its name and provider system)."""
         name = getattr(model, "model_name", None) or str(model)
         return self.core.model_spec(name, getattr(model, "system", None))
+
+    def held(self, messages: Sequence[ModelMessage]) -> list[HeldImage]:
+        """The images ``messages`` hold (tool results and prompts), each with its turn."""
+        calls = _calls(messages)
+        out: list[HeldImage] = []
+        for m, turn in zip(messages, _turns(messages), strict=True):
+            if not isinstance(m, ModelRequest):
+                continue
+            for p in m.parts:
+                if isinstance(p, ToolReturnPart):
+                    source, page = self._view_args(calls.get(p.tool_call_id))
+                    given = p.content if isinstance(p.content, list | tuple) else [p.content]
+                elif isinstance(p, UserPromptPart) and not isinstance(p.content, str):
+                    source, page, given = None, None, list(p.content)
+                else:
+                    continue
+                for item in map(_as_image, given):
+                    data = _image_data(item) if _is_image(item) else None
+                    if data is not None:
+                        out.append(HeldImage(content_digest(data), turn, source, page))
+        return out
+
+    def _view_args(self, call: ToolCallPart | None) -> tuple[str | None, int | None]:
+        """The path and page of a call to this capability's ``view`` (else Nones)."""
+        if call is None or call.tool_name != "view" or "view" not in self.core.registry.names():
+            return None, None
+        args = call.args_as_dict()
+        path, page = args.get("path"), args.get("page")
+        return (path if isinstance(path, str) else None), (page if isinstance(page, int) else None)
 
     # --- retention ---------------------------------------------------------------
 
@@ -187,25 +229,10 @@ class Vision(AbstractCapability[Any]):
         Images other tools return (inside a tool return, or its ``ToolReturn``
         content) are fitted to ``model`` and leave the window like a view's.
         """
-        turns: list[int] = []
-        turn = 0
-        for m in messages:
-            if (
-                isinstance(m, ModelRequest)
-                and any(isinstance(p, UserPromptPart) for p in m.parts)
-                and not any(isinstance(p, ToolReturnPart) for p in m.parts)
-            ):
-                turn += 1
-            turns.append(max(turn, 1))
-        current = max(turn, 1)
+        turns = _turns(messages)
+        current = max(turns, default=1)
         first_live = self.core.live_from(current)
-        calls = {
-            p.tool_call_id: p
-            for m in messages
-            if isinstance(m, ModelResponse)
-            for p in m.parts
-            if isinstance(p, ToolCallPart)
-        }
+        calls = _calls(messages)
         tally = _Tally()
         # Tool images the turn window keeps, in order: the count window decides them.
         digests = [
@@ -222,14 +249,21 @@ class Vision(AbstractCapability[Any]):
                 continue
             from_tools = any(isinstance(p, ToolReturnPart) for p in m.parts)
             parts: list[ModelRequestPart] = []
+            notes: list[str] = []
             for p in m.parts:
                 if isinstance(p, ToolReturnPart):
-                    parts.append(self._tool_part(p, t >= first_live, t, model, calls, tally))
+                    part, moved = self._tool_part(p, t >= first_live, t, model, calls, tally)
+                    parts.append(part)
+                    notes += moved
                 elif isinstance(p, UserPromptPart) and from_tools:
                     parts.append(self._prompt_part(p, t >= first_live, t, model, tally))
                 else:
                     parts.append(p)
-            changed = any(a is not b for a, b in zip(parts, m.parts, strict=True))
+            if notes:
+                parts.append(UserPromptPart(content="\n".join(notes)))
+            changed = len(parts) != len(m.parts) or any(
+                a is not b for a, b in zip(parts, m.parts, strict=False)
+            )
             out.append(dataclasses.replace(m, parts=parts) if changed else m)
         stats = RequestImages(
             model.name, current, tally.live, tally.elided, tally.tokens, tally.repeated
@@ -243,8 +277,6 @@ class Vision(AbstractCapability[Any]):
             if inline is None:
                 return image.url
             image = inline
-        if _is_ours(image):
-            return image.identifier.removeprefix(_TAG)
         return content_digest(image.data)
 
     def _tool_part(
@@ -255,33 +287,42 @@ class Vision(AbstractCapability[Any]):
         model: ModelSpec,
         calls: Mapping[str, ToolCallPart],
         tally: _Tally,
-    ) -> ToolReturnPart:
+    ) -> tuple[ToolReturnPart, list[str]]:
+        """The tool return as sent, and descriptors to send after it as plain text.
+
+        Gemini reads a tool return as a JSON object (its quotes escaped): there the
+        descriptors go in a text part after the function responses, labelled with
+        the call; elsewhere they replace the images inside the tool result.
+        """
         content = part.content
         given: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
         items = [_as_image(i) for i in given]
         if not any(_is_image(i) for i in items):
-            return part
-        call = calls.get(part.tool_call_id)
-        args = call.args_as_dict() if call is not None else {}
-        source = args.get("path") if isinstance(args.get("path"), str) else None
-        page = args.get("page") if isinstance(args.get("page"), int) else None
+            return part, []
+        source, page = self._view_args(calls.get(part.tool_call_id))
         sent = [
             self._sent(i, live, turn, model, tally, source=source, page=page) if _is_image(i) else i
             for i in items
         ]
         if all(a is b for a, b in zip(sent, given, strict=True)):
-            return part
+            return part, []
+        # The images that became text (a descriptor, or a note that a live image has
+        # the same bytes), and everything else as sent.
+        gone = [isinstance(d, str) and _is_image(was) for d, was in zip(sent, items, strict=True)]
+        notes = [str(d) for d, g in zip(sent, gone, strict=True) if g]
+        if notes and model.provider == "gemini":
+            kept = [d for d, g in zip(sent, gone, strict=True) if not g]
+            kept.append(f"(image left the context; see the note for call {part.tool_call_id})")
+            moved = [f"Tool call {part.tool_call_id}: {d}" for d in notes]
+            if not any(_is_image(i) for i in kept):
+                kept = ["\n".join(i for i in kept if isinstance(i, str))]
+            return dataclasses.replace(part, content=kept if len(kept) > 1 else kept[0]), moved
         if not any(_is_image(i) for i in sent):
             # One plain string: a list would reach the model as JSON, its quotes escaped.
-            texts = [i for i in items if isinstance(i, str)]
-            texts += [
-                d
-                for d, was in zip(sent, items, strict=True)
-                if _is_image(was) and isinstance(d, str)
-            ]
-            return dataclasses.replace(part, content="\n".join(texts))
+            texts = [i for i in items if isinstance(i, str)] + notes
+            return dataclasses.replace(part, content="\n".join(texts)), []
         new: Any = sent if isinstance(content, list | tuple) else sent[0]
-        return dataclasses.replace(part, content=new)
+        return dataclasses.replace(part, content=new), []
 
     def _prompt_part(
         self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: _Tally
@@ -320,7 +361,8 @@ class Vision(AbstractCapability[Any]):
         return self._elided(image, turn, tally, source=source, page=page)
 
     def _live(self, image: Image, model: ModelSpec, tally: _Tally) -> Image:
-        """A live image as sent: a view's as it is, another tool's fitted to ``model``."""
+        """A live image as sent: fitted to ``model`` (a view's already is, unless this
+        request calls another model than the one that asked for it)."""
         tally.live += 1
         if isinstance(image, ImageUrl):
             inline = _inline(image)
@@ -328,11 +370,8 @@ class Vision(AbstractCapability[Any]):
                 return image  # a web URL: the provider fetches it
             # Anthropic's wire would send a data URL as a URL source and be refused.
             image = inline
-        if _is_ours(image):
-            tally.tokens += self.core.tokens(model, image.identifier, image.data)
-            return image
         fitted = self.core.tool_image(image.data, image.media_type, model)
-        tally.tokens += self.core.tokens(model, fitted.digest, fitted.data)
+        tally.tokens += self.core.tokens(model, fitted.data)
         if fitted.data is image.data:
             return image
         return BinaryImage(
@@ -356,10 +395,9 @@ class Vision(AbstractCapability[Any]):
             if inline is None:
                 return self.core.descriptor("", turn, source=image.url)  # view takes the URL
             image = inline
-        if _is_ours(image):
-            return self.core.descriptor(image.identifier, turn, source=source, page=page)
-        # Another tool's image: stored, so the digest its descriptor names shows it again.
-        return self.core.descriptor(self.core.remember(image.data, image.media_type), turn)
+        # Stored (a view's already is), so the digest its descriptor names shows it again.
+        digest = self.core.remember(image.data, image.media_type)
+        return self.core.descriptor(digest, turn, source=source, page=page)
 
 
 Image = BinaryContent | ImageUrl
@@ -420,6 +458,35 @@ def _inline(image: ImageUrl) -> BinaryContent | None:
         return None
 
 
-def _is_ours(image: BinaryContent) -> bool:
-    """A view's image (named ``sha256:...`` by this integration)."""
-    return image.identifier.startswith(_TAG)
+def _image_data(image: Image) -> bytes | None:
+    """The bytes an image item holds (None for a web URL or a malformed data URL)."""
+    if isinstance(image, ImageUrl):
+        inline = _inline(image)
+        return None if inline is None else inline.data
+    return image.data
+
+
+def _turns(messages: Sequence[ModelMessage]) -> list[int]:
+    """Each message's turn: one starts at each request with a user prompt and no tool
+    return (a ``ToolReturn``'s content rides in a user prompt part beside its return)."""
+    turns: list[int] = []
+    turn = 0
+    for m in messages:
+        if (
+            isinstance(m, ModelRequest)
+            and any(isinstance(p, UserPromptPart) for p in m.parts)
+            and not any(isinstance(p, ToolReturnPart) for p in m.parts)
+        ):
+            turn += 1
+        turns.append(max(turn, 1))
+    return turns
+
+
+def _calls(messages: Sequence[ModelMessage]) -> dict[str, ToolCallPart]:
+    return {
+        p.tool_call_id: p
+        for m in messages
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    }
