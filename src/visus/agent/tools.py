@@ -292,13 +292,14 @@ def perception_parts(
 
 
 def short_digest(digest: str) -> str:
-    """``sha256:`` and the first 16 hex digits: what view text and descriptors print.
+    """``sha256:`` and the first hex digits descriptors print too
+    (``limits.DESCRIPTOR_DIGEST_CHARS``): what view text names an image by.
 
     Example:
         >>> short_digest("ab" * 32)
         'sha256:abababababababab'
     """
-    return f"sha256:{digest[:16]}"
+    return f"sha256:{digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
 
 
 def _changed_note(image: ImagePart, ctx: ToolContext) -> str:
