@@ -204,3 +204,48 @@ def test_cli_reads_the_proxy_section_of_visus_toml(tmp_path: Path) -> None:
     # Past the upstream check (it came from the file), stopped by the token rule.
     assert result.exit_code == 2
     assert "without a token" in result.output
+
+
+def _shots(n: int) -> list[str]:
+    return [grid(1, 1, 200 + i).data_url for i in range(n)]
+
+
+def test_live_images_on_the_chat_wire_keeps_the_newest_in_order() -> None:
+    shots = _shots(6)
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    for i, url in enumerate(shots):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        content = [{"type": "image_url", "image_url": {"url": url}}]
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": content})
+    body: dict[str, Any] = {"model": "gpt-4.1", "messages": messages}
+    edit = openai_chat.rewrite(body, policy=None, live_images=2, chunk=2)
+    assert edit.elided == 4  # 6 - 2, in batches of 2
+    sent = [
+        part["image_url"]["url"]
+        for m in body["messages"]
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+    assert sent == shots[4:]
+    tool_texts = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    assert all(t.startswith("[image elided: the image shot({}) returned") for t in tool_texts[:4])
+
+
+def test_live_images_on_the_responses_wire() -> None:
+    shots = _shots(5)
+    items: list[Any] = [{"role": "user", "content": "go"}]
+    for i, url in enumerate(shots):
+        items.append(
+            {"type": "function_call", "call_id": f"c{i}", "name": "shot", "arguments": "{}"}
+        )
+        output = [{"type": "input_image", "image_url": url}]
+        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": output})
+    body: dict[str, Any] = {"model": "gpt-4.1", "input": items}
+    edit = openai_responses.rewrite(body, policy=None, live_images=3)
+    kinds = [
+        it["output"][0]["type"] for it in body["input"] if it.get("type") == "function_call_output"
+    ]
+    assert kinds == ["input_text"] * 2 + ["input_image"] * 3
+    assert edit.elided == 2
