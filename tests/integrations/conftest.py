@@ -17,7 +17,7 @@ import pytest
 
 from visus import paths
 from visus.record.blobs import FileBlobStore
-from visus.reference.grid import make_grid
+from visus.reference.grid import make_grid, score_grid
 from visus.reference.server import serve_in_background
 
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
@@ -70,6 +70,30 @@ def elided_digest(descriptor: str) -> str:
     found = re.search(r'call view\("(sha256:[0-9a-f]{12,64})"\)', descriptor)
     assert found, descriptor
     return found.group(1)
+
+
+def followed(descriptor: str) -> str:
+    """The path a descriptor tells the model to view, exactly as it says it."""
+    found = re.search(r'call view\(("(?:[^"\\]|\\.)*")', descriptor)
+    assert found, descriptor
+    path = json.loads(found.group(1))
+    assert isinstance(path, str)
+    return path
+
+
+#: How many times the screenshot file is overwritten in the descriptor-after-overwrite
+#: tests (issue 25: a turn-1 descriptor followed after four turns showed turn 4).
+SCREENS = 4
+
+
+def screens(case: str) -> list[Grid]:
+    """Four different screens, one per turn, all saved to the same file."""
+    return [grid(1, 2, f"{case}-screen-{n}") for n in range(1, SCREENS + 1)]
+
+
+def shows(image: dict[str, Any], screen: Grid) -> bool:
+    """The reference model read every word of ``screen`` in ``image``."""
+    return score_grid(screen[1], image["words"], 1, 2)[0] == 2
 
 
 def seen(answer: str) -> dict[str, Any]:

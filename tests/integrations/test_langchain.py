@@ -27,8 +27,11 @@ from tests.integrations.conftest import (
     collect_garbage,
     elided_digest,
     enlarged,
+    followed,
     grid,
+    screens,
     seen,
+    shows,
     view_call,
 )
 from visus import media
@@ -272,3 +275,24 @@ async def test_gc_keeps_what_the_graph_state_still_holds(
     collect_garbage(tmp_path / "data")
     image = await _view_again(agent, mine, f"sha256:{digest[:16]}")
     assert (image["width"], image["height"]) == (64, 48)
+
+
+async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_was_seen(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(model_for("anthropic", reference_url, models), middleware=[vision])
+    messages: list[Any] = []
+    for n, screen in enumerate(screens("langchain"), 1):
+        (tmp_path / "screen.png").write_bytes(screen[0])  # the screenshot tool overwrote it
+        state = await agent.ainvoke({"messages": [*messages, _user(view_call("screen.png"))]})
+        messages = state["messages"]
+        (image,) = seen(messages[-1].content)["images"]
+        assert shows(image, screen), n
+    tool = [m for m in messages if isinstance(m, ToolMessage)][-1]
+    assert "screen.png has changed since you viewed it in turn 3" in tool.content[0]["text"]
+    # Turn 1's descriptor, followed as written, shows turn 1's screen, not turn 4's.
+    first = seen(messages[-1].content)["descriptors"][0]
+    assert "in turn 1;" in first
+    image = await _view_again(agent, messages, followed(first))
+    assert shows(image, screens("langchain")[0])

@@ -36,8 +36,11 @@ from tests.integrations.conftest import (
     collect_garbage,
     elided_digest,
     enlarged,
+    followed,
     grid,
+    screens,
     seen,
+    shows,
     view_call,
 )
 from visus.integrations.core import VisionWarning
@@ -351,3 +354,25 @@ async def test_a_run_without_retention_on_responses_warns_once(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await Runner.run(agent, view_call("a.png"), run_config=config)
+
+
+async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_was_seen(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    vision, agent, config = _eyes(reference_url, tmp_path, "chat", clients)
+    session = vision.session(SQLiteSession("screens", tmp_path / "session.db"))
+    for n, screen in enumerate(screens("agents"), 1):
+        (tmp_path / "screen.png").write_bytes(screen[0])  # the screenshot tool overwrote it
+        result = await Runner.run(
+            agent, view_call("screen.png"), run_config=config, session=session
+        )
+        (image,) = seen(result.final_output)["images"]
+        assert shows(image, screen), n
+    text, _ = _outputs(result)[-1]
+    assert "screen.png has changed since you viewed it in turn 3" in text["text"]
+    # Turn 1's descriptor, followed as written, shows turn 1's screen, not turn 4's.
+    first = seen(result.final_output)["descriptors"][0]
+    assert "in turn 1;" in first
+    again = await Runner.run(agent, view_call(followed(first)), run_config=config, session=session)
+    (image,) = seen(again.final_output)["images"]
+    assert shows(image, screens("agents")[0])

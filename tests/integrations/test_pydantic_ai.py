@@ -40,8 +40,11 @@ from tests.integrations.conftest import (
     collect_garbage,
     elided_digest,
     enlarged,
+    followed,
     grid,
+    screens,
     seen,
+    shows,
     view_call,
 )
 from visus.integrations.core import CONSERVATIVE, VisionWarning
@@ -65,6 +68,11 @@ def model_for(wire: str, url: str) -> Model:
         return AnthropicModel("reference", provider=AnthropicProvider(base_url=url, api_key="k"))
     assert wire == "gemini"
     return GoogleModel("reference", provider=GoogleProvider(base_url=url, api_key="k"))
+
+
+def _returns(messages: list[ModelMessage]) -> list[Any]:
+    """The content of every tool return, in order."""
+    return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
 def _images(messages: list[ModelMessage]) -> list[BinaryContent]:
@@ -307,3 +315,25 @@ def test_gc_keeps_what_the_framework_history_still_holds(tmp_path: Path) -> None
     agent.run_sync("again", message_history=mine.all_messages())
     (_, again) = returns.pop()
     assert again.data == image.data
+
+
+async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_was_seen(
+    reference_url: str, tmp_path: Path
+) -> None:
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("anthropic", reference_url), capabilities=[vision])
+    history: list[ModelMessage] = []
+    for n, screen in enumerate(screens("pydantic-ai"), 1):
+        (tmp_path / "screen.png").write_bytes(screen[0])  # the screenshot tool overwrote it
+        result = await agent.run(view_call("screen.png"), message_history=history)
+        history = result.all_messages()
+        (image,) = seen(result.output)["images"]
+        assert shows(image, screen), n
+    (text, _) = _returns(history)[-1]
+    assert "screen.png has changed since you viewed it in turn 3" in text
+    # Turn 1's descriptor, followed as written, shows turn 1's screen, not turn 4's.
+    first = seen(result.output)["descriptors"][0]
+    assert "in turn 1;" in first
+    again = await agent.run(view_call(followed(first)), message_history=history)
+    (image,) = seen(again.output)["images"]
+    assert shows(image, screens("pydantic-ai")[0])
