@@ -302,10 +302,12 @@ async def test_view_pages_through_a_long_text_file(tmp_path: Path) -> None:
         first = await client.call_tool("view", {"path": "long.py"})
         assert not first.is_error, first
         # The host is told what it saw and how to go on (a long file shows its start).
-        assert "lines 1-120 of 5000 (offset=120 shows the next lines)" in text_of(first)
+        assert "lines 1-120 of 5000" in text_of(first)
+        assert "offset=120 shows the next lines" in text_of(first)
         later = await client.call_tool("view", {"path": "long.py", "offset": 4000, "limit": 60})
         assert not later.is_error, later
-        assert "lines 4001-4060 of 5000 (offset=4060 shows the next lines)" in text_of(later)
+        assert "lines 4001-4060 of 5000" in text_of(later)
+        assert "offset=4060 shows the next lines" in text_of(later)
         assert isinstance(later.content[1], ImageContent)
         last = await client.call_tool("view", {"path": "long.py", "offset": 4990})
         assert "lines 4991-5000 of 5000" in text_of(last)

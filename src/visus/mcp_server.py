@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from visus.config import VisusConfig
+    from visus.perception import Perception
     from visus.tether.client import TetherClient
 
 __all__ = [
@@ -341,6 +342,7 @@ def view_result(
     page: int | None = None,
     offset: int | None = None,
     limit: int | None = None,
+    region: list[int] | None = None,
     recall: MutableMapping[str, bytes] | None = None,
     max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
 ) -> CallToolResult:
@@ -348,6 +350,8 @@ def view_result(
 
     ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
     description says which lines were shown of how many, so a host can page on.
+    ``region`` (``[x0, y0, x1, y1]`` in the source's coordinates, which the description
+    states) zooms in.
 
     ``roots`` is a :class:`~visus.perception.Reach`, or folders that become one that
     never reaches visus's own files (:func:`~visus.agent.policy.guarded_reach`).
@@ -364,10 +368,18 @@ def view_result(
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
     if is_digest_ref(path):
         seen = view_digest(
-            path, known=list(memory), load=memory.__getitem__, reach=reach, model=model, page=page
+            path,
+            known=list(memory),
+            load=memory.__getitem__,
+            reach=reach,
+            model=model,
+            page=page,
+            region=region,
         )
     else:
-        seen = view(path, reach=reach, model=model, page=page, offset=offset, limit=limit)
+        seen = view(
+            path, reach=reach, model=model, page=page, offset=offset, limit=limit, region=region
+        )
     if seen.kind != "refusal":
         memory.pop(seen.digest, None)  # most recent last: the oldest leaves first
         memory[seen.digest] = seen.data
@@ -380,17 +392,7 @@ def view_result(
             content=[TextContent(type="text", text=json.dumps(refusal))], is_error=True
         )
     data = base64.b64encode(seen.data).decode("ascii")
-    note = (
-        f"{seen.source}: {seen.source_kind} {seen.source_width}x{seen.source_height}, "
-        f"sent {seen.width}x{seen.height} {seen.media_type}, {seen.size} bytes, "
-        f"{seen.tagged_digest}"
-    )
-    if seen.page_count:
-        note += f", page {seen.page} of {seen.page_count}"
-    elif seen.line_start is not None and seen.line_total is not None:
-        note += f", lines {seen.line_start}-{seen.line_end} of {seen.line_total}"
-        if seen.line_end is not None and seen.line_end < seen.line_total:
-            note += f" (offset={seen.line_end} shows the next lines)"
+    note = _view_note(seen)
     if len(data) + len(note) > max_bytes:  # fit promised less; refuse
         msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
         return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
@@ -400,6 +402,16 @@ def view_result(
             ImageContent(type="image", data=data, mime_type=seen.media_type),
         ]
     )
+
+
+def _view_note(seen: Perception) -> str:
+    """The text before a view's image: the perception's line (source size, region, what
+    was sent, how to zoom), its bytes and digest, and where a long text goes on."""
+    note = f"{seen.describe()}; {seen.size} bytes, {seen.tagged_digest}"
+    end, total = seen.line_end, seen.line_total
+    if end is not None and total is not None and end < total:
+        note += f"; offset={end} shows the next lines"
+    return note
 
 
 def build_server(
@@ -504,10 +516,19 @@ def build_server(
         limit: Annotated[
             int | None, Field(ge=1, description="text files: how many lines to show")
         ] = None,
+        region: Annotated[
+            list[int] | None,
+            Field(
+                min_length=4,
+                max_length=4,
+                description="zoom: [x0, y0, x1, y1] in the source's pixels (pdf: points)",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """See a file as an image (raster, svg, pdf page, or text rendered: offset and
         limit page through a long text); sha256:<hex> (12+ digits) shows again an image
-        this session viewed."""
+        this session viewed. The result states the source's size: region=[x0, y0, x1, y1]
+        in it zooms in, showing that part at up to full resolution."""
         # mcp 2.x builds a ServerSession per request; its Connection is per client
         # (stdio: the process; HTTP: the Mcp-Session-Id). No public accessor yet.
         client_key = getattr(ctx.session, "_connection", ctx.session)
@@ -519,6 +540,7 @@ def build_server(
                 page=page,
                 offset=offset,
                 limit=limit,
+                region=region,
                 recall=recall,
                 max_bytes=cap,
             )

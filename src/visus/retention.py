@@ -232,6 +232,10 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
         >>> print(elided_descriptor(shot, 2).replace("; ", ";\\n"))
         [image elided: viewed r.pdf page 3 in turn 2;
         call view("sha256:abababababababab") to see it again]
+        >>> zoomed = ImagePart("ab" * 32, "image/png", 10, 800, 450,
+        ...                    PerceptionOrigin("4k.png", region=(0, 0, 800, 450)))
+        >>> elided_descriptor(zoomed, 2).split(";")[0]
+        '[image elided: viewed 4k.png region 0,0,800,450 in turn 2'
         >>> doc = DocumentPart("ab" * 32, "application/pdf", 10, 4,
         ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
         >>> print(elided_descriptor(doc, 2))
@@ -266,10 +270,7 @@ def _seen(origin: PerceptionOrigin, turn: int) -> str:
     """How a tool image came to be: ``viewed shots/a.png page 2 in turn 3``."""
     if origin.source.startswith("sha256:"):  # an MCP tool's image, or one viewed by digest
         return f"seen in turn {turn}"
-    where = origin.source
-    if origin.page is not None:
-        where += f" page {origin.page}"
-    return f"viewed {where} in turn {turn}"
+    return f"viewed {origin.where()} in turn {turn}"
 
 
 def repeat_descriptor(part: ImagePart, turn: int) -> str:

@@ -47,6 +47,8 @@ def _text(outcome: ToolOutcome) -> str:
         ("read", {"path": "a.txt", "limit": True}, "error: argument 'limit' must be an integer"),
         ("view", {"path": "a.png", "page": 1.5}, "error: argument 'page' must be an integer"),
         ("view", {"path": None}, "error: missing required argument 'path'"),
+        ("view", {"path": "a.png", "region": [1, 2, 3]}, "error: region must be [x0, y0, x1, y1]"),
+        ("view", {"path": "a.png", "region": "1,2,3,4"}, "error: region must be [x0, y0, x1, y1]"),
         ("edit", {"path": "a.txt", "old_string": "x"}, "error: missing required argument"),
         ("send_image", {"path": ["a.png"]}, "error: argument 'path' must be a string"),
     ],
@@ -142,3 +144,16 @@ async def test_view_takes_a_url_through_the_ssrf_gate(tmp_path: Path) -> None:
     assert image.origin.source == url  # re-viewable by the same URL
     private = await reg.call("view", {"path": "https://10.0.0.1/x.png"}, ctx)
     assert _text(private).startswith("refused (outside_reach)")
+
+
+async def test_a_region_outside_the_image_is_a_refusal_naming_its_size(tmp_path: Path) -> None:
+    Image.new("RGB", (300, 200), "white").save(tmp_path / "a.png")
+    out = await ToolRegistry.builtin().call(
+        "view", {"path": "a.png", "region": [0, 0, 400, 100]}, _ctx(tmp_path)
+    )
+    assert out.is_error
+    assert _text(out).startswith("refused (invalid_input): ")
+    assert "which is 300x200" in _text(out)
+    spec = ToolRegistry.builtin().get("view")
+    assert spec is not None
+    assert spec.spec.parameters["properties"]["region"]["minItems"] == 4

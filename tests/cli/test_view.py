@@ -267,3 +267,45 @@ def test_a_model_typo_is_an_unknown_model_not_a_blind_one(root: Path) -> None:
         ["view", str(root / "shot.png"), "--root", str(root), "--model", "claude-sonnet-4-6"]
     )
     assert code == 0
+
+
+def test_region_zooms_and_the_zoomed_image_reads_what_the_plain_one_cannot(
+    tmp_path: Path,
+) -> None:
+    from tests.zoomshot import HEIGHT, REGION, WIDTH, WORDS, words_read, write_screen
+
+    write_screen(tmp_path)
+    plain, zoomed = tmp_path / "plain.png", tmp_path / "zoomed.png"
+    base = ["view", "screen.png", "--root", str(tmp_path)]
+    code, out, _ = run([*base, "--out", str(plain)])
+    assert code == 0
+    assert f"raster {WIDTH}x{HEIGHT}, sent as 1429x804" in out
+    assert "zoom with region=[x0,y0,x1,y1]" in out
+    assert not set(WORDS) & set(words_read(plain.read_bytes()))
+    box = ",".join(map(str, REGION))
+    code, out, _ = run([*base, "--region", box, "--json", "--out", str(zoomed)])
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["region"] == REGION
+    assert (payload["source_width"], payload["source_height"]) == (WIDTH, HEIGHT)
+    assert set(WORDS) <= set(words_read(zoomed.read_bytes()))
+
+
+@pytest.mark.parametrize(
+    ("region", "code", "words"),
+    [
+        ("0,0,5000,10", 3, "outside the image, which is 2000x1000"),
+        ("10,10,5,5", 3, "empty or inverted"),
+        ("1,2,3", 2, "--region takes x0,y0,x1,y1"),
+        ("a,b,c,d", 2, "--region takes x0,y0,x1,y1"),
+    ],
+)
+def test_a_bad_region_is_refused(root: Path, region: str, code: int, words: str) -> None:
+    got, out, err = run(["view", "shot.png", "--region", region, "--json", "--root", str(root)])
+    assert got == code
+    if code == 3:
+        payload = json.loads(out)
+        assert payload["reason"] == "invalid_input"
+        assert words in payload["message"]
+    else:
+        assert words in err

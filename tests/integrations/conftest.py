@@ -131,3 +131,17 @@ def _collect_framework_garbage() -> Iterator[None]:
     """
     yield
     gc.collect()
+
+
+def zoom_call(path: str, region: list[int]) -> str:
+    """The reference model's instruction to view ``region`` of ``path``."""
+    return f"call view {json.dumps({'path': path, 'region': region})}"
+
+
+def words_seen(answer: str) -> set[str]:
+    """The words the reference model read in the images of ``answer`` (all of them)."""
+    return {
+        w["text"] if isinstance(w, dict) else str(w)
+        for image in seen(answer)["images"]
+        for w in image["words"]
+    }

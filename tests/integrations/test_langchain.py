@@ -296,3 +296,20 @@ async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_w
     assert "in turn 1;" in first
     image = await _view_again(agent, messages, followed(first))
     assert shows(image, screens("langchain")[0])
+
+
+async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    from tests.integrations.conftest import words_seen, zoom_call
+    from tests.zoomshot import REGION, WORDS, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(
+        model_for("anthropic", reference_url, models), tools=[], middleware=[vision]
+    )
+    first = await agent.ainvoke({"messages": [_user(view_call("screen.png"))]})
+    assert not set(WORDS) & words_seen(first["messages"][-1].content)
+    zoomed = await agent.ainvoke({"messages": [_user(zoom_call("screen.png", REGION))]})
+    assert set(WORDS) <= words_seen(zoomed["messages"][-1].content)

@@ -376,3 +376,19 @@ async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_w
     again = await Runner.run(agent, view_call(followed(first)), run_config=config, session=session)
     (image,) = seen(again.final_output)["images"]
     assert shows(image, screens("agents")[0])
+
+
+async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    from tests.integrations.conftest import words_seen, zoom_call
+    from tests.zoomshot import REGION, WORDS, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = vision.run_config(model_provider=provider(reference_url, "responses", clients))
+    first = await Runner.run(agent, view_call("screen.png"), run_config=config)
+    assert not set(WORDS) & words_seen(first.final_output)
+    zoomed = await Runner.run(agent, zoom_call("screen.png", REGION), run_config=config)
+    assert set(WORDS) <= words_seen(zoomed.final_output)

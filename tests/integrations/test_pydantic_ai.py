@@ -337,3 +337,18 @@ async def test_a_descriptor_followed_after_the_file_was_overwritten_shows_what_w
     again = await agent.run(view_call(followed(first)), message_history=history)
     (image,) = seen(again.output)["images"]
     assert shows(image, screens("pydantic-ai")[0])
+
+
+async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
+    reference_url: str, tmp_path: Path
+) -> None:
+    from tests.integrations.conftest import words_seen, zoom_call
+    from tests.zoomshot import REGION, WORDS, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("anthropic", reference_url), capabilities=[vision])
+    first = await agent.run(view_call("screen.png"))
+    assert not set(WORDS) & words_seen(first.output)
+    second = await agent.run(zoom_call("screen.png", REGION), message_history=first.all_messages())
+    assert set(WORDS) <= words_seen(second.output)

@@ -437,7 +437,8 @@ def test_perception_json_and_describe(root: Path) -> None:
         p.size,
         p.tokens,
     )
-    assert "a.png: 96x64" in p.describe()
+    assert p.describe() == "a.png: raster 96x64, sent as 96x64 image/png, ~12 tokens"
+    assert "region" not in j  # the whole image
 
 
 @settings(

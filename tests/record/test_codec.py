@@ -58,6 +58,9 @@ MESSAGES: list[Message] = [
             ImagePart(D1, "image/png", 12345, 640, 480, PerceptionOrigin("a.png")),
             ImagePart(D2, "image/png", 5, 10, 20, PerceptionOrigin("r.pdf", tool="view", page=3)),
             ImagePart(
+                D2, "image/png", 5, 800, 450, PerceptionOrigin("4k.png", region=(0, 0, 800, 450))
+            ),
+            ImagePart(
                 D2, "image/png", 5, 10, 20, PerceptionOrigin("x.png", tool="view_attachment")
             ),
         ),
@@ -252,3 +255,22 @@ def test_assistant_image_part_refused() -> None:
     record["kind"] = "assistant"
     with pytest.raises(InvalidInputError, match="text parts only"):
         message_from_dict(record)
+
+
+def test_an_origin_without_a_region_writes_no_region_key() -> None:
+    # Records written before zoom existed read the same, and read back the same.
+    plain = UserMessage((ImagePart(D1, "image/png", 5, 4, 3, PerceptionOrigin("a.png")),), turn=1)
+    d = message_to_dict(plain)
+    assert "region" not in d["parts"][0]["origin"]
+    assert message_from_dict(d) == plain
+
+
+def test_a_bad_region_in_a_record_is_named() -> None:
+    zoomed = UserMessage(
+        (ImagePart(D1, "image/png", 5, 4, 3, PerceptionOrigin("a.png", region=(0, 0, 4, 3))),),
+        turn=1,
+    )
+    d = message_to_dict(zoomed)
+    d["parts"][0]["origin"]["region"] = [0, 0, "4", 3]
+    with pytest.raises(InvalidInputError, match="region"):
+        message_from_dict(d)

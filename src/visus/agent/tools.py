@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
-from visus.errors import NetError, UnsupportedTypeError, VisusError
+from visus.errors import InvalidInputError, NetError, UnsupportedTypeError, VisusError
 from visus.media import load, probe
-from visus.media.types import Fitted, Profile
+from visus.media.types import Fitted, Profile, Region
 from visus.models import ModelSpec
 from visus.net import afetch
 from visus.perception import (
     Perception,
     Reach,
     Refusal,
+    as_region,
     fetch_refusal,
     is_digest_ref,
     read,
@@ -251,6 +252,13 @@ def _str_arg(args: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def _region_arg(args: Mapping[str, Any]) -> Region | None:
+    try:
+        return as_region(args.get("region"))
+    except InvalidInputError as e:
+        raise _ArgError(str(e)) from None
+
+
 def _int_arg(args: Mapping[str, Any], key: str) -> int | None:
     value = args.get(key)
     if value is None:
@@ -268,24 +276,25 @@ class _ArgError(VisusError):
 def perception_parts(
     p: Perception, ctx: ToolContext, *, source: str, tool: str = "view", page: int | None = None
 ) -> tuple[Part, ...]:
-    """Store a perception's pixels and return the parts a tool result carries."""
+    """Store a perception's pixels and return the parts a tool result carries: the
+    perception's own line (source size, region, what was sent, how to zoom) and the image,
+    whose origin is the call that brings the same view back."""
     digest = ctx.blobs.put(p.data, p.media_type)
+    region = p.region
     image = ImagePart(
         digest=digest,
         media_type=p.media_type,
         size=len(p.data),
         width=p.width,
         height=p.height,
-        origin=PerceptionOrigin(source=source, tool=tool, page=page),
+        origin=PerceptionOrigin(
+            source=source,
+            tool=tool,
+            page=page,
+            region=None if region is None else (region.x0, region.y0, region.x1, region.y1),
+        ),
     )
-    summary = (
-        f"{tool}({source!r}): {p.source_kind} {p.source_width}x{p.source_height}"
-        f" sent as {p.media_type} {p.width}x{p.height}, ~{p.tokens} image tokens"
-    )
-    if p.page_count:
-        summary += f"; page {p.page or 1} of {p.page_count}"
-    if p.line_total:
-        summary += f"; lines {p.line_start}-{p.line_end} of {p.line_total}"
+    summary = f"{tool}: {p.describe(source)}"
     # The digest names these very pixels: a path may show other ones later.
     summary += f"; {short_digest(digest)}" + _changed_note(image, ctx)
     return (TextPart(summary), image)
@@ -368,6 +377,7 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     page = _int_arg(args, "page")
     offset = _int_arg(args, "offset")
     limit = _int_arg(args, "limit")
+    region = _region_arg(args)
     source: str | bytes = path
     name: str | None = None
     if is_digest_ref(path):
@@ -378,6 +388,7 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             reach=ctx.reach,
             model=ctx.model,
             page=page,
+            region=region,
         )
         if isinstance(again, Refusal):
             return ToolOutcome.refused(again)
@@ -398,6 +409,7 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         offset=offset,
         limit=limit,
         name=name,
+        region=region,
     )
     if isinstance(result, Refusal):
         return ToolOutcome.refused(result)
@@ -421,6 +433,18 @@ async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
     return fetched.data
 
 
+#: The ``region`` argument of every surface's ``view`` (JSON Schema).
+REGION_PARAMETER: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "integer"},
+    "minItems": 4,
+    "maxItems": 4,
+    "description": (
+        "Zoom: [x0, y0, x1, y1], the part to show, in the source's own pixels (a PDF "
+        "page's points) as the result of a view states them; x1, y1 exclusive"
+    ),
+}
+
 VIEW = Tool(
     ToolSpec(
         name="view",
@@ -428,7 +452,9 @@ VIEW = Tool(
             "See a file (or an https URL) as an image: photos and screenshots, SVG "
             "(rendered), PDF pages, and text or code (rendered as a screenshot). Returns "
             'pixels, not text. "sha256:<hex>" brings back an image of this conversation '
-            "(pasted, viewed or returned by a tool) that was elided."
+            "(pasted, viewed or returned by a tool) that was elided. The result states the "
+            "source's size; region=[x0, y0, x1, y1] in those coordinates zooms in, showing "
+            "that part at up to full resolution (small text a large image shrank)."
         ),
         parameters={
             "type": "object",
@@ -443,6 +469,7 @@ VIEW = Tool(
                 "page": {"type": "integer", "minimum": 1, "description": "PDF page, 1-based"},
                 "offset": {"type": "integer", "minimum": 0, "description": "Text: first line"},
                 "limit": {"type": "integer", "minimum": 1, "description": "Text: lines"},
+                "region": REGION_PARAMETER,
             },
             "required": ["path"],
         },

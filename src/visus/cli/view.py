@@ -42,6 +42,14 @@ def view_command(
     page: Annotated[int | None, typer.Option(help="PDF page, 1-based.")] = None,
     offset: Annotated[int | None, typer.Option(help="Text: first line, 0-based.")] = None,
     limit: Annotated[int | None, typer.Option(help="Text: lines to render.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            metavar="X0,Y0,X1,Y1",
+            help="Zoom: show only this part, in the source's pixels (pdf: points), at up to "
+            "the model's full resolution.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     out: Annotated[Path | None, typer.Option(help="Write the fitted image here.")] = None,
     root: Annotated[
@@ -74,18 +82,28 @@ def view_command(
 
     check_roots(root)
     _check_model(model)
+    box = _region(region)
     reach = Reach(root, render=render) if root else Reach.cwd(render=render)
     source: str | bytes | Refusal = path
     name: str | None = None
     if path.startswith(("https://", "http://")):
         source, name = _fetch(path, allow_loopback_http), path.rsplit("/", 1)[-1] or None
     if is_digest_ref(path):
-        result = _view_recorded(path, session, data, reach=reach, model=model, page=page)
+        result = _view_recorded(
+            path, session, data, reach=reach, model=model, page=page, region=box
+        )
     elif isinstance(source, Refusal):
         result = source
     else:
         result = view(
-            source, reach=reach, model=model, page=page, offset=offset, limit=limit, name=name
+            source,
+            reach=reach,
+            model=model,
+            page=page,
+            offset=offset,
+            limit=limit,
+            name=name,
+            region=box,
         )
     if isinstance(result, Refusal):
         _emit_refusal(result, as_json=as_json)
@@ -106,8 +124,34 @@ def view_command(
     _emit_perception(result, as_json=as_json, out=out)
 
 
+def _region(text: str | None) -> list[int] | None:
+    """``--region x0,y0,x1,y1`` as four whole numbers; anything else is a usage error."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        box = [int(p) for p in parts]
+    except ValueError:
+        box = []
+    if len(box) != 4:
+        typer.echo(
+            f"visus: --region takes x0,y0,x1,y1 (four whole numbers, the source's pixels), "
+            f"not {text!r}",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return box
+
+
 def _view_recorded(
-    ref: str, session: str | None, data: Path | None, *, reach: Reach, model: str, page: int | None
+    ref: str,
+    session: str | None,
+    data: Path | None,
+    *,
+    reach: Reach,
+    model: str,
+    page: int | None,
+    region: list[int] | None,
 ) -> Perception | Refusal:
     """``sha256:...`` within one session's record: its images only, never another's."""
     from visus.cli._common import data_root
@@ -137,7 +181,9 @@ def _view_recorded(
         if isinstance(p, ImagePart | DocumentPart)
     ]
     blobs = FileBlobStore(blobs_dir(root))
-    return view_digest(ref, known=known, load=blobs.get, reach=reach, model=model, page=page)
+    return view_digest(
+        ref, known=known, load=blobs.get, reach=reach, model=model, page=page, region=region
+    )
 
 
 def _check_model(model: str) -> None:
@@ -192,10 +238,13 @@ def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
         return
     console = Console(highlight=False, soft_wrap=True)
     console.print(f"[bold green]{escape(p.source)}[/bold green] for [bold]{escape(p.model)}[/bold]")
+    console.print(f"  {escape(p.describe())}")
     console.print(
         f"  sent     {p.width}x{p.height} {p.media_type}, {p.size:,} bytes, ~{p.tokens} tokens"
     )
     console.print(f"  source   {p.source_width}x{p.source_height} {p.source_kind}")
+    if p.region is not None:
+        console.print(f"  region   {p.region.as_list()}")
     if p.page is not None:
         console.print(f"  page     {p.page} of {p.page_count}")
     if p.line_start is not None:

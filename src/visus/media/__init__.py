@@ -20,13 +20,14 @@ from visus.media._fonts import font_path
 from visus.media._png import without_unusable_chunks
 from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe, unchanged
-from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, SourceKind
+from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, Region, SourceKind
 
 __all__ = [
     "DEFAULT_MEDIA_TYPES",
     "Fitted",
     "Probe",
     "Profile",
+    "Region",
     "SourceKind",
     "classify",
     "fit",

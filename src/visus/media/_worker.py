@@ -45,7 +45,7 @@ from visus.errors import (
     UnsupportedTypeError,
     VisusError,
 )
-from visus.media.types import Fitted, Profile
+from visus.media.types import Fitted, Profile, Region
 
 __all__ = ["render_in_worker", "shutdown"]
 
@@ -265,6 +265,7 @@ def render_in_worker(
     offset: int | None,
     limit: int | None,
     name: str | None,
+    region: Region | None = None,
 ) -> Fitted | None:
     """:func:`visus.media.render.render_source` of ``data`` in a worker, under the budget.
 
@@ -284,6 +285,7 @@ def render_in_worker(
         "offset": offset,
         "limit": limit,
         "name": name,
+        "region": None if region is None else region.as_list(),
         "bounds": _bounds(),
     }
     pool = _pool()
@@ -316,7 +318,10 @@ def _result(reply: dict[str, Any], body: bytes) -> Fitted | None:
     fitted = reply.get("fitted")
     if fitted is None:
         return None
-    return Fitted(data=body, **{k: fitted[k] for k in _FITTED_FIELDS})
+    fields = {k: fitted[k] for k in _FITTED_FIELDS}
+    if fields["region"] is not None:
+        fields["region"] = Region(*fields["region"])
+    return Fitted(data=body, **fields)
 
 
 # --- the child side ----------------------------------------------------------------
@@ -410,6 +415,7 @@ def serve(memory_cap: int) -> None:
                     offset=request["offset"],
                     limit=request["limit"],
                     name=request["name"],
+                    region=None if request["region"] is None else Region(*request["region"]),
                 )
         except (MediaError, InvalidInputError) as e:
             reply: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}
@@ -424,6 +430,8 @@ def serve(memory_cap: int) -> None:
                 reply = {"fitted": None}
             else:
                 reply = {"fitted": {k: getattr(fitted, k) for k in _FITTED_FIELDS}}
+                if fitted.region is not None:
+                    reply["fitted"]["region"] = fitted.region.as_list()
                 body = fitted.data
         raw_reply = json.dumps(reply).encode()
         view = memoryview(_FRAME.pack(len(raw_reply), len(body)) + raw_reply + body)

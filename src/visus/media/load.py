@@ -25,7 +25,7 @@ from visus.media._png import without_unusable_chunks
 from visus.media._worker import render_in_worker
 from visus.media.fitting import check_profile
 from visus.media.render import only, render_source
-from visus.media.types import Fitted, Probe, Profile
+from visus.media.types import Fitted, Probe, Profile, Region
 
 __all__ = ["fit", "load", "probe", "unchanged"]
 
@@ -59,12 +59,16 @@ def load(
     offset: int | None = None,
     limit: int | None = None,
     name: str | None = None,
+    region: Region | None = None,
 ) -> Fitted:
     """Decode or render any source and fit it into ``profile``.
 
     ``render=False`` (the host withheld rendering) refuses svg, text and pdf with
     :class:`UnsupportedTypeError`. ``page`` (1-based) is for PDFs, ``offset`` (0-based
     first line) and ``limit`` for text; ``name`` is a filename hint for the lexer.
+    ``region`` shows only that part of the source, at up to ``profile``'s size (see
+    :class:`Region`; a region outside the source, empty or inverted is
+    :class:`InvalidInputError` naming the source's size).
 
     Raises :class:`TooLargeError`, :class:`UndecodableError`,
     :class:`UnsupportedTypeError` or :class:`InvalidInputError`, nothing else.
@@ -84,11 +88,17 @@ def load(
         if im is not None:
             only("raster", page, offset, limit)
             with im:
-                return raster.load_raster(im, data, profile)
+                return raster.load_raster(im, data, profile, region)
     if render:
         # Rendering can take any time and memory: a worker process bounds both.
         fitted = render_in_worker(
-            data, profile=profile, page=page, offset=offset, limit=limit, name=name
+            data,
+            profile=profile,
+            page=page,
+            offset=offset,
+            limit=limit,
+            name=name,
+            region=region,
         )
     else:
         with translated("source"):

@@ -18,6 +18,7 @@ from PIL import Image
 from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UndecodableError
 from visus.media.fitting import target_size
+from visus.media.types import Region
 
 __all__ = ["PdfPage", "open_pdf", "render_pdf"]
 
@@ -51,11 +52,20 @@ def _open(data: bytes) -> pdfium.PdfDocument | None:
 
 
 def render_pdf(
-    data: bytes, *, page: int | None, max_edge: int, max_pixels: int, render: bool = True
+    data: bytes,
+    *,
+    page: int | None,
+    max_edge: int,
+    max_pixels: int,
+    render: bool = True,
+    region: Region | None = None,
 ) -> PdfPage | None:
     """Render ``page`` (1-based, default 1) to fit the bounds; ``None`` if not a PDF.
 
-    With ``render=False`` only the page count and page size are read.
+    With ``region`` (in page points, the page's size as reported) only that part is
+    rendered, at the resolution that makes it fit: zooming in on a page renders its text
+    larger, never crops pixels from a page rendered for the whole. With
+    ``render=False`` only the page count and page size are read.
 
     Example:
         >>> render_pdf(b"plain text", page=None, max_edge=100, max_pixels=10_000) is None
@@ -79,9 +89,11 @@ def render_pdf(
                 w_pt, h_pt = pdf_page.get_size()
                 if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
                     raise UndecodableError(f"PDF page {number} has no area ({w_pt} x {h_pt})")
+                if region is not None:
+                    region.check(max(1, round(w_pt)), max(1, round(h_pt)), what="page (in points)")
                 image = None
                 if render:
-                    image = _rasterise(pdf_page, w_pt, h_pt, max_edge, max_pixels)
+                    image = _rasterise(pdf_page, (w_pt, h_pt), max_edge, max_pixels, region)
             finally:
                 pdf_page.close()
         finally:
@@ -95,15 +107,32 @@ def open_pdf(data: bytes) -> PdfPage | None:
 
 
 def _rasterise(
-    pdf_page: pdfium.PdfPage, w_pt: float, h_pt: float, max_edge: int, max_pixels: int
+    pdf_page: pdfium.PdfPage,
+    page_pt: tuple[float, float],
+    max_edge: int,
+    max_pixels: int,
+    region: Region | None,
 ) -> Image.Image:
+    page_w, page_h = page_pt
+    # What is drawn, in points: the page, or the region of it (cut off from each side,
+    # left, bottom, right, top, as PDFium takes it; a rounded page size may overhang).
+    crop = (0.0, 0.0, 0.0, 0.0)
+    w_pt, h_pt = page_w, page_h
+    if region is not None:
+        crop = (
+            float(region.x0),
+            max(0.0, page_h - region.y1),
+            max(0.0, page_w - region.x1),
+            float(region.y0),
+        )
+        w_pt, h_pt = page_w - crop[0] - crop[2], page_h - crop[1] - crop[3]
     pixels = min(max_pixels, limits.MAX_PDF_RENDER_PIXELS)
     # Vector pages may render larger than 72 dpi: aim at the largest size allowed.
     big = max(max_edge, math.isqrt(pixels)) * 4
     scale_up = big / max(w_pt, h_pt)
     tw, th = target_size(math.ceil(w_pt * scale_up), math.ceil(h_pt * scale_up), max_edge, pixels)
     scale = min(tw / w_pt, th / h_pt)
-    bitmap = pdf_page.render(scale=scale)
+    bitmap = pdf_page.render(scale=scale, crop=crop)
     try:
         image: Image.Image = bitmap.to_pil().convert("RGB")
     finally:

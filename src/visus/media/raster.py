@@ -7,6 +7,7 @@ at full size just to be shrunk.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import warnings
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from visus import limits
 from visus.errors import TooLargeError
 from visus.media import _vips
 from visus.media.fitting import Encoded, classify, encode, resize, target_size
-from visus.media.types import Fitted, Profile
+from visus.media.types import Fitted, Profile, Region
 
 __all__ = ["Header", "as_is", "decode", "identify", "load_raster", "read_header"]
 
@@ -200,9 +201,14 @@ def _shrink_by_vips(header: Header, data: bytes, size: tuple[int, int]) -> Image
     return normalise(shrunk)
 
 
-def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
-    """Fit an identified raster (``im`` from :func:`identify` of ``data``) to ``profile``."""
+def load_raster(
+    im: Image.Image, data: bytes, profile: Profile, region: Region | None = None
+) -> Fitted:
+    """Fit an identified raster (``im`` from :func:`identify` of ``data``) to ``profile``;
+    with ``region``, only that part of it, cropped before anything is shrunk."""
     header = read_header(im)
+    if region is not None:
+        return _load_region(header, profile, region)
     # Decided before decoding: load() drops the tile list that says the raw bit depth.
     passthrough = _can_pass_through(header, data, profile)
     size = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
@@ -220,6 +226,22 @@ def load_raster(im: Image.Image, data: bytes, profile: Profile) -> Fitted:
         decoded.close()
         header.image.close()
     return _fitted(header, encode(fitted, profile, content=content))
+
+
+def _load_region(header: Header, profile: Profile, region: Region) -> Fitted:
+    """``region`` of the oriented source at full resolution, then fitted: a region that
+    already fits goes 1:1. Decoded whole by Pillow (the header passed the decode bounds)."""
+    region.check(header.width, header.height)
+    im = header.image
+    im.load()
+    if header.orientation != 1:
+        im = ImageOps.exif_transpose(im)
+    crop = normalise(im).crop((region.x0, region.y0, region.x1, region.y1))
+    header.image.close()
+    size = target_size(crop.width, crop.height, profile.max_edge, profile.max_pixels)
+    content = classify(crop)
+    fitted = _fitted(header, encode(resize(crop, size, content), profile, content=content))
+    return dataclasses.replace(fitted, region=region)
 
 
 def as_is(im: Image.Image, data: bytes, profile: Profile) -> Fitted | None:

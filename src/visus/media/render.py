@@ -13,7 +13,7 @@ from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 from visus.media import pdf, svg, text
 from visus.media.fitting import encode
-from visus.media.types import Fitted, Profile, SourceKind
+from visus.media.types import Fitted, Profile, Region, SourceKind
 
 __all__ = ["only", "render_source", "withheld"]
 
@@ -42,9 +42,13 @@ def render_source(
     offset: int | None,
     limit: int | None,
     name: str | None,
+    region: Region | None = None,
 ) -> Fitted | None:
     """``data`` rendered and fitted into ``profile``; ``None`` if it is no pdf, svg or text.
 
+    ``region`` shows part of the source, in its reported size's units: a PDF page's
+    points or an SVG's pixels, rendered at the scale that fills ``profile``; a text
+    page's rendered pixels, cropped before the page is shrunk.
     With ``render=False`` a recognised source raises :class:`UnsupportedTypeError`
     (rendering withheld). Errors as :func:`visus.media.load`.
 
@@ -61,6 +65,7 @@ def render_source(
         max_edge=profile.max_edge,
         max_pixels=profile.max_pixels,
         render=render,
+        region=region,
     )
     if doc is not None:
         only("pdf", page, offset, limit)
@@ -77,6 +82,7 @@ def render_source(
             source_kind="pdf",
             page=doc.page,
             page_count=doc.page_count,
+            region=region,
         )
     parsed = svg.parse_svg(data)
     if parsed is not None:
@@ -84,8 +90,12 @@ def render_source(
         if not render:
             raise withheld("svg")
         # Drawn straight at the fitted size into memory, then encoded once (line art
-        # as a lossless PNG of exactly those pixels).
-        enc = encode(svg.render_svg(parsed, profile.max_edge, profile.max_pixels), profile)
+        # as a lossless PNG of exactly those pixels); a region at the scale that fills it.
+        shown = parsed if region is None else svg.zoom_svg(parsed, region)
+        image = svg.render_svg(
+            shown, profile.max_edge, profile.max_pixels, enlarge=region is not None
+        )
+        enc = encode(image, profile)
         return Fitted(
             data=enc.data,
             media_type=enc.media_type,
@@ -94,6 +104,7 @@ def render_source(
             source_width=max(1, round(parsed.width)),
             source_height=max(1, round(parsed.height)),
             source_kind="svg",
+            region=region,
         )
     source = text.decode_text(data)
     if source is None:
@@ -113,7 +124,11 @@ def render_source(
         max_edge=profile.max_edge,
         max_pixels=profile.max_pixels,
     )
-    enc = encode(shot.image, profile, content="graphic")
+    drawn = shot.image
+    if region is not None:
+        region.check(drawn.width, drawn.height, what="rendered text page")
+        drawn = drawn.crop((region.x0, region.y0, region.x1, region.y1))
+    enc = encode(drawn, profile, content="graphic")
     return Fitted(
         data=enc.data,
         media_type=enc.media_type,
@@ -125,4 +140,5 @@ def render_source(
         line_start=shot.line_start,
         line_end=shot.line_end,
         line_total=shot.line_total,
+        region=region,
     )

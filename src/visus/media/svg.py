@@ -44,8 +44,9 @@ from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
 from visus.media import _vips
 from visus.media.fitting import target_size
+from visus.media.types import Region
 
-__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg"]
+__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg", "zoom_svg"]
 
 _SVG_NS = "{http://www.w3.org/2000/svg}"
 _FEED_CHUNK = 64 * 1024
@@ -370,15 +371,56 @@ def _librsvg(svg: ParsedSvg, width: int, height: int) -> Image.Image:
     return Image.frombytes("RGBA", (im.width, im.height), pixels)
 
 
-def render_svg(svg: ParsedSvg, max_edge: int, max_pixels: int) -> Image.Image:
+def render_svg(
+    svg: ParsedSvg, max_edge: int, max_pixels: int, *, enlarge: bool = False
+) -> Image.Image:
     """Render at the largest size inside both bounds and ``limits.MAX_SVG_RENDER_PIXELS``,
-    straight at that size (never the document's own canvas), RGBA.
+    straight at that size (never the document's own canvas), RGBA. The intrinsic size is
+    never exceeded unless ``enlarge`` (a zoomed region: drawn at the scale that fills
+    the bounds, vector detail and all).
 
     Example:
         >>> doc = parse_svg(b'<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200"/>')
         >>> render_svg(doc, 100, 10_000).size
         (100, 50)
+        >>> render_svg(doc, 1000, 1_000_000, enlarge=True).size
+        (1000, 500)
     """
     pixels = min(max_pixels, limits.MAX_SVG_RENDER_PIXELS)
-    w, h = target_size(math.ceil(svg.width), math.ceil(svg.height), max_edge, pixels)
+    k = max(max_edge, math.isqrt(pixels)) * 4 / max(svg.width, svg.height) if enlarge else 1.0
+    w, h = target_size(math.ceil(svg.width * k), math.ceil(svg.height * k), max_edge, pixels)
     return _librsvg(svg, w, h)
+
+
+def zoom_svg(svg: ParsedSvg, region: Region) -> ParsedSvg:
+    """The document cut to ``region`` (in its intrinsic px): an outer ``<svg>`` whose
+    viewBox is the region holds the document at its intrinsic size, so only the region
+    is drawn (at whatever scale it is rendered) and the document's own viewBox and
+    aspect rules still apply inside.
+
+    Example:
+        >>> doc = parse_svg(b'<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200"/>')
+        >>> part = zoom_svg(doc, Region(100, 0, 300, 50))
+        >>> (part.width, part.height)
+        (200.0, 50.0)
+    """
+    region.check(max(1, round(svg.width)), max(1, round(svg.height)))
+    inner = ET.fromstring(svg.text)
+    for key in ("x", "y"):
+        inner.attrib.pop(key, None)
+    inner.set("width", repr(svg.width))
+    inner.set("height", repr(svg.height))
+    outer = ET.Element(
+        f"{_SVG_NS}svg",
+        {
+            "width": str(region.width),
+            "height": str(region.height),
+            "viewBox": " ".join(
+                str(v) for v in (region.x0, region.y0, region.width, region.height)
+            ),
+        },
+    )
+    outer.append(inner)
+    return ParsedSvg(
+        ET.tostring(outer, encoding="unicode"), float(region.width), float(region.height)
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from visus.perception.digest import DIGEST_SCHEME, is_digest_ref, match_digest, view_digest
 from visus.perception.reach import Reach
-from visus.perception.tools import DEFAULT_MODEL, fetch_refusal, read, view
+from visus.perception.tools import DEFAULT_MODEL, RegionArg, as_region, fetch_refusal, read, view
 from visus.perception.values import (
     REFUSAL_REASONS,
     Perception,
@@ -34,6 +34,8 @@ __all__ = [
     "ReadResult",
     "Refusal",
     "RefusalReason",
+    "RegionArg",
+    "as_region",
     "content_digest",
     "fetch_refusal",
     "is_digest_ref",

@@ -24,7 +24,7 @@ from visus import limits
 from visus.errors import InvalidInputError, NotFoundError, VisusError
 from visus.models import ModelSpec
 from visus.perception.reach import Reach
-from visus.perception.tools import DEFAULT_MODEL, view
+from visus.perception.tools import DEFAULT_MODEL, RegionArg, view
 from visus.perception.values import Perception, Refusal
 
 __all__ = ["DIGEST_SCHEME", "is_digest_ref", "match_digest", "view_digest"]
@@ -71,14 +71,15 @@ def view_digest(
     reach: Reach,
     model: str | ModelSpec = DEFAULT_MODEL,
     page: int | None = None,
+    region: RegionArg | None = None,
 ) -> Perception | Refusal:
     """View the image (or PDF page) of the caller's record that ``ref`` names.
 
     ``known`` is the digests of the record's images and documents (the reach of a
     digest ref); ``load`` returns a blob's bytes (verified by the store). The
     perception's ``source`` is the full ``sha256:<hex>``, so re-viewing it again
-    works however short the prefix was. Like :func:`~visus.perception.view` it
-    never raises.
+    works however short the prefix was. ``region`` zooms into it (in the stored
+    image's own pixels). Like :func:`~visus.perception.view` it never raises.
 
     Example:
         >>> import tempfile
@@ -102,4 +103,11 @@ def view_digest(
         data = load(digest)
     except VisusError as e:  # missing or damaged in the store: say so, never crash
         return Refusal("not_found", f"{ref} cannot be shown again: {e}", ref)
-    return view(data, reach=reach, model=model, page=page, name=f"{DIGEST_SCHEME}{digest}")
+    return view(
+        data,
+        reach=reach,
+        model=model,
+        page=page,
+        name=f"{DIGEST_SCHEME}{digest}",
+        region=region,
+    )

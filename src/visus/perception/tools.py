@@ -19,6 +19,8 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from visus import media
@@ -39,7 +41,7 @@ from visus.limits import (
     READ_DEFAULT_LINES,
     READ_MAX_LINE_CHARS,
 )
-from visus.media import Fitted
+from visus.media import Fitted, Region
 from visus.media.text import decode_text, split_lines  # media's rules for "text" and lines
 from visus.models import ModelSpec, get_model, image_tokens, pick_detail
 from visus.perception.reach import Reach
@@ -51,12 +53,14 @@ from visus.perception.values import (
     content_digest,
 )
 
-__all__ = ["DEFAULT_MODEL", "fetch_refusal", "read", "view"]
+__all__ = ["DEFAULT_MODEL", "RegionArg", "as_region", "fetch_refusal", "read", "view"]
 
 #: The model ``view`` fits for when the caller names none.
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 Ref = str | os.PathLike[str] | bytes | bytearray | memoryview
+#: A region as callers give it: ``[x0, y0, x1, y1]`` or a :class:`~visus.media.Region`.
+RegionArg = Sequence[int] | Region
 
 
 class _Refused(Exception):
@@ -77,14 +81,20 @@ def view(
     offset: int | None = None,
     limit: int | None = None,
     name: str | None = None,
+    region: RegionArg | None = None,
 ) -> Perception | Refusal:
     """See a file (or in-memory bytes) as an image fitted for ``model``.
 
     ``ref`` is a path under ``reach`` or the bytes of an image/document (no reach
     check; ``name`` then labels it and hints the text lexer). ``page`` picks a PDF
     page (1-based); ``offset`` (0-based first line) and ``limit`` pick the lines of
-    a text file to render. Returns a :class:`Perception`, or a :class:`Refusal`
-    for any input that cannot become an image: no exception escapes.
+    a text file to render. ``region`` (``[x0, y0, x1, y1]`` in the source's own
+    coordinates, the size the perception reports: pixels, a PDF page's points) zooms
+    in: only that part is shown, at up to the model's native resolution (cropped
+    before shrinking; PDF and SVG drawn at the scale it needs). Returns a
+    :class:`Perception`, or a :class:`Refusal` for any input that cannot become an
+    image (a region outside the source, empty or inverted: ``invalid_input`` naming
+    its size): no exception escapes.
 
     Example:
         >>> import tempfile, pathlib
@@ -94,7 +104,7 @@ def view(
     """
     source = _label(ref, name)
     try:
-        return _view(ref, source, reach, model, page, offset, limit, name)
+        return _view(ref, source, reach, model, _Args(page, offset, limit, name, region))
     except _Refused as e:
         return Refusal(e.reason, e.message, source)
     except VisusError as e:
@@ -140,16 +150,45 @@ def read(
 # --- view -------------------------------------------------------------------------
 
 
-def _view(
-    ref: Ref,
-    source: str,
-    reach: Reach,
-    model: str | ModelSpec,
-    page: int | None,
-    offset: int | None,
-    limit: int | None,
-    name: str | None,
-) -> Perception:
+@dataclass(frozen=True, slots=True)
+class _Args:
+    """What ``view`` was asked for, besides the source."""
+
+    page: int | None
+    offset: int | None
+    limit: int | None
+    name: str | None
+    region: object
+
+
+def as_region(value: object) -> Region | None:
+    """``value`` (``[x0, y0, x1, y1]`` of whole numbers, or a :class:`Region`) as a
+    Region; its shape only is checked here, its place in the source by ``media``.
+
+    Example:
+        >>> as_region([10, 20, 110, 70])
+        Region(x0=10, y0=20, x1=110, y1=70)
+        >>> try:
+        ...     as_region([1, 2, 3])
+        ... except InvalidInputError as e:
+        ...     print(e)
+        region must be [x0, y0, x1, y1], four whole numbers in the source's pixels, got [1, 2, 3]
+    """
+    if value is None or isinstance(value, Region):
+        return value
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 4
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        x0, y0, x1, y1 = value
+        return Region(x0, y0, x1, y1)
+    raise InvalidInputError(
+        f"region must be [x0, y0, x1, y1], four whole numbers in the source's pixels, got {value!r}"
+    )
+
+
+def _view(ref: Ref, source: str, reach: Reach, model: str | ModelSpec, args: _Args) -> Perception:
     spec = _model(model)
     if not spec.vision:
         raise _Refused(
@@ -158,50 +197,68 @@ def _view(
             "Use read for text files, or switch to a vision model.",
         )
     _check_reach(reach)
-    _check_int("page", page, minimum=1)
-    _check_int("offset", offset, minimum=0)
-    _check_int("limit", limit, minimum=1)
-    if name is not None and not isinstance(name, str):
+    _check_int("page", args.page, minimum=1)
+    _check_int("offset", args.offset, minimum=0)
+    _check_int("limit", args.limit, minimum=1)
+    region = as_region(args.region)
+    if args.name is not None and not isinstance(args.name, str):
         raise InvalidInputError("name must be a string")
     path: Path | None = None
     if isinstance(ref, (bytes, bytearray, memoryview)):
         data = bytes(ref)
         if len(data) > MAX_SOURCE_BYTES:
             raise TooLargeError(f"{len(data)} bytes; the limit is {MAX_SOURCE_BYTES} bytes")
-        hint = name
+        hint = args.name
     else:
         path = _resolve(ref, reach)
         data = reach.read_bytes(path)
         hint = path.name
+    fitted = _load(data, spec, reach, args, region, hint, text_file=source if path else None)
+    if region is None:
+        fitted = _as_sent(data, fitted, spec)
+    tokens = _cost(spec, fitted.width, fitted.height)
+    return Perception.from_fitted(fitted, source=source, model=spec.name, tokens=tokens, path=path)
+
+
+def _load(
+    data: bytes,
+    spec: ModelSpec,
+    reach: Reach,
+    args: _Args,
+    region: Region | None,
+    hint: str | None,
+    *,
+    text_file: str | None,
+) -> Fitted:
+    """``media.load`` for ``spec``; a file (``text_file`` names it) that is text too large
+    or unfit to render gets a refusal that points at ``read``."""
     try:
-        fitted = media.load(
+        return media.load(
             data,
             profile=spec.profile(),
             render=reach.render,
-            page=page,
-            offset=offset,
-            limit=limit,
+            page=args.page,
+            offset=args.offset,
+            limit=args.limit,
             name=hint,
+            region=region,
         )
     except TooLargeError as e:
-        if path is not None and decode_text(data) is not None:
+        if text_file is not None and decode_text(data) is not None:
             raise _Refused(
                 "too_large",
-                f"{source} is text too large to render: {_detail(e)}. Call "
-                f"read({source!r}, offset=..., limit=...) to page through its text.",
+                f"{text_file} is text too large to render: {_detail(e)}. Call "
+                f"read({text_file!r}, offset=..., limit=...) to page through its text.",
             ) from e
         raise
     except UnsupportedTypeError as e:
-        if path is not None and decode_text(data) is not None:
+        if text_file is not None and decode_text(data) is not None:
             raise _Refused(
                 "unsupported_type",
-                f"{source} cannot be shown as an image: {_detail(e)}. It is text: call "
-                f"read({source!r}) to get it.",
+                f"{text_file} cannot be shown as an image: {_detail(e)}. It is text: call "
+                f"read({text_file!r}) to get it.",
             ) from e
         raise
-    fitted = _as_sent(data, fitted, spec)
-    tokens = _cost(spec, fitted.width, fitted.height)
-    return Perception.from_fitted(fitted, source=source, model=spec.name, tokens=tokens, path=path)
 
 
 def _cost(spec: ModelSpec, width: int, height: int) -> int:

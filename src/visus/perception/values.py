@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from visus.media.types import Fitted, SourceKind
+from visus.media.types import Fitted, Region, SourceKind
 
 __all__ = [
     "REFUSAL_REASONS",
@@ -88,8 +88,8 @@ class Perception:
         >>> p.width, p.source_width, p.size, p.frame_count, p.fitted is f
         (4, 8, 3, 1, True)
         >>> p.describe()
-        'red.png: 4x3 image/png (source 8x6 raster), ~12 tokens'
-    """
+        'red.png: raster 8x6, sent as 4x3 image/png, ~12 tokens; zoom with region=[x0,y0,x1,y1] in those 8x6 pixels'
+    """  # noqa: E501
 
     fitted: Fitted
     source: str
@@ -163,6 +163,11 @@ class Perception:
         return self.fitted.line_total
 
     @property
+    def region(self) -> Region | None:
+        """The part of the source shown (``None``: all of it)."""
+        return self.fitted.region
+
+    @property
     def size(self) -> int:
         """Bytes of the encoded image."""
         return len(self.data)
@@ -172,24 +177,54 @@ class Perception:
         """``sha256:<hex>``."""
         return f"sha256:{self.digest}"
 
-    def describe(self) -> str:
-        """One line for the model to read next to the image.
+    def describe(self, name: str | None = None) -> str:
+        """One line for the model next to the image: the source (``name``, else
+        :attr:`source`) and its size, the region shown, what was sent and what it costs,
+        and how to zoom where that shows more.
 
-        Example: ``shot.png: 1568x980 image/png (source 3136x1960 raster), ~1521 tokens``
+        Examples (the second a zoomed view)::
+
+            shot.png: raster 3840x2160, sent as 1568x882 image/png, ~1521 tokens; zoom with
+            region=[x0,y0,x1,y1] in those 3840x2160 pixels
+            shot.png region=[0,0,960,540] of raster 3840x2160, sent as 960x540 image/png
+            (1:1), ~703 tokens
         """
-        extra = ""
+        name = name or self.source or "image"
+        units = "points" if self.source_kind == "pdf" else "pixels"
+        size = f"{self.source_width}x{self.source_height}"
+        kind = f"{self.source_kind} {size}" + (" pt" if self.source_kind == "pdf" else "")
+        region = self.region
+        where = f"{name}: {kind}"
+        if region is not None:
+            box = ",".join(str(v) for v in region.as_list())
+            where = f"{name} region=[{box}] of {kind}"
+        sent = f"sent as {self.width}x{self.height} {self.media_type}"
+        if region is not None and (region.width, region.height) == (self.width, self.height):
+            sent += " (1:1)"
+        line = f"{where}{self._where_in()}, {sent}, ~{self.tokens} tokens"
+        if self._zoomable():
+            detail = "a smaller region shows more" if region is not None else "zoom with"
+            line += f"; {detail} region=[x0,y0,x1,y1] in those {size} {units}"
+        return line
+
+    def _where_in(self) -> str:
+        """The page, lines or frame shown, when the source has more than one."""
         if self.page is not None and self.page_count is not None:
-            extra = f", page {self.page} of {self.page_count}"
-        elif self.line_start is not None and self.line_total is not None:
-            extra = f", lines {self.line_start}-{self.line_end} of {self.line_total}"
-        elif self.frame_count is not None and self.frame_count > 1:
-            extra = f", first of {self.frame_count} frames"
-        name = self.source or "image"
-        return (
-            f"{name}: {self.width}x{self.height} {self.media_type} (source "
-            f"{self.source_width}x{self.source_height} {self.source_kind}{extra}), "
-            f"~{self.tokens} tokens"
-        )
+            return f", page {self.page} of {self.page_count}"
+        if self.line_start is not None and self.line_total is not None:
+            return f", lines {self.line_start}-{self.line_end} of {self.line_total}"
+        if self.frame_count is not None and self.frame_count > 1:
+            return f", first of {self.frame_count} frames"
+        return ""
+
+    def _zoomable(self) -> bool:
+        """Whether a region would show more than this view: drawings (pdf, svg) render
+        any region larger; pixels (raster, text) only where they were shrunk to be sent."""
+        if self.source_kind in ("pdf", "svg"):
+            return True
+        shown = self.region
+        w, h = (shown.width, shown.height) if shown else (self.source_width, self.source_height)
+        return self.width < w or self.height < h
 
     def to_json(self) -> dict[str, Any]:
         """Metadata as JSON (no image bytes): the ``visus view --json`` shape."""
@@ -214,6 +249,7 @@ class Perception:
             "line_start": self.line_start,
             "line_end": self.line_end,
             "line_total": self.line_total,
+            "region": self.region.as_list() if self.region is not None else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out

@@ -66,6 +66,8 @@ def origin_to_dict(origin: Origin) -> dict[str, Any]:
             "source": origin.source,
             "tool": origin.tool,
             "page": origin.page,
+            # Only a zoomed view writes it: older records (and readers) never see the key.
+            **({"region": list(origin.region)} if origin.region is not None else {}),
         }
     if isinstance(origin, AttachmentOrigin):
         return {"kind": "attachment", "filename": origin.filename}
@@ -192,6 +194,19 @@ def _list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
+def _region(value: object, where: str) -> tuple[int, int, int, int] | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) == 4
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        x0, y0, x1, y1 = value
+        return (x0, y0, x1, y1)
+    raise _bad(where, "expected [x0, y0, x1, y1] or null")
+
+
 def _origin_from_dict(value: object, where: str) -> Origin:
     d = _obj(value, where)
     kind = d.get("kind")
@@ -200,7 +215,10 @@ def _origin_from_dict(value: object, where: str) -> Origin:
         if page is not None and (isinstance(page, bool) or not isinstance(page, int)):
             raise _bad(f"{where}.page", "expected an integer or null")
         return PerceptionOrigin(
-            source=_str(d, "source", where), tool=_str(d, "tool", where), page=page
+            source=_str(d, "source", where),
+            tool=_str(d, "tool", where),
+            page=page,
+            region=_region(d.get("region"), f"{where}.region"),
         )
     if kind == "attachment":
         return AttachmentOrigin(filename=_opt_str(d, "filename", where))

@@ -46,13 +46,30 @@ class PerceptionOrigin:
     """The image came from ``view`` (or ``view_attachment``) and can be re-viewed.
 
     ``source`` is what the tool was called with (a path, URL or attachment name);
-    ``tool`` names the tool that re-creates it, so a descriptor can say how.
+    ``tool`` names the tool that re-creates it, so a descriptor can say how; ``page``
+    and ``region`` (``(x0, y0, x1, y1)`` of a zoomed view) are the rest of that call.
     """
 
     source: str
     tool: str = "view"
     page: int | None = None
+    region: tuple[int, int, int, int] | None = None
     kind: Literal["perception"] = "perception"
+
+    def where(self) -> str:
+        """The source with the page and region shown, as descriptors name it (no square
+        brackets: a descriptor is itself a bracketed note).
+
+        Example:
+            >>> PerceptionOrigin("r.pdf", page=3, region=(0, 0, 300, 200)).where()
+            'r.pdf page 3 region 0,0,300,200'
+        """
+        where = self.source
+        if self.page is not None:
+            where += f" page {self.page}"
+        if self.region is not None:
+            where += f" region {','.join(str(v) for v in self.region)}"
+        return where
 
 
 @dataclass(frozen=True, slots=True)

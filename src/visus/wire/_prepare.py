@@ -148,7 +148,7 @@ def _over_note(part: ImagePart, turn: int, reason: str) -> str:
         # The digest, not the path: the file may hold other bytes by now.
         ref = f"sha256:{part.digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
         return (
-            f"[image elided: viewed {origin.source} in turn {turn}; {reason}; "
+            f"[image elided: viewed {origin.where()} in turn {turn}; {reason}; "
             f'call view("{ref}") to see it again]'
         )
     if isinstance(origin, AttachmentOrigin):
