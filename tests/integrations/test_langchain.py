@@ -230,7 +230,7 @@ async def test_one_middleware_fits_each_agents_images_for_its_own_model(
         fitted = media.fit((tmp_path / "wide.png").read_bytes(), get_model(name).profile())
         assert (image["width"], image["height"]) == (fitted.width, fitted.height), name
         (tool,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
-        assert f"sent as image/png {fitted.width}x{fitted.height}" in tool.content[0]["text"]
+        assert f"sent as {fitted.width}x{fitted.height} image/png" in tool.content[0]["text"]
 
 
 async def _viewed_red(

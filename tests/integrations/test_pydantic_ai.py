@@ -180,7 +180,7 @@ def test_unknown_model_gets_conservative_fit_and_one_warning(tmp_path: Path) -> 
         warnings.simplefilter("error")
         agent.run_sync("look again")  # warned once per model, not per call
     (text, image), _ = returns
-    assert "raster 3000x1000 sent as" in text
+    assert "raster 3000x1000, sent as" in text
     assert isinstance(image, BinaryContent)
     with Image.open(io.BytesIO(image.data)) as im:
         assert 1500 < max(im.size) <= CONSERVATIVE.max_edge
