@@ -144,7 +144,12 @@ class AgentRunner:
         pasted = [PastedImage(i.data, i.media_type) for i in images]
         result = await self.agent.run_turn(session, text, pasted, on_delta=emit_delta)
         out = tuple(ImageIn(o.media_type, o.data) for o in result.images)
-        return TurnOutput(text=result.answer, images=out, stop_reason=result.stop_reason)
+        return TurnOutput(
+            text=result.answer,
+            images=out,
+            stop_reason=result.stop_reason,
+            usage=result.usage.as_json(),
+        )
 
     async def aclose(self) -> None:
         await self.agent.aclose()

@@ -78,6 +78,15 @@ async def test_pasted_image_reaches_the_model_through_tether(
         frames = await _poll_done(client, iid, "chat-1")
     done = [f for f in frames if f["type"] == "assistant.done"]
     assert done, frames
+    usage = done[0]["payload"]["usage"]  # the turn's tokens and cost, cache included
+    assert set(usage) == {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+    }
+    assert usage["input_tokens"] > 0
     text = done[0]["payload"]["text"]
     block = re.search(r"```json\n(.*?)\n```", text, re.DOTALL)
     assert block, text

@@ -143,6 +143,30 @@ def test_a_run_out_of_steps_says_so_on_stdout_and_exits_3(env: Path) -> None:
     assert (done["stopped"], done["steps"]) == ("answer", 6)
 
 
+def test_cache_tokens_show_in_run_json_and_usage(env: Path) -> None:
+    # Eight screenshots in one turn: the reference server caches the prompt's prefix as
+    # the provider would, and every surface shows the tokens read from the cache.
+    out = run_json(env / "data", _screens(env, 8))
+    assert out["usage"]["cache_read_tokens"] > 0
+    assert set(out["usage"]) == {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    }
+    shown = invoke("usage", out["session"], "--data", str(env / "data"), "--json")
+    assert shown.exit_code == 0, shown.stderr
+    usage = json.loads(shown.stdout)
+    (turn,) = usage["turns"]
+    assert (
+        turn["cache_read_tokens"] == usage["cache_read_tokens"] == out["usage"]["cache_read_tokens"]
+    )
+    assert len(turn["steps"]) == 9  # eight views, then the answer
+    assert sum(s["cache_read_tokens"] for s in turn["steps"]) == turn["cache_read_tokens"]
+    text = invoke("usage", out["session"], "--data", str(env / "data")).stdout
+    assert f"({usage['cache_read_tokens']} cache read, " in text
+
+
 def test_the_step_budget_comes_from_the_config(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VISUS_AGENT__MAX_STEPS", "2")
     result = invoke("run", "--data", str(env / "data"), "--json", _screens(env, 4))

@@ -46,7 +46,7 @@ MESSAGES: list[Message] = [
         ),
         turn=3,
         model="claude-sonnet-4-6",
-        usage=Usage(input_tokens=1200, output_tokens=34, cost_usd=0.0041),
+        usage=Usage(1200, 34, 0.0041, cache_read_tokens=900, cache_write_tokens=200),
         stop_reason="tool_use",
         provider_state=ProviderState("openai-responses", '[{"type":"reasoning","id":"rs_1"}]'),
     ),

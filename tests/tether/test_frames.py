@@ -280,3 +280,22 @@ def test_untrusted_base64_is_still_refused_at_ingress(data: str) -> None:
     frame = msg({"text": "", "images": [{"media_type": "image/png", "data": data}]})
     with pytest.raises(FrameError, match=r"base64|data-URI"):
         decode_frame(frame, assign=True)
+
+
+def test_assistant_done_carries_the_turns_usage() -> None:
+    usage = {
+        "input_tokens": 1200,
+        "output_tokens": 30,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 150,
+        "cost_usd": 0.0012,
+    }
+    frame = Frame(AssistantDone("ok", usage=usage), "s", "m-1", seq=3, ts="t")
+    wire = frame_to_dict(frame)
+    assert wire["payload"]["usage"] == usage
+    decoded = decode_frame(json.loads(json.dumps(wire))).frame.payload
+    assert isinstance(decoded, AssistantDone)
+    assert decoded.usage == usage
+    wire["payload"]["usage"] = {"input_tokens": "many"}
+    with pytest.raises(FrameError, match=r"payload\.usage\.input_tokens"):
+        decode_frame(wire)

@@ -386,8 +386,12 @@ GEMINI_2 = ModelSpec(
     media_types=frozenset({"image/png", "image/jpeg", "image/webp"}),
 )
 LLAVA = ModelSpec(name="llava-test", provider="ollama", vision=True)
-BEDROCK_NATIVE = ModelSpec(
-    name="anthropic.claude-test", provider="bedrock", vision=True, images_in_tool_results=True
+BEDROCK_NATIVE = ModelSpec(  # a Claude on Bedrock: images in toolResult, cache points
+    name="anthropic.claude-test",
+    provider="bedrock",
+    vision=True,
+    images_in_tool_results=True,
+    cache_points=True,
 )
 BEDROCK_HOISTED = ModelSpec(name="amazon.nova-test", provider="bedrock", vision=True)
 

@@ -311,7 +311,10 @@ def test_system_and_tools_in_each_wire_shape() -> None:
     request = CASES["system_and_tools"]()
     system = request.system
     bodies = {v.name: _lower(request, v) for v in VARIANTS}
-    assert bodies["anthropic"]["system"] == system
+    # a list of one block: it carries the first prompt-cache breakpoint
+    assert bodies["anthropic"]["system"] == [
+        {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+    ]
     assert bodies["anthropic"]["tools"][0]["input_schema"]["required"] == ["path"]
     assert bodies["openai-chat"]["messages"][0] == {"role": "system", "content": system}
     assert bodies["openai-responses"]["instructions"] == system
@@ -319,7 +322,10 @@ def test_system_and_tools_in_each_wire_shape() -> None:
     decls = bodies["gemini-3"]["tools"][0]["functionDeclarations"]
     assert [d["name"] for d in decls] == ["view", "read"]
     assert bodies["ollama"]["messages"][0] == {"role": "system", "content": system}
-    assert bodies["bedrock-native"]["system"] == [{"text": system}]
+    assert bodies["bedrock-native"]["system"] == [
+        {"text": system},
+        {"cachePoint": {"type": "default"}},  # a Claude on Bedrock: cache checkpoints
+    ]
     assert bodies["bedrock-native"]["inferenceConfig"] == {"maxTokens": 512}
     assert bodies["bedrock-native"]["toolConfig"]["tools"][1]["toolSpec"]["name"] == "read"
 

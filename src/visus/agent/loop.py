@@ -13,6 +13,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -218,7 +220,7 @@ class Agent:
         for step in range(1, self.max_steps + 1):
             status(f"waiting for {self.model.name}")
             try:
-                reply = await self._complete(history, on_delta, notes)
+                reply = await self._complete(history, on_delta, notes, _cache_key(session_id))
             except asyncio.CancelledError:
                 # The user's message stays answered, so the next turn alternates cleanly.
                 stopped = AssistantMessage(parts=(TextPart(_CANCELLED),), turn=turn)
@@ -265,11 +267,16 @@ class Agent:
     # --- steps ------------------------------------------------------------------------
 
     async def _complete(
-        self, history: Sequence[Message], on_delta: DeltaCallback | None, notes: list[str]
+        self,
+        history: Sequence[Message],
+        on_delta: DeltaCallback | None,
+        notes: list[str],
+        cache_key: str | None = None,
     ) -> AssistantMessage:
         view = model_view(history, self.policy, model=self.model)
+        send = functools.partial(self._send, on_delta=on_delta, cache_key=cache_key)
         try:
-            return await self._send(view, on_delta)
+            return await send(view)
         except ImageRejectedError as first:
             # One image must never make a session unusable: re-fit every live image
             # conservatively and retry; if that is refused too, elide them all. The
@@ -277,15 +284,24 @@ class Agent:
             notes.append(f"provider refused an image ({first}); re-fitted and retried")
             refitted = tuple(self._map_images(view, self._refit_part))
             try:
-                return await self._send(refitted, on_delta)
+                return await send(refitted)
             except ImageRejectedError as second:
                 notes.append(f"provider refused the re-fitted image ({second}); elided")
-                return await self._send(tuple(self._map_images(view, _elide_part)), on_delta)
+                return await send(tuple(self._map_images(view, _elide_part)))
 
     async def _send(
-        self, view: Sequence[Message], on_delta: DeltaCallback | None
+        self,
+        view: Sequence[Message],
+        *,
+        on_delta: DeltaCallback | None,
+        cache_key: str | None = None,
     ) -> AssistantMessage:
-        request = ModelRequest(messages=tuple(view), system=self.system, tools=self.tools.specs())
+        request = ModelRequest(
+            messages=tuple(view),
+            system=self.system,
+            tools=self.tools.specs(),
+            cache_key=cache_key,
+        )
         return await self.client.complete(
             request,
             model=self.model,
@@ -385,6 +401,12 @@ def _elide_part(part: ImagePart | DocumentPart) -> Part:
 
 
 _CANCELLED = "(stopped by the user)"
+
+
+def _cache_key(session_id: str) -> str:
+    """A session's prompt-cache key: stable across processes, and not its name (sent to
+    the provider)."""
+    return "visus-" + hashlib.sha256(session_id.encode()).hexdigest()[:24]
 
 
 def _cancelled(call: ToolCall, turn: int) -> ToolResult:

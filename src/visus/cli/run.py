@@ -18,7 +18,7 @@ from visus.cli._turn import tool_lines
 
 if TYPE_CHECKING:
     from visus.agent import Agent, PastedImage, TurnResult
-    from visus.record.messages import ToolCall
+    from visus.record.messages import ToolCall, Usage
 
 ModelOpt = Annotated[
     str | None,
@@ -310,8 +310,8 @@ def run(
             )
         typer.echo(
             f"[session {result.session} · {result.steps} step(s) · "
-            f"{result.usage.input_tokens} in / {result.usage.output_tokens} out · "
-            f"${result.usage.cost_usd:.6f}]",
+            f"{result.usage.input_tokens} in{_cached(result.usage)} / "
+            f"{result.usage.output_tokens} out · ${result.usage.cost_usd:.6f}]",
             err=True,
         )
     if budget_spent:
@@ -320,14 +320,12 @@ def run(
 
 def _json_result(result: TurnResult, max_steps: int) -> dict[str, object]:
     """``visus run --json``'s one object."""
-    usage = {
-        "input_tokens": result.usage.input_tokens,
-        "output_tokens": result.usage.output_tokens,
-    }
+    usage = result.usage.as_json()
+    cost = usage.pop("cost_usd")
     return {
         "answer": result.answer,
         "usage": usage,
-        "cost_usd": round(result.usage.cost_usd, 8),
+        "cost_usd": cost,
         "session": result.session,
         "stopped": result.stopped,
         "stop_reason": result.stop_reason,
@@ -558,7 +556,8 @@ def _usage_text(agent: Agent, sid: str) -> str:
         if m.kind != "user" and m.usage is not None:
             total = total + m.usage
     return (
-        f"{total.input_tokens} input + {total.output_tokens} output tokens, ${total.cost_usd:.6f}"
+        f"{total.input_tokens} input + {total.output_tokens} output tokens{_cached(total)}, "
+        f"${total.cost_usd:.6f}"
     )
 
 
@@ -583,34 +582,35 @@ def usage(
     except VisusError as e:
         fail(str(e))
     per_turn: dict[int, Usage] = {}
+    steps: dict[int, list[Usage]] = {}
     for m in messages:
         if m.kind != "user" and m.usage is not None:
             per_turn[m.turn] = per_turn.get(m.turn, Usage()) + m.usage
+            if m.kind == "assistant":  # a model step (a tool's own spend joins its turn)
+                steps.setdefault(m.turn, []).append(m.usage)
     total = sum(per_turn.values(), Usage())
     if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "session": session,
-                    "turns": [
-                        {
-                            "turn": t,
-                            "input_tokens": u.input_tokens,
-                            "output_tokens": u.output_tokens,
-                            "cost_usd": u.cost_usd,
-                        }
-                        for t, u in sorted(per_turn.items())
-                    ],
-                    "input_tokens": total.input_tokens,
-                    "output_tokens": total.output_tokens,
-                    "cost_usd": total.cost_usd,
-                }
-            )
-        )
+        turns = [
+            {"turn": t, **u.as_json(), "steps": [s.as_json() for s in steps.get(t, [])]}
+            for t, u in sorted(per_turn.items())
+        ]
+        typer.echo(json.dumps({"session": session, "turns": turns, **total.as_json()}))
         return
     for t, u in sorted(per_turn.items()):
-        typer.echo(f"turn {t}: {u.input_tokens} in, {u.output_tokens} out, ${u.cost_usd:.6f}")
-    typer.echo(f"total: {total.input_tokens} in, {total.output_tokens} out, ${total.cost_usd:.6f}")
+        typer.echo(f"turn {t}: {_usage_line(u)}")
+    typer.echo(f"total: {_usage_line(total)}")
+
+
+def _usage_line(u: Usage) -> str:
+    """``12000 in (9000 cache read, 1500 cache write), 30 out, $0.012300``."""
+    return f"{u.input_tokens} in{_cached(u)}, {u.output_tokens} out, ${u.cost_usd:.6f}"
+
+
+def _cached(u: Usage) -> str:
+    """`` (9000 cache read, 1500 cache write)``, or nothing when the provider cached none."""
+    if not (u.cache_read_tokens or u.cache_write_tokens):
+        return ""
+    return f" ({u.cache_read_tokens} cache read, {u.cache_write_tokens} cache write)"
 
 
 def register(app: typer.Typer) -> None:

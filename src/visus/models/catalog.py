@@ -144,6 +144,8 @@ REFERENCE = ModelSpec(
     max_images=100,
     tokens=AnthropicPatches(native_edge=2576, native_tokens=(2576 // 28 + 1) ** 2),
     context_tokens=128_000,
+    # Takes breakpoints on the wires that have them, so tests see visus's caching offline.
+    cache_points=True,
 )
 
 #: The same reference model taking PDFs natively (``reference-pdf``): documents reach

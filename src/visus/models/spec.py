@@ -138,6 +138,15 @@ class ModelSpec:
     context_tokens: int = 128_000
     input_price_per_mtok: float = 0.0
     output_price_per_mtok: float = 0.0
+    #: Prompt-cache prices where ``genai-prices`` lacks the model (None: cached input is
+    #: priced as plain input, the safe side).
+    cache_read_price_per_mtok: float | None = None
+    cache_write_price_per_mtok: float | None = None
+    #: Takes explicit prompt-cache breakpoints (Anthropic ``cache_control``, Bedrock
+    #: ``cachePoint``); OpenAI and Gemini cache prefixes on their own.
+    cache_points: bool = False
+    #: The shortest prefix the provider caches (tokens).
+    cache_min_tokens: int = 1024
 
     def profile(self) -> Profile:
         """The fitting profile images for this model must meet."""

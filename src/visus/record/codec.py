@@ -146,11 +146,17 @@ def message_to_dict(m: Message) -> dict[str, Any]:
 def _usage_to_dict(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
-    return {
+    out: dict[str, Any] = {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cost_usd": usage.cost_usd,
     }
+    # Only when the provider cached: records of uncached steps stay as they were.
+    if usage.cache_read_tokens:
+        out["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        out["cache_write_tokens"] = usage.cache_write_tokens
+    return out
 
 
 # --- decoding -------------------------------------------------------------------
@@ -324,6 +330,10 @@ def _usage_from_dict(value: object) -> Usage | None:
         input_tokens=_int(d, "input_tokens", "usage"),
         output_tokens=_int(d, "output_tokens", "usage"),
         cost_usd=float(cost),
+        cache_read_tokens=_int(d, "cache_read_tokens", "usage") if "cache_read_tokens" in d else 0,
+        cache_write_tokens=(
+            _int(d, "cache_write_tokens", "usage") if "cache_write_tokens" in d else 0
+        ),
     )
 
 

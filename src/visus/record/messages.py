@@ -169,17 +169,45 @@ class ProviderState:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens and cost of one model step (or a sum of steps)."""
+    """Tokens and cost of one model step (or a sum of steps).
+
+    ``input_tokens`` counts every prompt token; ``cache_read_tokens`` and
+    ``cache_write_tokens`` are the part of them the provider read from and wrote to its
+    prompt cache (billed at their own prices, which ``cost_usd`` includes).
+
+    Example:
+        >>> (Usage(100, 5, 0.1, cache_read_tokens=80) + Usage(120, 5, 0.1)).cache_read_tokens
+        80
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def as_json(self) -> dict[str, int | float]:
+        """The usage as the surfaces print it (``visus usage``, ``run --json``, tether, web).
+
+        Example:
+            >>> Usage(100, 5, 0.00123456789, cache_read_tokens=80).as_json()["cost_usd"]
+            0.00123457
+        """
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": round(self.cost_usd, 8),
+        }
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost_usd + other.cost_usd,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -253,3 +281,6 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
+    #: Names the conversation to a provider's prompt cache (OpenAI ``prompt_cache_key``),
+    #: so its requests reach the same cache; None sends none.
+    cache_key: str | None = None

@@ -17,10 +17,13 @@ import asyncio
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from starlette.concurrency import run_in_threadpool
@@ -30,6 +33,7 @@ from visus import limits
 from visus.errors import InvalidInputError
 from visus.models import get_model, image_tokens
 from visus.models.spec import ModelSpec
+from visus.reference.cache import Block, PromptCache, estimate
 from visus.reference.model import (
     Conversation,
     InImage,
@@ -51,6 +55,8 @@ __all__ = [
     "check_image",
     "image_cost",
     "now",
+    "pixel_cost",
+    "prefix_blocks",
     "read_json",
     "spec_for",
 ]
@@ -89,6 +95,8 @@ class Settings:
     #: than the request's own cap, is cut off there and the reply says so with the
     #: wire's truncation signal. None: answers are never cut (request caps ignored).
     max_output_tokens: int | None = None
+    #: This server's prompt cache (each wire accounts it as its provider documents).
+    cache: PromptCache = field(default_factory=PromptCache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +142,31 @@ def b64decode(text: object, *, proto: bool = False) -> bytes:
         raise InvalidInputError(f"invalid base64: {e}") from e
 
 
+# Sizes of images already checked, by sha256 (not the bytes: a few hundred screenshots).
+_SIZES: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
+_SIZES_LOCK = threading.Lock()
+_SIZES_MAX = 4096
+
+
+def _checked_size(digest: str, data: bytes) -> tuple[int, int, str]:
+    with _SIZES_LOCK:
+        hit = _SIZES.get(digest)
+    if hit is None:
+        hit = decode_size(data)
+        with _SIZES_LOCK:
+            _SIZES[digest] = hit
+            while len(_SIZES) > _SIZES_MAX:
+                _SIZES.popitem(last=False)
+    return hit
+
+
 def check_image(data: bytes) -> Checked:
-    """Decode the header (and verify the stream) of an image; UndecodableError if not one."""
-    width, height, fmt = decode_size(data)
+    """Decode the header (and verify the stream) of an image; UndecodableError if not one.
+
+    An image already checked (same bytes) is not decoded again: a long agent loop sends
+    its live images with every request.
+    """
+    width, height, fmt = _checked_size(hashlib.sha256(data).hexdigest(), data)
     return Checked(data=data, width=width, height=height, format=fmt)
 
 
@@ -149,6 +179,22 @@ def spec_for(wire: WireName, model: str) -> ModelSpec:
     if spec is None or not spec.vision:
         spec = get_model(REPRESENTATIVE[wire])
     return spec
+
+
+def pixel_cost(spec: ModelSpec) -> Callable[[int, int], int]:
+    """Tokens of an image of a given size under ``spec``'s formula (cache estimates)."""
+    return lambda width, height: image_tokens(spec, width, height)
+
+
+def prefix_blocks(head: Mapping[str, object], items: object, spec: ModelSpec) -> list[Block]:
+    """Cache blocks of a wire that caches by prefix alone (OpenAI, Gemini): ``head`` (tools,
+    instructions: what precedes the conversation, its empty values left out) then each
+    item of the conversation."""
+    pixels = pixel_cost(spec)
+    head = {k: v for k, v in head.items() if v}
+    blocks = [Block(*estimate(head, pixels))] if head else []
+    seq = items if isinstance(items, list) else [items] if items else []
+    return blocks + [Block(*estimate(item, pixels)) for item in seq]
 
 
 def image_cost(spec: ModelSpec) -> Callable[[InImage], int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from starlette.requests import Request
@@ -27,7 +27,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError, VisusError
 from visus.models import get_model
-from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
+from visus.reference.cache import MAX_BREAKPOINTS, Block, CacheUse, estimate
+from visus.reference.common import (
+    Reject,
+    Settings,
+    answer,
+    b64decode,
+    check_image,
+    pixel_cost,
+    read_json,
+    spec_for,
+)
 from visus.reference.model import (
     Conversation,
     InCall,
@@ -355,7 +365,7 @@ def _stream(message: dict[str, Any]) -> Iterator[str]:
         **message,
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+        "usage": {**usage, "output_tokens": 1},
     }
     yield _sse("message_start", {"message": start})
     yield _sse("ping", {})
@@ -392,6 +402,52 @@ def _stream(message: dict[str, Any]) -> Iterator[str]:
     yield _sse("message_stop", {})
 
 
+def _usage(reply: Reply, use: CacheUse) -> dict[str, int]:
+    """The API's usage: ``input_tokens`` is what follows the last cached or written prefix."""
+    return {
+        "input_tokens": reply.input_tokens - use.read - use.write,
+        "output_tokens": reply.output_tokens,
+        "cache_creation_input_tokens": use.write,
+        "cache_read_input_tokens": use.read,
+    }
+
+
+def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> list[Block]:
+    """The request's prompt as cache blocks, in the API's order: tools, system, messages;
+    a block with ``cache_control`` (or the last one, for a top-level ``cache_control``:
+    automatic caching) is a breakpoint."""
+    found: list[tuple[object, object]] = []  # (block, its cache_control)
+    for tool in body.get("tools") or []:
+        found.append((tool, tool.get("cache_control") if isinstance(tool, dict) else None))
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        found.append((block, block.get("cache_control") if isinstance(block, dict) else None))
+    for m in body.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        role = m.get("role") if isinstance(m, dict) else None
+        for block in [content] if isinstance(content, str) else content or []:
+            mark = block.get("cache_control") if isinstance(block, dict) else None
+            inner = block.get("content") if isinstance(block, dict) else None
+            if mark is None and isinstance(inner, list):  # a marked block inside a result
+                mark = next(
+                    (
+                        c.get("cache_control")
+                        for c in inner
+                        if isinstance(c, dict) and c.get("cache_control")
+                    ),
+                    None,
+                )
+            found.append(({"role": role, "block": block}, mark))
+    if isinstance(body.get("cache_control"), dict) and found:
+        found[-1] = (found[-1][0], body["cache_control"])
+    out: list[Block] = []
+    for block, mark in found:
+        key, tokens = estimate(block, pixels)
+        ttl = mark.get("ttl") if isinstance(mark, dict) else None
+        out.append(Block(key, tokens, isinstance(mark, dict), 3600.0 if ttl == "1h" else 300.0))
+    return out
+
+
 def _stop_reason(reply: Reply) -> str:
     if reply.truncated:
         return "max_tokens"
@@ -410,6 +466,14 @@ async def messages(request: Request, settings: Settings) -> Response:
     if not isinstance(model, str) or not model:
         raise _reject("model: Field required")
     conv = _conversation(body)
+    spec = spec_for("anthropic", model)
+    blocks = cache_blocks(body, pixel_cost(spec))
+    marked = sum(b.breakpoint for b in blocks)
+    if marked > MAX_BREAKPOINTS:
+        raise _reject(
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {marked}."
+        )
     reply = await answer(
         conv,
         wire="anthropic",
@@ -417,6 +481,9 @@ async def messages(request: Request, settings: Settings) -> Response:
         settings=settings,
         too_long=_too_long,
         cap=body.get("max_tokens"),
+    )
+    use = settings.cache.breakpoints(
+        f"anthropic:{model}", blocks, total=reply.input_tokens, min_tokens=spec.cache_min_tokens
     )
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
     message = {
@@ -427,12 +494,7 @@ async def messages(request: Request, settings: Settings) -> Response:
         "content": _content(reply),
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": reply.input_tokens,
-            "output_tokens": reply.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        },
+        "usage": _usage(reply, use),
     }
     if body.get("stream"):
         return StreamingResponse(_stream(message), media_type="text/event-stream")

@@ -22,7 +22,7 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from starlette.requests import Request
@@ -30,7 +30,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
-from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
+from visus.reference.cache import MAX_BREAKPOINTS, Block, CacheUse, estimate
+from visus.reference.common import (
+    Reject,
+    Settings,
+    answer,
+    b64decode,
+    check_image,
+    pixel_cost,
+    read_json,
+    spec_for,
+)
 from visus.reference.model import (
     Conversation,
     InCall,
@@ -319,7 +329,7 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
     return message + struct.pack(">I", zlib.crc32(message))
 
 
-def _events(reply: Reply) -> Iterator[bytes]:
+def _events(reply: Reply, cache: CacheUse) -> Iterator[bytes]:
     yield _event("messageStart", {"role": "assistant"})
     for n, block in enumerate(_content(reply)):
         if "text" in block:
@@ -344,28 +354,70 @@ def _events(reply: Reply) -> Iterator[bytes]:
             )
         yield _event("contentBlockStop", {"contentBlockIndex": n})
     yield _event("messageStop", {"stopReason": _stop_reason(reply)})
-    yield _event("metadata", {"usage": _usage(reply), "metrics": {"latencyMs": 1}})
+    yield _event("metadata", {"usage": _usage(reply, cache), "metrics": {"latencyMs": 1}})
 
 
-def _usage(reply: Reply) -> dict[str, int]:
-    return {
-        "inputTokens": reply.input_tokens,
+def _usage(reply: Reply, use: CacheUse) -> dict[str, int]:
+    """Converse usage: ``inputTokens`` is what was neither read from nor written to the
+    cache; reads and writes are counted beside it."""
+    usage = {
+        "inputTokens": reply.input_tokens - use.read - use.write,
         "outputTokens": reply.output_tokens,
         "totalTokens": reply.input_tokens + reply.output_tokens,
     }
+    if use.read or use.write:
+        usage["cacheReadInputTokens"] = use.read
+        usage["cacheWriteInputTokens"] = use.write
+    return usage
 
 
-async def _reply(request: Request, settings: Settings) -> Reply:
+def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> list[Block]:
+    """The request as cache blocks (tools, system, messages); a ``cachePoint`` block marks
+    the block before it as a breakpoint."""
+    found: list[tuple[object, bool]] = []
+    tool_config = body.get("toolConfig")
+    groups: list[tuple[str | None, object]] = [
+        (None, tool_config.get("tools") if isinstance(tool_config, dict) else None),
+        (None, body.get("system")),
+        *(
+            (m.get("role"), m.get("content"))
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        ),
+    ]
+    for role, items in groups:
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and "cachePoint" in item:
+                if found:
+                    found[-1] = (found[-1][0], True)
+                continue
+            found.append(({"role": role, "block": item} if role else item, False))
+    out = []
+    for block, mark in found:
+        key, tokens = estimate(block, pixels)
+        out.append(Block(key, tokens, mark))
+    return out
+
+
+async def _reply(request: Request, settings: Settings) -> tuple[Reply, CacheUse]:
     if not request.headers.get("authorization", "").strip():
         raise _reject("Missing Authentication Token", 403, "AccessDeniedException")
     model = str(request.path_params.get("model_id", ""))
     body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
     conv = _conversation(body)
+    spec = spec_for("bedrock", model)
+    blocks = cache_blocks(body, pixel_cost(spec))
+    if sum(b.breakpoint for b in blocks) > MAX_BREAKPOINTS:
+        raise _reject(f"A maximum of {MAX_BREAKPOINTS} cache points is allowed per request.")
     inference = body.get("inferenceConfig")
     cap = inference.get("maxTokens") if isinstance(inference, dict) else None
-    return await answer(
+    reply = await answer(
         conv, wire="bedrock", model=model, settings=settings, too_long=_too_long, cap=cap
     )
+    use = settings.cache.breakpoints(
+        f"bedrock:{model}", blocks, total=reply.input_tokens, min_tokens=spec.cache_min_tokens
+    )
+    return reply, use
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -376,12 +428,12 @@ def _stop_reason(reply: Reply) -> str:
 
 async def converse(request: Request, settings: Settings) -> Response:
     """``POST /model/{modelId}/converse``."""
-    reply = await _reply(request, settings)
+    reply, use = await _reply(request, settings)
     return JSONResponse(
         {
             "output": {"message": {"role": "assistant", "content": _content(reply)}},
             "stopReason": _stop_reason(reply),
-            "usage": _usage(reply),
+            "usage": _usage(reply, use),
             "metrics": {"latencyMs": 1},
         }
     )
@@ -389,5 +441,5 @@ async def converse(request: Request, settings: Settings) -> Response:
 
 async def converse_stream(request: Request, settings: Settings) -> Response:
     """``POST /model/{modelId}/converse-stream``: the same answer as binary stream events."""
-    reply = await _reply(request, settings)
-    return StreamingResponse(_events(reply), media_type="application/vnd.amazon.eventstream")
+    reply, use = await _reply(request, settings)
+    return StreamingResponse(_events(reply, use), media_type="application/vnd.amazon.eventstream")

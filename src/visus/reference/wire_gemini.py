@@ -34,7 +34,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError, VisusError
 from visus.models import get_model
-from visus.reference.common import Reject, Settings, answer, b64decode, check_image, read_json
+from visus.reference.common import (
+    Reject,
+    Settings,
+    answer,
+    b64decode,
+    check_image,
+    prefix_blocks,
+    read_json,
+    spec_for,
+)
 from visus.reference.model import (
     Conversation,
     InCall,
@@ -334,15 +343,30 @@ def _parts(reply: Reply, model: str) -> list[dict[str, Any]]:
     return parts
 
 
-def _usage(reply: Reply) -> dict[str, int]:
-    return {
+def _usage(reply: Reply, cached: int = 0) -> dict[str, int]:
+    usage = {
         "promptTokenCount": reply.input_tokens,
         "candidatesTokenCount": reply.output_tokens,
         "totalTokenCount": reply.input_tokens + reply.output_tokens,
     }
+    if cached:  # the API leaves the field out when nothing was cached
+        usage["cachedContentTokenCount"] = cached
+    return usage
 
 
-def _chunks(reply: Reply, model: str, rid: str) -> Iterator[dict[str, Any]]:
+def _cached(settings: Settings, body: dict[str, Any], model: str, total: int) -> int:
+    """Implicit caching (Gemini 2.5 and later): the longest prefix seen before, at least
+    the model's minimum."""
+    spec = spec_for("gemini", model)
+    head = {"systemInstruction": body.get("systemInstruction"), "tools": body.get("tools")}
+    blocks = prefix_blocks(head, body.get("contents"), spec)
+    use = settings.cache.automatic(
+        f"gemini:{model}", blocks, total=total, min_tokens=spec.cache_min_tokens
+    )
+    return use.read
+
+
+def _chunks(reply: Reply, model: str, rid: str, cached: int = 0) -> Iterator[dict[str, Any]]:
     chunks: list[dict[str, Any]] = [
         {"text": reply.text[k : k + 64]} for k in range(0, len(reply.text), 64)
     ]
@@ -357,7 +381,7 @@ def _chunks(reply: Reply, model: str, rid: str) -> Iterator[dict[str, Any]]:
         }
         if last:
             candidate["finishReason"] = "MAX_TOKENS" if reply.truncated else "STOP"
-            payload["usageMetadata"] = _usage(reply)
+            payload["usageMetadata"] = _usage(reply, cached)
         yield payload
 
 
@@ -378,8 +402,9 @@ async def generate(request: Request, settings: Settings) -> Response:
         conv, wire="gemini", model=model, settings=settings, too_long=_too_long, cap=cap
     )
     rid = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+    cached = _cached(settings, body, model, reply.input_tokens)
     if method == "streamGenerateContent":
-        chunks = _chunks(reply, model, rid)
+        chunks = _chunks(reply, model, rid, cached)
         if request.query_params.get("alt") != "sse":
             return JSONResponse(list(chunks))  # without alt=sse the stream is one JSON array
         sse = ("data: " + json.dumps(c) + "\r\n\r\n" for c in chunks)
@@ -393,7 +418,7 @@ async def generate(request: Request, settings: Settings) -> Response:
                     "index": 0,
                 }
             ],
-            "usageMetadata": _usage(reply),
+            "usageMetadata": _usage(reply, cached),
             "modelVersion": model,
             "responseId": rid,
         }

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
+from visus.reference.cache import OPENAI_MIN_TOKENS, OPENAI_STEP
 from visus.reference.common import (
     Reject,
     Settings,
@@ -33,7 +34,9 @@ from visus.reference.common import (
     b64decode,
     check_image,
     now,
+    prefix_blocks,
     read_json,
+    spec_for,
 )
 from visus.reference.model import (
     NEUTRAL_ROLES,
@@ -420,12 +423,27 @@ def _chat_calls(reply: Reply) -> list[dict[str, Any]]:
     ]
 
 
-def _chat_usage(reply: Reply) -> dict[str, Any]:
+def _chat_usage(reply: Reply, cached: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": reply.input_tokens,
         "completion_tokens": reply.output_tokens,
         "total_tokens": reply.input_tokens + reply.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
+
+
+def cached_tokens(
+    settings: Settings, body: dict[str, Any], head: dict[str, object], items: object, total: int
+) -> int:
+    """OpenAI's automatic prompt caching: prompts of 1024 tokens and more, hits in steps
+    of 128 tokens, per model and ``prompt_cache_key``."""
+    model = str(body.get("model"))
+    scope = f"openai:{model}:{body.get('prompt_cache_key') or ''}"
+    blocks = prefix_blocks(head, items, spec_for("openai", model))
+    use = settings.cache.automatic(
+        scope, blocks, total=total, min_tokens=OPENAI_MIN_TOKENS, step=OPENAI_STEP
+    )
+    return use.read
 
 
 def _finish(reply: Reply) -> str:
@@ -434,7 +452,7 @@ def _finish(reply: Reply) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def _chat_stream(reply: Reply, rid: str, model: str, usage: bool) -> Iterator[str]:
+def _chat_stream(reply: Reply, rid: str, model: str, usage: bool, cached: int = 0) -> Iterator[str]:
     base = {"id": rid, "object": "chat.completion.chunk", "created": now(), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
@@ -462,7 +480,8 @@ def _chat_stream(reply: Reply, rid: str, model: str, usage: bool) -> Iterator[st
             yield chunk({"tool_calls": [{"index": n, "function": {"arguments": args[k : k + 32]}}]})
     yield chunk({}, _finish(reply))
     if usage:
-        yield "data: " + json.dumps({**base, "choices": [], "usage": _chat_usage(reply)}) + "\n\n"
+        usage_chunk = {**base, "choices": [], "usage": _chat_usage(reply, cached)}
+        yield "data: " + json.dumps(usage_chunk) + "\n\n"
     yield "data: [DONE]\n\n"
 
 
@@ -477,11 +496,13 @@ async def chat_completions(request: Request, settings: Settings) -> Response:
         conv, wire="openai", model=model, settings=settings, too_long=too_long, cap=cap
     )
     rid = response_id("chatcmpl-", body)
+    head = {"tools": body.get("tools")}
+    cached = cached_tokens(settings, body, head, body.get("messages"), reply.input_tokens)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         usage = bool(isinstance(opts, dict) and opts.get("include_usage"))
         return StreamingResponse(
-            _chat_stream(reply, rid, model, usage), media_type="text/event-stream"
+            _chat_stream(reply, rid, model, usage, cached), media_type="text/event-stream"
         )
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
     if reply.tool_calls:
@@ -500,6 +521,6 @@ async def chat_completions(request: Request, settings: Settings) -> Response:
                     "finish_reason": _finish(reply),
                 }
             ],
-            "usage": _chat_usage(reply),
+            "usage": _chat_usage(reply, cached),
         }
     )

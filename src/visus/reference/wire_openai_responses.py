@@ -25,6 +25,7 @@ from visus.reference.common import Settings, answer, now, read_json
 from visus.reference.model import NEUTRAL_ROLES, Conversation, InCall, InImage, InMessage, Reply
 from visus.reference.wire_openai import (
     bad_json,
+    cached_tokens,
     check_auth,
     parse_file_data,
     parse_image_url,
@@ -186,7 +187,7 @@ def _responses_conversation(body: dict[str, Any]) -> Conversation:
     return Conversation(messages=tuple(messages), tools=names, tool_text=tool_text)
 
 
-def _responses_body(reply: Reply, rid: str, model: str) -> dict[str, Any]:
+def _responses_body(reply: Reply, rid: str, model: str, cached: int = 0) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if reply.text:
         output.append(
@@ -224,7 +225,7 @@ def _responses_body(reply: Reply, rid: str, model: str) -> dict[str, Any]:
         "incomplete_details": {"reason": "max_output_tokens"} if reply.truncated else None,
         "usage": {
             "input_tokens": reply.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": reply.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": reply.input_tokens + reply.output_tokens,
@@ -317,7 +318,9 @@ async def responses(request: Request, settings: Settings) -> Response:
     reply = await answer(
         conv, wire="openai", model=model, settings=settings, too_long=too_long, cap=cap
     )
-    done = _responses_body(reply, response_id("resp_", body), model)
+    head = {"instructions": body.get("instructions"), "tools": body.get("tools")}
+    cached = cached_tokens(settings, body, head, body.get("input"), reply.input_tokens)
+    done = _responses_body(reply, response_id("resp_", body), model, cached)
     if body.get("stream"):
         return StreamingResponse(_responses_stream(done), media_type="text/event-stream")
     return JSONResponse(done)

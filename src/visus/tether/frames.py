@@ -7,8 +7,10 @@ frames have no ``reply_to`` key. Payloads:
 
 - ``user.message``   ``{text, images?, user?}`` (text required, ``""`` for image-only)
 - ``assistant.delta`` ``{text}`` (never images)
-- ``assistant.done``  ``{text, images?, stop_reason?}`` (``stop_reason`` as the model
-  gave it: ``max_tokens`` means the answer was cut off at the output limit)
+- ``assistant.done``  ``{text, images?, stop_reason?, usage?}`` (``stop_reason`` as the model
+  gave it: ``max_tokens`` means the answer was cut off at the output limit; ``usage`` the
+  turn's ``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
+  ``cache_write_tokens`` and ``cost_usd``)
 - ``error``          ``{code, message}`` (the server's own notes: a failed turn, a
   refused egress image, ``cancelled`` when a turn was stopped)
 - ``turn.cancel``    ``{target}``: stop the turn answering the ``user.message`` whose
@@ -163,6 +165,9 @@ class AssistantDone:
     images: tuple[Image, ...] = ()
     #: Why the model stopped (``end_turn``, ``max_tokens``: cut off, ...); None: unknown.
     stop_reason: str | None = None
+    #: The turn's tokens and cost: ``input_tokens``, ``output_tokens``,
+    #: ``cache_read_tokens``, ``cache_write_tokens``, ``cost_usd``; None: not reported.
+    usage: Mapping[str, int | float] | None = None
     kind: Literal["assistant.done"] = "assistant.done"
 
 
@@ -252,6 +257,8 @@ def payload_to_dict(payload: Payload) -> dict[str, Any]:
                 out["images"] = _images(payload.images)
             if payload.stop_reason is not None:
                 out["stop_reason"] = payload.stop_reason
+            if payload.usage is not None:
+                out["usage"] = dict(payload.usage)
         case AssistantDelta():
             out = {"text": payload.text}
         case ErrorPayload():
@@ -319,6 +326,8 @@ def payload_size(payload: Payload) -> int:
         size += len(b',"user":') + len(_dumps(dict(payload.user)))
     if isinstance(payload, AssistantDone) and payload.stop_reason is not None:
         size += len(b',"stop_reason":') + len(_dumps(payload.stop_reason))
+    if isinstance(payload, AssistantDone) and payload.usage is not None:
+        size += len(b',"usage":') + len(_dumps(dict(payload.usage)))
     return size
 
 
@@ -474,12 +483,25 @@ def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn,
     if kind == "assistant.done":
         stop = obj.get("stop_reason")
         stop = None if stop is None else _str(stop, "payload.stop_reason")
-        return AssistantDone(text, images, stop), decoded
+        return AssistantDone(text, images, stop, _usage(obj.get("usage"))), decoded
     user = obj.get("user")
     if user is not None:
         user = dict(_obj(user, "payload.user"))
         _utf8(user, "payload.user")
     return UserMessagePayload(text, images, user), decoded
+
+
+def _usage(value: object) -> dict[str, int | float] | None:
+    """An ``assistant.done`` usage: an object of numbers (absent: None)."""
+    if value is None:
+        return None
+    usage = _obj(value, "payload.usage")
+    out: dict[str, int | float] = {}
+    for key, number in usage.items():
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise FrameError(f"payload.usage.{key}: expected a number", field="payload.usage")
+        out[str(key)] = number
+    return out
 
 
 def decode_frame(

@@ -317,12 +317,12 @@ class Instance:
             code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
             await emit(reply.frame(ErrorPayload(code, str(err))), False)
         sent = tuple(map(image_from_bytes, kept))
-        done = reply.frame(AssistantDone(out.text, sent, out.stop_reason))
+        done = reply.frame(AssistantDone(out.text, sent, out.stop_reason, out.usage))
         try:
             check_wire(frame_size(done))
         except TetherLimitError as e:
             await emit(reply.frame(ErrorPayload("egress_limit", str(e))), False)
-            done = reply.frame(AssistantDone(out.text, stop_reason=out.stop_reason))
+            done = reply.frame(AssistantDone(out.text, (), out.stop_reason, out.usage))
         await emit(done, True)
 
     async def aclose(self) -> None:

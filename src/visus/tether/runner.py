@@ -47,6 +47,9 @@ class TurnOutput:
     images: tuple[ImageIn, ...] = ()
     #: Why the model stopped (``max_tokens``: the answer was cut off); None: unknown.
     stop_reason: str | None = None
+    #: Tokens and cost of the turn (:meth:`visus.record.messages.Usage.as_json`:
+    #: input, output, cache read, cache write, cost_usd); None: the runner does not say.
+    usage: Mapping[str, int | float] | None = None
 
 
 #: ``InstanceConfig.extra`` key of the MCP servers a create request asked to mount (a

@@ -143,11 +143,7 @@ def web_stores(app: Any) -> WebStores:
 
 
 def _usage(u: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cost_usd": u.cost_usd,
-    }
+    return dict(u.as_json())
 
 
 def _image(part: ImagePart) -> dict[str, Any]:

@@ -479,4 +479,5 @@ def prepare(
         tools=request.tools,
         max_tokens=request.max_tokens,
         model=spec,
+        cache_key=request.cache_key,
     )

@@ -145,6 +145,13 @@ class Prepared:
     tools: tuple[ToolSpec, ...]
     max_tokens: int
     model: ModelSpec
+    cache_key: str | None = None
+
+    @property
+    def openai_cache_key(self) -> str | None:
+        """``prompt_cache_key`` for OpenAI's own API (an OpenAI-compatible server may
+        refuse a field it does not know, so only OpenAI and the reference server get it)."""
+        return self.cache_key if self.model.provider in ("openai", "reference") else None
 
 
 def source_text(origin: Origin) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from visus.errors import ProviderError
+from visus.models.prices import cost_usd
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
     AssistantMessage,
@@ -43,19 +44,31 @@ __all__ = [
 ]
 
 
-def usage_for(model: ModelSpec, input_tokens: int, output_tokens: int) -> Usage:
-    """Tokens as the provider reported them, priced from the model's catalog entry.
+def usage_for(
+    model: ModelSpec,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+) -> Usage:
+    """Tokens as the provider reported them (``input_tokens`` with the cached ones),
+    priced at list prices (:func:`visus.models.prices.cost_usd`).
 
     Example:
-        >>> spec = ModelSpec(name="m", provider="openai", input_price_per_mtok=2.0,
+        >>> spec = ModelSpec(name="m", provider="openai-compatible", input_price_per_mtok=2.0,
         ...                  output_price_per_mtok=8.0)
         >>> usage_for(spec, 1_000_000, 500_000).cost_usd
         6.0
     """
-    cost = (
-        input_tokens * model.input_price_per_mtok + output_tokens * model.output_price_per_mtok
-    ) / 1_000_000
-    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    cost = cost_usd(
+        model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+    return Usage(input_tokens, output_tokens, cost, cache_read, cache_write)
 
 
 def decode_arguments(raw: object) -> JSONObject:

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
 
 from visus import limits
@@ -81,20 +81,29 @@ class Base64Source(TypedDict):
     data: str
 
 
+class CacheControl(TypedDict):
+    """A prompt-cache breakpoint: the prefix up to and including its block is cached."""
+
+    type: Literal["ephemeral"]
+
+
 class TextBlock(TypedDict):
     type: Literal["text"]
     text: str
+    cache_control: NotRequired[CacheControl]
 
 
 class ImageBlock(TypedDict):
     type: Literal["image"]
     source: Base64Source
+    cache_control: NotRequired[CacheControl]
 
 
 class DocumentBlock(TypedDict):
     type: Literal["document"]
     source: Base64Source
     title: NotRequired[str]
+    cache_control: NotRequired[CacheControl]
 
 
 #: What a ``tool_result`` may hold, and all a user turn holds besides tool results.
@@ -106,6 +115,7 @@ class ToolUseBlock(TypedDict):
     id: str
     name: str
     input: dict[str, JSONValue]
+    cache_control: NotRequired[CacheControl]
 
 
 class ToolResultBlock(TypedDict):
@@ -115,6 +125,7 @@ class ToolResultBlock(TypedDict):
     tool_use_id: str
     content: NotRequired[list[MediaBlock]]
     is_error: NotRequired[bool]
+    cache_control: NotRequired[CacheControl]
 
 
 ContentBlock: TypeAlias = MediaBlock | ToolUseBlock | ToolResultBlock
@@ -130,6 +141,7 @@ class Tool(TypedDict):
     name: str
     description: NotRequired[str]
     input_schema: dict[str, JSONValue]
+    cache_control: NotRequired[CacheControl]
 
 
 class Request(TypedDict):
@@ -137,7 +149,7 @@ class Request(TypedDict):
 
     model: str
     max_tokens: int
-    system: NotRequired[str]
+    system: NotRequired[list[TextBlock]]
     messages: list[Message]
     tools: NotRequired[list[Tool]]
 
@@ -205,12 +217,8 @@ def build(prepared: Prepared) -> Request:
     model, max_tokens = prepared.model.name, prepared.max_tokens
     body: Request
     if prepared.system:  # ahead of messages: the snapshots pin the key order
-        body = {
-            "model": model,
-            "max_tokens": max_tokens,
-            "system": prepared.system,
-            "messages": messages,
-        }
+        system: list[TextBlock] = [{"type": "text", "text": prepared.system}]
+        body = {"model": model, "max_tokens": max_tokens, "system": system, "messages": messages}
     else:
         body = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if prepared.tools:
@@ -218,7 +226,51 @@ def build(prepared: Prepared) -> Request:
             {"name": t.name, "description": t.description, "input_schema": plain(t.parameters)}
             for t in prepared.tools
         ]
+    _mark_breakpoints(body)
     return body
+
+
+def _ephemeral() -> CacheControl:
+    return {"type": "ephemeral"}
+
+
+def _mark_breakpoints(body: Request) -> None:
+    """Prompt-cache breakpoints (3 of the 4 the API allows), placed so that the retention
+    window's batch evictions rewrite as little as possible:
+
+    1. the end of the stable head: the system prompt, else the last tool;
+    2. the end of the history before the first live tool image (else any live image or
+       document): an eviction changes the request only from there on, so the next
+       request still reads this prefix from the cache and writes only what follows;
+    3. the newest block: each step reads what the last one wrote (its breakpoint is a
+       few blocks back, inside the API's 20-block lookback) and writes only the step.
+
+    A breakpoint on a prefix shorter than the model's minimum is ignored by the API.
+    """
+    if "system" in body:
+        body["system"][-1]["cache_control"] = _ephemeral()
+    elif "tools" in body:
+        body["tools"][-1]["cache_control"] = _ephemeral()
+    messages = body["messages"]
+    media = [i for i, m in enumerate(messages) if _holds_media(m, in_results=True)]
+    media = media or [i for i, m in enumerate(messages) if _holds_media(m, in_results=False)]
+    if media and 0 < media[0] < len(messages) - 1:
+        messages[media[0] - 1]["content"][-1]["cache_control"] = _ephemeral()
+    if messages:
+        messages[-1]["content"][-1]["cache_control"] = _ephemeral()
+
+
+def _holds_media(message: Message, *, in_results: bool) -> bool:
+    """Whether ``message`` holds an image or document (only inside tool results, or
+    anywhere)."""
+    for block in message["content"]:
+        if block["type"] in ("image", "document") and not in_results:
+            return True
+        if block["type"] == "tool_result" and any(
+            c["type"] != "text" for c in block.get("content", ())
+        ):
+            return True
+    return False
 
 
 def cap(body: Body, max_tokens: int) -> Body:
@@ -264,12 +316,24 @@ _STOP: dict[str, StopReason] = {
 }
 
 
-def _prompt_tokens(u: ReplyUsage) -> int:
+def _prompt_tokens(u: Mapping[str, object]) -> int:
     # Cached prompt tokens are still prompt tokens; count them so context use is honest.
     return (
         as_int(u.get("input_tokens"))
         + as_int(u.get("cache_creation_input_tokens"))
         + as_int(u.get("cache_read_input_tokens"))
+    )
+
+
+def _usage(ctx: ReplyContext, u: Mapping[str, object]) -> Usage:
+    """Usage from the reply's fields: ``input_tokens`` there is what followed the last
+    cache breakpoint; the cache's writes and reads are counted beside it."""
+    return usage_for(
+        ctx.model,
+        _prompt_tokens(u),
+        as_int(u.get("output_tokens")),
+        cache_read=as_int(u.get("cache_read_input_tokens")),
+        cache_write=as_int(u.get("cache_creation_input_tokens")),
     )
 
 
@@ -284,6 +348,11 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
         ...            "output_tokens": 1}}, ctx)
         >>> m.text, m.stop_reason, m.usage.input_tokens
         ('Hi', 'max_tokens', 3)
+        >>> u = {"input_tokens": 50, "cache_creation_input_tokens": 200,
+        ...      "cache_read_input_tokens": 1000, "output_tokens": 5}
+        >>> m = parse({"content": [], "usage": u}, ctx).usage
+        >>> m.input_tokens, m.cache_read_tokens, m.cache_write_tokens
+        (1250, 1000, 200)
     """
     r = cast("Reply", reply)
     text: list[str] = []
@@ -293,8 +362,7 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
             text.append(block.get("text", ""))
         elif block.get("type") == "tool_use":
             calls.append(_call(block, decode_arguments(block.get("input"))))
-    u = r.get("usage") or {}
-    usage = _usage(ctx, _prompt_tokens(u), as_int(u.get("output_tokens")))
+    usage = _usage(ctx, r.get("usage") or {})
     return ctx.message("".join(text), calls, usage, _stop(r.get("stop_reason")))
 
 
@@ -302,10 +370,6 @@ def _call(block: Block, arguments: JSONObject) -> ToolCall:
     return ToolCall(
         id=block.get("id") or new_call_id(), name=block.get("name", ""), arguments=arguments
     )
-
-
-def _usage(ctx: ReplyContext, prompt: int, output: int) -> Usage:
-    return usage_for(ctx.model, prompt, output)
 
 
 def _stop(reason: object) -> StopReason:
@@ -351,16 +415,14 @@ class Stream:
         self.ctx = ctx
         self.text: list[str] = []
         self.blocks: dict[int, tuple[Block, list[str]]] = {}
-        self.prompt = self.output = 0
+        self.usage: dict[str, object] = {}
         self.stop: object = None
 
     def feed(self, event: JSONObject) -> str:
         e = cast("Event", event)
         kind = e.get("type")
         if kind == "message_start":
-            u = (e.get("message") or {}).get("usage") or {}
-            self.prompt = _prompt_tokens(u)
-            self.output = as_int(u.get("output_tokens"))
+            self.usage = dict((e.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             block = e.get("content_block") or {}
             self.blocks[e.get("index", 0)] = (block, [])
@@ -374,10 +436,9 @@ class Stream:
                 parts.append(delta.get("partial_json", ""))
         elif kind == "message_delta":
             self.stop = (e.get("delta") or {}).get("stop_reason") or self.stop
-            u = e.get("usage") or {}
             # message_delta's usage is cumulative; input counts appear here on some gateways.
-            self.output = as_int(u.get("output_tokens")) or self.output
-            self.prompt = _prompt_tokens(u) or self.prompt
+            given = e.get("usage") or {}
+            self.usage.update({k: v for k, v in given.items() if as_int(v)})
         elif kind == "error":
             err = e.get("error") or {}
             raise self.ctx.error(str(err.get("message") or err))
@@ -392,5 +453,6 @@ class Stream:
             calls.append(
                 _call(block, decode_arguments(raw) if raw else decode_arguments(block.get("input")))
             )
-        usage = _usage(self.ctx, self.prompt, self.output)
-        return self.ctx.message("".join(self.text), calls, usage, _stop(self.stop))
+        return self.ctx.message(
+            "".join(self.text), calls, _usage(self.ctx, self.usage), _stop(self.stop)
+        )

@@ -25,7 +25,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    assert_never,
+    cast,
+)
 
 from visus import limits
 from visus.record.messages import (
@@ -160,7 +169,19 @@ class ToolUseBlock(TypedDict):
     toolUse: ToolUseIn
 
 
-Block: TypeAlias = TextBlock | ImageBlock | DocumentBlock | ToolResultBlock | ToolUseBlock
+class CachePoint(TypedDict):
+    type: Literal["default"]
+
+
+class CachePointBlock(TypedDict):
+    """A prompt-cache checkpoint: everything before it is cached (models that take one)."""
+
+    cachePoint: CachePoint
+
+
+Block: TypeAlias = (
+    TextBlock | ImageBlock | DocumentBlock | ToolResultBlock | ToolUseBlock | CachePointBlock
+)
 
 
 class Message(TypedDict):
@@ -184,7 +205,7 @@ class Tool(TypedDict):
 
 
 class ToolConfiguration(TypedDict):
-    tools: list[Tool]
+    tools: list[Tool | CachePointBlock]
 
 
 class InferenceConfiguration(TypedDict, total=False):
@@ -195,7 +216,7 @@ class Request(TypedDict):
     """A Converse body (the model id goes in the URL)."""
 
     messages: list[Message]
-    system: NotRequired[list[TextBlock]]
+    system: NotRequired[list[TextBlock | CachePointBlock]]
     toolConfig: NotRequired[ToolConfiguration]
     inferenceConfig: NotRequired[InferenceConfiguration]
 
@@ -300,7 +321,39 @@ def build(prepared: Prepared) -> Request:
             ]
         }
     body["inferenceConfig"] = {"maxTokens": prepared.max_tokens}
+    if prepared.model.cache_points:
+        _cache_points(body)
     return body
+
+
+def _cache_point() -> CachePointBlock:
+    return {"cachePoint": {"type": "default"}}
+
+
+def _cache_points(body: Request) -> None:
+    """Cache checkpoints where the Anthropic wire puts its breakpoints (see
+    :func:`visus.wire.anthropic._mark_breakpoints`): after the system prompt (else the
+    tools), after the history before the first live tool image, after the newest
+    message. Three of the four a Claude request may carry."""
+    if "system" in body:
+        body["system"].append(_cache_point())
+    elif "toolConfig" in body:
+        body["toolConfig"]["tools"].append(_cache_point())
+    messages = body["messages"]
+    media = [i for i, m in enumerate(messages) if any(_result_media(b) for b in m["content"])]
+    if media and 0 < media[0] < len(messages) - 1:
+        messages[media[0] - 1]["content"].append(_cache_point())
+    if messages:
+        messages[-1]["content"].append(_cache_point())
+
+
+def _result_media(block: Block) -> bool:
+    """Whether ``block`` carries an image or document (in a tool result, or hoisted)."""
+    fields = cast("Mapping[str, Any]", block)  # a union of one-key TypedDicts
+    result = fields.get("toolResult")
+    if result is not None:
+        return any("text" not in c for c in result["content"])
+    return "image" in fields or "document" in fields
 
 
 def cap(body: Body, max_tokens: int) -> Body:
@@ -335,8 +388,11 @@ class Output(TypedDict, total=False):
 
 
 class ReplyUsage(TypedDict, total=False):
+    #: What followed the last cache checkpoint: cache reads and writes come beside it.
     inputTokens: int
     outputTokens: int
+    cacheReadInputTokens: int
+    cacheWriteInputTokens: int
 
 
 class Reply(TypedDict, total=False):
@@ -390,7 +446,10 @@ def _stop(reason: object) -> StopReason:
 
 
 def _usage(ctx: ReplyContext, u: ReplyUsage) -> Usage:
-    return usage_for(ctx.model, as_int(u.get("inputTokens")), as_int(u.get("outputTokens")))
+    read, write = as_int(u.get("cacheReadInputTokens")), as_int(u.get("cacheWriteInputTokens"))
+    prompt = as_int(u.get("inputTokens")) + read + write
+    output = as_int(u.get("outputTokens"))
+    return usage_for(ctx.model, prompt, output, cache_read=read, cache_write=write)
 
 
 def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:

@@ -369,6 +369,8 @@ class UsageMetadata(TypedDict, total=False):
     promptTokenCount: int
     candidatesTokenCount: int
     thoughtsTokenCount: int
+    #: The part of ``promptTokenCount`` read from a cache (implicit or explicit).
+    cachedContentTokenCount: int
 
 
 class PromptFeedback(TypedDict, total=False):
@@ -451,7 +453,10 @@ class Stream:
     def result(self) -> AssistantMessage:
         u = self.usage
         output = as_int(u.get("candidatesTokenCount")) + as_int(u.get("thoughtsTokenCount"))
-        usage = usage_for(self.ctx.model, as_int(u.get("promptTokenCount")), output)
+        cached = as_int(u.get("cachedContentTokenCount"))
+        usage = usage_for(
+            self.ctx.model, as_int(u.get("promptTokenCount")), output, cache_read=cached
+        )
         stop = "content_filter" if self.blocked and self.finish is None else _stop(self.finish)
         state = None
         if self.signatures:

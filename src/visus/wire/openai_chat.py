@@ -169,6 +169,7 @@ class Request(TypedDict):
     model: str
     messages: list[MessageIn]
     tools: NotRequired[list[FunctionTool]]
+    prompt_cache_key: NotRequired[str]
 
 
 def _content_part(part: WirePart) -> ContentPart:
@@ -265,6 +266,8 @@ def build(prepared: Prepared) -> Request:
     body: Request = {"model": prepared.model.name, "messages": messages}
     if prepared.tools:
         body["tools"] = function_tools(prepared.tools)
+    if prepared.openai_cache_key:
+        body["prompt_cache_key"] = prepared.openai_cache_key
     return body
 
 
@@ -304,9 +307,15 @@ class Choice(TypedDict, total=False):
     finish_reason: str | None
 
 
+class TokenDetails(TypedDict, total=False):
+    cached_tokens: int | None
+
+
 class ReplyUsage(TypedDict, total=False):
     prompt_tokens: int
     completion_tokens: int
+    #: ``cached_tokens``: the part of ``prompt_tokens`` read from the prompt cache.
+    prompt_tokens_details: TokenDetails | None
 
 
 class Reply(TypedDict, total=False):
@@ -331,7 +340,9 @@ def _stop(reason: object) -> StopReason:
 
 def _usage(ctx: ReplyContext, u: ReplyUsage | None) -> Usage:
     u = u or {}
-    return usage_for(ctx.model, as_int(u.get("prompt_tokens")), as_int(u.get("completion_tokens")))
+    cached = as_int((u.get("prompt_tokens_details") or {}).get("cached_tokens"))
+    prompt, output = as_int(u.get("prompt_tokens")), as_int(u.get("completion_tokens"))
+    return usage_for(ctx.model, prompt, output, cache_read=cached)
 
 
 def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:

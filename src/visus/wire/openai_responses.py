@@ -141,6 +141,7 @@ class Request(TypedDict):
     store: NotRequired[bool]
     instructions: NotRequired[str]
     tools: NotRequired[list[Tool]]
+    prompt_cache_key: NotRequired[str]
 
 
 #: ``WireImage.detail`` (``visus.models.pick_detail``) as OpenAI spells it; anything
@@ -244,6 +245,8 @@ def build(prepared: Prepared) -> Request:
             }
             for t in prepared.tools
         ]
+    if prepared.openai_cache_key:
+        body["prompt_cache_key"] = prepared.openai_cache_key
     return body
 
 
@@ -272,9 +275,15 @@ class Item(TypedDict, total=False):
     content: list[Content]
 
 
+class InputDetails(TypedDict, total=False):
+    cached_tokens: int | None
+
+
 class ReplyUsage(TypedDict, total=False):
     input_tokens: int
     output_tokens: int
+    #: ``cached_tokens``: the part of ``input_tokens`` read from the prompt cache.
+    input_tokens_details: InputDetails | None
 
 
 class Incomplete(TypedDict, total=False):
@@ -353,7 +362,9 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
     if any(k.get("type") == "reasoning" or k.get("id") for k in kept):
         state = ProviderState(WIRE, json.dumps(kept, separators=(",", ":")))
     u = r.get("usage") or {}
-    usage = usage_for(ctx.model, as_int(u.get("input_tokens")), as_int(u.get("output_tokens")))
+    cached = as_int((u.get("input_tokens_details") or {}).get("cached_tokens"))
+    prompt, output = as_int(u.get("input_tokens")), as_int(u.get("output_tokens"))
+    usage = usage_for(ctx.model, prompt, output, cache_read=cached)
     return ctx.message("".join(text), calls, usage, _stop(r, calls), state)
 
 

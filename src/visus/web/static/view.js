@@ -211,32 +211,29 @@ export function followResizes(box) {
   }).observe(box);
 }
 
+// One row of the usage table: input tokens, the part the provider's prompt cache read
+// and wrote (billed at their own prices, which the cost includes), output, cost.
+function usageRow(label, u) {
+  return el("tr", {},
+    el("th", { scope: "row", text: label }),
+    el("td", { text: String(u.input_tokens) }),
+    el("td", { text: `${u.cache_read_tokens ?? 0} / ${u.cache_write_tokens ?? 0}` }),
+    el("td", { text: String(u.output_tokens) }),
+    el("td", { text: money(u.cost_usd) }));
+}
+
 export function renderDetails(state) {
   const conv = state.conv;
   $("model-name").textContent = conv ? conv.model : state.config.model;
   const body = $("usage").tBodies[0];
   body.replaceChildren();
   for (const t of conv ? conv.turns : []) {
-    const u = t.usage;
-    body.append(
-      el("tr", {},
-        el("th", { scope: "row", text: String(t.turn) }),
-        el("td", { text: String(u.input_tokens) }),
-        el("td", { text: String(u.output_tokens) }),
-        el("td", { text: money(u.cost_usd) })),
-    );
+    body.append(usageRow(String(t.turn), t.usage));
   }
   const foot = $("usage").tFoot;
   foot.replaceChildren();
   if (conv && conv.total) {
-    const u = conv.total;
-    foot.append(
-      el("tr", {},
-        el("th", { scope: "row", text: "All" }),
-        el("td", { text: String(u.input_tokens) }),
-        el("td", { text: String(u.output_tokens) }),
-        el("td", { text: money(u.cost_usd) })),
-    );
+    foot.append(usageRow("All", conv.total));
   }
   const list = $("image-list");
   list.replaceChildren();
