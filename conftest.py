@@ -11,6 +11,7 @@ Tests marked ``live`` (real providers, run only with API keys) are exempt.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,11 @@ import pytest
 
 #: pg_cluster / pg_url: a throwaway PostgreSQL cluster (tests/pgcluster.py).
 pytest_plugins = ["tests.pgcluster"]
+
+# The reference model's answers end in the JSON block of what it saw, which most tests
+# read (a chat user gets the prose alone). Set before any reference server starts, in
+# this process or a CLI subprocess; tests of the prose unset it or pass json_block=False.
+os.environ.setdefault("VISUS_REFERENCE_JSON", "1")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

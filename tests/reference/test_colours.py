@@ -24,14 +24,14 @@ def _answer(data: bytes, w: int, h: int) -> tuple[str, dict[str, object]]:
             InMessage(role="user", texts=("what is this?",), images=(InImage(data, w, h, "m1"),)),
         )
     )
-    text = respond(conv).text
+    text = respond(conv, json_block=True).text
     prose, block = text.split("```json\n")
     return prose, json.loads(block.split("\n```")[0])["images"][0]
 
 
 def test_a_plain_image_without_text_is_described_by_its_colour() -> None:
     prose, image = _answer(_png(Image.new("RGB", (300, 200), (30, 60, 200))), 300, 200)
-    assert "no text seen; colours: blue everywhere." in prose
+    assert "has no text I can read; colours: blue everywhere." in prose
     assert image["words"] == []
 
 
@@ -49,6 +49,8 @@ def test_a_busy_image_keeps_the_prose_short_and_the_json_whole() -> None:
     words = image["words"]
     assert isinstance(words, list)
     assert len(words) >= 14  # the JSON keeps (nearly) every word the OCR read
-    assert prose.count("' at (") == 8
+    # Words in the same region and ink are one phrase: at most eight words in all.
+    quoted = [q for i, q in enumerate(prose.split('"')) if i % 2 == 1]
+    assert sum(len(q.split()) for q in quoted) == 8
     assert f"and {len(words) - 8} more words" in prose
     assert len(prose) < 1024  # a Telegram caption's limit

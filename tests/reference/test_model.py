@@ -25,19 +25,21 @@ def _image(grid: Grid, where: str = "test") -> InImage:
 def test_call_lines_become_parallel_calls_for_offered_tools_only() -> None:
     text = 'please\ncall view {"path": "a.png"}\ncall view {"path": "b.png"}\ncall rm {"p": 1}'
     conv = Conversation(messages=(InMessage(role="user", texts=(text,)),), tools=("view",))
-    reply = respond(conv)
+    reply = respond(conv, json_block=True)
     assert [(c.name, dict(c.arguments)) for c in reply.tool_calls] == [
         ("view", {"path": "a.png"}),
         ("view", {"path": "b.png"}),
     ]
     assert reply.text == ""
     assert len({c.id for c in reply.tool_calls}) == 2
-    assert [c.id for c in respond(conv).tool_calls] == [c.id for c in reply.tool_calls]
+    assert [c.id for c in respond(conv, json_block=True).tool_calls] == [
+        c.id for c in reply.tool_calls
+    ]
 
 
 def test_no_offered_tool_means_a_description_not_a_call() -> None:
     conv = Conversation(messages=(InMessage(role="user", texts=('call view {"path": "x"}',)),))
-    reply = respond(conv)
+    reply = respond(conv, json_block=True)
     assert reply.tool_calls == ()
     assert answer_json(reply.text) == {"images": [], "descriptors": []}
 
@@ -55,20 +57,20 @@ def test_after_tool_results_it_describes_the_images(grid2: Grid) -> None:
         ),
         tools=("view",),
     )
-    reply = respond(conv)
+    reply = respond(conv, json_block=True)
     assert reply.tool_calls == ()
     assert_grid_seen(reply.text, grid2)
-    assert reply.text.startswith("Image 1 (")
+    assert reply.text.startswith("g.png (")  # named by the call that brought it
 
 
 def test_base64_in_text_is_not_perceived_and_descriptors_are_reported(grid2: Grid) -> None:
     note = '[image elided: viewed g.png in turn 1; call view("g.png") to see it again]'
     stringified = "here is the image: data:image/png;base64," + grid2.b64
     conv = Conversation(messages=(InMessage(role="user", texts=(stringified, note)),))
-    data = answer_json(respond(conv).text)
+    data = answer_json(respond(conv, json_block=True).text)
     assert data == {"images": [], "descriptors": [note]}
     for word, *_ in grid2.expected:
-        assert word not in respond(conv).text
+        assert word not in respond(conv, json_block=True).text
 
 
 def test_tokens_are_text_over_four_plus_the_image_formula(grid2: Grid) -> None:
@@ -92,7 +94,7 @@ def test_descriptors_quoted_by_the_assistant_are_not_counted_again() -> None:
             InMessage(role="user", texts=("and now?",)),
         )
     )
-    assert answer_json(respond(conv).text)["descriptors"] == [note, note]
+    assert answer_json(respond(conv, json_block=True).text)["descriptors"] == [note, note]
 
 
 def test_say_lines_are_text_written_before_the_calls() -> None:

@@ -318,12 +318,12 @@ def test_paste_an_image_from_the_clipboard(open_page: Any, served: Served) -> No
     page.evaluate(
         """() => new MutationObserver(() => {
              const s = document.querySelector('.msg.assistant.streaming');
-             if (s && s.innerText.includes('Image 1')) window.sawStream = true;
+             if (s && s.innerText.includes('The image (')) window.sawStream = true;
            }).observe(document.body, { subtree: true, childList: true, characterData: true })"""
     )
     page.press("#message", "Enter")  # an image alone is a message
     answer = _last_answer(page, [w for w, *_ in expected])
-    assert "Image 1" in answer
+    assert "The image (" in answer
     assert page.evaluate("window.sawStream === true")
     assert page.locator(".msg.assistant.streaming").count() == 0
     assert page.errors == []
@@ -666,7 +666,7 @@ def test_axe_finds_no_serious_or_critical_violations(open_page: Any, served: Ser
     page.press("#message", "Enter")
     page.wait_for_selector(".working .stop")
     assert _axe_violations(page) == []  # tray, notice, a turn in flight with Stop
-    _last_answer(page, ["Image 1"])
+    _last_answer(page, ["The image ("])
     assert _axe_violations(page) == []  # an answer with an image
     # Every button has a name a screen reader can say (icon buttons included).
     unnamed = page.evaluate(

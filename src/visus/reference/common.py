@@ -97,6 +97,9 @@ class Settings:
     max_output_tokens: int | None = None
     #: This server's prompt cache (each wire accounts it as its provider documents).
     cache: PromptCache = field(default_factory=PromptCache)
+    #: End every prose answer with the fenced ``json`` block of what was seen (tests and
+    #: scripts read it; a chat does not want it).
+    json_block: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +230,9 @@ async def answer(
     wait = requested_wait(conv)
     if wait:
         await asyncio.sleep(wait)
-    reply = await run_in_threadpool(respond, conv, input_tokens=tokens)
+    reply = await run_in_threadpool(
+        respond, conv, input_tokens=tokens, json_block=settings.json_block
+    )
     return cut(reply, settings.max_output_tokens, cap)
 
 

@@ -14,11 +14,20 @@ offered tool names); :func:`respond` answers it:
   tool once per step with the next arguments of the list (counting its own calls since
   that user message), then answers as below. ``each view [{"path": "s1.png"}, ...]``
   is a screen agent taking 40 screenshots in one turn.
+* Otherwise it acts as a small agent on plain words (:mod:`visus.reference.intent`):
+  "look at chart.png", "read notes.txt", "what's on page 3 of report.pdf" call the
+  offered tool that opens each file; a question about an image that has left the
+  context calls what its ``[image elided: ...]`` note says.
 * A line ``wait <seconds>`` in the last user message delays the answer (at most
   :data:`MAX_WAIT_SECONDS`): tests use it to see a turn in flight and stop it.
-* Otherwise the answer describes every image in the request, in order: prose,
-  then one fenced ``json`` block ``{"images": [...], "descriptors": [...]}``
-  where ``descriptors`` are the ``[image elided: ...]`` notes found in any text.
+* Otherwise the answer is short prose about what the message is about
+  (:mod:`visus.reference.prose`): this turn's tool results, the images the message
+  carries, or the earlier image a question is about; with a JSON Schema in the
+  message, one valid JSON value (:mod:`visus.reference.structured`). With
+  ``json_block`` (``visus reference serve --json``, ``VISUS_REFERENCE_JSON=1``) the
+  answer ends in one fenced ``json`` block ``{"images": [...], "descriptors": [...]}``
+  listing every image of the request and the ``[image elided: ...]`` notes found in any
+  text: what tests read.
 
 Only image parts are perceived: base64 pasted into text is just text, counted at
 four characters a token, which is how a stringified image overflows the context.
@@ -37,6 +46,9 @@ Example:
     ...     texts=('each view [{"path": "a.png"}, {"path": "b.png"}]',)),), tools=("view",))
     >>> [dict(c.arguments) for c in respond(loop).tool_calls]
     [{'path': 'a.png'}]
+    >>> respond(Conversation((InMessage("user", ("look at chart.png",)),), tools=("view",))
+    ...         ).tool_calls[0].arguments
+    {'path': 'chart.png'}
 """
 
 from __future__ import annotations
@@ -47,12 +59,25 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from collections.abc import Callable
+from typing import Any
 
 from visus import limits
 from visus.errors import InvalidInputError, MediaError, VisusError
+from visus.reference import intent, prose, structured
+from visus.reference.conversation import (
+    NEUTRAL_ROLES,
+    Conversation,
+    InCall,
+    InImage,
+    InMessage,
+    OutCall,
+    Reply,
+    Role,
+    after_tools,
+    call_ids,
+    latest_user,
+)
 from visus.reference.vision import SeenImage, perceive
 
 __all__ = [
@@ -72,81 +97,8 @@ __all__ = [
     "text_tokens",
 ]
 
-Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
-
-#: Provider role names -> neutral roles.
-NEUTRAL_ROLES: dict[str, Role] = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "assistant": "assistant",
-    "model": "assistant",
-    "tool": "tool",
-    "function": "tool",
-}
-
 _CALL_LINE = re.compile(r"^\s*call\s+([A-Za-z_][\w.\-]*)(?:\s+(.*?))?\s*$")
-_DESCRIPTOR = re.compile(r"\[image elided: [^\]\n]*\]")
 _CACHE_SIZE = 64
-
-
-@dataclass(frozen=True, slots=True)
-class InImage:
-    """An image part as received: ``where`` says which message/part carried it."""
-
-    data: bytes
-    width: int
-    height: int
-    where: str
-    detail: str = "auto"
-
-
-@dataclass(frozen=True, slots=True)
-class InCall:
-    """A tool call an earlier assistant message made (``arguments`` as JSON text)."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-
-@dataclass(frozen=True, slots=True)
-class InMessage:
-    """One message as the server parsed it; ``tool`` messages carry ``tool_call_id``."""
-
-    role: Role
-    texts: tuple[str, ...] = ()
-    images: tuple[InImage, ...] = ()
-    tool_calls: tuple[InCall, ...] = ()
-    tool_call_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """A parsed request: messages, offered tool names, and tool definitions as text."""
-
-    messages: tuple[InMessage, ...]
-    tools: tuple[str, ...] = ()
-    tool_text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OutCall:
-    id: str
-    name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """The answer: text, or tool calls; token counts for the usage fields."""
-
-    text: str
-    tool_calls: tuple[OutCall, ...] = ()
-    input_tokens: int = 0
-    output_tokens: int = 0
-    #: Cut off at the output limit (each wire says so with its own signal).
-    truncated: bool = False
 
 
 _cache: OrderedDict[str, SeenImage | None] = OrderedDict()
@@ -267,17 +219,9 @@ def _call_lines(text: str, offered: tuple[str, ...]) -> list[tuple[str, dict[str
 _EACH_LINE = re.compile(r"^\s*each\s+([A-Za-z_][\w.\-]*)\s+(\[.*\])\s*$", re.MULTILINE)
 
 
-def _instruction(conv: Conversation) -> int | None:
-    """Index of the last user message that is not a wire's hoisted-images message."""
-    for i in range(len(conv.messages) - 1, -1, -1):
-        if conv.messages[i].role == "user" and not (i and conv.messages[i - 1].role == "tool"):
-            return i
-    return None
-
-
 def _loop_call(conv: Conversation) -> tuple[OutCall, ...]:
     """The next call of an ``each <tool> [args, ...]`` line: one per step, in order."""
-    at = _instruction(conv)
+    at = latest_user(conv)
     if at is None:
         return ()
     match = _EACH_LINE.search("\n".join(conv.messages[at].texts))
@@ -296,106 +240,19 @@ def _loop_call(conv: Conversation) -> tuple[OutCall, ...]:
 
 
 def _tool_calls(conv: Conversation) -> tuple[OutCall, ...]:
+    """The next step of an ``each`` loop, or the ``call`` lines of the user's latest
+    message when it is the last one."""
     if not conv.messages or not conv.tools:
         return ()
     looping = _loop_call(conv)
     if looping:
         return looping
+    if after_tools(conv):
+        return ()
     last = conv.messages[-1]
     if last.role != "user":
         return ()
-    # A user message right after tool results is the hoisted-images message of
-    # wires that cannot put images in a tool result: the results are in.
-    if len(conv.messages) > 1 and conv.messages[-2].role == "tool":
-        return ()
-    out: list[OutCall] = []
-    for i, (name, args) in enumerate(_call_lines("\n".join(last.texts), conv.tools)):
-        seed = f"{len(conv.messages)}:{i}:{name}:{json.dumps(args, sort_keys=True)}"
-        digest = hashlib.sha256(seed.encode()).hexdigest()[:20]
-        out.append(OutCall(id=f"call_{digest}", name=name, arguments=args))
-    return tuple(out)
-
-
-#: Words spelled out in the prose per image; the JSON block lists every word. Keeps an
-#: answer readable in a chat bubble or a Telegram caption.
-_PROSE_WORDS = 8
-
-
-_OTHER_COLOURS = 1  # colours named besides the main one; more are counted
-
-
-def _colours(seen: SeenImage) -> str:
-    """Dominant colours of the nine regions, short: ``blue everywhere``, or the main
-    colour then where the others are: ``mostly white; blue at bottom-left, bottom``."""
-    by_colour: dict[str, list[str]] = {}
-    for r in seen.regions:
-        by_colour.setdefault(r.color, []).append(r.name)
-    ranked = sorted(by_colour.items(), key=lambda kv: -len(kv[1]))
-    if len(ranked) == 1:
-        return f"{ranked[0][0]} everywhere"
-    parts = [f"mostly {ranked[0][0]}"]
-    parts += [f"{c} at {', '.join(names)}" for c, names in ranked[1 : 1 + _OTHER_COLOURS]]
-    if len(ranked) > 1 + _OTHER_COLOURS:
-        parts.append(f"{len(ranked) - 1 - _OTHER_COLOURS} more colours")
-    return "; ".join(parts)
-
-
-def _describe(conv: Conversation) -> str:
-    images: list[dict[str, Any]] = []
-    prose: list[str] = []
-    descriptors: list[str] = []
-    index = 0
-    for m in conv.messages:
-        # Only what the model was shown counts: its own earlier answers quote the
-        # descriptors they saw, and re-quoting them would snowball turn after turn.
-        if m.role != "assistant":
-            for t in m.texts:
-                descriptors.extend(_DESCRIPTOR.findall(t))
-        for im in m.images:
-            index += 1
-            seen = perceive_cached(im.data)
-            if seen is None:
-                prose.append(f"Image {index} ({im.where}): could not be decoded.")
-                images.append(
-                    {
-                        "index": index,
-                        "width": im.width,
-                        "height": im.height,
-                        "words": [],
-                        "where": im.where,
-                    }
-                )
-                continue
-            words = [
-                {"text": w.text, "x": w.x, "y": w.y, "color": w.color, "hex": w.hex}
-                for w in seen.words
-            ]
-            shown = seen.words[:_PROSE_WORDS]
-            said = ", ".join(
-                f"'{w.text}' at ({w.x:.2f}, {w.y:.2f}) in {w.color} {w.hex}" for w in shown
-            )
-            if len(seen.words) > len(shown):
-                said += f" and {len(seen.words) - len(shown)} more words (all in the JSON)"
-            colours = _colours(seen)
-            prose.append(
-                f"Image {index} ({seen.width}x{seen.height}): {said or 'no text seen'}"
-                + (f"; colours: {colours}." if colours else ".")
-            )
-            images.append(
-                {
-                    "index": index,
-                    "width": seen.width,
-                    "height": seen.height,
-                    "words": words,
-                    "where": im.where,
-                }
-            )
-    if not prose:
-        prose.append("I see no images in this request.")
-    if descriptors:
-        prose.append(f"Elided images mentioned: {len(descriptors)}.")
-    block = json.dumps({"images": images, "descriptors": descriptors}, ensure_ascii=False)
-    return "\n".join(prose) + "\n\n```json\n" + block + "\n```"
+    return call_ids(conv, _call_lines("\n".join(last.texts), conv.tools))
 
 
 #: The longest ``wait <seconds>`` line honoured.
@@ -419,14 +276,35 @@ def _said(conv: Conversation) -> str:
     return " ".join(_SAY_LINE.findall("\n".join(conv.messages[-1].texts)))
 
 
-def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:
-    """Answer ``conv``: tool calls when asked for, else a description of every image.
+def _answer_text(conv: Conversation, json_block: bool) -> str:
+    """Prose about what the latest message is about (or a schema's value), plus the
+    JSON block when asked for."""
+    found = prose.focus(conv)
+    seen = [perceive_cached(im.data) for _, im in found.images]
+    text = prose.render(found, seen)
+    at = latest_user(conv)
+    schema = (
+        structured.requested_schema("\n".join(conv.messages[at].texts)) if at is not None else None
+    )
+    observed = prose.observation(conv, perceive_cached) if json_block or schema else {}
+    if schema is not None:
+        text = structured.answer(schema, [s for s in seen if s is not None], observed)
+    if json_block:
+        text += "\n\n```json\n" + json.dumps(observed, ensure_ascii=False) + "\n```"
+    return text
+
+
+def respond(conv: Conversation, *, input_tokens: int = 0, json_block: bool = False) -> Reply:
+    """Answer ``conv``: tool calls when asked for (``call`` lines or plain words), else
+    prose about what the message is about (with ``json_block``, and the JSON block).
 
     ``input_tokens`` (from :func:`count_tokens`) is passed through to the reply.
     """
     calls = _tool_calls(conv)
+    said = _said(conv) if calls else ""
+    if not calls:
+        calls = call_ids(conv, intent.plan(conv))
     if calls:
-        said = _said(conv)
         out_chars = len(said) + sum(len(c.name) + len(json.dumps(dict(c.arguments))) for c in calls)
         return Reply(
             text=said,
@@ -434,5 +312,5 @@ def respond(conv: Conversation, *, input_tokens: int = 0) -> Reply:
             input_tokens=input_tokens,
             output_tokens=max(1, math.ceil(out_chars / 4)),
         )
-    text = _describe(conv)
+    text = _answer_text(conv, json_block)
     return Reply(text=text, input_tokens=input_tokens, output_tokens=text_tokens(text))

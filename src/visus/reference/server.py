@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -43,7 +44,10 @@ from visus.reference import (
 )
 from visus.reference.common import Reject, Settings
 
-__all__ = ["create_app", "serve_in_background"]
+__all__ = ["JSON_ENV", "create_app", "serve_in_background"]
+
+#: Set to 1 to end every prose answer with the JSON block (tests; ``--json`` of the CLI).
+JSON_ENV = "VISUS_REFERENCE_JSON"
 
 Handler = Callable[[Request, Settings], Awaitable[Response]]
 
@@ -51,13 +55,18 @@ _START_TIMEOUT_SECONDS = 15.0
 
 
 def create_app(
-    context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS, max_output_tokens: int | None = None
+    context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS,
+    max_output_tokens: int | None = None,
+    *,
+    json_block: bool | None = None,
 ) -> FastAPI:
     """The ASGI app serving every wire with a context window of ``context_tokens``.
 
     With ``max_output_tokens`` an answer longer than it (or than the request's own
     cap) is cut off and the reply says so with the wire's own signal (``max_tokens``,
-    ``length``, ``incomplete``, ``MAX_TOKENS``...).
+    ``length``, ``incomplete``, ``MAX_TOKENS``...). With ``json_block`` every prose
+    answer ends in the fenced JSON of what was seen; ``None`` reads
+    :data:`JSON_ENV` (``VISUS_REFERENCE_JSON=1``) once, here.
 
     Example:
         >>> app = create_app(context_tokens=4096)
@@ -68,7 +77,11 @@ def create_app(
         raise ConfigError(f"context_tokens must be positive, got {context_tokens}")
     if max_output_tokens is not None and max_output_tokens < 1:
         raise ConfigError(f"max_output_tokens must be positive, got {max_output_tokens}")
-    settings = Settings(context_tokens=context_tokens, max_output_tokens=max_output_tokens)
+    if json_block is None:
+        json_block = os.environ.get(JSON_ENV, "").strip().lower() in ("1", "true", "yes")
+    settings = Settings(
+        context_tokens=context_tokens, max_output_tokens=max_output_tokens, json_block=json_block
+    )
     app = FastAPI(title="visus reference server", docs_url=None, redoc_url=None, openapi_url=None)
 
     def route(path: str, handler: Handler) -> None:
@@ -98,6 +111,7 @@ def serve_in_background(
     port: int = 0,
     context_tokens: int = limits.REFERENCE_CONTEXT_TOKENS,
     max_output_tokens: int | None = None,
+    json_block: bool | None = None,
 ) -> Iterator[str]:
     """Run the server in a thread; yield its base URL (``http://127.0.0.1:PORT``).
 
@@ -118,7 +132,7 @@ def serve_in_background(
     except OSError as e:
         raise ConfigError(f"the reference server cannot listen on {host}:{port}: {e}") from e
     config = uvicorn.Config(
-        create_app(context_tokens, max_output_tokens),
+        create_app(context_tokens, max_output_tokens, json_block=json_block),
         host=host,
         port=port,
         log_level="warning",
