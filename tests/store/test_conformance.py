@@ -198,6 +198,28 @@ def test_gc_removes_only_unreferenced_blobs_past_the_grace(opener: Opener) -> No
     assert log.load("s", blobs=blobs).problems == ()
 
 
+def test_a_deleted_session_is_gone_with_its_attachments_and_its_blobs_go_at_gc(
+    opener: Opener,
+) -> None:
+    store = opener()
+    blobs, log = store.blobs(), store.sessions()
+    shared = blobs.put(PNG, "image/png")
+    own = blobs.put(JPEG, "image/jpeg")
+    for sid, parts in (("a", (_image(shared), _image(own))), ("b", (_image(shared),))):
+        log.create(sid)
+        log.append(sid, UserMessage(parts=parts, turn=1))
+    store.attachments("", "a").put("n.txt", "eA==", "text/plain")
+    assert log.delete("a") is True
+    assert log.delete("a") is False
+    assert not log.exists("a")
+    assert [i.id for i in log.list()] == ["b"]
+    assert store.attachments("", "a").list() == []
+    time.sleep(0.05)
+    assert store.gc(grace_seconds=0.01) == 1  # the blob only "a" used
+    assert blobs.has(shared)
+    assert not blobs.has(own)
+
+
 def test_an_instance_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     # It may hold an MCP server's Authorization header from the create request.
     store = FileStore(tmp_path)

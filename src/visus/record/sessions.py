@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -148,6 +149,8 @@ class SessionLog(Protocol):
     def list(self) -> list[SessionInfo]: ...
 
     def referenced_digests(self) -> set[str]: ...
+
+    def delete(self, session_id: str) -> bool: ...
 
 
 def degrade_missing_blobs(
@@ -425,6 +428,21 @@ class SessionStore:
     def turn_count(self, session_id: str) -> int:
         """The highest turn recorded in ``session_id`` (0 for an empty session)."""
         return self.load(session_id).turn_count
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session's log and its folder (attachments); False if there was none.
+
+        Its blobs stay until ``gc`` finds no other session naming them.
+        """
+        target = self.path(session_id)
+        with self._lock:
+            existed = target.is_file()
+            try:
+                target.unlink(missing_ok=True)
+                shutil.rmtree(self.root / session_id, ignore_errors=True)
+            except OSError as e:
+                raise StoreError(f"cannot delete session {session_id!r}: {e}") from e
+        return existed
 
     def referenced_digests(self) -> set[str]:
         """Every blob digest any session log names: the live set for ``BlobStore.gc``.

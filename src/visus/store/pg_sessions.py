@@ -168,6 +168,20 @@ class PgSessions:
             for r in rows
         ]
 
+    def delete(self, session_id: str) -> bool:
+        """Remove the session, its messages and attachments (blobs wait for ``gc``)."""
+        sid = validate_session_id(session_id)
+        with self.db.tx(f"cannot delete session {sid!r}") as conn:
+            conn.execute(
+                "DELETE FROM visus_attachments WHERE namespace = %s AND session = %s",
+                (self.namespace, sid),
+            )
+            row = conn.execute(
+                "DELETE FROM visus_sessions WHERE namespace = %s AND id = %s RETURNING id",
+                (self.namespace, sid),
+            ).fetchone()
+        return row is not None
+
     def referenced_digests(self) -> set[str]:
         with self.db.tx("cannot collect referenced blobs") as conn:
             rows = conn.execute(
