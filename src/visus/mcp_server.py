@@ -32,14 +32,15 @@ Example:
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import os
 import re
 import weakref
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -56,6 +57,7 @@ from visus.agent.policy import guarded_reach
 from visus.errors import ConfigError, VisusError
 from visus.perception import Reach
 from visus.tether import limits as tether_limits
+from visus.tether.client import TetherHTTPError
 from visus.tether.frames import base64_size, decode_base64, padded
 from visus.tether.guard import IN_PROCESS_HOST
 from visus.tether.limits import check_image, check_image_count, check_images, check_media_type
@@ -67,6 +69,8 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.perception import Perception
     from visus.tether.client import TetherClient
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
     "McpBodyGate",
@@ -414,6 +418,46 @@ def _view_note(seen: Perception) -> str:
     return note
 
 
+def _plain_doc(fn: _F) -> _F:
+    """The SDK sends a tool's docstring as its description as it is, indentation and
+    line breaks included; hosts show it to the model. One line per paragraph instead."""
+    text = inspect.cleandoc(fn.__doc__ or "")
+    fn.__doc__ = re.sub(r"(?<!\n)\n(?!\n)", " ", text)
+    return fn
+
+
+def _tether_error(e: VisusError, client: TetherClient) -> ToolError:
+    """A tether call's failure for the host; no server at all says how to start one."""
+    if isinstance(e, TetherHTTPError) and e.status == 0:
+        return ToolError(
+            f"no visus server answers at {client.base_url}: start one with `visus serve` "
+            "(or give `visus mcp --url` the address of yours). view works without one."
+        )
+    return ToolError(str(e))
+
+
+#: Frame types that end a turn: tether_read's until_done waits for one of these.
+_TURN_ENDS = frozenset({"assistant.done", "error"})
+
+
+async def _read_until_done(
+    client: TetherClient, instance: str, after_seq: int, session: str | None, wait: float, cap: int
+) -> dict[str, Any]:
+    """Poll from ``after_seq`` until a frame ends a turn (or ``wait`` runs out), then
+    answer every frame since ``after_seq`` (under ``cap``: a host reads on from
+    ``next_seq`` if they do not all fit)."""
+    deadline = anyio.current_time() + wait
+    cursor = after_seq
+    while True:
+        left = max(0.0, deadline - anyio.current_time())
+        answer = await client.poll_raw(instance, cursor, session=session, wait=left, max_bytes=cap)
+        frames = answer.get("frames") or []
+        if any(f.get("type") in _TURN_ENDS for f in frames) or left <= 0:
+            break
+        cursor = int(answer.get("next_seq", cursor))
+    return await client.poll_raw(instance, after_seq, session=session, max_bytes=cap)
+
+
 def build_server(
     client: TetherClient,
     *,
@@ -448,6 +492,7 @@ def build_server(
     # time, as a string inside structuredContent (twice the bytes against the host's
     # cap, and a string, not an object, for clients that read structuredContent).
     @server.tool(structured_output=False)
+    @_plain_doc
     async def tether_send(
         instance: Annotated[str, Field(description="instance id")],
         text: Annotated[str, Field(description="message text; may be empty with images")],
@@ -456,65 +501,99 @@ def build_server(
         ] = None,
         session_id: Annotated[str | None, Field(description="session; default 'default'")] = None,
     ) -> str:
-        """Send a user message (text and optional images) to an agent instance."""
+        """Send a user message (text and optional images) to an agent instance of a
+        running `visus serve`. Then call tether_read with after_seq set to the seq this
+        answers, until a frame of type assistant.done (or error) arrives."""
         try:
             decoded = _decode_args(images or [])
             sent = await client.send(instance, text, decoded, session=session_id)
         except VisusError as e:
-            raise ToolError(str(e)) from e
+            raise _tether_error(e, client) from e
         return json.dumps(sent)
 
     @server.tool()
+    @_plain_doc
     async def tether_read(
         instance: Annotated[str, Field(description="instance id")],
         session_id: Annotated[str | None, Field(description="only this session")] = None,
         after_seq: Annotated[int, Field(ge=0, description="next_seq of the last read")] = 0,
-        wait_ms: Annotated[int, Field(ge=0, description="wait this long for a frame")] = 0,
+        wait_ms: Annotated[
+            int,
+            Field(
+                ge=0,
+                description="wait this long for a frame (with until_done: for the turn's end)",
+            ),
+        ] = 0,
         include_user_images: Annotated[
             bool, Field(description="also return the images of user.message frames")
         ] = False,
+        until_done: Annotated[
+            bool,
+            Field(description="wait (up to wait_ms) until a frame of type assistant.done or error"),
+        ] = False,
     ) -> CallToolResult:
-        """Read frames after after_seq (pass the seq tether_send returned to skip your own
-        message); the agent's images come as image items, each stubbed in the JSON as
-        {"_mcp_index": N}. Use next_seq from the answer as the next after_seq:
-        "deferred": true means more frames wait there (a result stays under the host's
-        size limit); an image too big alone is fitted (its stub says "fitted")."""
+        """Read the frames after after_seq (pass the seq tether_send returned to skip your
+        own message). An answer comes as assistant.delta frames and ends with a frame of
+        type assistant.done (or error): call again with after_seq=next_seq until that
+        frame arrives, or pass until_done=true with wait_ms to have this call wait for it.
+
+        The agent's images come as image items, each stubbed in the JSON as
+        {"_mcp_index": N}. "deferred": true means more frames wait at next_seq (a result
+        stays under the host's size limit); an image too big alone is fitted (its stub
+        says "fitted")."""
         wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
         try:
-            answer = await client.poll_raw(
-                instance, after_seq, session=session_id, wait=wait, max_bytes=cap
-            )
+            if until_done:
+                answer = await _read_until_done(client, instance, after_seq, session_id, wait, cap)
+            else:
+                answer = await client.poll_raw(
+                    instance, after_seq, session=session_id, wait=wait, max_bytes=cap
+                )
         except VisusError as e:
-            raise ToolError(str(e)) from e
+            raise _tether_error(e, client) from e
         # Fitting an oversized image decodes it: off the event loop.
         return await anyio.to_thread.run_sync(
             lambda: read_result(answer, max_bytes=cap, include_user_images=include_user_images)
         )
 
     @server.tool(structured_output=False)
+    @_plain_doc
     async def tether_instances() -> str:
-        """The agent instances the tether server holds (id, model, tools, roots)."""
+        """The agent instances of the running `visus serve` (id, model, tools, roots);
+        the web chat's is i-webchat."""
         try:
             return json.dumps(await client.list_instances())
         except VisusError as e:
-            raise ToolError(str(e)) from e
+            raise _tether_error(e, client) from e
 
     # Per client session: the images view showed it, for view("sha256:...").
     recalled: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
 
     @server.tool()
+    @_plain_doc
     async def view(
         path: Annotated[
             str,
             Field(description="file under the allowed roots, or sha256:<hex> of an earlier view"),
         ],
         ctx: Context,
-        page: Annotated[int | None, Field(ge=1, description="pdf page, 1-based")] = None,
+        # Bounds in the schema only: visus's own check answers a JSON refusal a host can
+        # read, where the SDK's would be a raw validation error.
+        page: Annotated[
+            int | None, Field(description="pdf page, 1-based", json_schema_extra={"minimum": 1})
+        ] = None,
         offset: Annotated[
-            int | None, Field(ge=0, description="text files: the first line to show, 0-based")
+            int | None,
+            Field(
+                description="text files: the first line to show, 0-based",
+                json_schema_extra={"minimum": 0},
+            ),
         ] = None,
         limit: Annotated[
-            int | None, Field(ge=1, description="text files: how many lines to show")
+            int | None,
+            Field(
+                description="text files: how many lines to show", json_schema_extra={"minimum": 1}
+            ),
         ] = None,
         region: Annotated[
             list[int] | None,
@@ -547,9 +626,13 @@ def build_server(
         )
 
     @server.tool(name="vision_analyze", structured_output=False)
+    @_plain_doc
     async def vision_analyze_tool(
         prompt: Annotated[str, Field(description="the question about the file")],
-        file_path: Annotated[str | None, Field(description="a file under the roots")] = None,
+        path: Annotated[
+            str | None, Field(description="a file under the roots (as view takes it)")
+        ] = None,
+        file_path: Annotated[str | None, Field(description="the same as path")] = None,
         file_url: Annotated[str | None, Field(description="an https URL")] = None,
         file_base64: Annotated[str | None, Field(description="the file's bytes, base64")] = None,
         model: Annotated[str | None, Field(description="model ref; default configured")] = None,
@@ -565,13 +648,15 @@ def build_server(
         output_tokens}."""
         from visus.analyze import vision_analyze
 
+        if path is not None and file_path is not None and path != file_path:
+            raise ToolError("INVALID_INPUT: give path or file_path, not both")
         pages = None
         if first_page is not None or last_page is not None:
             pages = (first_page or 1, last_page or first_page or 1)
         try:
             result = await vision_analyze(
                 prompt,
-                file_path=file_path,
+                file_path=path if path is not None else file_path,
                 file_url=file_url,
                 file_base64=file_base64,
                 model=model,
