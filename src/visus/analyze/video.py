@@ -80,7 +80,8 @@ def video_media_type(data: bytes) -> str:
 def _video_errors() -> Iterator[None]:
     if not video.available():
         raise fail(
-            "VIDEO_NOT_SUPPORTED", "sampling keyframes needs PyAV: pip install 'visus[video]'"
+            "VIDEO_NOT_SUPPORTED",
+            "sampling keyframes needs PyAV: pip install -e '.[video]' in the visus checkout",
         )
     try:
         yield

@@ -2,9 +2,9 @@
 
 Each framework is imported only inside its own module, installed by its extra:
 
-* :mod:`visus.integrations.pydantic_ai` (``pip install 'visus[pydantic-ai]'``)
-* :mod:`visus.integrations.openai_agents` (``pip install 'visus[openai-agents]'``)
-* :mod:`visus.integrations.langchain` (``pip install 'visus[langchain]'``)
+* :mod:`visus.integrations.pydantic_ai` (``pip install -e '.[pydantic-ai]'`` in the checkout)
+* :mod:`visus.integrations.openai_agents` (``pip install -e '.[openai-agents]'`` in the checkout)
+* :mod:`visus.integrations.langchain` (``pip install -e '.[langchain]'`` in the checkout)
 
 :mod:`visus.integrations.core` holds what they share (tools, fitting, retention).
 """

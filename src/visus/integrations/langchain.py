@@ -60,7 +60,8 @@ try:
     from langgraph.types import Command
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ConfigError(
-        "visus.integrations.langchain needs LangChain v1: pip install 'visus[langchain]'"
+        "visus.integrations.langchain needs LangChain v1: "
+        "pip install -e '.[langchain]' in the visus checkout"
     ) from e
 
 __all__ = ["RequestImages", "VisionMiddleware"]

@@ -78,7 +78,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ConfigError(
         "visus.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'visus[openai-agents]'"
+        "pip install -e '.[openai-agents]' in the visus checkout"
     ) from e
 
 __all__ = ["RequestImages", "Vision", "VisionModel", "VisionProvider", "VisionSession"]

@@ -74,7 +74,8 @@ try:
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ConfigError(
-        "visus.integrations.pydantic_ai needs pydantic-ai: pip install 'visus[pydantic-ai]'"
+        "visus.integrations.pydantic_ai needs pydantic-ai: "
+        "pip install -e '.[pydantic-ai]' in the visus checkout"
     ) from e
 
 __all__ = ["RequestImages", "Vision"]

@@ -63,7 +63,7 @@ def _av() -> Any:
         import av
     except ImportError as e:  # pragma: no cover - the extra is installed in dev
         raise UnsupportedTypeError(
-            "sampling keyframes needs PyAV: pip install 'visus[video]'"
+            "sampling keyframes needs PyAV: pip install -e '.[video]' in the visus checkout"
         ) from e
     return av
 

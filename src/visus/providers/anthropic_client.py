@@ -27,7 +27,9 @@ from visus.record.messages import JSONObject
 try:
     import anthropic
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Anthropic client needs: pip install 'visus[providers]'") from e
+    raise ImportError(
+        "the Anthropic client needs: pip install -e '.[providers]' in the visus checkout"
+    ) from e
 
 __all__ = ["AnthropicClient", "AnthropicTransport", "map_anthropic_error"]
 

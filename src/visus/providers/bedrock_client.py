@@ -38,7 +38,9 @@ try:
     import botocore.exceptions
     from botocore.awsrequest import AWSRequest
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Bedrock client needs: pip install 'visus[providers]'") from e
+    raise ImportError(
+        "the Bedrock client needs: pip install -e '.[providers]' in the visus checkout"
+    ) from e
 
 __all__ = ["BedrockClient", "BedrockTransport", "map_bedrock_error", "to_boto_request"]
 

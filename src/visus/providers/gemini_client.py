@@ -37,7 +37,9 @@ try:
     from google.genai import errors as genai_errors
     from google.genai import types as genai_types
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Gemini client needs: pip install 'visus[providers]'") from e
+    raise ImportError(
+        "the Gemini client needs: pip install -e '.[providers]' in the visus checkout"
+    ) from e
 
 __all__ = ["GeminiClient", "GeminiTransport", "map_gemini_error", "to_sdk_request"]
 

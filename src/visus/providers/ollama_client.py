@@ -22,7 +22,9 @@ from visus.record.messages import JSONObject
 try:
     import ollama
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Ollama client needs: pip install 'visus[providers]'") from e
+    raise ImportError(
+        "the Ollama client needs: pip install -e '.[providers]' in the visus checkout"
+    ) from e
 
 __all__ = ["OllamaClient", "OllamaTransport", "map_ollama_error"]
 

@@ -32,7 +32,9 @@ from visus.record.messages import JSONObject
 try:
     import openai
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the OpenAI client needs: pip install 'visus[providers]'") from e
+    raise ImportError(
+        "the OpenAI client needs: pip install -e '.[providers]' in the visus checkout"
+    ) from e
 
 __all__ = ["OpenAIClient", "OpenAITransport", "map_openai_error"]
 

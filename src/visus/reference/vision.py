@@ -134,7 +134,8 @@ def _ocr_engine() -> Any:
                     from rapidocr import RapidOCR
                 except ImportError as e:  # pragma: no cover - depends on the install
                     raise ImportError(
-                        "the reference model needs OCR: pip install 'visus[reference]'"
+                        "the reference model needs OCR: "
+                        "pip install -e '.[reference]' in the visus checkout"
                     ) from e
                 # Its own logger says "info" on every call; a server log wants errors only.
                 _engine = RapidOCR(params={"Global.log_level": "error"})

@@ -2,8 +2,8 @@
 
 One protocol (:class:`Store`) for instances, sessions (messages) and blobs, with two
 implementations: :class:`FileStore` (today's folders) and ``PostgresStore``
-(:mod:`visus.store.postgres`, ``pip install 'visus[postgres]'``), which also holds
-the tether ring and turn claims that several ``visus serve`` replicas share
+(:mod:`visus.store.postgres`, ``pip install -e '.[postgres]'`` in the visus checkout),
+which also holds the tether ring and turn claims that several ``visus serve`` replicas share
 (:class:`SharedRingStore`). :func:`open_store` picks one from a URL.
 
 Example:

@@ -35,7 +35,7 @@ def open_store(
     """The store ``url`` names: ``postgresql://...`` opens the database (migrating its
     schema first unless ``migrate`` is false), anything empty the files under ``data``.
 
-    A ``postgresql`` URL needs ``pip install 'visus[postgres]'``.
+    A ``postgresql`` URL needs ``pip install -e '.[postgres]'`` in the visus checkout.
     """
     if not url:
         return FileStore(Path(data))

@@ -6,7 +6,8 @@ event loop) and an ``AsyncConnectionPool`` opened on the serving loop (the ring,
 turn claims). :func:`migrate_schema` brings a database to this code's schema.
 
 ``store/postgres.py`` and ``store/pg_*.py`` are the only modules importing psycopg
-(``pip install 'visus[postgres]'``); each of them builds on this one, none on another.
+(``pip install -e '.[postgres]'`` in the visus checkout); each of them builds on this
+one, none on another.
 
 Example:
     >>> db = Database("postgresql://visus@127.0.0.1/visus", pool_size=2)  # doctest: +SKIP
@@ -28,7 +29,9 @@ try:
     import psycopg
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 except ImportError as e:  # pragma: no cover - the extra is missing
-    raise ImportError("the PostgreSQL store needs psycopg: pip install 'visus[postgres]'") from e
+    raise ImportError(
+        "the PostgreSQL store needs psycopg: pip install -e '.[postgres]' in the checkout"
+    ) from e
 
 __all__ = ["Database", "check_version", "migrate_schema", "translate"]
 

@@ -7,7 +7,7 @@ and markdown whole), :mod:`.markdown` (Markdown as Telegram HTML), :mod:`.retry`
 (429 and network errors), :mod:`.gateway` (the bridge and how it runs: long
 polling or a webhook, in :mod:`.bot`) and :mod:`.service` (what ``visus telegram`` runs).
 
-Needs ``pip install 'visus[telegram]'`` (python-telegram-bot).
+Needs ``pip install -e '.[telegram]'`` in the visus checkout (python-telegram-bot).
 
 Example:
     >>> from visus.telegram import split_text
@@ -21,7 +21,8 @@ try:
     import telegram as _telegram  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(
-        "the Telegram gateway needs python-telegram-bot: pip install 'visus[telegram]'"
+        "the Telegram gateway needs python-telegram-bot: "
+        "pip install -e '.[telegram]' in the visus checkout"
     ) from e
 
 from visus.telegram.bot import Webhook, build_application, run_gateway
