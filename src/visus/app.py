@@ -196,11 +196,13 @@ def agent_runner_factory(
 
 
 def default_instance(app: FastAPI, model: str) -> str:
-    """The id of the web chat's instance, created on first start with ``model``."""
+    """The id of the web chat's instance, created on first start; ``model`` is its model
+    from this start on."""
     registry = app.state.registry
     for inst in registry:
         if inst.config.extra.get(DEFAULT_INSTANCE_KEY):
-            return str(inst.config.id)
+            # The model chosen at this start, not the one of the start that created it.
+            return str(registry.set_model(inst.config.id, model).config.id)
     inst = registry.create(
         model=model, extra={DEFAULT_INSTANCE_KEY: True}, instance_id=DEFAULT_INSTANCE_ID
     )

@@ -43,6 +43,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -402,6 +403,21 @@ class VisusConfig(BaseSettings):
     mcp: McpSettings = McpSettings()
     telegram: TelegramSettings = TelegramSettings()
     models: tuple[ModelSettings, ...] = ()
+    #: Where ``default_model`` came from, in words (set by :func:`load_config`).
+    _model_origin: str = PrivateAttr(default="")
+
+    @property
+    def model_origin(self) -> str:
+        """Where :attr:`default_model` came from: ``OPENAI_API_KEY``, ``default_model in
+        /path/visus.toml``, ``no provider key set``...
+
+        Example:
+            >>> load_config(env={"ANTHROPIC_API_KEY": "sk-ant-0123456789abcd"}).model_origin
+            'ANTHROPIC_API_KEY'
+            >>> load_config(env={}).model_origin
+            'no provider key set'
+        """
+        return self._model_origin or "the defaults"
 
     @classmethod
     def settings_customise_sources(
@@ -586,11 +602,56 @@ def load_config(
         raise ConfigError(f"{where}: configuration file not found")
     token = _state.set(_LoadState(data, env))
     try:
-        return VisusConfig()
+        cfg = VisusConfig()
+        cfg._model_origin = _model_origin(cfg, data, env, where)
+        return cfg
     except ValidationError as e:
         raise ConfigError(_describe(e, where, text, env)) from e
     finally:
         _state.reset(token)
+
+
+def _model_origin(
+    cfg: VisusConfig, file_data: Mapping[str, Any], env: Mapping[str, str], where: Path
+) -> str:
+    """Which layer chose ``cfg.default_model`` (see :func:`model_rule`)."""
+    if env.get("VISUS_DEFAULT_MODEL"):
+        return "VISUS_DEFAULT_MODEL"
+    if file_data.get("default_model"):
+        return f"default_model in {where}"
+    from visus.providers.profiles import default_models
+
+    for name, model in default_models():
+        if model != cfg.default_model or not cfg.provider(name).api_key:
+            continue
+        file_key = (file_data.get("providers") or {}).get(name) or {}
+        if isinstance(file_key, Mapping) and file_key.get("api_key"):
+            return f"[providers.{name}] api_key in {where}"
+        nested = f"VISUS_PROVIDERS__{name.upper()}__API_KEY"
+        standard = [var for var, path in _STANDARD_ENV if path[1:] == (name, "api_key")]
+        return next((v for v in (nested, *reversed(standard)) if env.get(v)), nested)
+    return "no provider key set"
+
+
+def model_rule() -> str:
+    """The rule that picks the model when ``--model`` is not given, in words: what
+    ``--help``, the README and the start-up line say.
+
+    Example:
+        >>> model_rule().split("; ")[1]
+        'else the first provider key set: ANTHROPIC_API_KEY (anthropic:claude-sonnet-4-6), ...'
+    """
+    from visus.providers.profiles import default_models
+
+    keys = []
+    for name, model in default_models():
+        # The last variable of a provider wins (GEMINI_API_KEY over GOOGLE_API_KEY).
+        var = [v for v, path in _STANDARD_ENV if path[1:] == (name, "api_key")][-1]
+        keys.append(f"{var} ({model})")
+    return (
+        "default_model in visus.toml (or VISUS_DEFAULT_MODEL); else the first provider key "
+        f"set: {', '.join(keys)}; else reference, the offline model"
+    )
 
 
 def _parse_toml(where: Path, text: str) -> dict[str, Any]:

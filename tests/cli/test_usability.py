@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from tests.cli.terminal import Terminal
 from visus.cli import app
 from visus.record.sessions import SessionStore
 from visus.reference.server import serve_in_background
@@ -333,65 +334,9 @@ def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None
     assert message == f"cannot write {target}: No such file or directory"
 
 
-class _Terminal:
-    """``visus chat`` in a child process on a pseudo-terminal."""
-
-    def __init__(self, cwd: Path, *args: str) -> None:
-        import os
-        import pty
-        import subprocess
-        import sys
-
-        self.leader, follower = pty.openpty()
-        # A session of its own (setsid) whose controlling terminal is the pty, so
-        # Ctrl-C there is SIGINT, as in a real terminal.
-        code = (
-            "import fcntl, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-            "from visus.cli import main; main()"
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            stdin=follower,
-            stdout=follower,
-            stderr=follower,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        os.close(follower)
-        self.seen = b""
-
-    def read_until(self, marker: bytes, count: int = 1) -> None:
-        import os
-        import select
-        import time
-
-        deadline = time.monotonic() + 60
-        while self.seen.count(marker) < count and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.leader], [], [], 0.5)
-            if ready:
-                try:
-                    self.seen += os.read(self.leader, 4096)
-                except OSError:
-                    break
-        assert self.seen.count(marker) >= count, self.seen[-400:]
-
-    def type(self, keys: bytes) -> None:
-        import os
-
-        os.write(self.leader, keys)
-
-    def close(self) -> None:
-        import os
-
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self.leader)
-
-
 def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Path) -> None:
     data = env / "data"
-    term = _Terminal(env, "chat", "--data", str(data), "-s", "tty-1")
+    term = Terminal(env, "chat", "--data", str(data), "-s", "tty-1")
     try:
         term.read_until(b"you> ")
         term.type(b"helo\x1b[D\x1b[Dl\r")  # type "helo", two Lefts, insert "l"
@@ -408,7 +353,7 @@ def test_chat_ctrl_c_at_the_prompt_leaves_at_once(env: Path) -> None:
     import subprocess
     import time
 
-    term = _Terminal(env, "chat", "--data", str(env / "data"), "-s", "tty-2")
+    term = Terminal(env, "chat", "--data", str(env / "data"), "-s", "tty-2")
     try:
         term.read_until(b"you> ")
         # A signal landing between readline's prompt and its select() waits for the next

@@ -13,19 +13,25 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from visus.cli import _help
+
 __all__ = ["app", "main"]
 
+_help.install()
 app = typer.Typer(
     name="visus",
     help="Give LLM agents eyes: view files as images, run agents, serve them.",
-    no_args_is_help=True,
+    epilog=_help.EPILOG,
+    invoke_without_command=True,  # `visus` alone prints this help and exits 0
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -39,6 +45,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -62,6 +69,9 @@ def _global(
     if config is not None:
         # Every command loads its configuration through visus.config, which reads this.
         os.environ["VISUS_CONFIG"] = str(config)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 def _register_all() -> None:
@@ -70,11 +80,27 @@ def _register_all() -> None:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         module.register(app)
+    _help.order(app)
 
 
 _register_all()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: the exit codes of ``visus --help``'s table."""
+    try:
+        app()
+    except SystemExit as e:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # Click (typer's vendored copy) met a closed stdout (`visus ... | head`),
+            # swapped sys.stdout for this wrapper and exits 1; the reader leaving early
+            # is not a failure.
+            raise SystemExit(0) from None
+        if e.code == 130:
+            # Stopped with Ctrl-C: the line saying so is out and the session recorded.
+            # Leave now; interpreter shutdown would tear down daemon threads (the
+            # embedded reference server mid-request, the OCR engine) with tracebacks.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise

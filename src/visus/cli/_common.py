@@ -19,13 +19,86 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
     from visus.retention import RetentionPolicy
 
-__all__ = ["cannot_listen", "check_roots", "config", "data_root", "fail", "retention"]
+__all__ = [
+    "MODEL_HELP",
+    "MODEL_RULE",
+    "cannot_listen",
+    "check_listen",
+    "check_model_ref",
+    "check_roots",
+    "config",
+    "data_root",
+    "fail",
+    "model_line",
+    "retention",
+]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``visus: message`` on stderr and leave with ``code``."""
     typer.echo(f"visus: {message}", err=True)
     raise typer.Exit(code)
+
+
+def check_model_ref(ref: str | None, flag: str = "--model") -> None:
+    """Exit 2 naming an unknown provider: ``foo:bar`` is not read as an Ollama tag
+    (write ``ollama:foo:bar`` for one), or every image would be refused as text-only.
+
+    Example:
+        >>> check_model_ref("openai:gpt-4.1"), check_model_ref("claude-sonnet-4-6")
+        (None, None)
+    """
+    if ref is None:
+        return
+    from visus.errors import VisusError
+    from visus.models import PROVIDERS, parse_model_ref
+
+    prefix, sep, _ = ref.partition(":")
+    if not sep or prefix in PROVIDERS:
+        return
+    try:
+        provider, _ = parse_model_ref(ref)
+    except VisusError as e:
+        fail(f"{flag} {ref}: {e}")
+    if provider != "openai-compatible" or "/" in ref:
+        return  # an Ollama tag of a known model (llava:13b), a Bedrock id (...-v1:0)
+    fail(
+        f"{flag} {ref}: unknown provider {prefix!r} (providers: {', '.join(PROVIDERS)}; "
+        f"an Ollama model is written ollama:{ref})"
+    )
+
+
+def model_line(given: str | None, cfg: VisusConfig, model: str | None = None) -> str:
+    """The start-up line naming the model and why it is the one (no surprise bills).
+
+    Example:
+        >>> from visus.config import load_config
+        >>> model_line(None, load_config(env={"OPENAI_API_KEY": "sk-0123456789abcdef"}))
+        'model openai:gpt-4.1, from OPENAI_API_KEY; --model reference for the offline model'
+        >>> model_line(None, load_config(env={}))
+        'model reference (offline, no provider key set); --model provider:model or a key ...'
+    """
+    ref = model or given or cfg.default_model
+    origin = "--model" if given else cfg.model_origin
+    if ref.split(":", 1)[0] in ("reference", "reference-pdf"):
+        return (
+            f"model {ref} (offline, {origin}); --model provider:model or a key such as "
+            "OPENAI_API_KEY for a real one"
+        )
+    return f"model {ref}, from {origin}; --model reference for the offline model"
+
+
+#: How the model is picked when ``--model`` is not given: :func:`visus.config.model_rule`
+#: written out (importing the provider table for every ``--help`` costs half a second;
+#: tests/cli/test_first_hour.py keeps the two equal).
+MODEL_RULE = (
+    "default_model in visus.toml (or VISUS_DEFAULT_MODEL); else the first provider key set: "
+    "ANTHROPIC_API_KEY (anthropic:claude-sonnet-4-6), OPENAI_API_KEY (openai:gpt-4.1), "
+    "GEMINI_API_KEY (gemini:gemini-2.5-flash), OPENROUTER_API_KEY "
+    "(openai-compatible:openai/gpt-4.1); else reference, the offline model"
+)
+#: ``--model``'s help on every command that runs an agent.
+MODEL_HELP = f"provider:model, e.g. openai:gpt-4.1. Default: {MODEL_RULE}"
 
 
 def data_root(data: Path | None) -> Path:
@@ -88,6 +161,14 @@ def cannot_listen(host: str, port: int) -> str | None:
         except OverflowError:  # a port past 65535, from the command line or visus.toml
             return f"port {port} is out of range (0-65535)"
     return None
+
+
+def check_listen(host: str, port: int) -> None:
+    """Exit 2 when ``host:port`` cannot be bound, naming ``--port`` (a busy port is
+    the usual reason: another server, or this one started twice)."""
+    problem = cannot_listen(host, port)
+    if problem:
+        fail(f"cannot listen on {host}:{port}: {problem} (choose another with --port)")
 
 
 def check_roots(roots: list[Path] | None) -> None:

@@ -2,8 +2,9 @@
 
 A source starting with ``https://`` is a URL (``http://`` only to loopback, with
 ``--allow-loopback-http``); anything else is a path, and the reach is the file's
-own folder (the user named the file). Errors print their code-prefixed message and
-exit 1; bad command-line values exit 2.
+own folder (the user named the file). An input refused prints ``visus: refused
+(CODE): ...`` and exits 3, a model that failed ``visus: (CODE): ...`` and exits 1, bad
+command-line values exit 2 (``visus --help`` has the table).
 
 Example:
     $ visus analyze shot.png --prompt "What error is shown?" --json
@@ -16,13 +17,14 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
     from visus.analyze import AnalyzeResult
     from visus.config import VisusConfig
+    from visus.errors import AnalyzeError
     from visus.perception import Reach
 
 _PAGES = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -30,7 +32,14 @@ _PAGES = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 SourceArg = Annotated[str, typer.Argument(help="A file path or an https:// URL")]
 PromptOpt = Annotated[str, typer.Option("--prompt", "-p", help="The question to ask")]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="provider:model (default: config chain)")
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:model (default: [auxiliary.vision] model in visus.toml, else the "
+        "agent's model, picked as `visus run --help` says)",
+        show_default=False,
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON envelope")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="visus.toml to use")]
@@ -132,8 +141,10 @@ def analyze(
 ) -> None:
     """Ask a vision model one question about an image or PDF."""
     from visus.analyze import FileAnalyzeCache, vision_analyze
+    from visus.cli._common import check_model_ref
     from visus.errors import AnalyzeError
 
+    check_model_ref(model)
     pages = _pages(page_range)
     fmt = _schema(schema)
     cfg = _config(config)
@@ -156,9 +167,32 @@ def analyze(
             )
         )
     except AnalyzeError as e:
-        typer.echo(_error_text(e, source, allow_loopback_http), err=True)
-        raise typer.Exit(1) from e
+        _analyze_failed(e, source, allow_loopback_http)
     _print(result, as_json)
+
+
+#: Codes of an input visus refused (exit 3); the others are the model failing (exit 1).
+_REFUSED_CODES = frozenset(
+    {
+        "INVALID_INPUT",
+        "FILE_NOT_FOUND",
+        "URL_BLOCKED",
+        "FILE_TOO_LARGE",
+        "UNSUPPORTED_FILE_TYPE",
+        "VISION_NOT_SUPPORTED",
+        "PDF_NOT_SUPPORTED",
+        "PDF_TOO_MANY_PAGES",
+        "VIDEO_NOT_SUPPORTED",
+    }
+)
+
+
+def _analyze_failed(e: AnalyzeError, source: str, allowed: bool) -> NoReturn:
+    """``visus: refused (CODE): ...`` (exit 3) or ``visus: CODE: ...`` (exit 1)."""
+    text = _error_text(e, source, allowed).removeprefix(f"{e.code}: ")
+    refused = e.code in _REFUSED_CODES
+    typer.echo(f"visus: {'refused ' if refused else ''}({e.code}): {text}", err=True)
+    raise typer.Exit(3 if refused else 1) from e
 
 
 def _error_text(e: Exception, source: str, allowed: bool) -> str:
@@ -212,11 +246,12 @@ def analyze_video(
             )
         )
     except AnalyzeError as e:
-        typer.echo(_error_text(e, source, allow_loopback_http), err=True)
-        raise typer.Exit(1) from e
+        _analyze_failed(e, source, allow_loopback_http)
     _print(result, as_json)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("analyze")(analyze)
-    app.command("analyze-video")(analyze_video)
+    from visus.cli._help import SEE
+
+    app.command("analyze", rich_help_panel=SEE)(analyze)
+    app.command("analyze-video", rich_help_panel=SEE)(analyze_video)

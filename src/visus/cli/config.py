@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,19 +22,52 @@ _ConfigOption = Annotated[
 ]
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else json.dumps(name, ensure_ascii=False)
+
+
+def _toml(value: Any) -> str:
+    """One TOML value (strings in JSON's escapes, which TOML's basic strings share)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)  # TOML spells floats as Python does (inf, nan included)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value if v is not None) + "]"
+    if isinstance(value, dict):
+        items = [f"{_key(str(k))} = {_toml(v)}" for k, v in value.items() if v is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
 def _lines(data: Any, prefix: str = "") -> list[str]:
-    if isinstance(data, dict):
+    """``data`` as TOML dotted keys; an unset value is a comment (TOML has no null).
+
+    Example:
+        >>> _lines({"a": {"b": 1, "c": None}, "d": [{"e": "x"}]})
+        ['a.b = 1', '# a.c is unset', 'd = [{ e = "x" }]']
+    """
+    if isinstance(data, dict) and (not prefix or data):
         out: list[str] = []
         for key, value in data.items():
-            out.extend(_lines(value, f"{prefix}.{key}" if prefix else str(key)))
+            name = f"{prefix}.{_key(str(key))}" if prefix else _key(str(key))
+            out.extend(_lines(value, name))
         return out
-    return [f"{prefix} = {json.dumps(data, ensure_ascii=False)}"]
+    if data is None:
+        return [f"# {prefix} is unset"]
+    return [f"{prefix} = {_toml(data)}"]
 
 
 def show(
     config: _ConfigOption = None, as_json: Annotated[bool, typer.Option("--json")] = False
 ) -> None:
-    """Print the resolved configuration (file, then VISUS_* variables) with secrets masked."""
+    """Print the resolved configuration (file, then VISUS_* variables) with secrets masked,
+    as TOML (a visus.toml could hold it) or, with --json, as JSON."""
     from visus.config import config_path, load_config
     from visus.errors import ConfigError
 
@@ -67,9 +101,11 @@ def path(config: _ConfigOption = None) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``config`` command group."""
+    from visus.cli._help import DATA
+
     group = typer.Typer(
         name="config", help="Show the resolved configuration.", no_args_is_help=True
     )
     group.command("show")(show)
     group.command("path")(path)
-    app.add_typer(group, name="config")
+    app.add_typer(group, name="config", rich_help_panel=DATA)

@@ -119,23 +119,20 @@ def lower_command(
     ] = False,
 ) -> None:
     """Print the request JSON SESSION would send to MODEL on WIRE."""
+    from visus.cli._sessions import find
     from visus.errors import VisusError
     from visus.models import get_model
-    from visus.paths import blobs_dir, refit_index, sessions_dir
+    from visus.paths import refit_index
     from visus.providers import wire_for_provider
-    from visus.record.blobs import FileBlobStore
     from visus.record.messages import ModelRequest
-    from visus.record.sessions import SessionStore
     from visus.retention import model_view
     from visus.wire import RefitCache, abbreviate, lower
 
+    root = data_root(data)
+    found = find(root, session)  # the web chat's sessions too
     try:
-        root = data_root(data)
-        sessions = SessionStore(sessions_dir(root))
-        if not sessions.exists(session):
-            _fail(f"no session {session!r} under {sessions_dir(root)}")
-        blobs = FileBlobStore(blobs_dir(root))
-        loaded = sessions.load(session, blobs=blobs)
+        blobs = found.place.blobs
+        loaded = found.place.sessions.load(found.id, blobs=blobs)
         recorded = loaded.meta.get("model")
         name = model or (recorded if isinstance(recorded, str) and recorded else DEFAULT_MODEL)
         spec = get_model(name)
@@ -152,7 +149,7 @@ def lower_command(
             wire=chosen,
             model=spec,
             blobs=blobs,
-            refit_cache=RefitCache(refit_index(root)),  # the agent's own index
+            refit_cache=RefitCache(refit_index(found.place.folder)),  # the agent's own index
         )
     except VisusError as e:
         _fail(str(e))
@@ -171,4 +168,6 @@ def _wire(name: str) -> Wire:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("lower")(lower_command)
+    from visus.cli._help import DATA
+
+    app.command("lower", rich_help_panel=DATA)(lower_command)

@@ -61,4 +61,6 @@ def mcp_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("mcp")(mcp_command)
+    from visus.cli._help import SERVE
+
+    app.command("mcp", rich_help_panel=SERVE)(mcp_command)

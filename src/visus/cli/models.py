@@ -61,8 +61,10 @@ def models(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        typer.echo(f"no models for provider {provider!r}", err=True)
-        raise typer.Exit(1)
+        from visus.cli._common import fail
+        from visus.models import PROVIDERS
+
+        fail(f"no models for provider {provider!r} (providers: {', '.join(PROVIDERS)})")
     from rich.console import Console
     from rich.table import Table
 
@@ -84,4 +86,6 @@ def models(
 
 def register(app: typer.Typer) -> None:
     """Add the ``models`` command."""
-    app.command("models")(models)
+    from visus.cli._help import SEE
+
+    app.command("models", rich_help_panel=SEE)(models)

@@ -65,7 +65,7 @@ def proxy(
 
     import uvicorn
 
-    from visus.cli._common import cannot_listen, config, fail
+    from visus.cli._common import check_listen, config, fail
     from visus.errors import VisusError
     from visus.proxy import UVICORN_OPTIONS, ProxyConfig, create_proxy_app
     from visus.tether.server import is_loopback
@@ -94,9 +94,7 @@ def proxy(
         )
     except VisusError as e:
         fail(str(e))
-    problem = cannot_listen(host, port)
-    if problem:
-        fail(f"cannot listen on {host}:{port}: {problem}")
+    check_listen(host, port)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("visus.proxy").setLevel(logging.INFO)
     shown = f"[{host}]" if ":" in host else host
@@ -113,4 +111,6 @@ def proxy(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("proxy")(proxy)
+    from visus.cli._help import SERVE
+
+    app.command("proxy", rich_help_panel=SERVE)(proxy)

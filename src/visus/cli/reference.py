@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from visus import limits
-from visus.cli._common import cannot_listen
+from visus.cli._common import check_listen
 
 __all__ = ["is_loopback", "register"]
 
@@ -49,6 +49,14 @@ def serve(
             "with each wire's truncation signal. Default: never cut.",
         ),
     ] = None,
+    json_block: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="End every answer with a fenced JSON block of every image seen (words, "
+            "positions, colours): for tests and scripts.",
+        ),
+    ] = False,
 ) -> None:
     """Serve every provider wire, answered by the OCR-and-colour reference model."""
     if not is_loopback(host) and not allow_remote:
@@ -57,10 +65,7 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
-    problem = cannot_listen(host, port)
-    if problem:
-        typer.echo(f"visus: cannot listen on {host}:{port}: {problem}", err=True)
-        raise typer.Exit(2)
+    check_listen(host, port)
     import uvicorn
 
     from visus.reference.server import create_app
@@ -69,7 +74,7 @@ def serve(
     typer.echo(f"visus reference server on {base} (context {context_tokens} tokens)")
     typer.echo(_ENDPOINTS)
     typer.echo(f"try: VISUS_REFERENCE_URL={base} visus run -m reference:anthropic 'hello'")
-    app = create_app(context_tokens, max_output_tokens)
+    app = create_app(context_tokens, max_output_tokens, json_block=json_block or None)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -85,8 +90,10 @@ _ENDPOINTS = """\
 
 def register(app: typer.Typer) -> None:
     """Add the ``reference`` command group."""
+    from visus.cli._help import SERVE
+
     group = typer.Typer(
         help="The offline reference vision model and its server.", no_args_is_help=True
     )
     group.command("serve")(serve)
-    app.add_typer(group, name="reference")
+    app.add_typer(group, name="reference", rich_help_panel=SERVE)

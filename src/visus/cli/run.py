@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from visus.cli._common import MODEL_HELP
 from visus.cli._turn import tool_lines
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="provider:model, e.g. openai:gpt-4.1 (default: reference)"),
+    typer.Option("--model", "-m", help=MODEL_HELP, show_default=False),
 ]
 DataOpt = Annotated[
     Path | None,
@@ -38,7 +39,24 @@ RootOpt = Annotated[
         "--root", metavar="DIR", help="Folder the tools may see (repeatable; default: cwd)"
     ),
 ]
-SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id to continue")]
+SessionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        help="Continue this session (see `visus session list`); an unknown id is an error",
+        show_default=False,
+    ),
+]
+NewSessionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--new-session",
+        metavar="ID",
+        help="Start a new session with this id (default: a fresh time-stamped one)",
+        show_default=False,
+    ),
+]
 ContinueOpt = Annotated[
     bool,
     typer.Option("--continue", "-c", help="Continue the most recent session in the data folder"),
@@ -64,7 +82,7 @@ MaxStepsOpt = Annotated[
 ]
 
 #: ``visus run``'s exit status when the turn used its whole step budget without an answer.
-EXIT_STEP_BUDGET = 3
+EXIT_STEP_BUDGET = 4  # visus --help's exit-code table (3 is an input refused)
 
 _COMMAND = re.compile(r"/[A-Za-z?]+")
 
@@ -77,10 +95,11 @@ def _agent(
     max_steps: int | None = None,
 ) -> Agent:
     from visus.agent import McpServerSpec, build_agent
-    from visus.cli._common import check_roots
+    from visus.cli._common import check_model_ref, check_roots
     from visus.errors import VisusError
 
     check_roots(roots)
+    check_model_ref(model)
     try:
         servers = [McpServerSpec.parse(flag) for flag in mcp or ()]
         return build_agent(
@@ -108,8 +127,11 @@ def _error_text(e: Exception, agent: Agent) -> str:
     return text
 
 
-def _session_id(given: str | None, latest: bool = False, data: Path | None = None) -> str:
-    """``--session`` checked before any work (exit 2), the most recent session with
+def _session_id(
+    given: str | None, latest: bool = False, data: Path | None = None, new: str | None = None
+) -> str:
+    """The session a turn goes to, checked before any work (exit 2): ``--session`` (it
+    must exist), ``--new-session`` (it must not), the most recent one with
     ``--continue``, or a fresh time-stamped id."""
     import secrets
     import time
@@ -119,20 +141,42 @@ def _session_id(given: str | None, latest: bool = False, data: Path | None = Non
     from visus.paths import sessions_dir
     from visus.record.sessions import SessionStore, validate_session_id
 
+    if sum((given is not None, latest, new is not None)) > 1:
+        fail("--session, --new-session and --continue each name a session: give one")
+    folder = sessions_dir(data_root(data))
+    store = SessionStore(folder)
     if latest:
-        if given is not None:
-            fail("--continue and --session name two sessions: give one")
-        folder = sessions_dir(data_root(data))
-        sessions = SessionStore(folder).list()
+        sessions = store.list()
         if not sessions:
             fail(f"--continue: no session yet under {folder}")
         return sessions[0].id
-    if given is None:
+    if given is None and new is None:
         return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     try:
-        return validate_session_id(given)
+        sid = validate_session_id(given if given is not None else str(new))
     except InvalidKeyError as e:
         fail(str(e))
+    if new is not None and store.exists(sid):
+        fail(f"--new-session {sid}: that session exists (continue it with --session {sid})")
+    if given is not None and not store.exists(sid):
+        fail(_unknown_session(sid, data_root(data)))
+    return sid
+
+
+def _unknown_session(sid: str, root: Path) -> str:
+    """Why ``--session sid`` cannot be continued here, and what to do instead."""
+    from visus.cli._sessions import places
+
+    elsewhere = [p for p in places(root)[1:] if p.sessions.exists(sid)]
+    if elsewhere:
+        return (
+            f"--session {sid}: that is a {elsewhere[0].label} session, which visus run and "
+            f"chat do not continue (visus session show {elsewhere[0].prefix}{sid} shows it)"
+        )
+    return (
+        f"--session {sid}: no such session under {root / 'sessions'} (visus session list "
+        f"shows them; --new-session {sid} starts one with that id)"
+    )
 
 
 CHAT_HELP = """\
@@ -146,40 +190,6 @@ CHAT_HELP = """\
 Ctrl-C while the agent works stops that turn; the session goes on."""
 
 
-def _stdin() -> bytes:
-    """What was piped on stdin (nothing when stdin is a terminal)."""
-    stream = sys.stdin
-    if stream is None or stream.isatty():
-        return b""
-    buffer = getattr(stream, "buffer", None)
-    return bytes(buffer.read()) if buffer is not None else stream.read().encode()
-
-
-def _prompt_and_stdin(prompt: str | None) -> tuple[str, list[PastedImage]]:
-    """The prompt and stdin combined as ``llm`` does: stdin alone is the prompt; with a
-    prompt too, piped text comes first and piped binary (an image, a PDF) is attached."""
-    from visus.agent import PastedImage
-    from visus.cli._common import fail
-
-    piped = _stdin()
-    if not piped.strip():
-        if prompt is None:
-            fail("give a prompt, or pipe one on stdin (echo hi | visus run)")
-        return prompt, []
-    try:
-        text = piped.decode("utf-8")
-    except UnicodeDecodeError:
-        if prompt is None:
-            fail("stdin holds binary data (an image?): give a prompt to go with it")
-        return prompt, [PastedImage(piped, filename="stdin")]
-    if "\x00" in text:  # valid UTF-8 but binary all the same
-        if prompt is None:
-            fail("stdin holds binary data (an image?): give a prompt to go with it")
-        return prompt, [PastedImage(piped, filename="stdin")]
-    text = text.strip()
-    return (text if prompt is None else f"{text}\n\n{prompt}"), []
-
-
 def run(
     prompt: Annotated[
         str | None,
@@ -191,10 +201,17 @@ def run(
     ] = None,
     model: ModelOpt = None,
     image: Annotated[
-        list[Path] | None,
-        typer.Option("--image", "-i", metavar="FILE", help="Image to paste (repeatable)"),
+        list[str] | None,
+        typer.Option(
+            "--image",
+            "-i",
+            metavar="FILE|URL",
+            help="Image to paste: a file, or an https URL fetched through visus's SSRF gate "
+            "(repeatable)",
+        ),
     ] = None,
     session: SessionOpt = None,
+    new_session: NewSessionOpt = None,
     cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
@@ -216,29 +233,18 @@ def run(
     session's usage go to stderr (with --json, stdout holds exactly one JSON object).
     A turn that used up its step budget without answering says so and exits 3.
     """
-    from visus.agent import PastedImage
+    from visus.cli._common import model_line
+    from visus.cli._inputs import pasted_images, prompt_and_stdin
     from visus.cli._progress import Progress
     from visus.errors import VisusError
 
-    sid = _session_id(session, cont, data)
-    text, pasted = _prompt_and_stdin(prompt)
+    sid = _session_id(session, cont, data, new_session)
+    text, pasted = prompt_and_stdin(prompt)
+    pasted += pasted_images(image or [])
     agent = _agent(model, data, root, mcp, max_steps)
-    for p in image or []:
-        try:
-            pasted.append(PastedImage(p.read_bytes(), filename=p.name))
-        except OSError as e:
-            typer.echo(f"visus: cannot read image {p}: {e.strerror}", err=True)
-            raise typer.Exit(2) from e
-        kind = _kind(pasted[-1].data)
-        if kind not in (None, "raster"):
-            typer.echo(
-                f"visus: {p} is a {kind} document, not an image: name it in the prompt for "
-                f"the agent to view (visus run 'what is in {p.name}?'), or see it as a "
-                f"model would with: visus view {p}",
-                err=True,
-            )
-            raise typer.Exit(2)
 
+    if agent.config is not None:  # which model, and why: a key in the shell bills
+        typer.echo(model_line(model, agent.config, agent.model_ref), err=True)
     progress = Progress()
     at_line_start = True
 
@@ -284,6 +290,12 @@ def run(
 
     try:
         result = asyncio.run(one_turn())
+    except KeyboardInterrupt:
+        # asyncio.run cancelled the turn, and the agent recorded it as stopped.
+        progress.stop()
+        end_line()
+        typer.echo(f"visus: stopped (session {sid}; go on with -s {sid})", err=True)
+        raise typer.Exit(130) from None
     except VisusError as e:
         typer.echo(f"visus: {_error_text(e, agent)}", err=True)
         raise typer.Exit(1) from e
@@ -334,17 +346,6 @@ def _json_result(result: TurnResult, max_steps: int) -> dict[str, object]:
     }
 
 
-def _kind(data: bytes) -> str | None:
-    """What a file is from its header (raster, pdf, svg, text), or None if unknown."""
-    from visus.errors import MediaError
-    from visus.media import probe
-
-    try:
-        return probe(data).kind
-    except MediaError:
-        return None  # the agent's fit says what is wrong with it
-
-
 def _ocr_to_load(agent: Agent) -> bool:
     """Whether the reference model's OCR engine will load in this process on its next
     image (seconds, once): ``visus run`` loads it first, under its own label."""
@@ -378,6 +379,7 @@ def _save(result: TurnResult, folder: Path | None) -> list[str]:
 def chat(
     model: ModelOpt = None,
     session: SessionOpt = None,
+    new_session: NewSessionOpt = None,
     cont: ContinueOpt = False,
     root: RootOpt = None,
     data: DataOpt = None,
@@ -390,14 +392,18 @@ def chat(
     /view PATH (see a file and attach it to your next message), /paste PATH (attach an
     image file as is), /help, /quit. Empty lines are not sent.
     """
-    sid = _session_id(session, cont, data)
+    from visus.cli._common import model_line
+
+    sid = _session_id(session, cont, data, new_session)
     agent = _agent(model, data, root, mcp, max_steps)
     if sys.stdin.isatty():
         # input() edits lines (arrows, history) only once readline is loaded; without
         # it a terminal sends the arrow keys' escape codes into the message.
         with contextlib.suppress(ImportError):  # not on every platform (Windows)
             import readline  # noqa: F401
-    typer.echo(f"visus chat · model {agent.model.name} · session {sid} · /help for commands")
+    typer.echo(f"visus chat · session {sid} · /help for commands")
+    if agent.config is not None:
+        typer.echo(model_line(model, agent.config, agent.model_ref))
     # One event loop for the whole chat: the provider client's connections belong to it.
     # input() runs on the main thread, between turns, so Ctrl-C at the prompt leaves at
     # once (in a worker thread it waited for the next Enter).
@@ -562,23 +568,21 @@ def _usage_text(agent: Agent, sid: str) -> str:
 
 
 def usage(
-    session: Annotated[str, typer.Argument(help="Session id")],
+    session: Annotated[
+        str, typer.Argument(help="Session id (ID or INSTANCE/ID, see `visus session list`)")
+    ],
     data: DataOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Tokens and cost of a session, per turn and in total."""
     from visus.cli._common import data_root, fail
+    from visus.cli._sessions import find
     from visus.errors import VisusError
-    from visus.paths import sessions_dir
     from visus.record.messages import Usage
-    from visus.record.sessions import SessionStore
 
-    folder = sessions_dir(data_root(data))
-    store = SessionStore(folder)
+    found = find(data_root(data), session)  # the web chat's sessions too
     try:
-        if not store.exists(session):
-            fail(f"no session {session!r} under {folder}")
-        messages = store.load(session).messages
+        messages = found.place.sessions.load(found.id).messages
     except VisusError as e:
         fail(str(e))
     per_turn: dict[int, Usage] = {}
@@ -614,6 +618,8 @@ def _cached(u: Usage) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
-    app.command("chat")(chat)
-    app.command("usage")(usage)
+    from visus.cli._help import AGENT, DATA
+
+    app.command("run", rich_help_panel=AGENT)(run)
+    app.command("chat", rich_help_panel=AGENT)(chat)
+    app.command("usage", rich_help_panel=DATA)(usage)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from visus.cli._common import MODEL_HELP
+
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
@@ -18,7 +20,10 @@ def serve(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model of the default instance")
+        str | None,
+        typer.Option(
+            "--model", "-m", help=f"The web chat's model. {MODEL_HELP}", show_default=False
+        ),
     ] = None,
     token: Annotated[
         str | None,
@@ -70,7 +75,14 @@ def serve(
     """
     from visus.agent import McpServerSpec
     from visus.app import create_main_app
-    from visus.cli._common import cannot_listen, check_roots, config, data_root, fail
+    from visus.cli._common import (
+        check_listen,
+        check_model_ref,
+        check_roots,
+        config,
+        data_root,
+        model_line,
+    )
     from visus.cli.store import store_url
     from visus.errors import VisusError
     from visus.tether.server import check_bind, tether_server
@@ -78,9 +90,8 @@ def serve(
     # The same data folder as run, chat and session (data_dir in visus.toml counts).
     data = data_root(data)
     check_roots(root)
-    problem = cannot_listen(host, port)
-    if problem:
-        fail(f"cannot listen on {host}:{port}: {problem}")
+    check_model_ref(model)
+    check_listen(host, port)
     try:
         cfg = config()  # read once: every gate below comes from this value
         server = cfg.server
@@ -113,7 +124,8 @@ def serve(
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     if not no_mcp:
         typer.echo(f"  MCP        {base}/mcp")
-    typer.echo(f"  instance   {app.state.default_instance} (model {app.state.default_model})")
+    typer.echo(f"  model      {model_line(model, config())}")
+    typer.echo(f"  instance   {app.state.default_instance} (the web chat's)")
     policy = app.state.policy
     for shown_root in policy.roots:
         # Where to put what the agents should read or view (their roots, at most).
@@ -125,4 +137,6 @@ def serve(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
+    from visus.cli._help import SERVE
+
+    app.command("serve", rich_help_panel=SERVE)(serve)

@@ -103,17 +103,14 @@ def _image_json(s: ImageStatus) -> dict[str, Any]:
 
 
 def _load(session: str, data: Path | None) -> tuple[LoadedSession, Path]:
+    """The session ``session`` names, in any place of the data folder (``ID`` or
+    ``INSTANCE/ID``), with its blobs checked."""
+    from visus.cli._sessions import find
     from visus.errors import VisusError
-    from visus.paths import blobs_dir, sessions_dir
-    from visus.record.blobs import FileBlobStore
-    from visus.record.sessions import SessionStore
 
-    root = data_root(data)
-    store = SessionStore(sessions_dir(root))
+    found = find(data_root(data), session)
     try:
-        if not store.exists(session):
-            _fail(f"no session {session!r} under {sessions_dir(root)}")
-        return store.load(session, blobs=FileBlobStore(blobs_dir(root))), root
+        return found.place.sessions.load(found.id, blobs=found.place.blobs), found.place.folder
     except VisusError as e:
         _fail(str(e))
 
@@ -254,22 +251,18 @@ def check(
 ) -> None:
     """Check a session's log and every blob it references: missing blobs, and blobs whose
     bytes no longer hash to their digest (corrupt). Exit code 1 when anything is wrong."""
+    from visus.cli._sessions import find
     from visus.errors import VisusError
-    from visus.paths import blobs_dir, sessions_dir
-    from visus.record.blobs import FileBlobStore
     from visus.record.messages import DocumentPart, ImagePart
-    from visus.record.sessions import SessionStore, degrade_bad_blobs
+    from visus.record.sessions import degrade_bad_blobs
 
-    root = data_root(data)
-    store = SessionStore(sessions_dir(root))
+    found = find(data_root(data), session)
     try:
-        if not store.exists(session):
-            _fail(f"no session {session!r} under {sessions_dir(root)}")
-        loaded = store.load(session)  # log damage only; blobs are read below
+        loaded = found.place.sessions.load(found.id)  # log damage only; blobs are read below
     except VisusError as e:
         _fail(str(e))
     problems = list(loaded.problems)
-    degrade_bad_blobs(loaded.messages, FileBlobStore(blobs_dir(root)), problems)
+    degrade_bad_blobs(loaded.messages, found.place.blobs, problems)
     blobs = {
         p.digest
         for m in loaded.messages
@@ -299,40 +292,67 @@ def check(
 
 
 def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
-    """List sessions under the data folder, most recently modified first."""
-    from visus.paths import sessions_dir
-    from visus.record.sessions import SessionStore
+    """List every session of the data folder (visus run/chat, the web chat, tether
+    instances), most recently modified first."""
+    from visus.cli._sessions import places, where_text
 
     root = data_root(data)
-    infos = SessionStore(sessions_dir(root)).list()
+    rows = [(p, i) for p in places(root) for i in p.sessions.list()]
+    rows.sort(key=lambda row: (-row[1].modified, row[0].prefix + row[1].id))
     if as_json:
         typer.echo(
             json.dumps(
                 [
                     {
                         "id": i.id,
+                        "ref": p.prefix + i.id,
+                        "where": p.label,
                         "messages": i.messages,
                         "turns": i.turns,
                         "bytes": i.size,
                         "modified": datetime.fromtimestamp(i.modified, UTC).isoformat(),
                     }
-                    for i in infos
+                    for p, i in rows
                 ],
                 indent=2,
             )
         )
         return
-    if not infos:
-        typer.echo(f"no sessions under {sessions_dir(root)}")
+    if not rows:
+        typer.echo(f"no sessions under {where_text(root)}")
         return
-    for i in infos:
+    for p, i in rows:
         when = datetime.fromtimestamp(i.modified, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        typer.echo(f"{i.id}  {i.messages} messages, {i.turns} turns, modified {when} UTC")
+        typer.echo(
+            f"{p.prefix + i.id}  {i.messages} messages, {i.turns} turns, "
+            f"modified {when} UTC  ({p.label})"
+        )
+
+
+def remove(
+    sessions: Annotated[
+        list[str], typer.Argument(help="Session ids (ID or INSTANCE/ID, see `visus session list`).")
+    ],
+    data: DataOpt = None,
+) -> None:
+    """Delete sessions: their messages and attachments. Images no other session holds
+    are removed by the next `visus gc`."""
+    from visus.cli._sessions import find, remove
+
+    root = data_root(data)
+    found = [find(root, ref) for ref in sessions]  # every name checked before any delete
+    for f in found:
+        remove(f)
+        typer.echo(f"removed session {f.ref} ({f.place.label})")
+    typer.echo("its images go at the next `visus gc` unless another session holds them")
 
 
 def register(app: typer.Typer) -> None:
+    from visus.cli._help import DATA
+
     group = typer.Typer(name="session", help="Inspect recorded sessions.", no_args_is_help=True)
     group.command("show")(show)
     group.command("list")(list_sessions)
     group.command("check")(check)
-    app.add_typer(group, name="session")
+    group.command("rm")(remove)
+    app.add_typer(group, name="session", rich_help_panel=DATA)

@@ -104,5 +104,7 @@ def gc(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(store_app, name="store")
-    app.command("gc")(gc)
+    from visus.cli._help import DATA
+
+    app.add_typer(store_app, name="store", rich_help_panel=DATA)
+    app.command("gc", rich_help_panel=DATA)(gc)

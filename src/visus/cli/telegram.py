@@ -107,4 +107,6 @@ def telegram_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("telegram")(telegram_command)
+    from visus.cli._help import SERVE
+
+    app.command("telegram", rich_help_panel=SERVE)(telegram_command)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 EXIT_REFUSAL = 3
-EXIT_OUT_FAILED = 2
+EXIT_OUT_FAILED = 1  # the work failed (visus --help's exit-code table)
 
 
 def view_command(
@@ -118,8 +118,7 @@ def view_command(
             if as_json:
                 typer.echo(json.dumps(failed))
             else:
-                console = Console(stderr=True, highlight=False, soft_wrap=True)
-                console.print(f"[red]cannot write[/red] {escape(f'{out}: {why}')}")
+                typer.echo(f"visus: {message}", err=True)
             raise typer.Exit(EXIT_OUT_FAILED) from None
     _emit_perception(result, as_json=as_json, out=out)
 
@@ -155,12 +154,10 @@ def _view_recorded(
 ) -> Perception | Refusal:
     """``sha256:...`` within one session's record: its images only, never another's."""
     from visus.cli._common import data_root
+    from visus.cli._sessions import find
     from visus.errors import VisusError
-    from visus.paths import blobs_dir, sessions_dir
     from visus.perception import Refusal, view_digest
-    from visus.record.blobs import FileBlobStore
     from visus.record.messages import DocumentPart, ImagePart
-    from visus.record.sessions import SessionStore
 
     if session is None:
         return Refusal(
@@ -168,9 +165,9 @@ def _view_recorded(
             f"{ref} names an image of a session's record: give --session ID",
             ref,
         )
-    root = data_root(data)
+    found = find(data_root(data), session)  # the web chat's sessions too
     try:
-        messages = SessionStore(sessions_dir(root)).load(session).messages
+        messages = found.place.sessions.load(found.id).messages
     except VisusError as e:
         return Refusal("not_found", f"session {session!r}: {e}", ref)
     known = [
@@ -180,7 +177,7 @@ def _view_recorded(
         for p in m.parts
         if isinstance(p, ImagePart | DocumentPart)
     ]
-    blobs = FileBlobStore(blobs_dir(root))
+    blobs = found.place.blobs
     return view_digest(
         ref, known=known, load=blobs.get, reach=reach, model=model, page=page, region=region
     )
@@ -189,9 +186,11 @@ def _view_recorded(
 def _check_model(model: str) -> None:
     """A model name not in the catalog is a typo far more often than a new model: say
     so (exit 2) instead of fitting for a text-only guess and refusing every image."""
+    from visus.cli._common import check_model_ref
     from visus.errors import VisusError
     from visus.models import is_known_model, similar_models
 
+    check_model_ref(model)
     try:
         if is_known_model(model):
             return
@@ -225,8 +224,7 @@ def _emit_refusal(refusal: Refusal, *, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(refusal.to_json()))
         return
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(f"[bold red]refused[/bold red] ({refusal.reason}): {escape(refusal.message)}")
+    typer.echo(f"visus: refused ({refusal.reason}): {refusal.message}", err=True)
 
 
 def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
@@ -258,4 +256,6 @@ def _emit_perception(p: Perception, *, as_json: bool, out: Path | None) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``visus view`` to the app."""
-    app.command("view")(view_command)
+    from visus.cli._help import SEE
+
+    app.command("view", rich_help_panel=SEE)(view_command)

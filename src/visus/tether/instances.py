@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -173,6 +174,22 @@ class Registry:
         inst = self._build(config, runner)
         self._instances[iid] = inst
         return inst
+
+    def set_model(self, instance_id: str, model: str) -> Instance:
+        """Give an instance another model, keeping its id and sessions (``visus serve
+        --model`` or a new provider key, for the web chat's instance made on an earlier
+        start). Only before the server runs: the old runner, on which nothing ran, is
+        dropped without closing."""
+        inst = self.get(instance_id)
+        if inst.config.model == model:
+            return inst
+        config = dataclasses.replace(inst.config, model=model)
+        runner = self.factory(config)
+        data = asdict(config)
+        data["extra"] = dict(config.extra)
+        self.store.put_instance(data)
+        self._instances[instance_id] = self._build(config, runner)
+        return self._instances[instance_id]
 
     async def delete(self, instance_id: str) -> None:
         inst = self.get(instance_id)
