@@ -81,14 +81,14 @@ def test_schema_page_range_cache_and_session(tmp_path: Path, config_file: Path) 
     assert len(json.loads(out)["turns"]) == 2
 
 
-def test_errors_exit_1_with_the_code(tmp_path: Path, config_file: Path) -> None:
+def test_refused_inputs_exit_3_with_the_code(tmp_path: Path, config_file: Path) -> None:
     code, _, err = run(
         "analyze", str(tmp_path / "nope.png"), "-p", "?", "--config", str(config_file)
     )
-    assert code == 1
-    assert err.startswith("FILE_NOT_FOUND: ")
+    assert code == 3
+    assert err.startswith("visus: refused (FILE_NOT_FOUND): ")
     code, _, err = run("analyze", "https://10.0.0.1/x.png", "-p", "?", "--config", str(config_file))
-    assert (code, err.split(":")[0]) == (1, "URL_BLOCKED")
+    assert (code, err.split(":")[1]) == (3, " refused (URL_BLOCKED)")
 
 
 def test_usage_errors_exit_2(tmp_path: Path, config_file: Path) -> None:
@@ -106,7 +106,7 @@ def test_url_needs_the_loopback_flag(tmp_path: Path, config_file: Path) -> None:
     with StaticServer({"/s.png": (word_png("BEACON"), "image/png")}) as server:
         url = f"{server.url}/s.png"
         code, _, err = run("analyze", url, "-p", "?", "--config", str(config_file))
-        assert (code, err.split(":")[0]) == (1, "URL_BLOCKED")
+        assert (code, err.split(":")[1]) == (3, " refused (URL_BLOCKED)")
         code, out, _ = run(
             "analyze",
             url,

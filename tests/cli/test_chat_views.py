@@ -45,7 +45,7 @@ def test_thirty_chat_turns_with_a_view_each_keep_image_tokens_flat(
     script = "".join(f"/view g{t % 4}.png\nturn {t}\n" for t in range(TURNS)) + "/quit\n"
 
     result = CliRunner().invoke(
-        app, ["chat", "--data", str(tmp_path / "data"), "--session", "c"], input=script
+        app, ["chat", "--data", str(tmp_path / "data"), "--new-session", "c"], input=script
     )
 
     assert result.exit_code == 0, (result.stdout, result.exception)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -79,9 +80,10 @@ def _flat(text: str) -> str:
 
 def test_the_model_rule_is_the_one_the_configuration_applies() -> None:
     assert model_rule() == MODEL_RULE
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").replace("`", "").split())
     assert f"--model, else {MODEL_RULE}" in readme
-    serve_sh = (ROOT / "scripts" / "serve.sh").read_text(encoding="utf-8")
+    serve_sh = " ".join((ROOT / "scripts" / "serve.sh").read_text(encoding="utf-8").split("# "))
+    serve_sh = " ".join(serve_sh.split())
     assert "ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY" in serve_sh
 
 
@@ -339,3 +341,18 @@ def test_session_commands_see_the_web_chats_sessions_and_rm_removes_them(env: Pa
     gone = invoke("session", "rm", "web-20261125-000000-abcdef")
     assert gone.exit_code == 2
     assert "no session" in gone.stderr
+
+
+def test_the_readmes_analyze_schema_example_works_offline(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace("\\\n", "")
+    line = next(ln for ln in readme.splitlines() if "visus analyze" in ln and "--schema" in ln)
+    args = shlex.split(line.split("#", 1)[0])[1:]
+    assert args[:2] == ["analyze", "docs/examples/sign.png"], args
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("VISUS_REFERENCE_JSON", raising=False)  # the model as a user has it
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    parsed = json.loads(result.stdout)["parsed"]
+    assert parsed["words"][0]["text"] == "LANTERN"

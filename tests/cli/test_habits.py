@@ -356,7 +356,7 @@ def test_run_ends_the_line_of_text_written_before_a_tool_call(env: Path) -> None
     prompt = 'say Let me look first.\ncall view {"path": "g.png"}'
     piped = invoke("run", "--data", str(env / "data"), prompt)
     assert piped.exit_code == 0, piped.stderr
-    assert piped.stdout.startswith("Let me look first.\nImage 1 ")
+    assert piped.stdout.startswith("Let me look first.\ng.png (")
     term = Terminal(["run", "--data", str(env / "data"), prompt], env, dict(os.environ))
     term.read_until("[session ")
     assert term.close() == 0, term.seen

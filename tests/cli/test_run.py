@@ -128,14 +128,14 @@ def _screens(folder: Path, n: int) -> str:
     return f"each view {json.dumps(steps)}"
 
 
-def test_a_run_out_of_steps_says_so_on_stdout_and_exits_3(env: Path) -> None:
+def test_a_run_out_of_steps_says_so_on_stdout_and_exits_4(env: Path) -> None:
     prompt = _screens(env, 5)
     result = invoke("run", "--data", str(env / "data"), "--max-steps", "3", prompt)
-    assert result.exit_code == 3, (result.stdout, result.stderr)
+    assert result.exit_code == 4, (result.stdout, result.stderr)
     assert "stopped after 3 steps, the step budget, without a final answer" in result.stdout
     assert "--max-steps" in result.stdout
     as_json = invoke("run", "--data", str(env / "data"), "--json", "--max-steps", "2", prompt)
-    assert as_json.exit_code == 3
+    assert as_json.exit_code == 4
     out = json.loads(as_json.stdout)
     assert (out["stopped"], out["steps"], out["max_steps"]) == ("step_limit", 2, 2)
     # A budget big enough lets the same loop finish: five views, then the answer.
@@ -170,7 +170,7 @@ def test_cache_tokens_show_in_run_json_and_usage(env: Path) -> None:
 def test_the_step_budget_comes_from_the_config(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VISUS_AGENT__MAX_STEPS", "2")
     result = invoke("run", "--data", str(env / "data"), "--json", _screens(env, 4))
-    assert result.exit_code == 3
+    assert result.exit_code == 4
     assert json.loads(result.stdout)["max_steps"] == 2
 
 
@@ -225,7 +225,7 @@ def test_run_text_mode_streams_answer_and_reports_on_stderr(env: Path) -> None:
 def test_session_continues_and_usage_sums_per_turn(env: Path) -> None:
     data = env / "data"
     write_grid(env, 2, 2, seed=31)
-    first = run_json(data, "--session", "demo-1", "--image", "grid.png", "Look.")
+    first = run_json(data, "--new-session", "demo-1", "--image", "grid.png", "Look.")
     second = run_json(data, "--session", "demo-1", "And again?")
     assert first["session"] == second["session"] == "demo-1"
 
@@ -364,7 +364,7 @@ def test_chat_paste_attaches_to_the_next_message(env: Path) -> None:
 
 def test_chat_resumes_a_session_and_ends_on_eof(env: Path) -> None:
     data = env / "data"
-    run_json(data, "--session", "c1", "first turn")
+    run_json(data, "--new-session", "c1", "first turn")
     result = invoke("chat", "--data", str(data), "--session", "c1", input="/usage\n")
     assert result.exit_code == 0
     assert "session c1" in result.stdout
@@ -425,17 +425,17 @@ def test_bad_model_ref_exits_2_with_its_reason(env: Path, model: str, says: str)
     assert says in result.stderr
 
 
-def test_run_missing_image_exits_2(env: Path) -> None:
+def test_run_missing_image_is_refused_with_3(env: Path) -> None:
     result = invoke("run", "--data", str(env / "data"), "--image", "absent.png", "hi")
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "absent.png" in result.stderr
 
 
 def test_run_undecodable_image_fails_cleanly(env: Path) -> None:
     (env / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
     result = invoke("run", "--data", str(env / "data"), "--json", "--image", "fake.png", "hi")
-    assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    assert "image 1 (fake.png) cannot be used" in result.stderr
+    assert result.exit_code == 3, (result.stdout, result.stderr, result.exception)
+    assert "visus: refused (undecodable): --image fake.png cannot be decoded" in result.stderr
     assert result.stdout == ""
 
 
@@ -444,7 +444,7 @@ def test_run_says_a_document_is_viewed_not_attached(env: Path) -> None:
 
     (env / "report.pdf").write_bytes(pdf_bytes(2))
     result = invoke("run", "--data", str(env / "data"), "--image", "report.pdf", "hi")
-    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.exit_code == 3, (result.stdout, result.stderr)
     assert "report.pdf is a pdf document, not an image" in result.stderr
     assert "visus view report.pdf" in result.stderr
     assert not (env / "data" / "sessions").exists() or not any(

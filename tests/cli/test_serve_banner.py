@@ -50,3 +50,15 @@ def test_the_banner_names_the_roots_and_edit_when_the_operator_allows_them(
     assert f"  files      {one.resolve()}  " in result.stdout
     assert f"  files      {two.resolve()}  " in result.stdout
     assert "  edit       on" in result.stdout
+
+
+def test_the_banner_names_the_model_and_the_folder_mcp_view_reads(
+    no_server: Any, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    args = ["serve", "--port", "0", "--data", str(tmp_path / "d"), "--root", str(shared)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert f"/mcp   (its view tool reads {shared.resolve()}; --root sets it)" in result.stdout
+    assert "  model      reference (offline, no provider key set)" in result.stdout

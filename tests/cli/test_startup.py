@@ -54,4 +54,4 @@ def test_help_shows_readable_metavars_not_python_types() -> None:
     run_help = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"}).stdout
     assert "--root" in run_help
     assert " DIR " in run_help
-    assert " FILE " in run_help
+    assert " FILE|URL " in run_help

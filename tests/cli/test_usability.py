@@ -66,7 +66,7 @@ def invoke(*args: str, input: str | None = None) -> Result:
 def test_session_commands_find_sessions_in_the_configured_data_dir(env: Path) -> None:
     data = env / "configured-data"
     (env / "visus.toml").write_text(f'data_dir = "{data}"\n', encoding="utf-8")
-    ran = invoke("run", "--json", "--session", "cfg-1", "hello")
+    ran = invoke("run", "--json", "--new-session", "cfg-1", "hello")
     assert ran.exit_code == 0, (ran.stdout, ran.stderr)
     assert SessionStore(data / "sessions").exists("cfg-1")
 
@@ -86,7 +86,7 @@ def test_session_commands_find_sessions_in_the_configured_data_dir(env: Path) ->
 
 def test_data_option_still_wins_over_the_configuration(env: Path) -> None:
     (env / "visus.toml").write_text(f'data_dir = "{env / "elsewhere"}"\n', encoding="utf-8")
-    assert invoke("run", "--data", str(env / "d"), "-s", "opt-1", "hi").exit_code == 0
+    assert invoke("run", "--data", str(env / "d"), "--new-session", "opt-1", "hi").exit_code == 0
     assert SessionStore(env / "d" / "sessions").exists("opt-1")
     assert invoke("session", "list", "--data", str(env / "d")).stdout.startswith("opt-1 ")
     assert "no sessions" in invoke("session", "list").stdout
@@ -129,7 +129,7 @@ def _turns(data: Path, sid: str) -> list[tuple[str, int]]:
 
 def test_chat_help_lists_every_command_and_sends_nothing(env: Path) -> None:
     data = env / "data"
-    result = invoke("chat", "--data", str(data), "-s", "h1", input="/help\n/quit\n")
+    result = invoke("chat", "--data", str(data), "--new-session", "h1", input="/help\n/quit\n")
     assert result.exit_code == 0, result.stdout
     for command in ("/view PATH", "/paste PATH", "/images", "/usage", "/help", "/quit"):
         assert command in result.stdout
@@ -139,7 +139,9 @@ def test_chat_help_lists_every_command_and_sends_nothing(env: Path) -> None:
 
 def test_chat_commands_without_their_path_print_usage_and_send_nothing(env: Path) -> None:
     data = env / "data"
-    result = invoke("chat", "--data", str(data), "-s", "h2", input="/view\n/paste  \n/quit\n")
+    result = invoke(
+        "chat", "--data", str(data), "--new-session", "h2", input="/view\n/paste  \n/quit\n"
+    )
     assert result.exit_code == 0, result.stdout
     assert "usage: /view PATH" in result.stdout
     assert "usage: /paste PATH" in result.stdout
@@ -149,7 +151,7 @@ def test_chat_commands_without_their_path_print_usage_and_send_nothing(env: Path
 def test_chat_mistyped_command_is_not_sent_but_a_path_message_is(env: Path) -> None:
     data = env / "data"
     text = "/usgae\n/etc/hosts: what is in it?\n/quit\n"
-    result = invoke("chat", "--data", str(data), "-s", "h3", input=text)
+    result = invoke("chat", "--data", str(data), "--new-session", "h3", input=text)
     assert result.exit_code == 0, result.stdout
     assert "unknown command /usgae; /help lists them" in result.stdout
     messages = SessionStore(data / "sessions").load("h3").messages
@@ -159,7 +161,9 @@ def test_chat_mistyped_command_is_not_sent_but_a_path_message_is(env: Path) -> N
 
 def test_chat_empty_lines_are_not_turns(env: Path) -> None:
     data = env / "data"
-    result = invoke("chat", "--data", str(data), "-s", "h4", input="\n   \nhello\n\n/quit\n")
+    result = invoke(
+        "chat", "--data", str(data), "--new-session", "h4", input="\n   \nhello\n\n/quit\n"
+    )
     assert result.exit_code == 0, result.stdout
     assert result.stdout.count("agent> ") == 1
     assert _turns(data, "h4") == [("user", 1), ("assistant", 1)]
@@ -284,12 +288,15 @@ def _image_blocks(body: dict[str, object]) -> int:
 
 def test_lower_and_session_show_default_to_the_configured_retention(env: Path) -> None:
     data = env / "data"
-    for name, size in (("red.png", (120, 80)), ("wide.png", (160, 80))):
+    for flag, name, size in (
+        ("--new-session", "red.png", (120, 80)),
+        ("-s", "wide.png", (160, 80)),
+    ):
         # viewed, not pasted (pasted images leave later); two different images, since a
         # second copy of the same bytes is never sent while the first is live
         _png(env / name, size)
         call = f"call view {json.dumps({'path': name})}"
-        ran = invoke("run", "--data", str(data), "-s", "ret-1", call)
+        ran = invoke("run", "--data", str(data), flag, "ret-1", call)
         assert ran.exit_code == 0, ran.stderr
     lower = ("lower", "ret-1", "--data", str(data), "--wire", "anthropic", "--bare")
 
@@ -308,8 +315,8 @@ def test_lower_and_session_show_default_to_the_configured_retention(env: Path) -
 def test_configured_image_token_budget_reaches_lower(env: Path) -> None:
     data = env / "data"
     _png(env / "red.png")
-    for _ in range(2):
-        ran = invoke("run", "--data", str(data), "-s", "ret-2", 'call view {"path": "red.png"}')
+    for flag in ("--new-session", "-s"):
+        ran = invoke("run", "--data", str(data), flag, "ret-2", 'call view {"path": "red.png"}')
         assert ran.exit_code == 0, ran.stderr
     (env / "visus.toml").write_text(
         "[retention]\nlive_turns = 2\nimage_token_budget = 1\n", encoding="utf-8"
@@ -327,8 +334,8 @@ def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None
     _png(env / "red.png")
     target = env / "no" / "dir" / "o.png"
     result = invoke("view", "red.png", "--out", str(target))
-    assert result.exit_code == 2
-    assert result.stderr.strip() == f"cannot write {target}: No such file or directory"
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"visus: cannot write {target}: No such file or directory"
     as_json = invoke("view", "red.png", "--json", "--out", str(target))
     message = json.loads(as_json.stdout)["message"]
     assert message == f"cannot write {target}: No such file or directory"
@@ -336,7 +343,7 @@ def test_view_out_failure_names_the_path_once_with_the_reason(env: Path) -> None
 
 def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Path) -> None:
     data = env / "data"
-    term = Terminal(env, "chat", "--data", str(data), "-s", "tty-1")
+    term = Terminal(env, "chat", "--data", str(data), "--new-session", "tty-1")
     try:
         term.read_until(b"you> ")
         term.type(b"helo\x1b[D\x1b[Dl\r")  # type "helo", two Lefts, insert "l"
@@ -353,7 +360,7 @@ def test_chat_ctrl_c_at_the_prompt_leaves_at_once(env: Path) -> None:
     import subprocess
     import time
 
-    term = Terminal(env, "chat", "--data", str(env / "data"), "-s", "tty-2")
+    term = Terminal(env, "chat", "--data", str(env / "data"), "--new-session", "tty-2")
     try:
         term.read_until(b"you> ")
         # A signal landing between readline's prompt and its select() waits for the next
@@ -391,15 +398,15 @@ def test_unreachable_provider_names_its_url(env: Path, monkeypatch: pytest.Monke
 @pytest.mark.parametrize("command", ["analyze", "analyze-video"])
 def test_blocked_loopback_http_url_names_the_option(env: Path, command: str) -> None:
     result = invoke(command, "http://127.0.0.1:9/x.png", "-p", "what?")
-    assert result.exit_code == 1
-    assert result.stderr.startswith("URL_BLOCKED: ")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("visus: refused (URL_BLOCKED): ")
     assert "pass --allow-loopback-http" in result.stderr
 
 
 def test_blocked_public_http_url_gets_no_loopback_hint(env: Path) -> None:
     result = invoke("analyze", "http://example.com/x.png", "-p", "what?")
-    assert result.exit_code == 1
-    assert result.stderr.startswith("URL_BLOCKED: ")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("visus: refused (URL_BLOCKED): ")
     assert "--allow-loopback-http" not in result.stderr
 
 

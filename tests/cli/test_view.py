@@ -199,10 +199,10 @@ def test_console_script_subprocess(root: Path) -> None:
     assert json.loads(proc.stdout)["source_width"] == 2000
 
 
-def test_out_unwritable_exit_2(root: Path, tmp_path: Path) -> None:
+def test_out_unwritable_exit_1(root: Path, tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "dir" / "x.png"
     code, out, _ = run(["view", "shot.png", "--json", "--out", str(target), "--root", str(root)])
-    assert code == 2
+    assert code == 1
     payload = json.loads(out)
     assert payload["ok"] is False
     assert "cannot write" in payload["message"]

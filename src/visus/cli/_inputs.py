@@ -91,15 +91,18 @@ def _read(source: str) -> tuple[bytes, str]:
         _refused("invalid_input", f"cannot read --image {source}: {e.strerror or e}")
 
 
-def _kind(data: bytes) -> str | None:
-    """What a file is from its header (raster, pdf, svg, text), or None if unknown."""
-    from visus.errors import MediaError
+def _kind(data: bytes, source: str) -> str:
+    """What a file is from its header (raster, pdf, svg, text); exit 3 if no decoder
+    visus depends on can read it."""
+    from visus.errors import MediaError, TooLargeError
     from visus.media import probe
 
     try:
         return probe(data).kind
-    except MediaError:
-        return None  # the agent's fit says what is wrong with it
+    except TooLargeError as e:
+        _refused("too_large", f"--image {source} is too large: {e}")
+    except MediaError as e:
+        _refused("undecodable", f"--image {source} cannot be decoded as an image: {e}")
 
 
 def pasted_images(sources: Sequence[str]) -> list[PastedImage]:
@@ -110,8 +113,8 @@ def pasted_images(sources: Sequence[str]) -> list[PastedImage]:
     out: list[PastedImage] = []
     for source in sources:
         data, name = _read(source)
-        kind = _kind(data)
-        if kind not in (None, "raster"):
+        kind = _kind(data, source)
+        if kind != "raster":
             _refused(
                 "unsupported_type",
                 f"{source} is a {kind} document, not an image: name it in the prompt for "

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -31,6 +32,7 @@ __all__ = ["Found", "Place", "find", "places", "remove", "where_text"]
 #: The web chat's instance (``visus.app.DEFAULT_INSTANCE_ID``; not imported: the app
 #: pulls in the web framework, and these commands start fast).
 WEB_CHAT_INSTANCE = "i-webchat"
+_INSTANCE = re.compile(r"i-[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,9 @@ def find(root: Path, ref: str) -> Found:
 
     instance, _, sid = ref.rpartition("/")
     try:
-        validate_session_id(sid)
+        # INSTANCE/ID only with an instance id as visus makes them; else the whole
+        # text is checked as an id, and refused as one ("../x", "a/b/c").
+        validate_session_id(sid if _INSTANCE.fullmatch(instance) else ref)
     except InvalidKeyError as e:
         _fail(str(e))
     candidates = [p for p in places(root) if not instance or p.prefix == f"{instance}/"]

@@ -7,14 +7,52 @@ Example:
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register"]
+__all__ = ["host_config", "register"]
 
 DEFAULT_URL = "http://127.0.0.1:8750"
+
+
+def _command() -> list[str]:
+    """How a host starts this visus: the ``visus`` script of this environment, by its
+    absolute path (a host's PATH rarely holds the venv), else this Python with -m."""
+    script = Path(sys.executable).with_name("visus")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("visus")
+    return [found] if found else [sys.executable, "-c", "from visus.cli import main; main()"]
+
+
+def host_config(
+    roots: list[Path] | None, url: str, max_bytes: int | None, token: str | None = None
+) -> dict[str, Any]:
+    """The ``mcpServers`` entry that starts ``visus mcp`` as it was called here (with
+    the token, when one was given, in the server's environment).
+
+    Example:
+        >>> entry = host_config([Path("/srv/files")], DEFAULT_URL, None)["mcpServers"]["visus"]
+        >>> entry["args"]
+        ['mcp', '--root', '/srv/files']
+    """
+    command, *prefix = _command()
+    args = [*prefix, "mcp"]
+    for root in roots or [Path.cwd()]:
+        args += ["--root", str(root.expanduser().resolve())]
+    if url != DEFAULT_URL:
+        args += ["--url", url]
+    if max_bytes is not None:
+        args += ["--max-result-bytes", str(max_bytes)]
+    entry: dict[str, Any] = {"command": command, "args": args}
+    if token:
+        entry["env"] = {"VISUS_TOKEN": token}
+    return {"mcpServers": {"visus": entry}}
 
 
 def mcp_command(
@@ -37,6 +75,14 @@ def mcp_command(
             help="Largest tool result in bytes (default 1 MB: what Claude's hosts take).",
         ),
     ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the mcpServers entry an MCP host needs to start this server (absolute "
+            "paths: a host starts it with its own PATH and working folder), then exit.",
+        ),
+    ] = False,
 ) -> None:
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
@@ -44,6 +90,9 @@ def mcp_command(
     from visus.cli._common import check_roots, data_root
 
     check_roots(root)
+    if print_config:
+        typer.echo(json.dumps(host_config(root, url, max_result_bytes, token), indent=2))
+        return
 
     from visus.agent.policy import guarded_reach
     from visus.mcp_server import build_server

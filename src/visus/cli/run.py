@@ -231,7 +231,7 @@ def run(
 
     The answer goes to stdout; the tools the agent called, the images it sent and the
     session's usage go to stderr (with --json, stdout holds exactly one JSON object).
-    A turn that used up its step budget without answering says so and exits 3.
+    A turn that used up its step budget without answering says so and exits 4.
     """
     from visus.cli._common import model_line
     from visus.cli._inputs import pasted_images, prompt_and_stdin

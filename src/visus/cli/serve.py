@@ -122,11 +122,12 @@ def serve(
         typer.echo(f"  store      {redact_url(url)}  (replica {app.state.registry.store.replica})")
     typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
-    if not no_mcp:
-        typer.echo(f"  MCP        {base}/mcp")
-    typer.echo(f"  model      {model_line(model, config())}")
-    typer.echo(f"  instance   {app.state.default_instance} (the web chat's)")
     policy = app.state.policy
+    if not no_mcp:
+        seen = ", ".join(str(r) for r in policy.roots)
+        typer.echo(f"  MCP        {base}/mcp   (its view tool reads {seen}; --root sets it)")
+    typer.echo(f"  model      {model_line(model, cfg).removeprefix('model ')}")
+    typer.echo(f"  instance   {app.state.default_instance} (the web chat's)")
     for shown_root in policy.roots:
         # Where to put what the agents should read or view (their roots, at most).
         typer.echo(f"  files      {shown_root}  (agents read and view files here)")
