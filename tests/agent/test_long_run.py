@@ -104,7 +104,7 @@ async def test_forty_screenshots_in_one_turn(reference_url: str, tmp_path: Path,
         f"{u.input_tokens}/{u.cache_read_tokens}/{u.cache_write_tokens}" for u in steps
     )
     # Between evictions every step reads what the one before wrote; an eviction (one per
-    # batch of 5 new screens) may miss when the history before the window is shorter
+    # batch of new screens) may miss when the history before the window is shorter
     # than the model's 1024-token minimum and so was never written.
     misses = [n for n, u in enumerate(late, 5) if u.cache_read_tokens == 0]
     assert len(misses) <= 4, shown
