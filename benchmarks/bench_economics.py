@@ -18,8 +18,8 @@ Strategies, side by side:
 * ``keep-last``: only the newest screenshot (Inspect's ``max_screenshots=1``);
 * ``evict-at-limit``: everything until the provider's image limit (Anthropic 100 per
   request, OpenAI 500), then the oldest leave in batches of 20 (hermes-agent);
-* ``visus``: visus's defaults (``RetentionPolicy()``: at most 10 live, the oldest
-  leaving 10 at a time, an unchanged screen sent as a one-line note).
+* ``visus``: visus's defaults (``RetentionPolicy()``: at most 4 live, the oldest
+  leaving 4 at a time, an unchanged screen sent as a one-line note).
 
 The other strategies send an unchanged screen again (their record holds a copy of the
 bytes with one changed metadata byte: the same tokens, as a client resending it pays).
@@ -279,7 +279,7 @@ def _table(run: WireRun, results: dict[str, list[Step]], marks: Sequence[int]) -
 
 def _sweep(run: WireRun, steps: int) -> None:
     print(f"\nsweep on {run.wire}: live_images/image_chunk -> dollars at step {steps}, mean live")
-    for live, chunk in ((10, 5), (10, 10), (6, 6), (3, 3), (1, 1)):
+    for live, chunk in ((10, 5), (10, 10), (6, 6), (4, 4), (3, 3), (1, 1)):
         policy = RetentionPolicy(live_images=live, image_chunk=chunk)
         result = _run(run, Strategy("sweep", policy, dedup=True), steps)
         mean_live = statistics.mean(s.images for s in result)

@@ -222,11 +222,12 @@ DIGEST_MIN_PREFIX: Final = 12
 #: Hex digits of the digest a descriptor names (view takes any unambiguous prefix).
 DESCRIPTOR_DIGEST_CHARS: Final = 16
 #: Tool images live at most in one request by default, and how many leave at a time when
-#: that is passed. benchmarks/RESULTS.md "economics": on a 100-step screen agent 10/10
-#: costs 31% less than 10/5 (one rewrite of the cached window per 10 new screens instead of
-#: per 5), and 8/8 or 4/4 save only 3-5% more while showing fewer screens.
-RETENTION_LIVE_IMAGES: Final = 10
-RETENTION_IMAGE_CHUNK: Final = 10
+#: that is passed. benchmarks/RESULTS.md "economics" (a 100-step screen agent, a third of
+#: the screens unchanged): 4/4 costs least of the pairs measured on the Anthropic wire and
+#: less than keeping only the last screenshot on both wires; 10/5 cost 52% more on
+#: Anthropic (a rewrite of the cached window every 5 screens), 10/10 about 5%/20% more.
+RETENTION_LIVE_IMAGES: Final = 4
+RETENTION_IMAGE_CHUNK: Final = 4
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...
