@@ -161,6 +161,10 @@ def _screen(seed: int, nonce: int = 0) -> bytes:
     return data
 
 
+#: Calls the instruction lists: more than the longest run takes (see ``main``).
+_LIST = 3 * int(os.environ.get("VISUS_ECONOMICS_STEPS", "100"))
+
+
 def _unchanged(step: int) -> bool:
     return step % 3 == 0
 
@@ -169,6 +173,7 @@ class Session:
     """The record of one run, grown a step at a time, with its screenshots' blobs."""
 
     def __init__(self, steps: int, dedup: bool) -> None:
+        steps = _LIST  # the same instruction (list) in every run: the same prompt bytes
         self.blobs = MemoryBlobStore()
         self.refits = RefitCache()  # a screenshot is fitted once, as the agent does
         # One call more than the run takes: the reference model calls view at every step

@@ -223,9 +223,10 @@ DIGEST_MIN_PREFIX: Final = 12
 DESCRIPTOR_DIGEST_CHARS: Final = 16
 #: Tool images live at most in one request by default, and how many leave at a time when
 #: that is passed. benchmarks/RESULTS.md "economics" (a 100-step screen agent, a third of
-#: the screens unchanged): 4/4 costs least of the pairs measured on the Anthropic wire and
-#: less than keeping only the last screenshot on both wires; 10/5 cost 52% more on
-#: Anthropic (a rewrite of the cached window every 5 screens), 10/10 about 5%/20% more.
+#: the screens unchanged): 4/4 costs less than keeping only the last screenshot on both
+#: the Anthropic and the OpenAI Responses wire (10/5 cost 39% more on Anthropic: a rewrite
+#: of the cached window every 5 screens; 6/6 was 2% cheaper there but above keep-last on
+#: OpenAI).
 RETENTION_LIVE_IMAGES: Final = 4
 RETENTION_IMAGE_CHUNK: Final = 4
 
