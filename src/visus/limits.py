@@ -147,6 +147,11 @@ ATTACHMENT_MAX_NAME_BYTES: Final = 200
 WEB_ATTACHMENT_MAX_BODY_BYTES: Final = (ATTACHMENT_MAX_FILE_BYTES + 2) // 3 * 4 + 64 * KB
 #: Characters of a session's first message shown as its title in the session list.
 WEB_SESSION_TITLE_CHARS: Final = 80
+#: Longest title a person may give a session (web chat Rename, SessionLog.set_title).
+SESSION_TITLE_MAX_CHARS: Final = 200
+#: Largest image the web chat takes to fit on the server (what ``visus view`` reads):
+#: images over the tether's per-image bound are fitted there before they are sent.
+WEB_FIT_MAX_BYTES: Final = MAX_SOURCE_BYTES
 
 # --- MCP and Telegram -------------------------------------------------------------
 #: Largest MCP tool result (text + images as sent): Claude Desktop and Claude Code

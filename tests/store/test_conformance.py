@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.store.conftest import Opener
-from visus.errors import IntegrityError, InvalidKeyError, NotFoundError, StoreError
+from visus.errors import (
+    IntegrityError,
+    InvalidInputError,
+    InvalidKeyError,
+    NotFoundError,
+    StoreError,
+)
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
@@ -218,6 +224,29 @@ def test_a_deleted_session_is_gone_with_its_attachments_and_its_blobs_go_at_gc(
     assert store.gc(grace_seconds=0.01) == 1  # the blob only "a" used
     assert blobs.has(shared)
     assert not blobs.has(own)
+
+
+def test_a_session_title_is_set_changed_cleared_and_goes_with_the_session(
+    opener: Opener,
+) -> None:
+    log = opener().sessions("instances/i-1")
+    log.create("s")
+    assert log.title("s") is None
+    log.set_title("s", "  Trip   photos ")
+    assert log.title("s") == "Trip photos"
+    log.set_title("s", "Receipts")
+    assert log.title("s") == "Receipts"
+    assert [m.kind for m in log.load("s").messages] == []  # the log itself is untouched
+    log.set_title("s", "")
+    assert log.title("s") is None
+    with pytest.raises(InvalidInputError, match="SESSION_TITLE_MAX_CHARS"):
+        log.set_title("s", "x" * 201)
+    with pytest.raises(NotFoundError):
+        log.set_title("nope", "x")
+    log.set_title("s", "Gone soon")
+    log.delete("s")
+    log.create("s")
+    assert log.title("s") is None  # a new session of the same id starts without it
 
 
 def test_an_instance_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:

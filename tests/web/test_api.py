@@ -312,3 +312,88 @@ async def test_token_guards_the_api_but_not_the_page(tmp_path: Path, reference_u
         ok = await c.get("/web/api/config", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200
         assert (await c.get("/v1/instances")).status_code == 401
+
+
+async def test_a_chat_is_renamed_and_deleted_with_its_attachments(main_app: FastAPI) -> None:
+    async with _running(main_app) as c:
+        await _turn(c, "web-1", "hello")
+        await _turn(c, "web-2", "second chat")
+        up = await c.post(
+            "/web/api/sessions/web-1/attachments",
+            json={"filename": "n.txt", "contentBase64": "eA==", "mimeType": "text/plain"},
+        )
+        assert up.status_code == 201, up.text
+        named = await c.patch("/web/api/sessions/web-1", json={"title": "  Trip  photos "})
+        assert named.status_code == 200, named.text
+        assert named.json()["title"] == "Trip photos"
+        listed = (await c.get("/web/api/sessions")).json()["sessions"]
+        assert {s["id"]: s["title"] for s in listed}["web-1"] == "Trip photos"
+        assert (await c.get("/web/api/sessions/web-1")).json()["title"] == "Trip photos"
+        bad = await c.patch("/web/api/sessions/web-1", json={"title": "x" * 201})
+        assert bad.status_code == 400
+        assert "SESSION_TITLE_MAX_CHARS" in bad.json()["error"]["message"]
+        assert (await c.patch("/web/api/sessions/nope", json={"title": "x"})).status_code == 404
+
+        gone = await c.delete("/web/api/sessions/web-1")
+        assert gone.status_code == 204, gone.text
+        listed = (await c.get("/web/api/sessions")).json()["sessions"]
+        assert [s["id"] for s in listed] == ["web-2"]
+        conv = (await c.get("/web/api/sessions/web-1")).json()
+        assert (conv["exists"], conv["attachments"]) == (False, [])
+        assert (await c.delete("/web/api/sessions/web-1")).status_code == 404
+
+
+async def test_a_chat_with_a_turn_running_is_not_deleted(main_app: FastAPI) -> None:
+    async with _running(main_app) as c:
+        iid = c.app.state.default_instance  # type: ignore[attr-defined]
+        sent = await c.post(
+            f"/v1/instances/{iid}/tether",
+            json={"v": 1, "type": "user.message", "session": "busy", "payload": {"text": "wait 5"}},
+        )
+        assert sent.status_code == 202
+        refused = await c.delete("/web/api/sessions/busy")
+        assert refused.status_code == 409
+        assert "stop it" in refused.json()["error"]["message"]
+
+
+async def test_config_says_what_the_model_is_and_where_files_go(main_app: FastAPI) -> None:
+    async with _running(main_app) as c:
+        config = (await c.get("/web/api/config")).json()
+        assert config["reference"] is True
+        assert config["files"] == [str(c.app.state.policy.roots[0])]  # type: ignore[attr-defined]
+        assert config["limits"]["fit_max_bytes"] == limits.WEB_FIT_MAX_BYTES
+
+
+async def test_an_image_over_the_tether_bound_is_fitted_on_the_server(
+    main_app: FastAPI,
+) -> None:
+    import io
+    import os
+
+    from PIL import Image
+
+    side = 2400  # random pixels: a PNG that stays over TETHER_MAX_IMAGE_BYTES
+    noise = Image.frombytes("RGB", (side, side), os.urandom(side * side * 3))
+    buf = io.BytesIO()
+    noise.save(buf, "PNG", compress_level=1)
+    big = buf.getvalue()
+    assert limits.TETHER_MAX_IMAGE_BYTES < len(big) <= limits.WEB_FIT_MAX_BYTES
+    async with _running(main_app) as c:
+        r = await c.post("/web/api/fit", content=big, headers={"Content-Type": "image/png"})
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] in limits.TETHER_MEDIA_TYPES
+        assert len(r.content) <= limits.TETHER_MAX_IMAGE_BYTES
+        assert r.headers["x-visus-source-size"] == f"{side}x{side}"
+        Image.open(io.BytesIO(r.content)).verify()
+        # The fitted image goes through tether as any image does, and is seen.
+        done = await _turn(c, "fit-1", "what is this?", [r.content])
+        assert done["type"] == "assistant.done"
+        over = await c.post(
+            "/web/api/fit",
+            content=b"\0" * (limits.WEB_FIT_MAX_BYTES + 1),
+            headers={"Content-Type": "image/png"},
+        )
+        assert over.status_code == 413
+        assert "files folder" in over.json()["error"]["message"]
+        junk = await c.post("/web/api/fit", content=b"not an image")
+        assert junk.status_code == 400

@@ -397,12 +397,12 @@ def test_limits_are_checked_in_the_page_and_nothing_is_sent(open_page: Any, serv
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
 
-    over = limits.TETHER_MAX_IMAGE_BYTES + 1
+    over = limits.WEB_FIT_MAX_BYTES + 1  # larger ones are fitted on the server
     _drop(page, None, "huge.png", "image/png", size=over)
     notice = page.locator("#notice")
     assert notice.is_visible()
     # Said in the user's words (no internal constant names), and dismissible.
-    assert "an image may be at most 10,485,760 bytes (10.0 MB)." in notice.inner_text()
+    assert "the page takes images up to 67,108,864 bytes (64.0 MB)." in notice.inner_text()
     assert "_MAX_" not in notice.inner_text()
     assert page.locator("#tray .tray-item").count() == 0
     page.screenshot(path=str(SHOTS / "06-limit-message.png"))
@@ -661,7 +661,7 @@ def test_axe_finds_no_serious_or_critical_violations(open_page: Any, served: Ser
     _new_chat(page)
     assert _axe_violations(page) == []  # the empty chat
     _drop(page, make_grid(1, 1, seed=7)[0], "g.png", "image/png")
-    _drop(page, None, "huge.png", "image/png", size=limits.TETHER_MAX_IMAGE_BYTES + 1)
+    _drop(page, None, "huge.png", "image/png", size=limits.WEB_FIT_MAX_BYTES + 1)
     page.fill("#message", "wait 2")
     page.press("#message", "Enter")
     page.wait_for_selector(".working .stop")
@@ -698,6 +698,12 @@ def test_a_turn_in_flight_shows_elapsed_time_and_stop_really_stops_it(
     page.wait_for_selector(".working", state="detached", timeout=10_000)
     assert time.monotonic() - started < 10  # not the 30 s the model was asked to take
     assert "Stopped" in page.locator("#notice").inner_text()
+    # A stop the person asked for is news, not an error: a status in the text colour.
+    assert page.get_attribute("#notice", "role") == "status"
+    assert page.evaluate(
+        "getComputedStyle(document.querySelector('#notice')).color"
+        " === getComputedStyle(document.body).color"
+    )
     assert page.is_enabled("#send")
     # The stored record is consistent: a reload shows the message, answered as stopped.
     page.reload()
@@ -875,3 +881,109 @@ def test_an_answer_cut_off_at_the_output_limit_is_said_so(open_page: Any, tmp_pa
             assert page.errors == []
         finally:
             served.stop()
+
+
+# --- the first hour (issue 27) ------------------------------------------------------------
+
+
+def test_the_page_says_what_the_reference_model_is_and_how_to_switch(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    if not page.is_visible("#model-note"):  # a phone: the details are in a drawer
+        page.click("#toggle-details")
+    note = page.inner_text("#model-note")
+    assert "offline reference model" in note
+    assert "OPENAI_API_KEY" in note
+    assert "--model" in note
+    href = page.get_attribute("#model-note a", "href")
+    about = page.context.request.get(served.url + str(href))
+    assert about.status == 200
+    assert "Switching to a real model" in about.text()
+    assert page.errors == []
+
+
+def test_a_dropped_file_says_where_it_went_and_a_too_big_one_where_to_put_it(
+    open_page: Any, served: Served
+) -> None:
+    from tests.media.media_corpus import pdf_bytes
+
+    page = open_page(served.url)
+    _new_chat(page)
+    _drop(page, pdf_bytes(2), "report.pdf", "application/pdf")
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('report.pdf is in')"
+    )
+    text = page.inner_text("#notice")
+    assert "attached files" in text
+    assert page.get_attribute("#notice", "role") == "status"
+    files = str(served.app.state.policy.roots[0])
+    too_big = limits.WEB_FIT_MAX_BYTES + 1
+    _drop(page, None, "huge.png", "image/png", size=too_big)
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('huge.png')"
+    )
+    text = page.inner_text("#notice")
+    assert f"Put it in the files folder ({files})" in text
+    _drop(page, None, "dump.log", "text/plain", size=limits.ATTACHMENT_MAX_FILE_BYTES + 1)
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('dump.log')"
+    )
+    assert f"Put it in the files folder ({files})" in page.inner_text("#notice")
+    assert page.errors == []
+
+
+def test_an_image_over_the_message_bound_is_fitted_on_the_server_and_answered(
+    open_page: Any, served: Served
+) -> None:
+    import os
+
+    side = 1900  # random pixels: a PNG just over TETHER_MAX_IMAGE_BYTES
+    buf = io.BytesIO()
+    Image.frombytes("RGB", (side, side), os.urandom(side * side * 3)).save(
+        buf, "PNG", compress_level=1
+    )
+    big = buf.getvalue()
+    assert len(big) > limits.TETHER_MAX_IMAGE_BYTES
+    page = open_page(served.url)
+    _new_chat(page)
+    _drop(page, big, "noise.png", "image/png")
+    item = page.wait_for_selector("#tray .tray-item.image")
+    assert "fitted on the server" in item.inner_text()
+    page.fill("#message", "what is this?")
+    page.press("#message", "Enter")
+    answer = _last_answer(page, ["The image ("])
+    assert "colours" in answer
+    assert page.errors == []
+
+
+def test_a_chat_is_renamed_and_deleted_from_the_session_list(
+    open_page: Any, served: Served
+) -> None:
+    page = open_page(served.url)
+    first = _new_chat(page)
+    page.fill("#message", "first chat")
+    page.press("#message", "Enter")
+    _last_answer(page, ["I see no images"])
+    second = _new_chat(page)
+    page.fill("#message", "second chat")
+    page.press("#message", "Enter")
+    _last_answer(page, ["I see no images"])
+    row = page.locator(f"#session-list li:has(button[data-sid='{first}'])")
+    row.locator("button.rename").click()
+    page.wait_for_selector("#rename-dialog[open]")
+    page.fill("#rename-input", "Holiday receipts")
+    page.click("#rename-form button[type=submit]")
+    page.wait_for_selector(f"button[data-sid='{first}'] .title:has-text('Holiday receipts')")
+    # Deleting the open chat moves to the most recent one left.
+    page.locator(f"#session-list li:has(button[data-sid='{second}'])").locator(
+        "button.delete"
+    ).click()
+    page.wait_for_selector("#delete-dialog[open]")
+    page.click("#delete-confirm")
+    page.wait_for_selector(f"button[data-sid='{second}']", state="detached")
+    page.wait_for_function(f"location.hash === '#s={first}'")
+    assert "deleted" in page.inner_text("#notice")
+    listed = page.context.request.get(served.url + "/web/api/sessions").json()["sessions"]
+    assert [s["id"] for s in listed if s["id"] in (first, second)] == [first]
+    assert page.errors == []

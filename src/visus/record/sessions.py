@@ -55,6 +55,7 @@ __all__ = [
     "SessionInfo",
     "SessionLog",
     "SessionStore",
+    "check_title",
     "degrade_bad_blobs",
     "degrade_missing_blobs",
     "missing_blob_note",
@@ -63,8 +64,30 @@ __all__ = [
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SUFFIX = ".jsonl"
+_TITLE_SUFFIX = ".title"
 _DIGEST_FIELD = re.compile(rb'"digest"\s*:\s*"([0-9a-f]{64})"')
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def check_title(title: object) -> str | None:
+    """A session title as stored: stripped, one line, at most
+    ``limits.SESSION_TITLE_MAX_CHARS``; None (or blank) means no title.
+
+    Example:
+        >>> check_title("  Trip photos  "), check_title("")
+        ('Trip photos', None)
+    """
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise InvalidInputError("a session title is a string")
+    clean = " ".join(title.split())
+    if len(clean) > limits.SESSION_TITLE_MAX_CHARS:
+        raise InvalidInputError(
+            f"a session title is at most {limits.SESSION_TITLE_MAX_CHARS} characters "
+            f"(SESSION_TITLE_MAX_CHARS), got {len(clean)}"
+        )
+    return clean or None
 
 
 def validate_session_id(session_id: object) -> str:
@@ -151,6 +174,10 @@ class SessionLog(Protocol):
     def referenced_digests(self) -> set[str]: ...
 
     def delete(self, session_id: str) -> bool: ...
+
+    def title(self, session_id: str) -> str | None: ...
+
+    def set_title(self, session_id: str, title: str | None) -> None: ...
 
 
 def degrade_missing_blobs(
@@ -429,16 +456,44 @@ class SessionStore:
         """The highest turn recorded in ``session_id`` (0 for an empty session)."""
         return self.load(session_id).turn_count
 
-    def delete(self, session_id: str) -> bool:
-        """Remove a session's log and its folder (attachments); False if there was none.
+    def _title_path(self, session_id: str) -> Path:
+        return self.root / (validate_session_id(session_id) + _TITLE_SUFFIX)
 
-        Its blobs stay until ``gc`` finds no other session naming them.
+    def title(self, session_id: str) -> str | None:
+        """The title a person gave the session (:meth:`set_title`), or None."""
+        try:
+            text = self._title_path(session_id).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text or None
+
+    def set_title(self, session_id: str, title: str | None) -> None:
+        """Give the session a title (None or blank: back to none). The log is not
+        touched: the title is a small file beside it, replaced whole."""
+        if not self.exists(session_id):
+            raise NotFoundError(f"no session {session_id!r} in {self.root}")
+        target = self._title_path(session_id)
+        clean = check_title(title)
+        if clean is None:
+            target.unlink(missing_ok=True)
+            return
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            tmp.write_text(clean, encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError as e:
+            raise StoreError(f"cannot set the title of session {session_id!r}: {e}") from e
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session's log, title and folder (attachments); False if there was
+        none. Its blobs stay until ``gc`` finds no other session naming them.
         """
         target = self.path(session_id)
         with self._lock:
             existed = target.is_file()
             try:
                 target.unlink(missing_ok=True)
+                self._title_path(session_id).unlink(missing_ok=True)
                 shutil.rmtree(self.root / session_id, ignore_errors=True)
             except OSError as e:
                 raise StoreError(f"cannot delete session {session_id!r}: {e}") from e

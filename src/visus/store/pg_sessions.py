@@ -27,6 +27,7 @@ from visus.record.sessions import (
     LoadedSession,
     SessionInfo,
     _new_id,
+    check_title,
     degrade_bad_blobs,
     validate_session_id,
 )
@@ -167,6 +168,28 @@ class PgSessions:
             )
             for r in rows
         ]
+
+    def title(self, session_id: str) -> str | None:
+        sid = validate_session_id(session_id)
+        with self.db.tx(f"cannot read session {sid!r}") as conn:
+            row = conn.execute(
+                "SELECT meta->>'title' FROM visus_sessions WHERE namespace = %s AND id = %s",
+                (self.namespace, sid),
+            ).fetchone()
+        return None if row is None or not row[0] else str(row[0])
+
+    def set_title(self, session_id: str, title: str | None) -> None:
+        sid = validate_session_id(session_id)
+        clean = check_title(title)
+        with self.db.tx(f"cannot set the title of session {sid!r}") as conn:
+            row = conn.execute(
+                "UPDATE visus_sessions SET meta = CASE WHEN %s::text IS NULL THEN meta - 'title' "
+                "ELSE jsonb_set(meta, '{title}', to_jsonb(%s::text)) END "
+                "WHERE namespace = %s AND id = %s RETURNING id",
+                (clean, clean, self.namespace, sid),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no session {sid!r}")
 
     def delete(self, session_id: str) -> bool:
         """Remove the session, its messages and attachments (blobs wait for ``gc``)."""

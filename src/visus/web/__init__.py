@@ -29,6 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
 
+from visus.web import chats
 from visus.web.api import WebAuthError, api_router, error_response
 
 __all__ = ["STATIC_DIR", "mount_web"]
@@ -66,6 +67,7 @@ def mount_web(app: FastAPI) -> None:
 
     app.add_exception_handler(WebAuthError, _unauthorized)
     app.include_router(api_router())
+    app.include_router(chats.router)
 
     @app.get("/", include_in_schema=False)
     async def page() -> HTMLResponse:

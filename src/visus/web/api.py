@@ -18,6 +18,8 @@ Routes (bearer-token protected when the app has ``app.state.token``):
 - ``POST /web/api/sessions/{sid}/attachments`` -> 201 the stored attachment
 - ``GET  /web/api/blobs/{digest}``
 
+Renaming and deleting a session, and fitting a large image, are :mod:`visus.web.chats`.
+
 Errors are JSON ``{"error": {"code", "message", "limit"?}}`` like tether's.
 
 Example:
@@ -73,6 +75,10 @@ __all__ = [
     "WebStores",
     "api_router",
     "conversation",
+    "error_from",
+    "error_response",
+    "read_capped",
+    "require_token",
     "session_list",
     "web_stores",
 ]
@@ -234,7 +240,7 @@ def session_list(stores: WebStores) -> list[dict[str, Any]]:
         out.append(
             {
                 "id": info.id,
-                "title": _title(loaded.messages),
+                "title": stores.sessions.title(info.id) or _title(loaded.messages),
                 "turns": info.turns,
                 "messages": info.messages,
                 "modified": info.modified,
@@ -280,7 +286,7 @@ def conversation(stores: WebStores, sid: str) -> dict[str, Any]:
     return {
         **base,
         "exists": True,
-        "title": _title(loaded.messages),
+        "title": stores.sessions.title(sid) or _title(loaded.messages),
         "session_model": str(loaded.meta.get("model", "")),
         "messages": [_message(m) for m in loaded.messages],
         "turns": turns,
@@ -291,14 +297,20 @@ def conversation(stores: WebStores, sid: str) -> dict[str, Any]:
 
 
 def _config(app: Any, stores: WebStores) -> dict[str, Any]:
+    policy = getattr(app.state, "policy", None)
     return {
         "instance": stores.instance,
         "model": stores.model.name,
         "model_ref": str(getattr(app.state, "default_model", stores.model.name)),
+        # The page says what the offline reference model is, and how to switch.
+        "reference": stores.model.provider == "reference",
         "vision": stores.model.vision,
+        # Where to put files the agent should read or view (the operator's roots).
+        "files": [str(r) for r in getattr(policy, "roots", ())],
         "limits": {
             "max_images": limits.TETHER_MAX_IMAGES_PER_MESSAGE,
             "max_image_bytes": limits.TETHER_MAX_IMAGE_BYTES,
+            "fit_max_bytes": limits.WEB_FIT_MAX_BYTES,
             "max_message_image_bytes": limits.TETHER_MAX_FRAME_IMAGE_BYTES,
             "max_wire_bytes": limits.TETHER_MAX_WIRE_BYTES,
             "image_media_types": sorted(limits.TETHER_MEDIA_TYPES),
@@ -324,7 +336,7 @@ def error_response(
     return JSONResponse({"error": detail}, status_code=status, headers=headers)
 
 
-def _from_error(e: VisusError) -> JSONResponse:
+def error_from(e: VisusError) -> JSONResponse:
     if isinstance(e, NotFoundError):
         return error_response(404, "not_found", str(e))
     if isinstance(e, TooLargeError):
@@ -339,7 +351,7 @@ def _from_error(e: VisusError) -> JSONResponse:
     return error_response(400, "invalid_input", str(e))
 
 
-def _auth(request: Request) -> None:
+def require_token(request: Request) -> None:
     token = getattr(request.app.state, "token", None)
     if not token:
         return
@@ -356,6 +368,11 @@ async def _read_body(request: Request, cap: int) -> bytes | JSONResponse:
         f"{limits.ATTACHMENT_MAX_FILE_BYTES} bytes (ATTACHMENT_MAX_FILE_BYTES)",
         limit="ATTACHMENT_MAX_FILE_BYTES",
     )
+    return await read_capped(request, cap, too_big)
+
+
+async def read_capped(request: Request, cap: int, too_big: JSONResponse) -> bytes | JSONResponse:
+    """The body, or ``too_big`` as soon as it is known to pass ``cap``."""
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > cap):
         return too_big  # refused before a byte of the body is read
@@ -384,7 +401,9 @@ def _upload(body: bytes) -> AttachmentUpload:
 
 def api_router() -> APIRouter:
     """The ``/web/api`` routes; they read ``request.app.state`` (see :func:`web_stores`)."""
-    router = APIRouter(prefix="/web/api", dependencies=[Depends(_auth)], include_in_schema=False)
+    router = APIRouter(
+        prefix="/web/api", dependencies=[Depends(require_token)], include_in_schema=False
+    )
 
     @router.get("/config")
     async def config(request: Request) -> dict[str, Any]:
@@ -403,7 +422,7 @@ def api_router() -> APIRouter:
             inst = request.app.state.registry.get(stores.instance)
             conv["running"] = await inst.turns_in_flight(sid)
         except VisusError as e:
-            return _from_error(e)
+            return error_from(e)
         return conv
 
     @router.get("/sessions/{sid}/attachments", response_model=None)
@@ -414,7 +433,7 @@ def api_router() -> APIRouter:
             # Off the loop: with a database store this is a query.
             return {"attachments": await asyncio.to_thread(_attachments, stores, sid)}
         except VisusError as e:
-            return _from_error(e)
+            return error_from(e)
 
     @router.post("/sessions/{sid}/attachments", status_code=201, response_model=None)
     async def upload(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
@@ -430,7 +449,7 @@ def api_router() -> APIRouter:
                 store.put, up.filename, up.contentBase64, up.mimeType
             )
         except VisusError as e:
-            return _from_error(e)
+            return error_from(e)
         return info.to_json()
 
     @router.get("/blobs/{digest}", response_model=None)
@@ -443,7 +462,7 @@ def api_router() -> APIRouter:
         except InvalidKeyError as e:
             return error_response(400, "invalid_input", str(e))
         except VisusError as e:
-            return _from_error(e)
+            return error_from(e)
         headers: Mapping[str, str] = {
             "Cache-Control": "private, max-age=31536000, immutable",
             "X-Content-Type-Options": "nosniff",

@@ -73,12 +73,25 @@ export async function getJSON(path) {
 }
 
 export async function postJSON(path, body) {
+  return sendJSON("POST", path, body);
+}
+
+/** A JSON request with any method; null for an answer without a body (204). */
+export async function sendJSON(method, path, body) {
+  const init = { method, headers: headers({ "Content-Type": "application/json" }) };
+  if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
+  const response = await checked(await reach(path, init));
+  return response.status === 204 ? null : response.json();
+}
+
+/** POST a file's raw bytes; the answer's bytes come back as a Blob of their type. */
+export async function postBytes(path, file) {
   const response = await reach(path, {
     method: "POST",
-    headers: headers({ "Content-Type": "application/json" }),
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    headers: headers({ "Content-Type": file.type || "application/octet-stream" }),
+    body: file,
   });
-  return (await checked(response)).json();
+  return (await checked(response)).blob();
 }
 
 const objectURLs = new Map();

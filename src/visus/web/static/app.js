@@ -7,13 +7,15 @@ import {
   ApiError,
   getJSON,
   hasToken,
+  postBytes,
   postJSON,
   postJSONWithProgress,
   readEvents,
+  sendJSON,
   setToken,
   takeTokenFromURL,
 } from "./api.js";
-import { base64Of, human, isMessageImage, mb, refusal } from "./files.js";
+import { base64Of, human, isMessageImage, mb, needsFitting, refusal } from "./files.js";
 import {
   $,
   el,
@@ -52,9 +54,13 @@ function sentence(text) {
   return text.replace(/[.!?]?\s*$/, (end) => end.trim() || ".");
 }
 
-function notice(message) {
+// A notice is an error (role alert, in the error colour) unless it only says how
+// something went ("info": a stopped turn, where a file went), which is a plain status.
+function notice(message, tone = "error") {
   const box = $("notice");
   $("notice-text").textContent = message || "";
+  box.classList.toggle("info", tone === "info");
+  box.setAttribute("role", tone === "info" ? "status" : "alert");
   box.hidden = !message;
 }
 
@@ -118,8 +124,54 @@ function pickSession(sid) {
 
 async function refreshSessions() {
   state.sessions = (await getJSON("/web/api/sessions")).sessions;
-  renderSessions(state, pickSession);
+  renderSessions(state, pickSession, sessionActions);
 }
+
+// --- rename and delete ----------------------------------------------------------------
+
+function renameSession(session) {
+  const dialog = $("rename-dialog");
+  dialog.sid = session.id;
+  $("rename-input").value = session.title;
+  dialog.showModal();
+  $("rename-input").select();
+}
+
+async function submitRename() {
+  const sid = $("rename-dialog").sid;
+  try {
+    await sendJSON("PATCH", `/web/api/sessions/${encodeURIComponent(sid)}`, { title: $("rename-input").value });
+    await refreshSessions();
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function deleteSession(session) {
+  const dialog = $("delete-dialog");
+  dialog.sid = session.id;
+  $("delete-title").textContent = `Delete the chat "${session.title}"?`;
+  dialog.showModal();
+  $("delete-cancel").focus();
+}
+
+async function submitDelete() {
+  const sid = $("delete-dialog").sid;
+  try {
+    await sendJSON("DELETE", `/web/api/sessions/${encodeURIComponent(sid)}`);
+  } catch (error) {
+    showError(error); // 409: a turn of it runs
+    return;
+  }
+  await refreshSessions().catch(showError);
+  if (sid === state.sid) {
+    // The open chat went: show the most recent one left, or a new one.
+    await openSession((state.sessions[0] && state.sessions[0].id) || newSessionId()).catch(showError);
+  }
+  notice("The chat was deleted, with its attached files.", "info");
+}
+
+const sessionActions = { rename: renameSession, remove: deleteSession };
 
 async function refreshConversation() {
   const sid = state.sid;
@@ -207,7 +259,7 @@ async function onFrame(frame) {
   }
   if (frame.type === "assistant.done" || frame.type === "error") {
     const code = frame.type === "error" ? frame.payload.code : "";
-    if (code === "cancelled") notice("Stopped. Send a new message to go on.");
+    if (code === "cancelled") notice("Stopped. Send a new message to go on.", "info");
     else if (code === "turn_failed" && pending && giveBack(pending)) notice(givenBack(frame));
     else if (frame.type === "error") notice(`The agent reported an error: ${frame.payload.message}`);
     if (frame.type === "assistant.done" && frame.payload.stop_reason === "max_tokens") {
@@ -268,7 +320,7 @@ async function openSession(sid) {
   const url = new URL(window.location.href);
   url.hash = `s=${sid}`;
   history.replaceState(history.state, "", url);
-  renderSessions(state, pickSession);
+  renderSessions(state, pickSession, sessionActions);
   const conv = await refreshConversation();
   state.stream = new Stream(state.config.instance, sid, conv.last_seq);
   resumeRunning(conv);
@@ -318,18 +370,33 @@ function renderTray() {
       el("li", { class: `tray-item ${item.kind}`, "data-kind": item.kind },
         preview,
         el("span", { class: "name", text: label }),
-        el("span", { class: "meta", text: `${human(item.file.size)} · ${item.kind === "image" ? "in message" : "attachment"}` }),
+        el("span", { class: "meta", text: `${human(item.file.size)} · ${trayWhere(item)}` }),
         remove),
     );
   }
   tray.hidden = !state.tray.length;
 }
 
+function trayWhere(item) {
+  if (item.kind !== "image") return "attachment";
+  return needsFitting(item.file, state.config.limits) ? "in message, fitted on the server" : "in message";
+}
+
+// An image over tether's per-image bound is fitted on the server first (up to the
+// size `visus view` reads); the message carries what comes back.
+async function imageToSend(item) {
+  if (!needsFitting(item.file, state.config.limits)) return item.file;
+  notice(`Fitting ${item.file.name || "the image"} (${human(item.file.size)}) on the server…`, "info");
+  const blob = await postBytes("/web/api/fit", item.file);
+  notice("");
+  return blob;
+}
+
 function addFiles(files) {
   const problems = [];
   for (const file of files) {
     const stored = state.conv ? state.conv.attachments : [];
-    const why = refusal(file, state.tray, state.config.limits, stored);
+    const why = refusal(file, state.tray, state.config.limits, stored, state.config.files);
     if (why) {
       problems.push(why);
       continue;
@@ -366,7 +433,14 @@ async function upload(file) {
         label.textContent = `${name} (${human(file.size)}) · uploading ${Math.round(fraction * 100)}%`;
       },
     );
-    if (sid === state.sid) state.uploaded.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
+    if (sid === state.sid) {
+      state.uploaded.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
+      notice(
+        `${info.name} is in this chat's attached files (see Attachments); your next message names it, ` +
+          "and the agent opens it with its attachment tools.",
+        "info",
+      );
+    }
   } catch (error) {
     if (state.sendWhenUploaded) {
       state.sendWhenUploaded = false;
@@ -417,7 +491,7 @@ async function send() {
   // Checked again as a whole: the tray may have been filled before limits changed.
   const limits = state.config.limits;
   for (let i = 0; i < items.length; i += 1) {
-    const why = refusal(items[i].file, items.slice(0, i), limits, state.conv ? state.conv.attachments : []);
+    const why = refusal(items[i].file, items.slice(0, i), limits, state.conv ? state.conv.attachments : [], state.config.files);
     if (why) {
       notice(why);
       return;
@@ -438,7 +512,8 @@ async function send() {
     if (images.length) {
       payload.images = [];
       for (const item of images) {
-        payload.images.push({ media_type: item.file.type, data: await base64Of(item.file) });
+        const file = await imageToSend(item);
+        payload.images.push({ media_type: file.type, data: await base64Of(file) });
       }
     }
     const body = JSON.stringify({ v: 1, type: "user.message", session: sid, payload });
@@ -601,10 +676,29 @@ function wire() {
     const opener = $("lightbox").returnFocus;
     if (opener && opener.isConnected) opener.focus();
   });
+  $("rename-form").addEventListener("submit", () => submitRename());
+  $("rename-cancel").addEventListener("click", () => $("rename-dialog").close());
+  $("delete-form").addEventListener("submit", () => submitDelete());
+  $("delete-cancel").addEventListener("click", () => $("delete-dialog").close());
   $("token-form").addEventListener("submit", () => {
     setToken($("token-input").value.trim());
     start();
   });
+}
+
+// The offline reference model, said once where the model is named: what it is (one
+// sentence and a link) and how to switch to a real one.
+function showModelNote(config) {
+  const box = $("model-note");
+  box.replaceChildren();
+  box.hidden = !config.reference;
+  if (!config.reference) return;
+  box.append(
+    `${config.model} is visus's offline reference model: it reads the words, places and colours of images and nothing more (`,
+    el("a", { href: "/web/static/reference.html", target: "_blank", rel: "noopener", text: "what it is" }),
+    "). For real answers restart visus serve with a provider key (OPENAI_API_KEY, ANTHROPIC_API_KEY, " +
+      "GEMINI_API_KEY or OPENROUTER_API_KEY) or with --model provider:model.",
+  );
 }
 
 async function start() {
@@ -616,6 +710,7 @@ async function start() {
   }
   $("model-badge").textContent = state.config.model;
   $("model-name").textContent = state.config.model;
+  showModelNote(state.config);
   try {
     await refreshSessions();
     const wanted = sessionFromHash() || (state.sessions[0] && state.sessions[0].id) || newSessionId();

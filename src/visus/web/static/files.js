@@ -1,7 +1,9 @@
 // What may be sent: the same bounds the server checks (it sends them in /web/api/config).
-// Images of a type tether carries go into the message; every other file goes to the
-// session's attachments. The page decides by the browser's own file.type, never by
-// sniffing bytes or by the name's extension.
+// Images of a type tether carries go into the message (one over tether's per-image
+// bound, up to fit_max_bytes, is fitted on the server first); every other file goes to
+// the session's attachments. The page decides by the browser's own file.type, never by
+// sniffing bytes or by the name's extension. What is too big for either is pointed at
+// the files folder, where the agent reads and views files of any size visus takes.
 
 export function mb(bytes) {
   return `${(bytes / 1048576).toFixed(1)} MB`;
@@ -25,27 +27,38 @@ export function isMessageImage(file, limits) {
   return limits.image_media_types.includes(file.type);
 }
 
+/** Whether an image is sent as it is or first fitted on the server. */
+export function needsFitting(file, limits) {
+  return isMessageImage(file, limits) && file.size > limits.max_image_bytes;
+}
+
+/** What a too-big file can do instead: the files folder the agent reads. */
+function filesFolder(files) {
+  const where = files && files.length ? ` (${files[0]})` : "";
+  return ` Put it in the files folder${where} and name it in your message: the agent reads and views it there.`;
+}
+
 /**
  * Why `file` cannot join the tray (a message for the person), or null when it can.
  * `tray` is the list of items already waiting; `stored` the session's attachments.
  */
-export function refusal(file, tray, limits, stored) {
+export function refusal(file, tray, limits, stored, files = []) {
   const name = `"${file.name || "pasted file"}"`;
   if (file.size === 0) return `${name} is empty, so it was not added.`;
   if (isMessageImage(file, limits)) {
     const images = tray.filter((t) => t.kind === "image");
-    if (file.size > limits.max_image_bytes) {
-      const [got, cap] = sizeOf(file.size, limits.max_image_bytes);
-      return (
-        `${name} is ${got}; an image may be at most ${cap}. It was not added.`
-      );
+    if (file.size > limits.fit_max_bytes) {
+      const [got, cap] = sizeOf(file.size, limits.fit_max_bytes);
+      return `${name} is ${got}; the page takes images up to ${cap}.${filesFolder(files)}`;
     }
     if (images.length + 1 > limits.max_images) {
       return (
         `A message carries at most ${limits.max_images} images; ${name} was not added.`
       );
     }
-    const total = images.reduce((n, t) => n + t.file.size, 0) + file.size;
+    // An image fitted on the server arrives at most at the per-image bound.
+    const sent = (f) => Math.min(f.size, limits.max_image_bytes);
+    const total = images.reduce((n, t) => n + sent(t.file), 0) + sent(file);
     if (total > limits.max_message_image_bytes) {
       return (
         `With ${name} the images would total ${mb(total)}, over the ` +
@@ -57,9 +70,7 @@ export function refusal(file, tray, limits, stored) {
   const waiting = tray.filter((t) => t.kind === "attachment");
   if (file.size > limits.attachment_max_file_bytes) {
     const [got, cap] = sizeOf(file.size, limits.attachment_max_file_bytes);
-    return (
-      `${name} is ${got}; an attached file may be at most ${cap}. It was not added.`
-    );
+    return `${name} is ${got}; an attached file may be at most ${cap}.${filesFolder(files)}`;
   }
   if (stored.length + waiting.length + 1 > limits.attachment_max_files) {
     return (

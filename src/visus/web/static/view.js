@@ -259,7 +259,7 @@ export function renderDetails(state) {
   if (!attachments.children.length) attachments.append(el("li", { class: "help", text: "None yet." }));
 }
 
-export function renderSessions(state, onPick) {
+export function renderSessions(state, onPick, actions = {}) {
   const list = $("session-list");
   list.replaceChildren();
   const known = new Set(state.sessions.map((s) => s.id));
@@ -273,6 +273,15 @@ export function renderSessions(state, onPick) {
     button.dataset.sid = s.id;
     if (s.id === state.sid) button.setAttribute("aria-current", "true");
     button.addEventListener("click", () => onPick(s.id));
-    list.append(el("li", {}, button));
+    const row = el("li", { class: "session-row" }, button);
+    if (known.has(s.id)) {
+      // A chat the server holds can be renamed or deleted (a new one has nothing yet).
+      const rename = el("button", { type: "button", class: "ghost small rename", text: "Rename", "aria-label": `Rename chat ${s.title}` });
+      const remove = el("button", { type: "button", class: "ghost small delete", text: "Delete", "aria-label": `Delete chat ${s.title}` });
+      rename.addEventListener("click", () => actions.rename && actions.rename(s));
+      remove.addEventListener("click", () => actions.remove && actions.remove(s));
+      row.append(el("span", { class: "session-actions" }, rename, remove));
+    }
+    list.append(row);
   }
 }
