@@ -157,6 +157,11 @@ def stop_cluster(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     pytest.importorskip("psycopg", reason="pip install 'visus[postgres]'")
+    from visus.store import pg_conn
+
+    # In the tests a synchronous query on a serving event loop is an error, not a log
+    # line: every call site that forgets asyncio.to_thread fails the test that uses it.
+    pg_conn.ON_LOOP = "raise"
     if find_bin() is None:
         pytest.skip(
             "PostgreSQL server binaries (initdb, postgres) not found; scripts/setup-system.sh "

@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from visus.agent import PastedImage, ToolRegistry, build_agent
 from visus.agent.extra_tools import AttachmentsFor, attachment_tools
+from visus.agent.loop import ResumeRefusedError, TurnResult
 from visus.agent.mcp_client import McpServerSpec
 from visus.agent.policy import OperatorPolicy
 from visus.attachments import AttachmentStore, SessionAttachments
@@ -31,6 +32,7 @@ from visus.paths import data_dir, files_dir
 from visus.providers import ProviderSettings
 from visus.retention import RetentionPolicy
 from visus.store import Store, is_database_url, open_store
+from visus.tether.instance import TurnNotResumedError
 from visus.tether.runner import (
     MCP_SERVERS_KEY,
     ImageIn,
@@ -139,20 +141,48 @@ class AgentRunner:
         images: Sequence[ImageIn],
         user: Mapping[str, Any] | None,
         emit_delta: Callable[[str], Awaitable[None]],
+        request_id: str | None = None,
     ) -> TurnOutput:
         del user  # who spoke is in the frame; the agent answers the session either way
         pasted = [PastedImage(i.data, i.media_type) for i in images]
-        result = await self.agent.run_turn(session, text, pasted, on_delta=emit_delta)
-        out = tuple(ImageIn(o.media_type, o.data) for o in result.images)
-        return TurnOutput(
-            text=result.answer,
-            images=out,
-            stop_reason=result.stop_reason,
-            usage=result.usage.as_json(),
+        result = await self.agent.run_turn(
+            session, text, pasted, on_delta=emit_delta, request_id=request_id
         )
+        return _output(result)
+
+    async def resume_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+        request_id: str,
+    ) -> TurnOutput:
+        """Finish the turn answering ``request_id`` that another replica began."""
+        del user
+        pasted = [PastedImage(i.data, i.media_type) for i in images]
+        try:
+            result = await self.agent.run_turn(
+                session, text, pasted, on_delta=emit_delta, request_id=request_id, resume=True
+            )
+        except ResumeRefusedError as e:
+            raise TurnNotResumedError(str(e)) from e
+        return _output(result)
 
     async def aclose(self) -> None:
         await self.agent.aclose()
+
+
+def _output(result: TurnResult) -> TurnOutput:
+    out = tuple(ImageIn(o.media_type, o.data) for o in result.images)
+    return TurnOutput(
+        text=result.answer,
+        images=out,
+        stop_reason=result.stop_reason,
+        usage=result.usage.as_json(),
+    )
 
 
 def _tools(registry: ToolRegistry, config: InstanceConfig) -> ToolRegistry:

@@ -107,6 +107,14 @@ TETHER_MAX_PENDING_TURNS: Final = 8
 #: Ingress bodies up to this size skip the early busy check: a turn.cancel must pass
 #: when an instance is at TETHER_MAX_PENDING_TURNS (that is when a user wants Stop).
 TETHER_SMALL_FRAME_BYTES: Final = 4096
+#: Streamed answer text is sent as one ``assistant.delta`` per this many seconds (from
+#: its first unsent piece) or per TETHER_DELTA_MAX_BYTES of it, whichever comes first:
+#: fewer frames (on PostgreSQL, fewer transactions) for a wait no reader notices.
+TETHER_DELTA_WINDOW_SECONDS: Final = 0.025
+TETHER_DELTA_MAX_BYTES: Final = 16 * 1024
+#: Blob bytes a PostgreSQL store keeps in memory per process (the blobs it wrote or read
+#: and verified, newest first): a turn lowers its live images again on every step.
+PG_BLOB_CACHE_BYTES: Final = 64 * MB
 
 # --- network ----------------------------------------------------------------------
 NET_MAX_REDIRECTS: Final = 5

@@ -1,7 +1,7 @@
 """kill -9 of one ``visus serve`` replica (a real process) in the middle of a burst
 and in the middle of turns, two others on the same PostgreSQL database: no committed
-frame is lost, the interrupted turns end with a visible ``error`` frame, the other
-replicas keep answering.
+frame is lost, the turns it was running are finished by a survivor (one
+``assistant.done`` each), the other replicas keep answering.
 
 The replicas' model is the offline reference server behind a proxy that holds each
 request for a moment, so that turns are surely in flight when the replica dies.
@@ -218,14 +218,13 @@ async def test_kill_9_mid_burst_and_mid_turn_loses_nothing(
         assert by_seq[f["seq"]] == f
     for msg_id, (_, ack) in acks.items():
         assert by_seq[ack["seq"]]["msg_id"] == msg_id
-    # Every message has exactly one ending; the interrupted ones a visible error.
+    # Every message has exactly one ending, an answer: the turns the dead replica was
+    # running were finished by a survivor from their last recorded step.
     for msg_id in acks:
         ends = [f for f in frames if f["type"] in TERMINAL and f.get("reply_to") == msg_id]
-        if msg_id in interrupted:
-            assert [(e["type"], e["payload"]["code"]) for e in ends] == [
-                ("error", "turn_interrupted")
-            ], ends
-        else:
-            assert [e["type"] for e in ends] == ["assistant.done"], (msg_id, ends)
+        assert [e["type"] for e in ends] == ["assistant.done"], (msg_id, ends)
+        if msg_id in interrupted:  # one answer: every frame of it under one msg_id
+            answer = {f["msg_id"] for f in frames if f.get("reply_to") == msg_id}
+            assert len(answer) == 1, (msg_id, answer)
     for _, proc in (c for k, c in enumerate(cluster) if k != victim):
         assert proc.poll() is None  # the survivors are still up

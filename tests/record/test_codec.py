@@ -35,6 +35,7 @@ MESSAGES: list[Message] = [
             ImagePart(D2, "image/jpeg", 99, 1, 1, AttachmentOrigin()),
         ),
         turn=7,
+        request_id="12:m-1",
     ),
     AssistantMessage(),
     AssistantMessage(
@@ -113,6 +114,17 @@ def test_every_dataclass_field_is_written() -> None:
     for cls2 in (PerceptionOrigin, AttachmentOrigin):
         for f in dataclasses.fields(cls2):
             assert f.name in keys, (cls2.__name__, f.name)
+
+
+def test_a_user_message_without_request_id_writes_no_key() -> None:
+    # Records written before request ids existed (and unnamed turns) stay unchanged.
+    d = message_to_dict(UserMessage(parts=(TextPart("hi"),)))
+    assert "request_id" not in d
+    back = message_from_dict({**d, "request_id": "3:m"})
+    assert isinstance(back, UserMessage)
+    assert back.request_id == "3:m"
+    with pytest.raises(InvalidInputError, match="request_id"):
+        message_from_dict({**d, "request_id": 3})
 
 
 def test_tool_call_without_signature_writes_no_signature_key() -> None:

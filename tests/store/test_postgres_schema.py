@@ -11,8 +11,23 @@ from typer.testing import CliRunner
 from tests.pgcluster import Cluster, create_database, drop_database
 from visus.cli import app
 from visus.errors import StoreError
+from visus.store import NewFrame
 from visus.store.postgres import PostgresStore
-from visus.store.schema import SCHEMA_VERSION
+from visus.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+
+def _frame(session: str = "s", text: str = "x") -> NewFrame:
+    """A frame to append: the store writes ``{"seq":<n>,"text":...}``."""
+    return NewFrame(session, len(text), b'{"seq":', b',"text":"%s"}' % text.encode())
+
+
+def _older(url: str, version: int) -> None:
+    """The schema as a replica of ``version`` left it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE visus_schema (version integer NOT NULL)")
+        for _, sql in MIGRATIONS[:version]:
+            conn.execute(sql)  # type: ignore[arg-type]
+        conn.execute("INSERT INTO visus_schema VALUES (%s)", (version,))
 
 
 def _version(url: str) -> int:
@@ -71,14 +86,10 @@ def test_cli_store_migrate_and_gc(pg_cluster: Cluster) -> None:
 
 def test_a_version_1_database_keeps_its_turns_when_migrated(pg_cluster: Cluster) -> None:
     """Migration 2 (stops by msg_id) on a database a version-1 replica wrote."""
-    from visus.store.schema import MIGRATIONS
-
     url = create_database(pg_cluster)
     try:
+        _older(url, 1)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE visus_schema (version integer NOT NULL)")
-            conn.execute(MIGRATIONS[0][1])
-            conn.execute("INSERT INTO visus_schema VALUES (1)")
             conn.execute(
                 "INSERT INTO visus_instances (id, config, created) VALUES ('i', '{}', 'now')"
             )
@@ -107,10 +118,8 @@ async def test_a_stopped_turn_taken_over_from_a_dead_replica_says_so(pg_cluster:
     try:
         await a.start()
         await b.start()
-        a.put_instance({"id": "i", "created": "now"})
-        seq = await a.append_frame(
-            "i", "s", 1, lambda n: b'{"seq":%d}' % n, queue=True, request_id="m1"
-        )
+        await asyncio.to_thread(a.put_instance, {"id": "i", "created": "now"})
+        seq = await a.append_frames("i", [_frame()], queue=True, request_id="m1")
         claimed = await a.claim_turn()
         assert claimed is not None
         assert (claimed.seq, claimed.expired, claimed.stopped) == (seq, False, False)
@@ -132,15 +141,10 @@ def test_a_version_2_database_keeps_its_sessions_and_gains_attachments(
     pg_cluster: Cluster,
 ) -> None:
     """Migration 3 (attachments in the database) on a database a version-2 replica wrote."""
-    from visus.store.schema import MIGRATIONS
-
     url = create_database(pg_cluster)
     try:
+        _older(url, 2)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE visus_schema (version integer NOT NULL)")
-            conn.execute(MIGRATIONS[0][1])
-            conn.execute(MIGRATIONS[1][1])
-            conn.execute("INSERT INTO visus_schema VALUES (2)")
             conn.execute(
                 "INSERT INTO visus_sessions (namespace, id, created, modified) "
                 "VALUES ('instances/i', 'chat', 1, 1)"
@@ -156,6 +160,55 @@ def test_a_version_2_database_keeps_its_sessions_and_gains_attachments(
         again = PostgresStore(url, migrate=False)
         assert again.attachments("instances/i", "chat").read_bytes("a.txt") == b"hi"
         again.close()
+        assert _version(url) == SCHEMA_VERSION
+    finally:
+        drop_database(pg_cluster, url)
+
+
+async def test_a_version_3_database_keeps_its_ring_and_turns_when_migrated(
+    pg_cluster: Cluster,
+) -> None:
+    """Migration 4 (``visus_append``: a batch of frames in one round trip) on a database
+    a version-3 replica wrote: its frames, seqs and queued turn go on as they were."""
+    url = create_database(pg_cluster)
+    try:
+        _older(url, 3)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO visus_instances (id, config, created, last_seq, ring_frames, "
+                "ring_bytes) VALUES ('i', '{}', 'now', 2, 2, 2)"
+            )
+            for seq in (1, 2):  # written by a v3 replica: the whole body in one piece
+                conn.execute(
+                    "INSERT INTO visus_frames VALUES ('i', %s, 's', 1, %s)",
+                    (seq, b'{"seq":%d,"text":"old"}' % seq),
+                )
+            conn.execute(
+                "INSERT INTO visus_turns (instance_id, seq, session, state, request, msg_id) "
+                "VALUES ('i', 2, 's', 'queued', 'x', 'm2')"
+            )
+        with pytest.raises(StoreError, match="visus store migrate"):
+            PostgresStore(url, migrate=False)  # a v4 replica never runs on a v3 schema
+        store = PostgresStore(url, replica="r")
+        assert (store.migrated_from, store.schema_version) == (3, SCHEMA_VERSION)
+        await store.start()
+        try:
+            first = await store.append_frames("i", [_frame(text="a"), _frame(text="b")])
+            assert first == 3
+            page = await store.read_frames("i", 0, session=None, limit=None)
+            assert [f.body for f in page.frames] == [
+                b'{"seq":1,"text":"old"}',
+                b'{"seq":2,"text":"old"}',
+                b'{"seq":3,"text":"a"}',
+                b'{"seq":4,"text":"b"}',
+            ]
+            claimed = await store.claim_turn()
+            assert claimed is not None
+            assert (claimed.seq, claimed.request, claimed.expired) == (2, b"x", False)
+            stats = await store.ring_stats("i")
+            assert (stats.last_seq, stats.frames, stats.bytes) == (4, 4, 4)
+        finally:
+            await store.aclose()
         assert _version(url) == SCHEMA_VERSION
     finally:
         drop_database(pg_cluster, url)

@@ -237,8 +237,9 @@ async def test_a_pause_in_the_stream_still_shows_the_latest_text(
     fake: FakeBotAPI, scripted_app: FastAPI, script: Script
 ) -> None:
     # "b" arrives inside the throttle window, then the stream pauses: a trailing edit
-    # shows "a b" without waiting for the next delta.
-    script.deltas, script.pause = ("a ", "b ", "c"), (0.0, 1.2, 0.0)
+    # shows "a b" without waiting for the next delta. (0.15 s apart: tether sends text
+    # that comes within TETHER_DELTA_WINDOW_SECONDS of the first as one delta.)
+    script.deltas, script.pause = ("a ", "b ", "c"), (0.15, 1.2, 0.0)
     await _ask(fake, scripted_app, script, edit_interval=0.3)
     texts = [c.params["text"] for c in fake.sent("sendMessage", "editMessageText")]
     assert texts == ["a", "a b", "a b c"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 from typing import Any
 
@@ -15,6 +16,7 @@ from visus.tether.frames import (
     AssistantDelta,
     Frame,
     decode_frame,
+    encode_around_seq,
     encode_frame,
     encode_payload,
 )
@@ -101,6 +103,20 @@ def test_decoder_fails_only_with_typed_errors_and_round_trips(value: Any) -> Non
     payload = value["payload"]
     if not payload.get("images"):
         assert b'"images"' not in encode_payload(decoded.frame.payload)
+
+
+@settings(max_examples=200, deadline=None)
+@given(good_frames, st.integers(1, 10**12), st.sampled_from(["", "m-42"]))
+def test_a_body_cut_around_its_seq_is_the_frame_with_any_seq(
+    value: Any, seq: int, reply_to: str
+) -> None:
+    """What PostgreSQL writes (head, its own seq, tail) is the one encoding."""
+    value["payload"]["images"] = value["payload"].get("images", [])[:4]
+    frame = dataclasses.replace(
+        decode_frame(value, assign=True).frame, ts="2026-01-01T00:00:00.000Z", reply_to=reply_to
+    )
+    head, tail = encode_around_seq(frame)
+    assert head + str(seq).encode() + tail == encode_frame(dataclasses.replace(frame, seq=seq))
 
 
 ops = st.lists(

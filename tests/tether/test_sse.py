@@ -56,20 +56,25 @@ def test_sse_streams_frames_and_resumes_with_last_event_id(tmp_path: Path) -> No
             json={"type": "user.message", "payload": {"text": "one two three"}},
         )
         first = read_events(url, {}, "assistant.done")
-        assert [e[1] for e in first] == (
-            ["user.message"] + ["assistant.delta"] * 3 + ["assistant.done"]
-        )
-        assert [e[0] for e in first] == [1, 2, 3, 4, 5]
-        # The client drops after the second event and comes back with Last-Event-ID.
-        resumed = read_events(url, {"Last-Event-ID": "2"}, "assistant.done")
-        assert resumed == first[2:]
+        kinds = [e[1] for e in first]
+        # Words 10 ms apart: joined into one delta or more, as the window falls.
+        assert kinds[0] == "user.message"
+        assert kinds[-1] == "assistant.done"
+        assert set(kinds[1:-1]) == {"assistant.delta"}
+        said = "".join(json.loads(e[2])["payload"]["text"] for e in first[1:-1])
+        assert said == "one two three "
+        last = len(first)
+        assert [e[0] for e in first] == list(range(1, last + 1))
+        # The client drops after the first event and comes back with Last-Event-ID.
+        resumed = read_events(url, {"Last-Event-ID": "1"}, "assistant.done")
+        assert resumed == first[1:]
         # Frames that arrive while connected are pushed, not only the backlog.
         httpx.post(
             f"{base}/v1/instances/{iid}/tether",
             json={"type": "user.message", "payload": {"text": "four"}},
         )
-        more = read_events(url, {"Last-Event-ID": "5"}, "assistant.done")
-        assert [e[0] for e in more] == [6, 7, 8]
+        more = read_events(url, {"Last-Event-ID": str(last)}, "assistant.done")
+        assert [e[0] for e in more] == [last + 1, last + 2, last + 3]
         assert '"text":"echo: four"' in more[-1][2]
         bad = httpx.get(url, headers={"Last-Event-ID": "abc"})
         assert bad.status_code == 400
@@ -87,7 +92,7 @@ async def test_client_stream_yields_frames(tmp_path: Path) -> None:
                 got.append(frame)
                 if frame.type == "assistant.done":
                     break
-            assert [f.seq for f in got] == [2, 3, 4]
+            assert [f.seq for f in got] == [2, 3]  # "hi there " in one delta, then done
             assert got[-1].payload.text == "echo: hi there"  # type: ignore[union-attr]
 
 

@@ -107,7 +107,10 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
         )
         if isinstance(result, Refusal):
             return ToolOutcome.refused(result)
-        return ToolOutcome(perception_parts(result, ctx, source=name, tool="view_attachment"))
+        parts = await asyncio.to_thread(
+            perception_parts, result, ctx, source=name, tool="view_attachment"
+        )
+        return ToolOutcome(parts)
 
     name_only = {
         "type": "object",
@@ -122,6 +125,7 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
                 {"type": "object", "properties": {}},
             ),
             _list,
+            read_only=True,
         ),
         Tool(
             ToolSpec(
@@ -138,6 +142,7 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
                 },
             ),
             _read,
+            read_only=True,
         ),
         Tool(
             ToolSpec(
@@ -153,6 +158,7 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
                 },
             ),
             _grep,
+            read_only=True,
         ),
         Tool(
             ToolSpec(
@@ -161,5 +167,6 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
                 name_only,
             ),
             _view,
+            read_only=True,
         ),
     ]

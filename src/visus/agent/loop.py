@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 from visus import limits
 from visus.agent.mcp_client import McpMounts
 from visus.agent.tools import OutboundImage, ResultCache, ToolContext, ToolRegistry
-from visus.errors import ImageRejectedError, InvalidInputError, MediaError
+from visus.errors import ImageRejectedError, InvalidInputError, MediaError, VisusError
 from visus.media import fit
 from visus.media.types import Profile
 from visus.models import ModelSpec
@@ -56,6 +57,7 @@ __all__ = [
     "Agent",
     "DeltaCallback",
     "PastedImage",
+    "ResumeRefusedError",
     "StatusCallback",
     "ToolCallback",
     "TurnResult",
@@ -117,6 +119,40 @@ class TurnResult:
         return self.stopped == "max_tokens"
 
 
+class ResumeRefusedError(VisusError):
+    """A turn taken up from its record cannot go on: a tool call that changes things
+    (not :attr:`~visus.agent.tools.Tool.read_only`) has no recorded result, so it may
+    or may not have run. The message names the call."""
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One turn as it runs: where it records, and what it has spent and said so far."""
+
+    session_id: str
+    number: int
+    history: list[Message]
+    ctx: ToolContext
+    usage: Usage = field(default_factory=Usage)
+    answer: str = ""
+    notes: list[str] = field(default_factory=list)
+    stop: StopReason | None = None
+
+    def result(self, steps: int, stopped: str) -> TurnResult:
+        return TurnResult(
+            self.answer,
+            self.usage,
+            steps,
+            self.session_id,
+            self.number,
+            tuple(self.ctx.outbox),
+            stopped,
+            tuple(self.history),
+            tuple(self.notes),
+            self.stop,
+        )
+
+
 @dataclass
 class Agent:
     """Runs turns of one model with a tool registry over a session store."""
@@ -160,6 +196,8 @@ class Agent:
         on_delta: DeltaCallback | None = None,
         on_tool: ToolCallback | None = None,
         on_status: StatusCallback | None = None,
+        request_id: str | None = None,
+        resume: bool = False,
     ) -> TurnResult:
         """Run one user turn to its final answer; everything is recorded as it happens.
 
@@ -169,28 +207,71 @@ class Agent:
         Cancelling the task that runs it stops the turn at its next await; every tool
         call the model asked for then gets a "cancelled" result in the record, so the
         session stays valid for every wire (each call answered) and a next turn works.
+
+        ``request_id`` names the request the turn answers; its user message records it.
+        With ``resume``, a turn for that request that a process began and never finished
+        (it died) goes on from its last recorded step: a recorded answer is returned as
+        it is, a tool call without a recorded result runs again when its tool only reads
+        (:attr:`~visus.agent.tools.Tool.read_only`), else :class:`ResumeRefusedError`
+        names it; then the model is asked again. Without a recorded start, it runs anew.
         """
         # In the turn's own event loop: the MCP client sessions belong to it.
         started = await self.mcp.start(self.tools.add) if self.mcp is not None else []
-        history = self._history(session_id)
-        turn = max((m.turn for m in history), default=0) + 1
+        history = await self._history(session_id)
+        begun = _begun(history, request_id) if resume and request_id else None
+        status = on_status or (lambda _: None)
+        if begun is None:
+            number = max((m.turn for m in history), default=0) + 1
+            await self._open(session_id, history, number, text, images, request_id, status)
+        else:
+            number = history[begun].turn
+        turn = _Turn(session_id, number, history, self._context(session_id, number, history))
+        turn.notes += started
+        steps = 0
+        if begun is not None:
+            steps, done = await self._resume(turn, history[begun + 1 :], on_tool)
+            if done is not None:
+                return done
+        for step in range(steps + 1, self.max_steps + 1):
+            status(f"waiting for {self.model.name}")
+            reply = await self._step(turn, on_delta)
+            if not reply.tool_calls:
+                # An answer cut off at the output limit is not a finished answer.
+                return turn.result(step, "max_tokens" if reply.truncated else "answer")
+            await self._calls(turn, reply.tool_calls, on_tool)
+        turn.answer = turn.answer or (
+            f"(stopped after {self.max_steps} steps without a final answer; ask again to continue)"
+        )
+        return turn.result(self.max_steps, "step_limit")
 
+    async def _open(
+        self,
+        session_id: str,
+        history: list[Message],
+        number: int,
+        text: str,
+        images: Sequence[PastedImage],
+        request_id: str | None,
+        status: StatusCallback,
+    ) -> None:
+        """Record the turn's user message (its pasted images fitted and stored)."""
         # Fitting pasted images decodes and re-encodes them: off the event loop, as
         # tether's egress fitting is, so one big paste never stalls other turns.
-        status = on_status or (lambda _: None)
         if images:
             big = max(len(i.data) for i in images)
             status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
         parts = await asyncio.to_thread(self._user_parts, text, images) if images else None
-        user = UserMessage(parts=parts or self._user_parts(text, ()), turn=turn)
-        self._append(session_id, history, user)
+        parts = parts or self._user_parts(text, ())
+        user = UserMessage(parts=parts, turn=number, request_id=request_id)
+        await self._append(session_id, history, user)
 
-        ctx = ToolContext(
+    def _context(self, session_id: str, number: int, history: list[Message]) -> ToolContext:
+        return ToolContext(
             reach=self.reach,
             model=self.model,
             blobs=self.blobs,
             session_id=session_id,
-            turn=turn,
+            turn=number,
             # Reads stay fresh across turns of this agent; a new process starts with
             # none, so an edit after a restart needs a new read (the safe side).
             read_digests=self._reads.setdefault(session_id, {}),
@@ -198,71 +279,90 @@ class Agent:
             config=self.config,
             result_cache=self.result_cache,
         )
-        usage = Usage()
-        answer = ""
-        notes: list[str] = list(started)
-        stop: StopReason | None = None
 
-        def result(steps: int, stopped: str) -> TurnResult:
-            return TurnResult(
-                answer,
-                usage,
-                steps,
-                session_id,
-                turn,
-                tuple(ctx.outbox),
-                stopped,
-                tuple(history),
-                tuple(notes),
-                stop,
+    async def _step(self, turn: _Turn, on_delta: DeltaCallback | None) -> AssistantMessage:
+        """Ask the model once and record its reply."""
+        try:
+            reply = await self._complete(
+                turn.history, on_delta, turn.notes, _cache_key(turn.session_id)
             )
+        except asyncio.CancelledError:
+            # The user's message stays answered, so the next turn alternates cleanly.
+            stopped = AssistantMessage(parts=(TextPart(_CANCELLED),), turn=turn.number)
+            await self._append(turn.session_id, turn.history, stopped)
+            raise
+        reply = replace(reply, turn=turn.number)
+        if reply.usage is not None:
+            turn.usage = turn.usage + reply.usage
+        await self._append(turn.session_id, turn.history, reply)
+        turn.answer, turn.stop = reply.text, reply.stop_reason
+        return reply
 
-        for step in range(1, self.max_steps + 1):
-            status(f"waiting for {self.model.name}")
+    async def _calls(
+        self, turn: _Turn, calls: Sequence[ToolCall], on_tool: ToolCallback | None
+    ) -> None:
+        """Run the model's tool calls in order, recording each result as it comes."""
+        ctx = turn.ctx
+        for index, call in enumerate(calls):
+            spent = ctx.tool_usage
+            before = len(spent)
             try:
-                reply = await self._complete(history, on_delta, notes, _cache_key(session_id))
+                if on_tool is not None:
+                    maybe = on_tool(call)
+                    if maybe is not None:
+                        await maybe
+                outcome = await self.tools.call(call.name, call.arguments, ctx)
             except asyncio.CancelledError:
-                # The user's message stays answered, so the next turn alternates cleanly.
-                stopped = AssistantMessage(parts=(TextPart(_CANCELLED),), turn=turn)
-                self._append(session_id, history, stopped)
+                for left in calls[index:]:
+                    note = _unanswered(left, turn.number)
+                    await self._append(turn.session_id, turn.history, note)
                 raise
-            reply = replace(reply, turn=turn)
-            if reply.usage is not None:
-                usage = usage + reply.usage
-            self._append(session_id, history, reply)
-            answer, stop = reply.text, reply.stop_reason
-            if not reply.tool_calls:
-                # An answer cut off at the output limit is not a finished answer.
-                return result(step, "max_tokens" if reply.truncated else "answer")
-            for index, call in enumerate(reply.tool_calls):
-                spent = ctx.tool_usage
-                before = len(spent)
-                try:
-                    if on_tool is not None:
-                        maybe = on_tool(call)
-                        if maybe is not None:
-                            await maybe
-                    outcome = await self.tools.call(call.name, call.arguments, ctx)
-                except asyncio.CancelledError:
-                    for left in reply.tool_calls[index:]:
-                        self._append(session_id, history, _cancelled(left, turn))
-                    raise
-                tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
-                if tool_cost is not None:
-                    usage = usage + tool_cost
-                record = ToolResult(
-                    call_id=call.id,
-                    tool_name=call.name,
-                    parts=outcome.parts,
-                    is_error=outcome.is_error,
-                    turn=turn,
-                    usage=tool_cost,
-                )
-                self._append(session_id, history, record)
-        answer = answer or (
-            f"(stopped after {self.max_steps} steps without a final answer; ask again to continue)"
-        )
-        return result(self.max_steps, "step_limit")
+            tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
+            if tool_cost is not None:
+                turn.usage = turn.usage + tool_cost
+            record = ToolResult(
+                call_id=call.id,
+                tool_name=call.name,
+                parts=outcome.parts,
+                is_error=outcome.is_error,
+                turn=turn.number,
+                usage=tool_cost,
+            )
+            await self._append(turn.session_id, turn.history, record)
+
+    async def _resume(
+        self, turn: _Turn, recorded: Sequence[Message], on_tool: ToolCallback | None
+    ) -> tuple[int, TurnResult | None]:
+        """Take up a turn from its recorded steps: (steps taken, its result when the
+        answer was recorded already). Calls left without a result run again if their
+        tool only reads; the first that does not ends the turn (ResumeRefusedError)."""
+        steps = 0
+        for m in recorded:
+            steps += isinstance(m, AssistantMessage)
+            if not isinstance(m, UserMessage) and m.usage is not None:
+                turn.usage = turn.usage + m.usage
+            if isinstance(m, AssistantMessage):
+                turn.answer, turn.stop = m.text, m.stop_reason
+        await asyncio.to_thread(_resend_outbox, turn, recorded, self.blobs)
+        last = _last_step(recorded)
+        if last is None:
+            return steps, None
+        if not last.tool_calls:
+            return steps, turn.result(steps, "max_tokens" if last.truncated else "answer")
+        answered = {m.call_id for m in recorded if isinstance(m, ToolResult)}
+        pending = [c for c in last.tool_calls if c.id not in answered]
+        refused = next((c for c in pending if not self._read_only(c.name)), None)
+        if refused is not None:
+            for call in pending:
+                note = _unanswered(call, turn.number, _NOT_RERUN)
+                await self._append(turn.session_id, turn.history, note)
+            raise ResumeRefusedError(_refusal(refused))
+        await self._calls(turn, pending, on_tool)
+        return steps, None
+
+    def _read_only(self, name: str) -> bool:
+        tool = self.tools.get(name)
+        return tool is not None and tool.read_only
 
     # --- steps ------------------------------------------------------------------------
 
@@ -282,7 +382,7 @@ class Agent:
             # conservatively and retry; if that is refused too, elide them all. The
             # record keeps the originals: this changes only what this request carries.
             notes.append(f"provider refused an image ({first}); re-fitted and retried")
-            refitted = tuple(self._map_images(view, self._refit_part))
+            refitted = tuple(await asyncio.to_thread(self._map_images, view, self._refit_part))
             try:
                 return await send(refitted)
             except ImageRejectedError as second:
@@ -310,9 +410,13 @@ class Agent:
             refit_cache=self.refit_cache,
         )
 
-    def _history(self, session_id: str) -> list[Message]:
+    async def _history(self, session_id: str) -> list[Message]:
         """The session's messages: from memory while the log is as this agent left
-        it, else (first use, or another writer appended) loaded from disk."""
+        it, else (first use, or another writer appended) loaded from its store. The
+        store is read in a thread (on PostgreSQL it is queries): never on the loop."""
+        return await asyncio.to_thread(self._history_sync, session_id)
+
+    def _history_sync(self, session_id: str) -> list[Message]:
         if not self.sessions.exists(session_id):
             meta = {"model": self.model_ref or self.model.name}
             self.sessions.create(session_id, meta=meta)
@@ -328,10 +432,16 @@ class Agent:
         self._cache[session_id] = (self.sessions.revision(session_id), history)
         return history
 
-    def _append(self, session_id: str, history: list[Message], message: Message) -> None:
-        self.sessions.append(session_id, message)
+    async def _append(self, session_id: str, history: list[Message], message: Message) -> None:
+        """Record ``message`` (in a thread: the store may be a database) and keep it."""
+        await asyncio.to_thread(self._append_sync, session_id, message)
         history.append(message)
-        self._cache[session_id] = (self.sessions.revision(session_id), history)
+
+    def _append_sync(self, session_id: str, message: Message) -> None:
+        self.sessions.append(session_id, message)
+        cached = self._cache.get(session_id)
+        if cached is not None:
+            self._cache[session_id] = (self.sessions.revision(session_id), cached[1])
 
     # --- images -----------------------------------------------------------------------
 
@@ -389,6 +499,55 @@ class Agent:
         return out
 
 
+def _begun(history: Sequence[Message], request_id: str) -> int | None:
+    """Where the turn answering ``request_id`` starts in ``history`` (its user message),
+    if it was recorded; only the session's last turn can be unfinished."""
+    for i in range(len(history) - 1, -1, -1):
+        m = history[i]
+        if isinstance(m, UserMessage):
+            return i if m.request_id == request_id else None
+    return None
+
+
+def _last_step(recorded: Sequence[Message]) -> AssistantMessage | None:
+    """The turn's last model reply, unless every step after it is recorded too."""
+    for m in reversed(recorded):
+        if isinstance(m, AssistantMessage):
+            return m
+    return None
+
+
+def _resend_outbox(turn: _Turn, recorded: Sequence[Message], blobs: BlobStore) -> None:
+    """The images the turn's recorded ``send_image`` calls sent, back in its outbox (the
+    process that ran them died with its outbox): the record keeps the very bytes."""
+    for m in recorded:
+        if not isinstance(m, ToolResult) or m.tool_name != "send_image" or m.is_error:
+            continue
+        for part in m.parts:
+            if isinstance(part, ImagePart) and part.origin.kind == "perception":
+                data = blobs.get(part.digest)
+                image = OutboundImage(part.media_type, data, source=part.origin.source)
+                turn.ctx.outbox.append(image)
+
+
+def _refusal(call: ToolCall) -> str:
+    args = json.dumps(dict(call.arguments), ensure_ascii=False, sort_keys=True)
+    if len(args) > 200:
+        args = args[:199] + "…"
+    return (
+        f"the turn was taken over from a server that stopped during the tool call "
+        f"{call.name} {args} (call {call.id}); its result was never recorded and "
+        f"{call.name} changes things, so it is not run a second time: check whether it "
+        "took effect, then send your message again"
+    )
+
+
+_NOT_RERUN = (
+    "(not run again: the server running this call stopped before its result was "
+    "recorded; it may or may not have taken effect)"
+)
+
+
 def _elide_part(part: ImagePart | DocumentPart) -> Part:
     origin = part.origin
     what = "image" if isinstance(part, ImagePart) else "document"
@@ -409,11 +568,12 @@ def _cache_key(session_id: str) -> str:
     return "visus-" + hashlib.sha256(session_id.encode()).hexdigest()[:24]
 
 
-def _cancelled(call: ToolCall, turn: int) -> ToolResult:
+def _unanswered(call: ToolCall, turn: int, why: str = _CANCELLED) -> ToolResult:
+    """The error result a call gets that was never run (or not to the end)."""
     return ToolResult(
         call_id=call.id,
         tool_name=call.name,
-        parts=(TextPart(_CANCELLED),),
+        parts=(TextPart(why),),
         is_error=True,
         turn=turn,
     )

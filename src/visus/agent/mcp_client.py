@@ -363,7 +363,10 @@ def _tool(conn: _Connection, tool: Any) -> Tool | str:
         result = await conn.call(remote, args)
         return await result_outcome(result, ctx, conn=conn, tool=name)
 
-    return Tool(ToolSpec(name=name, description=description, parameters=schema), run)
+    # The server's own hint: a read-only tool may run again when a turn is resumed.
+    read_only = getattr(tool.annotations, "readOnlyHint", None) is True
+    spec = ToolSpec(name=name, description=description, parameters=schema)
+    return Tool(spec, run, read_only=read_only)
 
 
 async def result_outcome(
@@ -404,10 +407,10 @@ async def _block_parts(
     kind = getattr(block, "type", None)
     if kind == "text":
         return [TextPart(budget.text(str(getattr(block, "text", ""))))]
+    # Images are fitted (CPU) and stored (the blob store may be a database): off the loop.
     if kind == "image":
-        return [
-            _image_part(getattr(block, "data", ""), getattr(block, "mime_type", ""), ctx, budget)
-        ]
+        data, mime = getattr(block, "data", ""), getattr(block, "mime_type", "")
+        return [await asyncio.to_thread(_image_part, data, mime, ctx, budget)]
     if kind == "audio":
         return [
             TextPart(
@@ -415,7 +418,8 @@ async def _block_parts(
             )
         ]
     if kind == "resource":
-        return [_resource_part(getattr(block, "resource", None), ctx, budget)]
+        resource = getattr(block, "resource", None)
+        return [await asyncio.to_thread(_resource_part, resource, ctx, budget)]
     if kind == "resource_link":
         return [await _link_part(block, ctx, conn, budget)]
     return [TextPart(f"[{kind or 'unknown'} content from {tool} omitted]")]
@@ -504,5 +508,5 @@ async def _link_part(
     for contents in read.contents:
         blob = getattr(contents, "blob", None)
         if isinstance(blob, str):
-            return _image_part(blob, mime, ctx, budget)
+            return await asyncio.to_thread(_image_part, blob, mime, ctx, budget)
     return TextPart(note)

@@ -191,6 +191,10 @@ ToolFn = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutcome]]
 class Tool:
     spec: ToolSpec
     run: ToolFn
+    #: The tool only reads (view, read, analyze, send_image...): running a call again
+    #: changes nothing outside the turn. A turn another replica finishes re-runs such a
+    #: call when its result was never recorded, and refuses to re-run any other.
+    read_only: bool = False
 
     @property
     def name(self) -> str:
@@ -366,6 +370,7 @@ READ = Tool(
         },
     ),
     _read,
+    read_only=True,
 )
 
 
@@ -381,9 +386,11 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     source: str | bytes = path
     name: str | None = None
     if is_digest_ref(path):
-        again = view_digest(
+        # The blob store may be a database: its reads and writes go off the loop.
+        again = await asyncio.to_thread(
+            view_digest,
             path,
-            known=ctx.record_digests(),
+            known=list(ctx.record_digests()),
             load=ctx.blobs.get,
             reach=ctx.reach,
             model=ctx.model,
@@ -392,7 +399,10 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         )
         if isinstance(again, Refusal):
             return ToolOutcome.refused(again)
-        return ToolOutcome(perception_parts(again, ctx, source=again.source, page=page))
+        parts = await asyncio.to_thread(
+            perception_parts, again, ctx, source=again.source, page=page
+        )
+        return ToolOutcome(parts)
     if path.startswith(("https://", "http://")):
         fetched = await _fetch_for_view(path, ctx)
         if isinstance(fetched, Refusal):
@@ -413,7 +423,9 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     )
     if isinstance(result, Refusal):
         return ToolOutcome.refused(result)
-    return ToolOutcome(perception_parts(result, ctx, source=path, page=page))
+    return ToolOutcome(
+        await asyncio.to_thread(perception_parts, result, ctx, source=path, page=page)
+    )
 
 
 async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
@@ -475,6 +487,7 @@ VIEW = Tool(
         },
     ),
     _view,
+    read_only=True,
 )
 
 
@@ -572,7 +585,7 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     # The record keeps what was sent (a surface re-showing the conversation needs it);
     # it is re-viewable from its path, so retention may elide it like a view.
     image = ImagePart(
-        digest=ctx.blobs.put(fitted.data, fitted.media_type),
+        digest=await asyncio.to_thread(ctx.blobs.put, fitted.data, fitted.media_type),
         media_type=fitted.media_type,
         size=fitted.size,
         width=fitted.width,
@@ -600,4 +613,5 @@ SEND_IMAGE = Tool(
         },
     ),
     _send_image,
+    read_only=True,
 )

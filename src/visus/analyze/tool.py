@@ -182,6 +182,7 @@ VISION_ANALYZE = Tool(
         },
     ),
     _vision,
+    read_only=True,
 )
 
 VIDEO_ANALYZE = Tool(
@@ -203,4 +204,5 @@ VIDEO_ANALYZE = Tool(
         },
     ),
     _video,
+    read_only=True,
 )

@@ -356,8 +356,14 @@ class Client:
         on_delta: OnDelta | None = None,
         refit_cache: RefitCache | None = None,
     ) -> AssistantMessage:
-        """Lower ``request`` onto this client's wire, send it, parse the reply."""
-        body = lower(request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache)
+        """Lower ``request`` onto this client's wire, send it, parse the reply.
+
+        Lowering reads every live image's blob (on PostgreSQL, a query each) and
+        base64-encodes it: in a thread, never on the event loop other turns share.
+        """
+        body = await asyncio.to_thread(
+            lower, request, wire=self.wire, model=model, blobs=blobs, refit_cache=refit_cache
+        )
         return await self.send(
             body,
             model=model,

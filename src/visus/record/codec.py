@@ -48,7 +48,16 @@ RECORD_VERSION = 1
 
 # Fields written by hand below; any other (scalar) field a message or part grows
 # later is carried through generically, so adding a defaulted field never loses data.
-_HANDLED = {"kind", "parts", "tool_calls", "usage", "origin", "stop_reason", "provider_state"}
+_HANDLED = {
+    "kind",
+    "parts",
+    "tool_calls",
+    "usage",
+    "origin",
+    "stop_reason",
+    "provider_state",
+    "request_id",
+}
 _STOP_REASONS = frozenset(get_args(StopReason))
 
 
@@ -120,6 +129,8 @@ def message_to_dict(m: Message) -> dict[str, Any]:
     if isinstance(m, UserMessage):
         out.update(extra)
         out["parts"] = [_part_to_dict(p) for p in m.parts]
+        if m.request_id is not None:  # written only when named: older records unchanged
+            out["request_id"] = m.request_id
     elif isinstance(m, AssistantMessage):
         out.update(extra)
         out["parts"] = [_part_to_dict(p) for p in m.parts]
@@ -370,7 +381,9 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
     kind = d.get("kind")
     try:
         if kind == "user":
-            return _check_scalars(UserMessage(parts=_parts(d), **_scalars(UserMessage, d)))
+            request_id = _opt_str(d, "request_id", "message")
+            user = UserMessage(parts=_parts(d), request_id=request_id, **_scalars(UserMessage, d))
+            return _check_scalars(user)
         if kind == "assistant":
             parts = _parts(d)
             if not all(isinstance(p, TextPart) for p in parts):

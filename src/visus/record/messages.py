@@ -216,6 +216,9 @@ class UserMessage:
     parts: tuple[Part, ...]
     turn: int = 1
     kind: Literal["user"] = "user"
+    #: The request this message is (tether: ``<seq>:<msg_id>``), so that a turn whose
+    #: process died is found again and finished from its recorded steps; None: unnamed.
+    request_id: str | None = None
 
     @property
     def text(self) -> str:

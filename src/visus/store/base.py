@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -34,6 +34,7 @@ __all__ = [
     "STORE_ENV",
     "ClaimedTurn",
     "FramePage",
+    "NewFrame",
     "RingStats",
     "SharedRingStore",
     "Store",
@@ -108,6 +109,18 @@ class StoredFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class NewFrame:
+    """A frame to append: its session, its payload's size (what the ring's byte bound
+    counts) and its encoding cut where the seq the store gives it goes
+    (``head + b"%d" % seq + tail``, see :func:`visus.tether.frames.encode_around_seq`)."""
+
+    session: str
+    size: int
+    head: bytes
+    tail: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class FramePage:
     """A read of the ring. ``gap``: frames after ``after_seq`` were evicted."""
 
@@ -147,12 +160,12 @@ class ClaimedTurn:
 class SharedRingStore(Protocol):
     """The tether ring and turn claims in a shared store (async; one event loop).
 
-    ``append_frame`` gives the frame the instance's next seq (gap-free, in commit
-    order) and evicts the oldest frames past ``max_frames``/``max_bytes`` (the newest
-    always stays); ``encode(seq)`` returns the frame's bytes with that seq. With
-    ``turn`` the append happens only while this replica still owns that turn
-    (``None`` is returned otherwise). ``queue`` makes the frame a turn request too
-    (``request_id``: its msg_id, which a stop names).
+    ``append_frames`` gives the frames the instance's next seqs (gap-free, in commit
+    order; it returns the first) and evicts the oldest frames past
+    ``max_frames``/``max_bytes`` (the newest always stays), all at once. With ``turn``
+    the append happens only while this replica still owns that turn (``None`` is
+    returned otherwise), and ``finish`` ends the turn with it. ``queue`` makes the
+    (one) frame a turn request too (``request_id``: its msg_id, which a stop names).
 
     ``stop_turn`` asks for the open turn answering ``request_id`` to stop: a queued one
     ends at once (``"queued"``: nobody will run it), a running one is flagged and its
@@ -166,12 +179,10 @@ class SharedRingStore(Protocol):
 
     async def start(self) -> None: ...
 
-    async def append_frame(
+    async def append_frames(
         self,
         instance_id: str,
-        session: str,
-        size: int,
-        encode: Callable[[int], bytes],
+        frames: Sequence[NewFrame],
         *,
         turn: int | None = None,
         finish: bool = False,

@@ -107,12 +107,12 @@ class PgAttachments:
 
     def list(self) -> list[AttachmentInfo]:
         """Every attachment, oldest first (without reading any bytes)."""
-        with self.db.tx("cannot list attachments") as conn:
+        with self.db.conn("cannot list attachments") as conn:
             return self._rows(conn)
 
     def info(self, name: str) -> AttachmentInfo:
         """The entry for ``name`` (exact stored name); ``NotFoundError`` if absent."""
-        with self.db.tx(f"cannot look up attachment {name!r}") as conn:
+        with self.db.conn(f"cannot look up attachment {name!r}") as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM visus_attachments "
                 "WHERE namespace = %s AND session = %s AND name = %s",
@@ -124,7 +124,7 @@ class PgAttachments:
 
     def read_bytes(self, name: str) -> bytes:
         """The attachment's bytes, checked against the sha256 recorded at upload."""
-        with self.db.tx(f"cannot read attachment {name!r}") as conn:
+        with self.db.conn(f"cannot read attachment {name!r}") as conn:
             row = conn.execute(
                 "SELECT sha256, data FROM visus_attachments "
                 "WHERE namespace = %s AND session = %s AND name = %s",

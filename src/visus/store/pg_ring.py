@@ -10,7 +10,10 @@ One connection LISTENs:
   a client asked it to stop.
 
 Seqs: an append locks the instance's row (``UPDATE ... RETURNING last_seq``), so
-seqs are gap-free and commit in order; a reader never sees seq n+1 before n.
+seqs are gap-free and commit in order; a reader never sees seq n+1 before n. An append
+is one call of the ``visus_append`` function (schema v4): a batch of frames, the
+turn-ownership check, eviction, queueing and the NOTIFY in one round trip. Every
+other call here is one statement too (autocommit), but a stop (two, in a transaction).
 
 Turns: a ``user.message`` append also queues a turn row. A replica claims the oldest
 claimable turn with ``FOR UPDATE SKIP LOCKED`` (a session's turns run one at a time,
@@ -28,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from visus import limits
-from visus.errors import NotFoundError
-from visus.store.base import ClaimedTurn, FramePage, RingStats, StoredFrame
-from visus.store.pg_conn import Database, translate
+from visus.errors import NotFoundError, StoreError
+from visus.store.base import ClaimedTurn, FramePage, NewFrame, RingStats, StoredFrame
+from visus.store.pg_conn import Database
 
 try:
     import psycopg
@@ -151,126 +154,74 @@ class PgRing:
     def on_turn_stopped(self, callback: Callable[[str, int], None]) -> None:
         self._stop_callbacks.append(callback)
 
-    async def append_frame(
+    async def append_frames(
         self,
         instance_id: str,
-        session: str,
-        size: int,
-        encode: Callable[[int], bytes],
+        frames: Sequence[NewFrame],
         *,
         turn: int | None = None,
         finish: bool = False,
         queue: bool = False,
         request_id: str | None = None,
     ) -> int | None:
+        """One round trip: ``visus_append`` (schema v4) does the rest in the database."""
+        if not frames:
+            raise ValueError("append_frames: no frames")
+        what = f"cannot append a frame to instance {instance_id!r}"
         try:
-            async with self.db.apool.connection() as conn, conn.transaction():
-                if turn is not None:
-                    cur = await conn.execute(
-                        "SELECT state, owner FROM visus_turns WHERE instance_id = %s "
-                        "AND seq = %s FOR UPDATE",
-                        (instance_id, turn),
-                    )
-                    row = await cur.fetchone()
-                    if row is None or row[0] != "running" or row[1] != self.replica:
-                        return None  # another replica took this turn over
+            async with self.db.aconn(what) as conn:
                 cur = await conn.execute(
-                    "UPDATE visus_instances SET last_seq = last_seq + 1, "
-                    "ring_frames = ring_frames + 1, ring_bytes = ring_bytes + %s "
-                    "WHERE id = %s RETURNING last_seq, ring_frames, ring_bytes",
-                    (size, instance_id),
+                    "SELECT visus_append(%s, %s::text[], %s::integer[], %b::bytea[], %b::bytea[], "
+                    "%s::bigint, %s, %s, %s, %s::text, %s, %s)",
+                    (
+                        instance_id,
+                        [f.session for f in frames],
+                        [f.size for f in frames],
+                        [f.head for f in frames],
+                        [f.tail for f in frames],
+                        turn,
+                        self.replica,
+                        finish,
+                        queue,
+                        request_id,
+                        self.max_frames,
+                        self.max_bytes,
+                    ),
                 )
                 row = await cur.fetchone()
-                if row is None:
-                    raise NotFoundError(f"instance {instance_id!r} not found")
-                seq, frames, nbytes = int(row[0]), int(row[1]), int(row[2])
-                body = encode(seq)
-                await conn.execute(
-                    "INSERT INTO visus_frames (instance_id, seq, session, size, body) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (instance_id, seq, session, size, body),
-                )
-                if frames > self.max_frames or nbytes > self.max_bytes:
-                    await self._evict(conn, instance_id, seq, frames, nbytes)
-                if queue:
-                    await conn.execute(
-                        "INSERT INTO visus_turns (instance_id, seq, session, state, request, "
-                        "msg_id) VALUES (%s, %s, %s, 'queued', %s, %s)",
-                        (instance_id, seq, session, body, request_id),
-                    )
-                    await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
-                if finish and turn is not None:
-                    await conn.execute(
-                        "UPDATE visus_turns SET state = 'done', request = NULL, "
-                        "lease_until = NULL WHERE instance_id = %s AND seq = %s",
-                        (instance_id, turn),
-                    )
-                await conn.execute(
-                    "SELECT pg_notify('visus_frames', %s)", (f"{instance_id}:{seq}",)
-                )
-                return seq
-        except psycopg.Error as e:
-            raise translate(e, f"cannot append a frame to instance {instance_id!r}") from e
-
-    async def _evict(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        instance_id: str,
-        newest: int,
-        frames: int,
-        nbytes: int,
-    ) -> None:
-        # Oldest first until both bounds hold; the newest frame always stays.
-        cut, gone_frames, gone_bytes = 0, 0, 0
-        cur = await conn.execute(
-            "SELECT seq, size FROM visus_frames WHERE instance_id = %s AND seq < %s ORDER BY seq",
-            (instance_id, newest),
-        )
-        async for seq, size in cur:
-            if frames - gone_frames <= self.max_frames and nbytes - gone_bytes <= self.max_bytes:
-                break
-            cut, gone_frames, gone_bytes = int(seq), gone_frames + 1, gone_bytes + int(size)
-        if not cut:
-            return
-        await conn.execute(
-            "DELETE FROM visus_frames WHERE instance_id = %s AND seq <= %s", (instance_id, cut)
-        )
-        await conn.execute(
-            "UPDATE visus_instances SET ring_frames = ring_frames - %s, "
-            "ring_bytes = ring_bytes - %s, evicted_upto = %s WHERE id = %s",
-            (gone_frames, gone_bytes, cut, instance_id),
-        )
+        except StoreError as e:
+            if isinstance(e.__cause__, psycopg.errors.NoDataFound):
+                raise NotFoundError(f"instance {instance_id!r} not found") from e
+            raise
+        return None if row is None or row[0] is None else int(row[0])
 
     async def read_frames(
         self, instance_id: str, after_seq: int, *, session: str | None, limit: int | None
     ) -> FramePage:
-        try:
-            async with self.db.apool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT last_seq, evicted_upto FROM visus_instances WHERE id = %s",
-                    (instance_id,),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise NotFoundError(f"instance {instance_id!r} not found")
-                last_seq, evicted = int(row[0]), int(row[1])
-                gap = after_seq < evicted
-                if after_seq > last_seq:  # a poller ahead of the ring: from the start
-                    after_seq, gap = 0, True
-                cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
-                sql = (
-                    "SELECT seq, session, body FROM visus_frames WHERE instance_id = %s "
-                    "AND seq > %s"
-                )
-                args: list[Any] = [instance_id, after_seq]
-                if session is not None:
-                    sql += " AND session = %s"
-                    args.append(session)
-                cur = await conn.execute(sql + " ORDER BY seq LIMIT %s", (*args, cap))
-                rows = await cur.fetchall()
-        except psycopg.Error as e:
-            raise translate(e, f"cannot read the ring of instance {instance_id!r}") from e
-        frames = tuple(StoredFrame(int(s), str(sess), bytes(b)) for s, sess, b in rows)
+        cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+        # One statement: the instance's counters and the page (none when it is ahead).
+        async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
+            cur = await conn.execute(
+                "SELECT i.last_seq, i.evicted_upto, f.seq, f.session, f.body "
+                "FROM visus_instances i LEFT JOIN LATERAL ("
+                "  SELECT seq, session, body FROM visus_frames WHERE instance_id = i.id"
+                "  AND seq > (CASE WHEN %(after)s > i.last_seq THEN 0 ELSE %(after)s END)"
+                "  AND (%(session)s::text IS NULL OR session = %(session)s)"
+                "  ORDER BY seq LIMIT %(cap)s) f ON true "
+                "WHERE i.id = %(id)s ORDER BY f.seq",
+                {"after": after_seq, "session": session, "cap": cap, "id": instance_id},
+                binary=True,
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            raise NotFoundError(f"instance {instance_id!r} not found")
+        last_seq, evicted = int(rows[0][0]), int(rows[0][1])
+        gap = after_seq < evicted
+        if after_seq > last_seq:  # a poller ahead of the ring: from the start
+            after_seq, gap = 0, True
+        frames = tuple(
+            StoredFrame(int(r[2]), str(r[3]), bytes(r[4])) for r in rows if r[2] is not None
+        )
         if limit is not None and len(frames) >= cap:
             next_seq = frames[-1].seq if frames else after_seq
         else:
@@ -301,7 +252,7 @@ class PgRing:
             after_seq = page.next_seq if session is not None else after_seq
 
     async def ring_stats(self, instance_id: str) -> RingStats:
-        async with self.db.apool.connection() as conn:
+        async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
             cur = await conn.execute(
                 "SELECT last_seq, evicted_upto, ring_frames, ring_bytes FROM visus_instances "
                 "WHERE id = %s",
@@ -315,7 +266,7 @@ class PgRing:
         return RingStats(last_seq=last, first_seq=first, frames=frames, bytes=nbytes)
 
     async def pending_turns(self, instance_id: str) -> int:
-        async with self.db.apool.connection() as conn:
+        async with self.db.aconn(f"cannot count the turns of instance {instance_id!r}") as conn:
             cur = await conn.execute(
                 "SELECT count(*) FROM visus_turns WHERE instance_id = %s AND state <> 'done'",
                 (instance_id,),
@@ -326,31 +277,29 @@ class PgRing:
     async def claim_turn(self) -> ClaimedTurn | None:
         """The oldest claimable turn, now ours: a queued one whose session has no
         earlier open turn, or a running one whose owner's lease ran out."""
-        try:
-            async with self.db.apool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    """
-                    UPDATE visus_turns SET state = 'running', owner = %(me)s,
-                        lease_until = now() + make_interval(secs => %(lease)s),
-                        attempts = attempts + 1,
-                        taken_over = (visus_turns.state = 'running')
-                    WHERE (instance_id, seq) = (
-                        SELECT t.instance_id, t.seq FROM visus_turns t
-                        WHERE (t.state = 'running' AND t.lease_until < now())
-                           OR (t.state = 'queued' AND NOT EXISTS (
-                                SELECT 1 FROM visus_turns o
-                                WHERE o.instance_id = t.instance_id AND o.session = t.session
-                                  AND o.state <> 'done' AND o.seq < t.seq))
-                        ORDER BY t.created, t.seq
-                        LIMIT 1
-                        FOR UPDATE SKIP LOCKED)
-                    RETURNING instance_id, seq, session, request, taken_over, stop_requested
-                    """,
-                    {"me": self.replica, "lease": self.lease_seconds},
-                )
-                row = await cur.fetchone()
-        except psycopg.Error as e:
-            raise translate(e, "cannot claim a turn") from e
+        async with self.db.aconn("cannot claim a turn") as conn:
+            cur = await conn.execute(
+                """
+                UPDATE visus_turns SET state = 'running', owner = %(me)s,
+                    lease_until = now() + make_interval(secs => %(lease)s),
+                    attempts = attempts + 1,
+                    taken_over = (visus_turns.state = 'running')
+                WHERE (instance_id, seq) = (
+                    SELECT t.instance_id, t.seq FROM visus_turns t
+                    WHERE (t.state = 'running' AND t.lease_until < now())
+                       OR (t.state = 'queued' AND NOT EXISTS (
+                            SELECT 1 FROM visus_turns o
+                            WHERE o.instance_id = t.instance_id AND o.session = t.session
+                              AND o.state <> 'done' AND o.seq < t.seq))
+                    ORDER BY t.created, t.seq
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING instance_id, seq, session, request, taken_over, stop_requested
+                """,
+                {"me": self.replica, "lease": self.lease_seconds},
+                binary=True,
+            )
+            row = await cur.fetchone()
         if row is None:
             return None
         return ClaimedTurn(
@@ -365,75 +314,63 @@ class PgRing:
 
     async def renew_leases(self) -> int:
         """Extend the lease of every turn this replica runs; return how many."""
-        try:
-            async with self.db.apool.connection() as conn:
-                cur = await conn.execute(
-                    "UPDATE visus_turns SET lease_until = now() + make_interval(secs => %s) "
-                    "WHERE owner = %s AND state = 'running'",
-                    (self.lease_seconds, self.replica),
-                )
-                return cur.rowcount
-        except psycopg.Error as e:
-            raise translate(e, "cannot renew turn leases") from e
+        async with self.db.aconn("cannot renew turn leases") as conn:
+            cur = await conn.execute(
+                "UPDATE visus_turns SET lease_until = now() + make_interval(secs => %s) "
+                "WHERE owner = %s AND state = 'running'",
+                (self.lease_seconds, self.replica),
+            )
+            return cur.rowcount
 
     async def stop_turn(
         self, instance_id: str, session: str, request_id: str
     ) -> Literal["queued", "running"] | None:
-        try:
-            async with self.db.apool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    "SELECT seq, state FROM visus_turns WHERE instance_id = %s "
-                    "AND session = %s AND msg_id = %s AND state <> 'done' FOR UPDATE",
-                    (instance_id, session, request_id),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    return None
-                seq, state = int(row[0]), str(row[1])
-                if state == "queued":
-                    # Locked above, so no worker can be claiming it now: it never runs.
-                    await conn.execute(
-                        "UPDATE visus_turns SET state = 'done', request = NULL, "
-                        "stop_requested = true WHERE instance_id = %s AND seq = %s",
-                        (instance_id, seq),
-                    )
-                    # The session's next turn may be claimable now.
-                    await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
-                    return "queued"
+        async with self.db.atx(f"cannot stop a turn of instance {instance_id!r}") as conn:
+            cur = await conn.execute(
+                "SELECT seq, state FROM visus_turns WHERE instance_id = %s "
+                "AND session = %s AND msg_id = %s AND state <> 'done' FOR UPDATE",
+                (instance_id, session, request_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            seq, state = int(row[0]), str(row[1])
+            if state == "queued":
+                # Locked above, so no worker can be claiming it now: it never runs.
                 await conn.execute(
-                    "UPDATE visus_turns SET stop_requested = true "
-                    "WHERE instance_id = %s AND seq = %s",
+                    "UPDATE visus_turns SET state = 'done', request = NULL, "
+                    "stop_requested = true WHERE instance_id = %s AND seq = %s",
                     (instance_id, seq),
                 )
-                await conn.execute("SELECT pg_notify('visus_stops', %s)", (f"{instance_id}:{seq}",))
-                return "running"
-        except psycopg.Error as e:
-            raise translate(e, f"cannot stop a turn of instance {instance_id!r}") from e
+                # The session's next turn may be claimable now.
+                await conn.execute("SELECT pg_notify('visus_turns', %s)", (instance_id,))
+                return "queued"
+            await conn.execute(
+                "UPDATE visus_turns SET stop_requested = true WHERE instance_id = %s AND seq = %s",
+                (instance_id, seq),
+            )
+            await conn.execute("SELECT pg_notify('visus_stops', %s)", (f"{instance_id}:{seq}",))
+            return "running"
 
     async def stopped_turns(self) -> list[tuple[str, int]]:
-        try:
-            async with self.db.apool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT instance_id, seq FROM visus_turns WHERE owner = %s "
-                    "AND state = 'running' AND stop_requested",
-                    (self.replica,),
-                )
-                return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
-        except psycopg.Error as e:
-            raise translate(e, "cannot read stopped turns") from e
+        async with self.db.aconn("cannot read stopped turns") as conn:
+            cur = await conn.execute(
+                "SELECT instance_id, seq FROM visus_turns WHERE owner = %s "
+                "AND state = 'running' AND stop_requested",
+                (self.replica,),
+            )
+            return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
 
     async def open_turns(self, instance_id: str, session: str) -> list[str]:
-        try:
-            async with self.db.apool.connection() as conn:
-                # Turns queued before schema v2 have no msg_id: nothing can name them.
-                cur = await conn.execute(
-                    "SELECT msg_id FROM visus_turns WHERE instance_id = %s AND session = %s "
-                    "AND state <> 'done' AND msg_id IS NOT NULL ORDER BY seq",
-                    (instance_id, session),
-                )
-                return [str(r[0]) for r in await cur.fetchall()]
-        except psycopg.Error as e:
-            raise translate(e, f"cannot read the open turns of instance {instance_id!r}") from e
+        what = f"cannot read the open turns of instance {instance_id!r}"
+        async with self.db.aconn(what) as conn:
+            # Turns queued before schema v2 have no msg_id: nothing can name them.
+            cur = await conn.execute(
+                "SELECT msg_id FROM visus_turns WHERE instance_id = %s AND session = %s "
+                "AND state <> 'done' AND msg_id IS NOT NULL ORDER BY seq",
+                (instance_id, session),
+            )
+            return [str(r[0]) for r in await cur.fetchall()]
 
     async def aclose(self) -> None:
         self._closing = True

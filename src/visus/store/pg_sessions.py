@@ -40,7 +40,12 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class PgSessions:
-    """A :class:`~visus.record.sessions.SessionLog` in the database (one namespace)."""
+    """A :class:`~visus.record.sessions.SessionLog` in the database (one namespace).
+
+    Every call is one statement (autocommit): an append updates the session's row,
+    inserts the message and names its blobs in one statement, so it commits whole or
+    not at all. ``revision`` is the session's message count.
+    """
 
     def __init__(self, db: Database, namespace: str) -> None:
         self.db = db
@@ -51,7 +56,7 @@ class PgSessions:
 
     def exists(self, session_id: str) -> bool:
         sid = validate_session_id(session_id)
-        with self.db.tx(f"cannot look up session {sid!r}") as conn:
+        with self.db.conn(f"cannot look up session {sid!r}") as conn:
             row = conn.execute(
                 "SELECT 1 FROM visus_sessions WHERE namespace = %s AND id = %s",
                 (self.namespace, sid),
@@ -67,7 +72,7 @@ class PgSessions:
         except (TypeError, ValueError) as e:
             raise InvalidInputError(f"session meta is not JSON: {e}") from e
         now = time.time()
-        with self.db.tx(f"cannot create session {sid!r}") as conn:
+        with self.db.conn(f"cannot create session {sid!r}") as conn:
             row = conn.execute(
                 "INSERT INTO visus_sessions (namespace, id, created, modified, meta) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
@@ -89,63 +94,71 @@ class PgSessions:
         except (TypeError, ValueError) as e:
             raise InvalidInputError(f"cannot record this message as JSON: {e}") from e
         digests = sorted(set(_DIGEST_FIELD.findall(record)))
-        with self.db.tx(f"cannot append to session {sid!r}") as conn:
+        with self.db.conn(f"cannot append to session {sid!r}") as conn:
             row = conn.execute(
-                "UPDATE visus_sessions SET messages = messages + 1, modified = %s, "
-                "turns = greatest(turns, %s), size = size + %s "
-                "WHERE namespace = %s AND id = %s RETURNING messages",
-                (time.time(), message.turn, len(record), self.namespace, sid),
+                """
+                WITH s AS (
+                    UPDATE visus_sessions SET messages = messages + 1, modified = %(now)s,
+                        turns = greatest(turns, %(turn)s), size = size + %(size)s
+                    WHERE namespace = %(ns)s AND id = %(sid)s RETURNING messages),
+                m AS (
+                    INSERT INTO visus_messages (namespace, session, n, record)
+                    SELECT %(ns)s, %(sid)s, messages, %(record)s FROM s RETURNING n),
+                b AS (
+                    INSERT INTO visus_message_blobs (digest, namespace, session)
+                    SELECT d, %(ns)s, %(sid)s FROM unnest(%(digests)s::text[]) d
+                    WHERE EXISTS (SELECT 1 FROM s)
+                    ON CONFLICT DO NOTHING)
+                SELECT n FROM m
+                """,
+                {
+                    "now": time.time(),
+                    "turn": message.turn,
+                    "size": len(record),
+                    "ns": self.namespace,
+                    "sid": sid,
+                    "record": record,
+                    "digests": digests,
+                },
             ).fetchone()
-            if row is None:
-                raise NotFoundError(f"no session {sid!r}")
-            conn.execute(
-                "INSERT INTO visus_messages (namespace, session, n, record) "
-                "VALUES (%s, %s, %s, %s)",
-                (self.namespace, sid, row[0], record),
-            )
-            if digests:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO visus_message_blobs (digest, namespace, session) "
-                        "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                        [(d, self.namespace, sid) for d in digests],
-                    )
+        if row is None:
+            raise NotFoundError(f"no session {sid!r}")
 
     def load(self, session_id: str, *, blobs: Any = None) -> LoadedSession:
         sid = validate_session_id(session_id)
-        with self.db.tx(f"cannot read session {sid!r}") as conn:
-            head = conn.execute(
-                "SELECT created, meta FROM visus_sessions WHERE namespace = %s AND id = %s",
-                (self.namespace, sid),
-            ).fetchone()
-            if head is None:
-                raise NotFoundError(f"no session {sid!r}")
+        with self.db.conn(f"cannot read session {sid!r}") as conn:
+            # One statement, so the head and the messages are of one snapshot.
             rows = conn.execute(
-                "SELECT n, record FROM visus_messages WHERE namespace = %s AND session = %s "
-                "ORDER BY n",
+                "SELECT s.created, s.meta, m.n, m.record FROM visus_sessions s "
+                "LEFT JOIN visus_messages m ON m.namespace = s.namespace AND m.session = s.id "
+                "WHERE s.namespace = %s AND s.id = %s ORDER BY m.n",
                 (self.namespace, sid),
             ).fetchall()
+        if not rows:
+            raise NotFoundError(f"no session {sid!r}")
         problems: list[str] = []
         messages: list[Message] = []
-        for n, record in rows:
+        for _, _, n, record in rows:
+            if n is None:
+                continue  # a session without messages
             try:
                 messages.append(message_from_dict(json.loads(record)))
             except (InvalidInputError, TypeError, ValueError, RecursionError) as e:
                 problems.append(f"message {n}: corrupt record skipped ({e})")
         if blobs is not None:
             messages = degrade_bad_blobs(messages, blobs, problems)
-        meta = head[1]
+        meta = rows[0][1]
         return LoadedSession(
             id=sid,
             messages=tuple(messages),
             problems=tuple(problems),
             meta=MappingProxyType(dict(meta)) if isinstance(meta, dict) else _EMPTY,
-            created=float(head[0]),
+            created=float(rows[0][0]),
         )
 
     def revision(self, session_id: str) -> Hashable:
         sid = validate_session_id(session_id)
-        with self.db.tx(f"cannot read session {sid!r}") as conn:
+        with self.db.conn(f"cannot read session {sid!r}") as conn:
             row = conn.execute(
                 "SELECT messages FROM visus_sessions WHERE namespace = %s AND id = %s",
                 (self.namespace, sid),
@@ -153,10 +166,18 @@ class PgSessions:
         return -1 if row is None else int(row[0])
 
     def turn_count(self, session_id: str) -> int:
-        return self.load(session_id).turn_count
+        sid = validate_session_id(session_id)
+        with self.db.conn(f"cannot read session {sid!r}") as conn:
+            row = conn.execute(
+                "SELECT turns FROM visus_sessions WHERE namespace = %s AND id = %s",
+                (self.namespace, sid),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no session {sid!r}")
+        return int(row[0])
 
     def list(self) -> list[SessionInfo]:
-        with self.db.tx("cannot list sessions") as conn:
+        with self.db.conn("cannot list sessions") as conn:
             rows = conn.execute(
                 "SELECT id, messages, modified, size, turns FROM visus_sessions "
                 "WHERE namespace = %s ORDER BY modified DESC, id",
@@ -206,7 +227,7 @@ class PgSessions:
         return row is not None
 
     def referenced_digests(self) -> set[str]:
-        with self.db.tx("cannot collect referenced blobs") as conn:
+        with self.db.conn("cannot collect referenced blobs") as conn:
             rows = conn.execute(
                 "SELECT DISTINCT digest FROM visus_message_blobs WHERE namespace = %s",
                 (self.namespace,),

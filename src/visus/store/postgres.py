@@ -22,7 +22,7 @@ from visus import limits
 from visus.record.sessions import validate_session_id
 from visus.store.base import redact_url, validate_namespace
 from visus.store.pg_attachments import PgAttachments
-from visus.store.pg_blobs import PgBlobs
+from visus.store.pg_blobs import BlobCache, PgBlobs
 from visus.store.pg_conn import Database, check_version, migrate_schema, translate
 from visus.store.pg_ring import DEFAULT_LEASE_SECONDS, PgRing
 from visus.store.pg_sessions import PgSessions
@@ -83,6 +83,8 @@ class PostgresStore(PgRing):
             max_frames=max_frames,
             max_bytes=max_bytes,
         )
+        #: Verified blob bytes this process wrote or read, shared by its PgBlobs.
+        self._blob_cache = BlobCache()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r}, replica={self.replica!r})"
@@ -98,12 +100,12 @@ class PostgresStore(PgRing):
     def blobs(self, namespace: str = "") -> PgBlobs:
         """Blobs are content-addressed and shared by every namespace in the database."""
         validate_namespace(namespace)
-        return PgBlobs(self.db)
+        return PgBlobs(self.db, self._blob_cache)
 
     # --- instances -----------------------------------------------------------------
 
     def put_instance(self, config: Mapping[str, Any]) -> None:
-        with self.db.tx(f"cannot save instance {config.get('id')!r}") as conn:
+        with self.db.conn(f"cannot save instance {config.get('id')!r}") as conn:
             conn.execute(
                 "INSERT INTO visus_instances (id, config, created) VALUES (%s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET config = EXCLUDED.config",
@@ -111,14 +113,14 @@ class PostgresStore(PgRing):
             )
 
     def get_instance(self, instance_id: str) -> dict[str, Any] | None:
-        with self.db.tx(f"cannot read instance {instance_id!r}") as conn:
+        with self.db.conn(f"cannot read instance {instance_id!r}") as conn:
             row = conn.execute(
                 "SELECT config FROM visus_instances WHERE id = %s", (instance_id,)
             ).fetchone()
         return None if row is None else dict(row[0])
 
     def list_instances(self) -> list[dict[str, Any]]:
-        with self.db.tx("cannot list instances") as conn:
+        with self.db.conn("cannot list instances") as conn:
             rows = conn.execute("SELECT config FROM visus_instances ORDER BY created, id")
             return [dict(r[0]) for r in rows]
 
@@ -136,13 +138,14 @@ class PostgresStore(PgRing):
     def gc(self, *, grace_seconds: float = 3600.0) -> int:
         """Delete blobs no session message names and older than ``grace_seconds`` (a
         turn may have stored an image it has not yet recorded); return how many went."""
-        with self.db.tx("cannot collect blobs") as conn:
+        with self.db.conn("cannot collect blobs") as conn:
             cur = conn.execute(
                 "DELETE FROM visus_blobs b WHERE b.created < now() - make_interval(secs => %s) "
                 "AND NOT EXISTS (SELECT 1 FROM visus_message_blobs m WHERE m.digest = b.digest)",
                 (float(grace_seconds),),
             )
-            return cur.rowcount
+        self._blob_cache.clear()
+        return cur.rowcount
 
     def close(self) -> None:
         self.db.close()

@@ -126,6 +126,84 @@ MIGRATIONS: Final[tuple[tuple[int, str], ...]] = (
         );
         """,
     ),
+    (
+        4,
+        # A batch of frames (a turn's coalesced deltas with its final frame, say) in one
+        # round trip: the function checks the turn is still the caller's, takes the next
+        # seqs, writes each frame's body around its seq (the client sends the bytes
+        # before and after it: the seq is known only here), evicts past the ring's
+        # bounds exactly as one-by-one appends would (the longest suffix that fits, the
+        # newest frame always), queues or finishes the turn and notifies, all in the one
+        # transaction of the statement that calls it. NULL: the turn is not the
+        # caller's any more (its lease ran out and another replica took it over).
+        """
+        CREATE FUNCTION visus_append(
+            p_instance text, p_sessions text[], p_sizes integer[], p_heads bytea[],
+            p_tails bytea[], p_turn bigint, p_owner text, p_finish boolean,
+            p_queue boolean, p_msg_id text, p_max_frames integer, p_max_bytes bigint
+        ) RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE
+            n integer := cardinality(p_sizes);
+            v_last bigint;
+            v_first bigint;
+            v_frames integer;
+            v_bytes bigint;
+            v_cut bigint := 0;
+            v_gone_frames integer := 0;
+            v_gone_bytes bigint := 0;
+            r record;
+        BEGIN
+            IF p_turn IS NOT NULL THEN
+                PERFORM 1 FROM visus_turns WHERE instance_id = p_instance AND seq = p_turn
+                    AND state = 'running' AND owner = p_owner FOR UPDATE;
+                IF NOT FOUND THEN
+                    RETURN NULL;
+                END IF;
+            END IF;
+            UPDATE visus_instances SET last_seq = last_seq + n, ring_frames = ring_frames + n,
+                ring_bytes = ring_bytes + (SELECT coalesce(sum(s), 0) FROM unnest(p_sizes) s)
+                WHERE id = p_instance
+                RETURNING last_seq, ring_frames, ring_bytes INTO v_last, v_frames, v_bytes;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'instance % not found', p_instance USING ERRCODE = 'P0002';
+            END IF;
+            v_first := v_last - n + 1;
+            INSERT INTO visus_frames (instance_id, seq, session, size, body)
+                SELECT p_instance, v_first + i - 1, p_sessions[i], p_sizes[i],
+                    p_heads[i] || convert_to((v_first + i - 1)::text, 'UTF8') || p_tails[i]
+                FROM generate_subscripts(p_sizes, 1) i;
+            IF v_frames > p_max_frames OR v_bytes > p_max_bytes THEN
+                FOR r IN SELECT seq, size FROM visus_frames
+                        WHERE instance_id = p_instance AND seq < v_last ORDER BY seq LOOP
+                    EXIT WHEN v_frames - v_gone_frames <= p_max_frames
+                        AND v_bytes - v_gone_bytes <= p_max_bytes;
+                    v_cut := r.seq;
+                    v_gone_frames := v_gone_frames + 1;
+                    v_gone_bytes := v_gone_bytes + r.size;
+                END LOOP;
+                IF v_cut > 0 THEN
+                    DELETE FROM visus_frames WHERE instance_id = p_instance AND seq <= v_cut;
+                    UPDATE visus_instances SET ring_frames = ring_frames - v_gone_frames,
+                        ring_bytes = ring_bytes - v_gone_bytes, evicted_upto = v_cut
+                        WHERE id = p_instance;
+                END IF;
+            END IF;
+            IF p_queue THEN
+                INSERT INTO visus_turns (instance_id, seq, session, state, request, msg_id)
+                    VALUES (p_instance, v_first, p_sessions[1], 'queued',
+                        p_heads[1] || convert_to(v_first::text, 'UTF8') || p_tails[1], p_msg_id);
+                PERFORM pg_notify('visus_turns', p_instance);
+            END IF;
+            IF p_finish AND p_turn IS NOT NULL THEN
+                UPDATE visus_turns SET state = 'done', request = NULL, lease_until = NULL
+                    WHERE instance_id = p_instance AND seq = p_turn;
+            END IF;
+            PERFORM pg_notify('visus_frames', p_instance || ':' || v_last);
+            RETURN v_first;
+        END
+        $$;
+        """,
+    ),
 )
 
 #: The newest schema this code knows.

@@ -67,6 +67,7 @@ __all__ = [
     "decode_base64",
     "decode_frame",
     "decode_frames",
+    "encode_around_seq",
     "encode_frame",
     "encode_outgoing",
     "encode_payload",
@@ -340,6 +341,28 @@ def encode_frame(frame: Frame) -> bytes:
     """The one wire encoding of a frame: compact JSON, keys in protocol order."""
     head = _dumps(_head(frame))[:-1] + b',"payload":'
     return b"".join([head, *_payload_parts(frame.payload), b"}"])
+
+
+def encode_around_seq(frame: Frame) -> tuple[bytes, bytes]:
+    """The frame's encoding cut where its seq goes: ``head + b"%d" % seq + tail`` is
+    :func:`encode_frame` of the frame with that seq. A store that gives seqs itself
+    (PostgreSQL) writes the body in the same statement that takes the seq.
+
+    Example:
+        >>> f = Frame(AssistantDelta("hi"), "s", "m", ts="t")
+        >>> head, tail = encode_around_seq(f)
+        >>> import dataclasses
+        >>> head + b"7" + tail == encode_frame(dataclasses.replace(f, seq=7))
+        True
+    """
+    head = _head(frame)
+    before = {k: head.pop(k) for k in ("v", "type", "ts", "session")}
+    del head["seq"]
+    after = _dumps(head)  # msg_id (and reply_to), in protocol order
+    return (
+        _dumps(before)[:-1] + b',"seq":',
+        b"".join([b",", after[1:-1], b',"payload":', *_payload_parts(frame.payload), b"}"]),
+    )
 
 
 def encode_outgoing(frame: Frame) -> bytes:

@@ -27,15 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 from visus import limits, media
 from visus.errors import LimitError, NotFoundError, VisusError
 from visus.media import Profile
+from visus.tether.deltas import DeltaWriter, Emit
 from visus.tether.frames import (
-    AssistantDelta,
     AssistantDone,
     ErrorPayload,
     Frame,
@@ -55,7 +55,7 @@ from visus.tether.limits import (
     check_wire,
 )
 from visus.tether.ring import Ring
-from visus.tether.runner import ImageIn, InstanceConfig, TurnRunner
+from visus.tether.runner import ImageIn, InstanceConfig, ResumableRunner, TurnOutput, TurnRunner
 
 __all__ = [
     "EGRESS_PROFILE",
@@ -63,8 +63,11 @@ __all__ = [
     "BusyError",
     "Emit",
     "Instance",
+    "Reply",
     "TurnLostError",
+    "TurnNotResumedError",
     "fit_egress",
+    "request_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,8 +138,40 @@ class TurnLostError(Exception):
     after its lease ran out); nothing more of it may be written."""
 
 
-#: Where a turn's frames go: ``emit(frame, final)``; ``final`` marks the turn's last frame.
-Emit: TypeAlias = Callable[[Frame, bool], Awaitable[None]]
+class TurnNotResumedError(VisusError):
+    """A turn whose replica died cannot be finished here; the turn ends with an
+    ``error`` frame of code ``turn_interrupted`` saying why."""
+
+    code = "turn_interrupted"
+
+
+def request_key(frame: Frame) -> str:
+    """What a runner records a request as (``<seq>:<msg_id>``): unique in its instance,
+    even when a client sends one msg_id twice, so a resumed turn finds its own message.
+
+    Example:
+        >>> request_key(Frame(UserMessagePayload("hi"), "s", "m-1", seq=12))
+        '12:m-1'
+    """
+    return f"{frame.seq}:{frame.msg_id}"
+
+
+async def _ending(result: TurnOutput, reply: Reply) -> list[Frame]:
+    """The frames ending a turn with ``result``: an error per egress image dropped (or a
+    done frame over the wire bound), then the ``assistant.done``."""
+    frames: list[Frame] = []
+    kept, errors = await asyncio.to_thread(fit_egress, result.images) if result.images else ((), ())
+    for err in errors:
+        code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
+        frames.append(reply.frame(ErrorPayload(code, str(err))))
+    sent = tuple(map(image_from_bytes, kept))
+    done = reply.frame(AssistantDone(result.text, sent, result.stop_reason, result.usage))
+    try:
+        check_wire(frame_size(done))
+    except TetherLimitError as e:
+        frames.append(reply.frame(ErrorPayload("egress_limit", str(e))))
+        done = reply.frame(AssistantDone(result.text, (), result.stop_reason, result.usage))
+    return [*frames, done]
 
 
 class Instance:
@@ -234,9 +269,10 @@ class Instance:
     async def refresh(self) -> None:
         """Bring ``describe()``'s figures up to date (in-process: they always are)."""
 
-    async def _emit(self, frame: Frame, final: bool) -> None:
+    async def _emit(self, frames: Sequence[Frame], final: bool) -> None:
         del final  # the in-process ring keeps no turn state
-        await self.ring.append(frame)
+        for frame in frames:
+            await self.ring.append(frame)
 
     async def run_request(
         self,
@@ -244,19 +280,29 @@ class Instance:
         images: tuple[ImageIn, ...],
         emit: Emit | None = None,
         *,
-        reply: _Reply | None = None,
+        reply: Reply | None = None,
+        resume: bool = False,
     ) -> None:
-        """Run the turn answering ``frame`` now; its frames go to ``emit(frame, final)``
-        (default: this instance's ring). The caller keeps a session's turns in order."""
+        """Run the turn answering ``frame`` now; its frames go to ``emit(frames, final)``
+        (default: this instance's ring). The caller keeps a session's turns in order.
+
+        ``resume``: the turn was started before (by a replica that died); a runner that
+        can (:class:`~visus.tether.runner.ResumableRunner`) finishes it from its last
+        recorded step, any other fails it with ``turn_interrupted``.
+        """
         payload = frame.payload
         assert isinstance(payload, UserMessagePayload)
         # The answer's frames share one msg_id of their own and name the request.
-        reply = reply or _Reply(frame.session, new_msg_id(), frame.msg_id)
-        await self._run(payload, frame.session, reply, images, emit or self._emit)
+        reply = reply or Reply(frame.session, new_msg_id(), frame.msg_id)
+        out = DeltaWriter(emit or self._emit, reply.frame)
+        try:
+            await self._run(payload, request_key(frame), reply, images, out, resume)
+        finally:
+            await out.aclose()
 
     async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
         session = frame.session
-        reply = _Reply(session, new_msg_id(), frame.msg_id)
+        reply = Reply(session, new_msg_id(), frame.msg_id)
         # Turns of one session run in order; a session's lock lives while it has turns.
         lock, users = self._locks.get(session, (asyncio.Lock(), 0))
         self._locks[session] = (lock, users + 1)
@@ -281,23 +327,14 @@ class Instance:
     async def _run(
         self,
         payload: UserMessagePayload,
-        session: str,
-        reply: _Reply,
+        request_id: str,
+        reply: Reply,
         images: tuple[ImageIn, ...],
-        emit: Emit,
+        out: DeltaWriter,
+        resume: bool,
     ) -> None:
-        async def emit_delta(text: str) -> None:
-            if text:
-                await emit(reply.frame(AssistantDelta(text)), False)
-
         try:
-            out = await self.runner.run_turn(
-                session=session,
-                text=payload.text,
-                images=images,
-                user=payload.user,
-                emit_delta=emit_delta,
-            )
+            result = await self._answer(payload, request_id, reply.session, images, out, resume)
         except (asyncio.CancelledError, TurnLostError):
             raise
         except Exception as e:  # a failed turn is a frame, never a dead server
@@ -309,21 +346,38 @@ class Instance:
                 log.exception("turn failed on instance %s", self.config.id)
             # An expected failure's own words are for the user; a bug keeps its class.
             text = str(e) if isinstance(e, VisusError) else f"{type(e).__name__}: {e}"
-            note = ErrorPayload("turn_failed", text)
-            await emit(reply.frame(note), True)
+            code = e.code if isinstance(e, TurnNotResumedError) else "turn_failed"
+            await out.send(reply.frame(ErrorPayload(code, text)), final=True)
             return
-        kept, errors = await asyncio.to_thread(fit_egress, out.images) if out.images else ((), ())
-        for err in errors:
-            code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
-            await emit(reply.frame(ErrorPayload(code, str(err))), False)
-        sent = tuple(map(image_from_bytes, kept))
-        done = reply.frame(AssistantDone(out.text, sent, out.stop_reason, out.usage))
-        try:
-            check_wire(frame_size(done))
-        except TetherLimitError as e:
-            await emit(reply.frame(ErrorPayload("egress_limit", str(e))), False)
-            done = reply.frame(AssistantDone(out.text, (), out.stop_reason, out.usage))
-        await emit(done, True)
+        await out.send(*await _ending(result, reply), final=True)
+
+    async def _answer(
+        self,
+        payload: UserMessagePayload,
+        request_id: str,
+        session: str,
+        images: tuple[ImageIn, ...],
+        out: DeltaWriter,
+        resume: bool,
+    ) -> TurnOutput:
+        """The runner's answer: a new turn, or the rest of a turn another replica began."""
+        runner = self.runner
+        args: dict[str, Any] = {
+            "session": session,
+            "text": payload.text,
+            "images": images,
+            "user": payload.user,
+            "emit_delta": out.delta,
+        }
+        if not isinstance(runner, ResumableRunner):
+            if resume:
+                raise TurnNotResumedError(
+                    "the replica running this turn stopped before it finished; send it again"
+                )
+            return await runner.run_turn(**args)
+        if resume:
+            return await runner.resume_turn(**args, request_id=request_id)
+        return await runner.run_turn(**args, request_id=request_id)
 
     async def aclose(self) -> None:
         """Cancel turns in flight and close the runner (if it can be closed)."""
@@ -344,7 +398,7 @@ class Instance:
 
 
 @dataclass(frozen=True, slots=True)
-class _Reply:
+class Reply:
     """The frames answering one request: one session, one msg_id, naming the request."""
 
     session: str

@@ -106,20 +106,38 @@ class Registry:
             self.worker.kick()
 
     def __iter__(self) -> Iterator[Instance]:
-        if self.shared:  # another replica may have created or deleted some
-            known = {str(d["id"]): d for d in self.store.list_instances()}
+        """The instances this process knows (see :meth:`current` for a shared store's)."""
+        return iter(sorted(self._instances.values(), key=lambda i: i.config.created))
+
+    async def current(self) -> list[Instance]:
+        """Every instance, oldest first; with a shared store as the database has them
+        now (another replica may have created or deleted some), read off the loop."""
+        if self.shared:
+            known = {str(d["id"]): d for d in await asyncio.to_thread(self.store.list_instances)}
             for iid in set(self._instances) - set(known):
                 self.forget(iid)
             for iid, data in known.items():
                 if iid not in self._instances:
                     self._load(data)
-        return iter(sorted(self._instances.values(), key=lambda i: i.config.created))
+        return list(self)
 
     def get(self, instance_id: str) -> Instance:
+        """The instance ``instance_id``; a shared store's unknown here is read from the
+        database (synchronously: on a serving loop, use :meth:`find`)."""
         found = self._instances.get(instance_id)
         if found is None and self.shared:
             data = self.store.get_instance(instance_id)
             found = None if data is None else self._load(data)
+        if found is None:
+            raise NotFoundError(f"instance {instance_id!r} not found")
+        return found
+
+    async def find(self, instance_id: str) -> Instance:
+        """:meth:`get` for the serving loop: a database read happens in a thread."""
+        found = self._instances.get(instance_id)
+        if found is None and self.shared:
+            data = await asyncio.to_thread(self.store.get_instance, instance_id)
+            found = None if data is None else self._instances.get(instance_id) or self._load(data)
         if found is None:
             raise NotFoundError(f"instance {instance_id!r} not found")
         return found
@@ -192,11 +210,11 @@ class Registry:
         return self._instances[instance_id]
 
     async def delete(self, instance_id: str) -> None:
-        inst = self.get(instance_id)
+        inst = await self.find(instance_id)
         del self._instances[instance_id]
         await inst.aclose()
-        self.store.delete_instance(instance_id)
-        shutil.rmtree(inst.config.data_dir, ignore_errors=True)
+        await asyncio.to_thread(self.store.delete_instance, instance_id)
+        await asyncio.to_thread(shutil.rmtree, inst.config.data_dir, ignore_errors=True)
 
     async def aclose(self) -> None:
         for inst in list(self._instances.values()):

@@ -25,7 +25,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["ImageIn", "InstanceConfig", "RunnerFactory", "TurnOutput", "TurnRunner"]
+__all__ = [
+    "ImageIn",
+    "InstanceConfig",
+    "ResumableRunner",
+    "RunnerFactory",
+    "TurnOutput",
+    "TurnRunner",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,42 @@ class TurnRunner(Protocol):
         images: Sequence[ImageIn],
         user: Mapping[str, Any] | None,
         emit_delta: Callable[[str], Awaitable[None]],
+    ) -> TurnOutput: ...
+
+
+@runtime_checkable
+class ResumableRunner(Protocol):
+    """A runner whose record says which request each turn answers, so that a turn whose
+    replica died (PostgreSQL store, :mod:`visus.tether.shared`) is finished by the
+    replica that takes it over, from its last recorded step.
+
+    ``request_id`` names the request (unique in the instance, see
+    :func:`visus.tether.instance.request_key`). ``resume_turn`` finishes the turn
+    answering it: from the start if nothing of it was recorded, else from its last
+    recorded step (asking the model again, re-running a call whose result is missing
+    only when that tool only reads); it raises an error naming the call otherwise.
+    """
+
+    async def run_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+        request_id: str | None = None,
+    ) -> TurnOutput: ...
+
+    async def resume_turn(
+        self,
+        *,
+        session: str,
+        text: str,
+        images: Sequence[ImageIn],
+        user: Mapping[str, Any] | None,
+        emit_delta: Callable[[str], Awaitable[None]],
+        request_id: str,
     ) -> TurnOutput: ...
 
 

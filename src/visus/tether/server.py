@@ -240,14 +240,17 @@ async def create_instance(body: InstanceCreate, registry: Reg) -> dict[str, Any]
     # The runner factory reads mounted MCP servers from extra (tether knows no agent).
     mcp = [m.model_dump(exclude_defaults=True) for m in body.mcp_servers or ()]
     extra = {MCP_SERVERS_KEY: mcp} if mcp else None
-    inst = registry.create(model=body.model, tools=body.tools, roots=body.roots, extra=extra)
+    # Off the loop: it builds the runner and writes the config (on PostgreSQL, a query).
+    inst = await asyncio.to_thread(
+        registry.create, model=body.model, tools=body.tools, roots=body.roots, extra=extra
+    )
     await inst.refresh()
     return inst.describe()
 
 
 @router.get("/instances", response_model=InstanceList)
 async def list_instances(registry: Reg) -> dict[str, Any]:
-    found = list(registry)
+    found = await registry.current()
     for inst in found:
         await inst.refresh()
     return {"instances": [inst.describe() for inst in found]}
@@ -255,7 +258,7 @@ async def list_instances(registry: Reg) -> dict[str, Any]:
 
 @router.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
 async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
-    inst = registry.get(instance_id)
+    inst = await registry.find(instance_id)
     await inst.refresh()
     return inst.describe()
 
@@ -267,7 +270,7 @@ async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
     responses={404: _E[404], 409: _E[409]},
 )
 async def delete_instance(instance_id: str, registry: Reg, request: Request) -> Response:
-    registry.get(instance_id)  # 404 first
+    await registry.find(instance_id)  # 404 first
     user = request.app.state.protected_instances.get(instance_id)
     if user:
         raise InUseError(
@@ -293,7 +296,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
     """Send one ``user.message`` frame (the turn runs in the background), or a
     ``turn.cancel`` frame naming a message's ``msg_id`` in ``payload.target`` to stop
     its turn (404 when no such turn is in flight)."""
-    inst = registry.get(instance_id)
+    inst = await registry.find(instance_id)
     await inst.refresh()  # a shared store: turns in flight on every replica
     length = request.headers.get("content-length")
     if length is not None and not length.isdigit():
@@ -337,7 +340,7 @@ async def poll(
     """Frames after ``after_seq``; with ``wait`` (seconds) hold until one arrives.
     At most ``max_bytes`` of payload (but always one frame); poll again from
     ``next_seq`` for the rest."""
-    inst = registry.get(instance_id)
+    inst = await registry.find(instance_id)
     page = await inst.ring.wait_read(
         after_seq, session=session, limit=limit, max_bytes=max_bytes, timeout=wait
     )
@@ -364,7 +367,7 @@ async def stream(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """Frames as server-sent events from ``after_seq`` (or ``Last-Event-ID``, else 0)."""
-    inst = registry.get(instance_id)
+    inst = await registry.find(instance_id)
     cursor = after_seq
     if cursor is None and last_event_id is not None:
         if not last_event_id.strip().isdigit():

@@ -23,26 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from visus import limits
 from visus.errors import NotFoundError, VisusError
-from visus.store import FramePage, SharedRingStore
+from visus.store import ClaimedTurn, FramePage, NewFrame, SharedRingStore
 from visus.tether.frames import (
     ErrorPayload,
     Frame,
     decode_frame,
+    encode_around_seq,
     encode_frame,
     new_msg_id,
     now_ts,
     payload_size,
 )
-from visus.tether.instance import STOPPED, Instance, TurnLostError
+from visus.tether.instance import STOPPED, Instance, Reply, TurnLostError
 from visus.tether.runner import ImageIn, InstanceConfig, TurnRunner
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "SharedRing",
     "TurnWorker",
     "frame_bytes",
+    "reply_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,16 @@ class RawPage:
     next_seq: int
     gap: bool
     more: bool = False
+
+
+def reply_id(instance_id: str, turn: int) -> str:
+    """The msg_id of the frames answering turn ``turn``: the same on every replica.
+
+    Example:
+        >>> reply_id("i-1", 7) == reply_id("i-1", 7) != reply_id("i-1", 8)
+        True
+    """
+    return hashlib.sha256(f"{instance_id}:{turn}".encode()).hexdigest()[:32]
 
 
 def frame_bytes(frame: Frame | RawFrame) -> bytes:
@@ -117,21 +130,34 @@ class SharedRing:
         self, frame: Frame, *, turn: int | None = None, finish: bool = False, queue: bool = False
     ) -> Frame:
         """Store ``frame`` with the next seq; TurnLostError if ``turn`` is not ours."""
-        ts = frame.ts or now_ts()
-        seq = await self.store.append_frame(
+        (stored,) = await self.append_many((frame,), turn=turn, finish=finish, queue=queue)
+        return stored
+
+    async def append_many(
+        self,
+        frames: Sequence[Frame],
+        *,
+        turn: int | None = None,
+        finish: bool = False,
+        queue: bool = False,
+    ) -> list[Frame]:
+        """Store ``frames`` with the next seqs, in one write; ``finish`` ends ``turn``
+        with them. TurnLostError if ``turn`` is not this replica's any more."""
+        ts = now_ts()
+        dated = [f if f.ts else replace(f, ts=ts) for f in frames]
+        new = [NewFrame(f.session, payload_size(f.payload), *encode_around_seq(f)) for f in dated]
+        first = await self.store.append_frames(
             self.instance_id,
-            frame.session,
-            payload_size(frame.payload),
-            lambda n: encode_frame(replace(frame, seq=n, ts=ts)),
+            new,
             turn=turn,
             finish=finish,
             queue=queue,
-            request_id=frame.msg_id if queue else None,
+            request_id=dated[0].msg_id if queue else None,
         )
-        if seq is None:
+        if first is None:
             raise TurnLostError(f"turn {turn} of instance {self.instance_id} was taken over")
-        self.last_seq = max(self.last_seq, seq)
-        return replace(frame, seq=seq, ts=ts)
+        self.last_seq = max(self.last_seq, first + len(dated) - 1)
+        return [replace(f, seq=first + i) for i, f in enumerate(dated)]
 
     def _page(self, page: FramePage, max_bytes: int | None = None) -> RawPage:
         self.first_seq = page.first_seq
@@ -247,6 +273,8 @@ class Instances(Protocol):
 
     def get(self, instance_id: str) -> Instance: ...
 
+    async def find(self, instance_id: str) -> Instance: ...
+
     def forget(self, instance_id: str) -> None: ...
 
 
@@ -326,9 +354,9 @@ class TurnWorker:
             self._stopped.discard(key[:2])
         self._kick.set()  # a slot is free, and the session's next turn may be claimable
 
-    async def _run(self, claimed: Any) -> None:
+    async def _run(self, claimed: ClaimedTurn) -> None:
         try:
-            inst = self.registry.get(claimed.instance_id)
+            inst = await self.registry.find(claimed.instance_id)
         except NotFoundError:
             return  # deleted meanwhile: its turns went with it
         ring = inst.ring
@@ -339,21 +367,27 @@ class TurnWorker:
             why = f"the stored request cannot be read: {e}"
             await _fail(ring, claimed.session, "", claimed.seq, "turn_failed", why)
             return
+        msg = request.frame.msg_id
         if claimed.expired:
-            msg = request.frame.msg_id
             if claimed.stopped:  # a stop was asked before its replica died: honour it
                 await _fail(ring, claimed.session, msg, claimed.seq, "cancelled", STOPPED)
                 return
-            why = "the replica running this turn stopped before it finished; send it again"
-            log.warning("turn %s of instance %s: %s", claimed.seq, inst.config.id, why)
-            await _fail(ring, claimed.session, msg, claimed.seq, "turn_interrupted", why)
-            return
+            log.warning(
+                "turn %s of instance %s: its replica died; finishing it here",
+                claimed.seq,
+                inst.config.id,
+            )
 
-        async def emit(frame: Frame, final: bool) -> None:
-            await ring.append(frame, turn=claimed.seq, finish=final)
+        async def emit(frames: Sequence[Frame], final: bool) -> None:
+            await ring.append_many(frames, turn=claimed.seq, finish=final)
 
+        # The same reply msg_id on every replica that runs this turn: a resumed answer
+        # continues the one its client was reading.
+        reply = Reply(claimed.session, reply_id(claimed.instance_id, claimed.seq), msg)
         try:
-            await inst.run_request(request.frame, request.images, emit)
+            await inst.run_request(
+                request.frame, request.images, emit, reply=reply, resume=claimed.expired
+            )
         except TurnLostError as e:
             log.warning("%s; its answer is left to that replica", e)
         except asyncio.CancelledError:
@@ -362,7 +396,6 @@ class TurnWorker:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            msg = request.frame.msg_id
             await _fail(ring, claimed.session, msg, claimed.seq, "cancelled", STOPPED)
 
     async def aclose(self) -> None:

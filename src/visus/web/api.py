@@ -458,7 +458,8 @@ def api_router() -> APIRouter:
         try:
             key = validate_digest(digest)
             data = await asyncio.to_thread(stores.blobs.get, key)  # verified against the key
-            media_type = stores.blobs.media_type(key) or "application/octet-stream"
+            media_type = await asyncio.to_thread(stores.blobs.media_type, key)
+            media_type = media_type or "application/octet-stream"
         except InvalidKeyError as e:
             return error_response(400, "invalid_input", str(e))
         except VisusError as e:

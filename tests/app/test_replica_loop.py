@@ -1,0 +1,73 @@
+"""A slow query never stalls a replica: every database call of a turn (sessions, blobs,
+attachments, instances) runs off the serving event loop, so while one instance's turn
+waits on a row lock, another instance's stream on the same replica goes on.
+
+The suite runs with ``pg_conn.ON_LOOP = "raise"`` (tests/pgcluster.py): a synchronous
+query made on a serving loop fails the turn that makes it, so every replica test also
+checks that no call site was forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.app.replicas import replica_apps
+from tests.tether.doubles import live_server
+
+pytestmark = pytest.mark.slow
+
+
+async def answered(http: httpx.AsyncClient, url: str, inst: str, msg_id: str) -> dict[str, Any]:
+    """Long-poll until the frame ending the turn that answers ``msg_id``."""
+    after = 0
+    while True:
+        page = (
+            await http.get(
+                f"{url}/v1/instances/{inst}/tether/poll", params={"after_seq": after, "wait": 5}
+            )
+        ).json()
+        for f in page["frames"]:
+            if f["type"] in ("assistant.done", "error") and f["reply_to"] == msg_id:
+                return dict(f)
+        after = page["next_seq"]
+
+
+async def send(http: httpx.AsyncClient, url: str, inst: str, msg_id: str) -> None:
+    body = {"type": "user.message", "session": "s", "msg_id": msg_id, "payload": {"text": "hi"}}
+    r = await http.post(f"{url}/v1/instances/{inst}/tether", json=body)
+    assert r.status_code == 202, r.text
+
+
+async def test_a_slow_query_does_not_stall_another_instances_stream(
+    pg_url: str, tmp_path: Path
+) -> None:
+    (app,), _ = replica_apps(pg_url, tmp_path, 1)
+    with live_server(app) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            slow, quick = [
+                (await http.post(f"{url}/v1/instances", json={"model": "reference"})).json()["id"]
+                for _ in range(2)
+            ]
+            await send(http, url, slow, "warm")  # the session's row exists from here
+            assert (await answered(http, url, slow, "warm"))["type"] == "assistant.done"
+            with psycopg.connect(pg_url) as locker:
+                # Hold the slow instance's session row: its next turn's first write waits.
+                locker.execute(
+                    "SELECT 1 FROM visus_sessions WHERE namespace = %s AND id = 's' FOR UPDATE",
+                    (f"instances/{slow}",),
+                )
+                await send(http, url, slow, "stuck")
+                stuck = asyncio.create_task(answered(http, url, slow, "stuck"))
+                await asyncio.sleep(0.5)  # its turn is waiting on the lock by now
+                await send(http, url, quick, "free")
+                done = await asyncio.wait_for(answered(http, url, quick, "free"), 20)
+                assert done["type"] == "assistant.done"
+                assert not stuck.done()  # still held: the other answer came meanwhile
+                locker.rollback()
+            assert (await asyncio.wait_for(stuck, 20))["type"] == "assistant.done"
