@@ -280,7 +280,13 @@ def create_main_app(
         configured = cfg.store.url
         store = configured.get_secret_value() if configured is not None else ""
     shared = (
-        open_store(store, folder, lease_seconds=cfg.store.lease_seconds)
+        open_store(
+            store,
+            folder,
+            lease_seconds=cfg.store.lease_seconds,
+            pool_size=cfg.store.pool_size,
+            max_turns=cfg.store.max_turns,
+        )
         if is_database_url(store)
         else None
     )

@@ -209,8 +209,14 @@ class StoreSettings(_Frozen):
 
     url: SecretStr | None = None
     #: Seconds a replica owns a turn without renewing it; after that (it died) another
-    #: replica ends the turn with an error frame.
+    #: replica takes the turn over and finishes it.
     lease_seconds: float = Field(15.0, gt=0, le=3600)
+    #: Connections in each of a replica's two pools (sync calls, the async ring); with
+    #: the one that LISTENs, a replica opens at most ``2 * pool_size + 1``.
+    pool_size: int = Field(4, ge=1, le=100)
+    #: Turns one replica runs at once (more wait queued in the database for a free one,
+    #: on this replica or another).
+    max_turns: int = Field(4 * limits.TETHER_MAX_PENDING_TURNS, ge=1, le=10_000)
 
 
 class McpServerEntry(_Frozen):

@@ -71,3 +71,25 @@ async def test_a_slow_query_does_not_stall_another_instances_stream(
                 assert not stuck.done()  # still held: the other answer came meanwhile
                 locker.rollback()
             assert (await asyncio.wait_for(stuck, 20))["type"] == "assistant.done"
+
+
+async def test_a_replicas_budget_comes_from_the_store_settings(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[store] pool_size`` and ``max_turns`` (here by environment) reach the replica:
+    its pools and how many turns its worker runs at once."""
+    from visus.app import create_main_app
+    from visus.tether.shared import TurnWorker
+
+    (tmp_path / "visus.toml").write_text("")
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
+    monkeypatch.setenv("VISUS_STORE__POOL_SIZE", "2")
+    monkeypatch.setenv("VISUS_STORE__MAX_TURNS", "3")
+    app = create_main_app(data=tmp_path, store=pg_url, mcp=False, web=False)
+    registry = app.state.registry
+    try:
+        assert registry.store.db.pool_size == 2
+        assert TurnWorker(registry, registry.store).concurrency == 3
+    finally:
+        await registry.aclose()
+        registry.store.close()

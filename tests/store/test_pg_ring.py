@@ -65,8 +65,29 @@ async def test_a_turn_another_replica_owns_takes_no_frame(pg_url: str) -> None:
         assert await a.append_frames("t", _frames(5, 2), turn=seq, finish=True) == seq + 1
         after = await a.ring_stats("t")
         assert after.last_seq == before.last_seq + 2
-        assert await a.pending_turns("t") == 0  # finished with its last frames
+        assert (await a.ring_stats("t")).pending == 0  # finished with its last frames
         assert await a.append_frames("t", _frames(6, 1), turn=seq) is None  # done: nobody's
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_batch_claim_takes_one_turn_per_session_in_order(pg_url: str) -> None:
+    store = PostgresStore(pg_url, replica="w")
+    await store.start()
+    try:
+        await asyncio.to_thread(store.put_instance, {"id": "q", "created": "now"})
+        seqs = {}
+        for n, session in enumerate(["s1", "s2", "s1", "s2"]):
+            frame = NewFrame(session, 1, b'{"seq":', b"}")
+            seqs[n] = await store.append_frames("q", [frame], queue=True, request_id=f"m{n}")
+        assert (await store.ring_stats("q")).pending == 4
+        first = await store.claim_turns(10)
+        assert sorted(t.seq for t in first) == [seqs[0], seqs[1]]  # the second of each waits
+        assert await store.claim_turns(10) == []
+        done = NewFrame("s1", 1, b'{"seq":', b"}")
+        await store.append_frames("q", [done], turn=seqs[0], finish=True)
+        (nxt,) = await store.claim_turns(10)
+        assert (nxt.seq, nxt.session) == (seqs[2], "s1")
+    finally:
+        await store.aclose()

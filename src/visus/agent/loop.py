@@ -417,12 +417,12 @@ class Agent:
         return await asyncio.to_thread(self._history_sync, session_id)
 
     def _history_sync(self, session_id: str) -> list[Message]:
+        cached = self._cache.get(session_id)
+        if cached is not None and cached[0] == self.sessions.revision(session_id):
+            return cached[1]  # (a log deleted meanwhile has another revision)
         if not self.sessions.exists(session_id):
             meta = {"model": self.model_ref or self.model.name}
             self.sessions.create(session_id, meta=meta)
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[0] == self.sessions.revision(session_id):
-            return cached[1]
         # The load reads and hashes every blob once (the history is then kept in
         # memory): a bit-flipped image degrades to a note now, not mid-request.
         loaded = self.sessions.load(session_id, blobs=self.blobs)
@@ -438,10 +438,12 @@ class Agent:
         history.append(message)
 
     def _append_sync(self, session_id: str, message: Message) -> None:
-        self.sessions.append(session_id, message)
+        revision = self.sessions.append(session_id, message)
         cached = self._cache.get(session_id)
         if cached is not None:
-            self._cache[session_id] = (self.sessions.revision(session_id), cached[1])
+            if revision is None:
+                revision = self.sessions.revision(session_id)
+            self._cache[session_id] = (revision, cached[1])
 
     # --- images -----------------------------------------------------------------------
 

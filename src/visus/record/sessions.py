@@ -154,7 +154,9 @@ class SessionInfo:
 class SessionLog(Protocol):
     """Where session messages live: :class:`SessionStore` (JSONL files) or a database
     store (:mod:`visus.store`). ``revision`` changes whenever a message is appended by
-    anyone, so a reader can keep a loaded history while it stays the same.
+    anyone, so a reader can keep a loaded history while it stays the same. ``append``
+    may return the revision its write made (a database knows it from the write
+    itself), saving the reader a ``revision`` call; ``None`` says to ask.
     """
 
     def exists(self, session_id: str) -> bool: ...
@@ -163,7 +165,7 @@ class SessionLog(Protocol):
         self, session_id: str | None = None, *, meta: Mapping[str, Any] | None = None
     ) -> str: ...
 
-    def append(self, session_id: str, message: Message) -> None: ...
+    def append(self, session_id: str, message: Message) -> Hashable | None: ...
 
     def load(self, session_id: str, *, blobs: BlobStore | None = None) -> LoadedSession: ...
 

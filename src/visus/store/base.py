@@ -132,12 +132,13 @@ class FramePage:
 
 @dataclass(frozen=True, slots=True)
 class RingStats:
-    """How full one instance's ring is."""
+    """How full one instance's ring is, and its turns queued or running (``pending``)."""
 
     last_seq: int
     first_seq: int
     frames: int
     bytes: int
+    pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +168,17 @@ class SharedRingStore(Protocol):
     returned otherwise), and ``finish`` ends the turn with it. ``queue`` makes the
     (one) frame a turn request too (``request_id``: its msg_id, which a stop names).
 
+    ``claim_turns`` takes up to ``limit`` claimable turns at once (the oldest first; a
+    session's turns one at a time, in order). ``renew_leases`` extends this replica's
+    leases and returns the turns among them a client asked to stop (a fallback for a
+    stop notification missed).
+
     ``stop_turn`` asks for the open turn answering ``request_id`` to stop: a queued one
     ends at once (``"queued"``: nobody will run it), a running one is flagged and its
     replica told (``"running"``: that replica's ``on_turn_stopped`` callbacks hear
-    ``(instance_id, seq)``, and ``stopped_turns`` lists it as a fallback); ``None``
-    when no such turn is open. ``open_turns`` lists the msg_ids of a session's turns
-    queued or running, oldest first (a page reloaded mid-turn shows them as working).
+    ``(instance_id, seq)``); ``None`` when no such turn is open. ``open_turns`` lists
+    the msg_ids of a session's turns queued or running, oldest first (a page reloaded
+    mid-turn shows them as working). ``ring_stats`` counts ``pending`` turns too.
     """
 
     replica: str
@@ -207,17 +213,13 @@ class SharedRingStore(Protocol):
 
     async def ring_stats(self, instance_id: str) -> RingStats: ...
 
-    async def pending_turns(self, instance_id: str) -> int: ...
+    async def claim_turns(self, limit: int) -> list[ClaimedTurn]: ...
 
-    async def claim_turn(self) -> ClaimedTurn | None: ...
-
-    async def renew_leases(self) -> int: ...
+    async def renew_leases(self) -> list[tuple[str, int]]: ...
 
     async def stop_turn(
         self, instance_id: str, session: str, request_id: str
     ) -> Literal["queued", "running"] | None: ...
-
-    async def stopped_turns(self) -> list[tuple[str, int]]: ...
 
     async def open_turns(self, instance_id: str, session: str) -> list[str]: ...
 

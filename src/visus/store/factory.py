@@ -31,9 +31,13 @@ def open_store(
     migrate: bool = True,
     replica: str | None = None,
     lease_seconds: float | None = None,
+    pool_size: int = 4,
+    max_turns: int | None = None,
 ) -> Store:
     """The store ``url`` names: ``postgresql://...`` opens the database (migrating its
     schema first unless ``migrate`` is false), anything empty the files under ``data``.
+    ``pool_size`` and ``max_turns`` are a replica's budget on the database (see
+    :class:`~visus.store.postgres.PostgresStore`).
 
     A ``postgresql`` URL needs ``pip install -e '.[postgres]'`` in the visus checkout.
     """
@@ -51,6 +55,8 @@ def open_store(
         migrate=migrate,
         replica=replica or _replica_name(),
         lease_seconds=DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds,
+        pool_size=pool_size,
+        max_turns=max_turns,
     )
 
 

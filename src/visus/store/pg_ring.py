@@ -254,29 +254,22 @@ class PgRing:
     async def ring_stats(self, instance_id: str) -> RingStats:
         async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
             cur = await conn.execute(
-                "SELECT last_seq, evicted_upto, ring_frames, ring_bytes FROM visus_instances "
-                "WHERE id = %s",
+                "SELECT last_seq, evicted_upto, ring_frames, ring_bytes, (SELECT count(*) "
+                "FROM visus_turns t WHERE t.instance_id = i.id AND t.state <> 'done') "
+                "FROM visus_instances i WHERE id = %s",
                 (instance_id,),
             )
             row = await cur.fetchone()
         if row is None:
             raise NotFoundError(f"instance {instance_id!r} not found")
-        last, evicted, frames, nbytes = (int(x) for x in row)
+        last, evicted, frames, nbytes, pending = (int(x) for x in row)
         first = last + 1 if frames == 0 else max(evicted + 1, last - frames + 1)
-        return RingStats(last_seq=last, first_seq=first, frames=frames, bytes=nbytes)
+        return RingStats(last, first, frames, nbytes, pending)
 
-    async def pending_turns(self, instance_id: str) -> int:
-        async with self.db.aconn(f"cannot count the turns of instance {instance_id!r}") as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM visus_turns WHERE instance_id = %s AND state <> 'done'",
-                (instance_id,),
-            )
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
-    async def claim_turn(self) -> ClaimedTurn | None:
-        """The oldest claimable turn, now ours: a queued one whose session has no
-        earlier open turn, or a running one whose owner's lease ran out."""
+    async def claim_turns(self, limit: int) -> list[ClaimedTurn]:
+        """Up to ``limit`` of the oldest claimable turns, now ours: queued ones whose
+        session has no earlier open turn (so at most one per session), or running ones
+        whose owner's lease ran out (``expired``)."""
         async with self.db.aconn("cannot claim a turn") as conn:
             cur = await conn.execute(
                 """
@@ -284,7 +277,7 @@ class PgRing:
                     lease_until = now() + make_interval(secs => %(lease)s),
                     attempts = attempts + 1,
                     taken_over = (visus_turns.state = 'running')
-                WHERE (instance_id, seq) = (
+                WHERE (instance_id, seq) IN (
                     SELECT t.instance_id, t.seq FROM visus_turns t
                     WHERE (t.state = 'running' AND t.lease_until < now())
                        OR (t.state = 'queued' AND NOT EXISTS (
@@ -292,35 +285,43 @@ class PgRing:
                             WHERE o.instance_id = t.instance_id AND o.session = t.session
                               AND o.state <> 'done' AND o.seq < t.seq))
                     ORDER BY t.created, t.seq
-                    LIMIT 1
+                    LIMIT %(limit)s
                     FOR UPDATE SKIP LOCKED)
                 RETURNING instance_id, seq, session, request, taken_over, stop_requested
                 """,
-                {"me": self.replica, "lease": self.lease_seconds},
+                {"me": self.replica, "lease": self.lease_seconds, "limit": limit},
                 binary=True,
             )
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        return ClaimedTurn(
-            instance_id=str(row[0]),
-            seq=int(row[1]),
-            session=str(row[2]),
-            request=bytes(row[3] or b""),
-            expired=bool(row[4]),
-            owner=self.replica,
-            stopped=bool(row[5]),
-        )
+            rows = await cur.fetchall()
+        return [
+            ClaimedTurn(
+                instance_id=str(r[0]),
+                seq=int(r[1]),
+                session=str(r[2]),
+                request=bytes(r[3] or b""),
+                expired=bool(r[4]),
+                owner=self.replica,
+                stopped=bool(r[5]),
+            )
+            for r in sorted(rows, key=lambda r: (str(r[0]), int(r[1])))
+        ]
 
-    async def renew_leases(self) -> int:
-        """Extend the lease of every turn this replica runs; return how many."""
+    async def claim_turn(self) -> ClaimedTurn | None:
+        """The oldest claimable turn, now ours (:meth:`claim_turns` of one)."""
+        found = await self.claim_turns(1)
+        return found[0] if found else None
+
+    async def renew_leases(self) -> list[tuple[str, int]]:
+        """Extend the lease of every turn this replica runs; return those a client
+        asked to stop (in case this replica missed the notification)."""
         async with self.db.aconn("cannot renew turn leases") as conn:
             cur = await conn.execute(
                 "UPDATE visus_turns SET lease_until = now() + make_interval(secs => %s) "
-                "WHERE owner = %s AND state = 'running'",
+                "WHERE owner = %s AND state = 'running' RETURNING instance_id, seq, "
+                "stop_requested",
                 (self.lease_seconds, self.replica),
             )
-            return cur.rowcount
+            return [(str(r[0]), int(r[1])) for r in await cur.fetchall() if r[2]]
 
     async def stop_turn(
         self, instance_id: str, session: str, request_id: str
@@ -351,15 +352,6 @@ class PgRing:
             )
             await conn.execute("SELECT pg_notify('visus_stops', %s)", (f"{instance_id}:{seq}",))
             return "running"
-
-    async def stopped_turns(self) -> list[tuple[str, int]]:
-        async with self.db.aconn("cannot read stopped turns") as conn:
-            cur = await conn.execute(
-                "SELECT instance_id, seq FROM visus_turns WHERE owner = %s "
-                "AND state = 'running' AND stop_requested",
-                (self.replica,),
-            )
-            return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
 
     async def open_turns(self, instance_id: str, session: str) -> list[str]:
         what = f"cannot read the open turns of instance {instance_id!r}"

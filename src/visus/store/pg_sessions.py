@@ -82,7 +82,8 @@ class PgSessions:
             raise StoreError(f"session {sid!r} already exists")
         return sid
 
-    def append(self, session_id: str, message: Message) -> None:
+    def append(self, session_id: str, message: Message) -> int:
+        """Record ``message``; return the session's revision after it (its count)."""
         sid = validate_session_id(session_id)
         try:
             record = json.dumps(
@@ -123,6 +124,7 @@ class PgSessions:
             ).fetchone()
         if row is None:
             raise NotFoundError(f"no session {sid!r}")
+        return int(row[0])
 
     def load(self, session_id: str, *, blobs: Any = None) -> LoadedSession:
         sid = validate_session_id(session_id)

@@ -50,7 +50,9 @@ class PostgresStore(PgRing):
     on one PostgreSQL database.
 
     ``migrate`` false refuses to run against a database whose schema is not exactly
-    this code's (``visus store migrate`` brings it there).
+    this code's (``visus store migrate`` brings it there). A replica opens at most
+    ``2 * pool_size + 1`` connections: two pools (sync calls, the async ring) and the
+    one that LISTENs.
     """
 
     shared = True
@@ -65,8 +67,11 @@ class PostgresStore(PgRing):
         max_frames: int = limits.RING_MAX_FRAMES,
         max_bytes: int = limits.RING_MAX_BYTES,
         pool_size: int = 4,
+        max_turns: int | None = None,
     ) -> None:
         self.url = url
+        #: Turns this replica runs at once (its TurnWorker's concurrency); None: default.
+        self.max_turns = max_turns
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 if migrate:

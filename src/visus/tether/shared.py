@@ -33,7 +33,7 @@ from typing import Protocol
 
 from visus import limits
 from visus.errors import NotFoundError, VisusError
-from visus.store import ClaimedTurn, FramePage, NewFrame, SharedRingStore
+from visus.store import ClaimedTurn, FramePage, NewFrame, RingStats, SharedRingStore
 from visus.tether.frames import (
     ErrorPayload,
     Frame,
@@ -59,6 +59,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Turns one replica runs at once unless told otherwise (``[store] max_turns``).
+_MAX_TURNS = 4 * limits.TETHER_MAX_PENDING_TURNS
 
 _TYPE = re.compile(rb'"type":"([a-z.]+)"')
 
@@ -121,10 +124,12 @@ class SharedRing:
     def __len__(self) -> int:
         return self._frames
 
-    async def refresh(self) -> None:
+    async def refresh(self) -> RingStats:
+        """Read the ring's figures again (and the instance's turns in flight)."""
         stats = await self.store.ring_stats(self.instance_id)
         self.last_seq, self.first_seq = stats.last_seq, stats.first_seq
         self._frames, self.bytes = stats.frames, stats.bytes
+        return stats
 
     async def append(
         self, frame: Frame, *, turn: int | None = None, finish: bool = False, queue: bool = False
@@ -230,8 +235,9 @@ class SharedInstance(Instance):
         return self._pending
 
     async def refresh(self) -> None:
-        await self.ring.refresh()
-        self._pending = await self.store.pending_turns(self.config.id)
+        ring = self.ring
+        assert isinstance(ring, SharedRing)
+        self._pending = (await ring.refresh()).pending  # one query for both
 
     async def turns_in_flight(self, session: str) -> list[str]:
         """The msg_ids of ``session``'s turns queued or running on any replica."""
@@ -290,12 +296,13 @@ class TurnWorker:
         registry: Instances,
         store: SharedRingStore,
         *,
-        concurrency: int = 4 * limits.TETHER_MAX_PENDING_TURNS,
+        concurrency: int | None = None,
         lease_seconds: float | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
-        self.concurrency = concurrency
+        #: Turns run here at once: ``concurrency``, else the store's ``max_turns``.
+        self.concurrency = concurrency or getattr(store, "max_turns", None) or _MAX_TURNS
         self.tick = (lease_seconds or float(getattr(store, "lease_seconds", 15.0))) / 3
         self._kick = asyncio.Event()
         self._running: dict[asyncio.Task[None], tuple[str, int, str]] = {}
@@ -321,18 +328,12 @@ class TurnWorker:
         while not self._stopping:
             self._kick.clear()  # before claiming: a turn queued meanwhile sets it again
             try:
-                while len(self._running) < self.concurrency:
-                    claimed = await self.store.claim_turn()
-                    if claimed is None:
-                        break
-                    task = asyncio.create_task(self._run(claimed))
-                    self._running[task] = (claimed.instance_id, claimed.seq, claimed.session)
-                    task.add_done_callback(self._done)
+                await self._claim()
                 if loop.time() >= renew_at:
-                    await self.store.renew_leases()
-                    # A stop whose notification this replica missed (listener reconnect).
-                    for instance_id, seq in await self.store.stopped_turns():
-                        self._stop(instance_id, seq)
+                    if self._running:  # nothing to renew while idle
+                        # A stop whose notification this replica missed (listener reconnect).
+                        for instance_id, seq in await self.store.renew_leases():
+                            self._stop(instance_id, seq)
                     renew_at = loop.time() + self.tick
             except asyncio.CancelledError:
                 raise
@@ -340,6 +341,17 @@ class TurnWorker:
                 log.exception("turn worker: claiming or renewing failed; retrying")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), max(0.05, renew_at - loop.time()))
+
+    async def _claim(self) -> None:
+        """Take as many turns as there are free slots, in one query per batch."""
+        while (free := self.concurrency - len(self._running)) > 0:
+            claimed = await self.store.claim_turns(free)
+            for turn in claimed:
+                task = asyncio.create_task(self._run(turn))
+                self._running[task] = (turn.instance_id, turn.seq, turn.session)
+                task.add_done_callback(self._done)
+            if len(claimed) < free:
+                return
 
     def _stop(self, instance_id: str, seq: int) -> None:
         """Cancel the task running turn ``seq`` of ``instance_id`` here, if any."""
