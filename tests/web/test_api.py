@@ -397,3 +397,24 @@ async def test_an_image_over_the_tether_bound_is_fitted_on_the_server(
         assert "files folder" in over.json()["error"]["message"]
         junk = await c.post("/web/api/fit", content=b"not an image")
         assert junk.status_code == 400
+
+
+async def test_the_history_reads_from_postgresql(
+    tmp_path: Path, reference_url: str, pg_url: str
+) -> None:
+    """The page's reads (sessions, a conversation with its images and turns, blobs) on
+    a PostgreSQL store, with every database call off the serving loop (the tests make
+    one on it an error: tests/pgcluster.py)."""
+    app = create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=reference_url, env={}),
+        store=pg_url,
+    )
+    async with _running(app) as client:
+        assert client.app.state.registry.shared  # type: ignore[attr-defined]
+        await _test_a_turn_shows_in_sessions_conversation_usage_and_blob(client)
+        await _test_old_viewed_images_are_listed_as_elided(client)
+        await _test_blob_keys_are_validated(client)
+        conv = (await client.get("/web/api/sessions/web-a")).json()
+        assert conv["running"] == []  # no turn in flight on any replica
