@@ -8,6 +8,9 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # PostgreSQL server binaries (initdb, postgres) for the database store's tests; Debian
 # keeps them off PATH under /usr/lib/postgresql/<major>/bin.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
+# The load balancers docs/replicas.md configures, run in front of three replicas.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v caddy >/dev/null 2>&1 || need+=(caddy)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "visus: missing ${need[*]} and cannot apt-get them; tests that need them will be skipped" >&2

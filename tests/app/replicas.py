@@ -17,11 +17,12 @@ from visus.tether.server import create_app
 
 
 def replica_apps(
-    pg_url: str, folder: Path, n: int, *, roots: Sequence[Path] = ()
+    pg_url: str, folder: Path, n: int, *, roots: Sequence[Path] = (), token: str | None = None
 ) -> tuple[list[FastAPI], list[PostgresStore]]:
     """``n`` replica apps (``r0``, ``r1``, ...) with real agents, and their stores.
 
-    Each replica's operator allows ``roots`` (default: ``<folder>/files``)."""
+    Each replica's operator allows ``roots`` (default: ``<folder>/files``); ``token``
+    is the bearer token every replica asks for."""
     stores = [PostgresStore(pg_url, replica=f"r{k}") for k in range(n)]
     policy = OperatorPolicy(roots=tuple(roots) or (files_dir(folder),), data=(folder,))
     config = load_config(env={})
@@ -30,6 +31,7 @@ def replica_apps(
             data_dir=folder / f"r{k}",
             runner_factory=agent_runner_factory(policy=policy, config=config, store=store),
             store=store,
+            token=token,
         )
         for k, store in enumerate(stores)
     ]
