@@ -64,8 +64,12 @@ def _as_user() -> dict[str, Any]:
     return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
 
 
-def start_cluster(folder: Path) -> tuple[Cluster, subprocess.Popen[bytes]]:
-    """initdb + postgres in ``folder``; returns once it accepts connections."""
+def start_cluster(
+    folder: Path, settings: tuple[str, ...] = ()
+) -> tuple[Cluster, subprocess.Popen[bytes]]:
+    """initdb + postgres in ``folder``; returns once it accepts connections.
+    ``settings``: more ``name=value`` server settings (a benchmark's
+    ``shared_preload_libraries=pg_stat_statements``)."""
     import psycopg
 
     bindir = find_bin()
@@ -122,6 +126,7 @@ def start_cluster(folder: Path) -> tuple[Cluster, subprocess.Popen[bytes]]:
             "max_connections=200",
             "-c",
             "shared_buffers=64MB",
+            *(arg for s in settings for arg in ("-c", s)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=open(folder / "postgres.log", "wb"),  # noqa: SIM115
