@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,15 @@ def test_named_file_must_exist(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml", env={})
     with pytest.raises(ConfigError, match="not found"):
         load_config(env={"VISUS_CONFIG": str(tmp_path / "gone.toml")})
+
+
+def test_dev_null_names_an_empty_configuration() -> None:
+    # VISUS_CONFIG=/dev/null is how a test or a script says "no configuration file";
+    # it is not a regular file, and must not be refused as a missing one.
+    assert load_config(env={"VISUS_CONFIG": os.devnull}) == load_config(env={"VISUS_CONFIG": ""})
+    assert (
+        load_config(os.devnull, env={"VISUS_RETENTION__LIVE_TURNS": "2"}).retention.live_turns == 2
+    )
 
 
 @pytest.mark.parametrize(

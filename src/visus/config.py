@@ -587,7 +587,8 @@ def load_config(
     """Read and validate the configuration (see the module docstring for the layers).
 
     ``env`` replaces ``os.environ`` (tests, embedding). A file named explicitly or by
-    ``$VISUS_CONFIG`` must exist; the default one may be missing.
+    ``$VISUS_CONFIG`` must exist (``/dev/null`` names an empty one); the default one
+    may be missing.
 
     Example:
         >>> load_config(env={"VISUS_RETENTION__LIVE_TURNS": "2"}).retention.live_turns
@@ -598,7 +599,9 @@ def load_config(
     where = config_path(path, env=env)
     text = ""
     data: dict[str, Any] = {}
-    if where.is_file():
+    # /dev/null is the conventional "no configuration" (VISUS_CONFIG=/dev/null): it
+    # exists but is not a regular file, and reads as an empty one.
+    if where.is_file() or (explicit and str(where) == os.devnull):
         try:
             text = where.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
