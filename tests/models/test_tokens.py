@@ -200,3 +200,12 @@ def test_bad_sizes_raise(w: int, h: int) -> None:
 def test_bad_detail_raises() -> None:
     with pytest.raises(InvalidInputError, match="detail"):
         image_tokens(get_model("gpt-4o"), 10, 10, detail="ultra")
+
+
+def test_auto_means_what_the_model_makes_of_it_and_no_detail_what_visus_sends() -> None:
+    gpt54, gpt55 = get_model("gpt-5.4"), get_model("gpt-5.5")
+    # auto is high on gpt-5.4 and original on gpt-5.5 (images-vision guide).
+    assert image_tokens(gpt54, 3840, 2160, detail="auto") <= 2500
+    assert image_tokens(gpt55, 3840, 2160, detail="auto") == 8160
+    # No detail: what visus sends it at (pick_detail): original for both.
+    assert image_tokens(gpt54, 3840, 2160) == image_tokens(gpt55, 3840, 2160) == 8160

@@ -63,7 +63,8 @@ class OpenAIPatches:
     """32 px patches capped at ``budget`` (and ``max_edge``), times ``multiplier``.
 
     ``original_budget``/``original_edge`` are the bounds of ``detail: "original"`` on
-    models that take it (``None``: the model has no original detail).
+    models that take it (``None``: the model has no original detail); ``auto_detail``
+    is what ``auto`` means there.
     """
 
     budget: int = 1536
@@ -72,6 +73,9 @@ class OpenAIPatches:
     max_edge: int = 2048
     original_budget: int | None = None
     original_edge: int | None = None
+    #: What ``detail: "auto"`` (or none) means for the model: ``high``, or ``original``
+    #: (gpt-5.5 and later).
+    auto_detail: Literal["high", "original"] = "high"
     kind: Literal["openai-patches"] = "openai-patches"
 
 

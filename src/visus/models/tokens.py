@@ -60,12 +60,16 @@ def pick_detail(spec: ModelSpec, width: int, height: int) -> str:
     return "auto"
 
 
-def image_tokens(spec: ModelSpec, width: int, height: int, *, detail: str = "auto") -> int:
+def image_tokens(
+    spec: ModelSpec, width: int, height: int, *, detail: str | None = None
+) -> int:
     """Estimated input tokens for one ``width x height`` image sent to ``spec``.
 
-    ``detail`` is one of :data:`DETAILS`; it matters for OpenAI tile models (``low``
-    costs the base only), OpenAI models with ``original`` detail (its larger bounds)
-    and Gemini 3 (the media resolution; ``auto`` keeps the model's default).
+    ``detail`` is one of :data:`DETAILS`, or ``None``: the detail visus sends the image
+    at (:func:`pick_detail`). It matters for OpenAI tile models (``low`` costs the base
+    only), OpenAI models with ``original`` detail (its larger bounds; ``auto`` is what
+    the model's ``auto`` means) and Gemini 3 (the media resolution; ``auto`` keeps the
+    model's default).
 
     Example:
         >>> from visus.models.spec import ModelSpec, AnthropicPatches
@@ -75,6 +79,8 @@ def image_tokens(spec: ModelSpec, width: int, height: int, *, detail: str = "aut
     """
     if isinstance(width, bool) or isinstance(height, bool) or width < 1 or height < 1:
         raise InvalidInputError(f"image size must be positive, got {width}x{height}")
+    if detail is None:
+        detail = pick_detail(spec, width, height)
     if detail not in DETAILS:
         raise InvalidInputError(f"detail must be one of {sorted(DETAILS)}, got {detail!r}")
     formula = spec.tokens
@@ -137,6 +143,8 @@ def _openai_patches(f: OpenAIPatches, width: int, height: int, detail: str) -> i
     then apply the multiplier. ``original`` detail has its own bounds where the model
     takes it."""
     budget, edge = f.budget, f.max_edge
+    if detail == "auto":
+        detail = f.auto_detail
     if detail == "original" and f.original_budget is not None:
         budget, edge = f.original_budget, f.original_edge or edge
     if max(width, height) > edge:
