@@ -278,6 +278,8 @@ BEDROCK_MAX_DOCUMENT_NAME_CHARS: Final = 200
 ANTHROPIC_MAX_IMAGE_B64: Final = 5 * MB
 ANTHROPIC_MAX_EDGE: Final = 8000
 ANTHROPIC_MAX_IMAGES: Final = 100
+#: ... and on models whose context is over ``ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (vision guide).
+ANTHROPIC_MAX_IMAGES_LARGE_CONTEXT: Final = 600
 #: OpenAI (Chat Completions and Responses): decoded bytes per image, images per request.
 OPENAI_MAX_IMAGE_BYTES: Final = 20 * MB
 OPENAI_MAX_IMAGES: Final = 500

@@ -286,15 +286,19 @@ def _conversation(body: dict[str, Any]) -> Conversation:
     if not isinstance(body.get("max_tokens"), int):
         raise _reject("max_tokens: Field required")
     n_images = _count_images(raw)
-    if n_images > limits.ANTHROPIC_MAX_IMAGES:
-        raise _reject(
-            f"Too many images in request: {n_images} > {limits.ANTHROPIC_MAX_IMAGES} maximum"
-        )
-    many = n_images > limits.ANTHROPIC_MANY_IMAGES
     try:
         large = get_model(str(body.get("model"))).context_tokens
     except VisusError:
         large = 0
+    # 100 images a request on 200k-context models, 600 on the others (vision guide).
+    most = (
+        limits.ANTHROPIC_MAX_IMAGES_LARGE_CONTEXT
+        if large > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS
+        else limits.ANTHROPIC_MAX_IMAGES
+    )
+    if n_images > most:
+        raise _reject(f"Too many images in request: {n_images} > {most} maximum")
+    many = n_images > limits.ANTHROPIC_MANY_IMAGES
     max_pages = (
         limits.ANTHROPIC_MAX_PDF_PAGES_LARGE_CONTEXT
         if large > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS

@@ -88,6 +88,9 @@ class WireRules:
     base64_byte_limit: bool = False
     many_images_rule: bool = False
     max_images: int | None = None
+    #: A larger image cap for models whose context is over
+    #: ``limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (Anthropic: 600 instead of 100).
+    max_images_large_context: int | None = None
     max_edge: int | None = None
     max_image_bytes: int | None = None
     max_request_image_bytes: int | None = None
@@ -138,7 +141,11 @@ def missing_note(digest: str, why: str = "is missing") -> str:
 def max_images(spec: ModelSpec, rules: WireRules) -> int:
     """Images one request may carry for ``spec`` on a wire with ``rules``."""
     cap = spec.max_images
-    return min(cap, rules.max_images) if rules.max_images is not None else cap
+    wire = rules.max_images
+    large = rules.max_images_large_context
+    if large is not None and spec.context_tokens > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS:
+        wire = large
+    return min(cap, wire) if wire is not None else cap
 
 
 def _over_note(part: ImagePart, turn: int, reason: str) -> str:

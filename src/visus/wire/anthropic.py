@@ -58,6 +58,7 @@ RULES = WireRules(
     many_images_rule=True,
     # Provider bounds (WIRES.md), the same values the reference server enforces.
     max_images=limits.ANTHROPIC_MAX_IMAGES,
+    max_images_large_context=limits.ANTHROPIC_MAX_IMAGES_LARGE_CONTEXT,
     max_edge=limits.ANTHROPIC_MAX_EDGE,
     max_image_bytes=limits.ANTHROPIC_MAX_IMAGE_B64,
     max_request_image_bytes=limits.ANTHROPIC_MAX_REQUEST_IMAGE_B64,
