@@ -60,9 +60,7 @@ def pick_detail(spec: ModelSpec, width: int, height: int) -> str:
     return "auto"
 
 
-def image_tokens(
-    spec: ModelSpec, width: int, height: int, *, detail: str | None = None
-) -> int:
+def image_tokens(spec: ModelSpec, width: int, height: int, *, detail: str | None = None) -> int:
     """Estimated input tokens for one ``width x height`` image sent to ``spec``.
 
     ``detail`` is one of :data:`DETAILS`, or ``None``: the detail visus sends the image
