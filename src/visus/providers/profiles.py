@@ -17,10 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from visus.errors import ConfigError
+from visus.errors import ConfigError, WireError
 from visus.wire import Wire
 
-__all__ = ["OPENROUTER_BASE_URL", "PROFILES", "ProviderProfile", "default_models", "profile"]
+__all__ = [
+    "OPENROUTER_BASE_URL",
+    "PROFILES",
+    "PROVIDERS",
+    "ProviderProfile",
+    "default_models",
+    "profile",
+    "wire_for_provider",
+]
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 
@@ -98,6 +106,8 @@ _ROWS = (
 
 #: Every provider's row, by name, in order of preference for the default model.
 PROFILES: Mapping[str, ProviderProfile] = MappingProxyType({p.name: p for p in _ROWS})
+#: The prefixes a model ref may start with (``openrouter`` is a key, not a prefix).
+PROVIDERS = tuple(name for name in PROFILES if name != "openrouter")
 
 
 def profile(name: str) -> ProviderProfile:
@@ -116,3 +126,16 @@ def default_models() -> tuple[tuple[str, str], ...]:
         ('anthropic', 'anthropic:claude-sonnet-4-6')
     """
     return tuple((p.name, p.default_model) for p in _ROWS if p.default_model)
+
+
+def wire_for_provider(provider: str) -> Wire:
+    """The wire a provider speaks by default (its profile row).
+
+    Example:
+        >>> wire_for_provider("openai"), wire_for_provider("openai-compatible")
+        ('openai-responses', 'openai-chat')
+    """
+    row = PROFILES.get(provider)
+    if row is None:
+        raise WireError(f"no default wire for provider {provider!r}")
+    return row.default_wire
