@@ -40,7 +40,13 @@ from typing import Any, TypeGuard
 
 from visus import limits
 from visus.errors import ConfigError
-from visus.integrations.core import TOOL_NAMES, HeldImage, VisionCore, image_in_text
+from visus.integrations.core import (
+    CONSERVATIVE,
+    TOOL_NAMES,
+    HeldImage,
+    VisionCore,
+    image_in_text,
+)
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
@@ -156,7 +162,7 @@ class VisionMiddleware(AgentMiddleware):
 
         async def run(**args: Any) -> tuple[Any, Any]:
             # Outside an agent (no wrap_tool_call): conservative limits, no digest reach.
-            call = _CALL.get() or _Call(self.core.model_spec("unknown"), ())
+            call = _CALL.get() or _Call(CONSERVATIVE, ())
             seen = await self.core.call(name, args, call.model, call.held)
             if seen.image is None:
                 return seen.text, None
