@@ -14,8 +14,8 @@ Example:
     >>> from visus.record.messages import ModelRequest, UserMessage, TextPart
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hello"),)),), max_tokens=100)
     >>> body = lower(req, wire="anthropic", model="claude-sonnet-4-6", blobs=MemoryBlobStore())
-    >>> body["model"], body["messages"][0]["content"]
-    ('claude-sonnet-4-6', [{'type': 'text', 'text': 'hello'}])
+    >>> body["model"], body["messages"][0]["content"][0]["text"]
+    ('claude-sonnet-4-6', 'hello')
 """
 
 from __future__ import annotations

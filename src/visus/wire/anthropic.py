@@ -4,7 +4,9 @@ Images and PDF documents (``document`` blocks, on models with ``spec.pdf``) ride
 natively everywhere the API allows them: in user turns and inside ``tool_result``
 content. Tool results are user-role content, so a run of tool
 results and the user message after it merge into one user turn (the API requires
-alternating roles), ``tool_result`` blocks first.
+alternating roles), ``tool_result`` blocks first. Prompt-caching breakpoints
+(``cache_control``) mark the system prompt, the history before the live images and the
+newest block, so the newest message below carries one.
 
 Example:
     >>> from visus.wire import lower
@@ -13,8 +15,9 @@ Example:
     >>> from visus.models.spec import ModelSpec
     >>> spec = ModelSpec(name="claude-x", provider="anthropic", vision=True)
     >>> req = ModelRequest(messages=(UserMessage((TextPart("hi"),)),), max_tokens=64)
-    >>> lower(req, wire="anthropic", model=spec, blobs=MemoryBlobStore())["messages"]
-    [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}]
+    >>> body = lower(req, wire="anthropic", model=spec, blobs=MemoryBlobStore())
+    >>> body["messages"][0]["content"]
+    [{'type': 'text', 'text': 'hi', 'cache_control': {'type': 'ephemeral'}}]
 """
 
 from __future__ import annotations
