@@ -16,6 +16,7 @@ each provider SDK only by its provider module.
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,22 @@ CORE = ("media", "models", "perception", "record", "retention", "wire", "provide
 LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments", "store")
 #: The agent and everything below it: what a surface may use.
 BASE = (*LIBRARY, "agent")
+
+
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse`` with the garbage collector held off.
+
+    CPython 3.11.7 can raise "AST constructor recursion depth
+    mismatch" when a finalizer (a framework's unclosed HTTP client, left by an earlier
+    test) runs Python code in the middle of building the tree.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _below(unit: str) -> frozenset[str]:
@@ -147,7 +164,7 @@ def imports_of(path: Path, root: Path) -> Iterator[Import]:
     """Every import in the file, at any depth, relative ones resolved."""
     module, is_package = module_name(path, root)
     rel = path.relative_to(root).as_posix()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield Import(module, rel, node.lineno, alias.name)
@@ -489,7 +506,7 @@ def any_violations(root: Path) -> list[str]:
         for path in sorted((root / package).glob("*.py")):
             rel = path.relative_to(root).as_posix()
             finder = _AnyFinder()
-            finder.visit(ast.parse(path.read_text(encoding="utf-8")))
+            finder.visit(_parse(path))
             bad += [
                 f"src/visus/{rel}:{ann.lineno} ({scope}): {ast.unparse(ann)}"
                 for scope, ann in finder.found
