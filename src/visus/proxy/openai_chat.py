@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,31 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
     messages = body.get("messages")
     if not isinstance(messages, list):
         return edit
+    calls, turns = _calls_and_turns(messages)
+    # Pass 1: find every image, decide which leave the window, fit the rest.
+    tools, user_images = _find(messages, turns, calls, edit)
+    everything = [im for t in tools.values() for im in t.images] + [im for *_, im in user_images]
+    everything.sort(key=lambda im: im.order)  # the order the model reads them: oldest first
+    plan(edit, [im.found() for im in everything], current=turns[-1] if turns else 0)
+    for image in everything:
+        if image.stale_text is None:
+            _size(edit, image)
+    if not tools and not edit.changed:
+        return edit
+    # Pass 2: write the images back; hoist tool images after their run.
+    for content, j, image in user_images:
+        content[j] = image.part() if image.stale_text is None else _text(image.stale_text)
+    hoist = _Hoist(edit)
+    for i, message in enumerate(messages):
+        hoist.add(i, message, tools.get(i))
+    hoist.close_run()
+    body["messages"] = hoist.out
+    edit.relocate(hoist.relocated)
+    return edit
+
+
+def _calls_and_turns(messages: list[Any]) -> tuple[dict[str, tuple[str, Any]], list[int]]:
+    """Every tool call by id (its name and arguments), and each message's turn number."""
     calls: dict[str, tuple[str, Any]] = {}
     turns: list[int] = []
     turn = 0
@@ -157,9 +183,13 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                 if isinstance(fn, dict) and isinstance(call.get("id"), str):
                     calls[call["id"]] = (str(fn.get("name", "tool")), fn.get("arguments"))
         turns.append(turn)
-    current = turn
+    return calls, turns
 
-    # Pass 1: find every image, decide which leave the window, fit the rest.
+
+def _find(
+    messages: list[Any], turns: list[int], calls: dict[str, tuple[str, Any]], edit: Edit
+) -> tuple[dict[int, _Tool], list[tuple[list[Any], int, _Image]]]:
+    """The tool messages holding images (by index) and the images of user messages."""
     tools: dict[int, _Tool] = {}
     user_images: list[tuple[list[Any], int, _Image]] = []
     for i, message in enumerate(messages):
@@ -172,65 +202,51 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
             if tool is not None:
                 tools[i] = tool
         elif role == "user" and isinstance(content, list):
-            for j, part in enumerate(content):
-                inner = part.get("image_url") if isinstance(part, dict) else None
-                url = inner.get("url") if isinstance(inner, dict) else inner
-                parsed = parse_data_url(url) if isinstance(url, str) else None
-                if parsed is None:
-                    continue
-                path = f"messages[{i}].content[{j}]"
-                image = _Image(path, turns[i], "", None, (i, j), *parsed)
-                if isinstance(inner, dict):
-                    image.detail = inner.get("detail")
-                user_images.append((content, j, image))
-    everything = [im for t in tools.values() for im in t.images] + [im for *_, im in user_images]
-    everything.sort(key=lambda im: im.order)  # the order the model reads them: oldest first
-    plan(edit, [im.found() for im in everything], current=current)
-    live = [im for im in everything if im.stale_text is None]
-    for image in live:
-        _size(edit, image)
-    if not tools and not edit.changed:
-        return edit
+            user_images += [(content, j, im) for j, im in _user_images(content, i, turns[i])]
+    return tools, user_images
 
-    # Pass 2: write the images back; hoist tool images after their run.
-    for content, j, image in user_images:
-        if image.stale_text is not None:
-            content[j] = {"type": "text", "text": image.stale_text}
-        else:
-            content[j] = image.part()
-    out: list[Any] = []
-    relocated: dict[str, str] = {}
-    run: list[_Image] = []
 
-    def close_run() -> None:
-        if not run:
-            return
-        hoisted: list[Any] = [{"type": "text", "text": HOIST_INTRO}]
-        for image in run:
-            hoisted.append(
-                {"type": "text", "text": f"[image from tool call {image.call_id}: {image.what()}]"}
-            )
-            relocated[image.path] = f"messages[{len(out)}].content[{len(hoisted)}]"
-            hoisted.append(image.part())
-        edit.hoisted += len(run)
-        out.append({"role": "user", "content": hoisted})
-        run.clear()
+def _user_images(content: list[Any], i: int, turn: int) -> Iterator[tuple[int, _Image]]:
+    """The ``data:`` images of user message ``i`` (URLs stay as they are, uncounted)."""
+    for j, part in enumerate(content):
+        inner = part.get("image_url") if isinstance(part, dict) else None
+        url = inner.get("url") if isinstance(inner, dict) else inner
+        parsed = parse_data_url(url) if isinstance(url, str) else None
+        if parsed is None:
+            continue
+        image = _Image(f"messages[{i}].content[{j}]", turn, "", None, (i, j), *parsed)
+        if isinstance(inner, dict):
+            image.detail = inner.get("detail")
+        yield j, image
 
-    for i, message in enumerate(messages):
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+class _Hoist:
+    """Pass 2's new message list: each tool message's images move to one user message
+    right after its run of tool messages; ``relocated`` maps old image paths to new."""
+
+    def __init__(self, edit: Edit) -> None:
+        self.edit = edit
+        self.out: list[Any] = []
+        self.relocated: dict[str, str] = {}
+        self.run: list[_Image] = []
+
+    def add(self, i: int, message: Any, tool: _Tool | None) -> None:
         if not (isinstance(message, dict) and message.get("role") == "tool"):
-            close_run()
+            self.close_run()
             if isinstance(message, dict) and message.get("role") == "user":
                 for k, item in enumerate(message.get("content") or []):
                     if isinstance(item, dict) and item.get("type") == "image_url":
-                        relocated[f"messages[{i}].content[{k}]"] = (
-                            f"messages[{len(out)}].content[{k}]"
-                        )
-            out.append(message)
-            continue
-        tool = tools.get(i)
+                        old, new = f"messages[{i}].content[{k}]", f"messages[{len(self.out)}]"
+                        self.relocated[old] = f"{new}.content[{k}]"
+            self.out.append(message)
+            return
         if tool is None:
-            out.append(message)
-            continue
+            self.out.append(message)
+            return
         lines = list(tool.texts)
         for image in tool.images:
             if image.stale_text is not None:
@@ -239,9 +255,18 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                 lines.append(
                     f"[image: {image.what()}; shown in the user message after these tool results]"
                 )
-                run.append(image)
-        out.append({**message, "content": "\n".join(lines)})
-    close_run()
-    body["messages"] = out
-    edit.relocate(relocated)
-    return edit
+                self.run.append(image)
+        self.out.append({**message, "content": "\n".join(lines)})
+
+    def close_run(self) -> None:
+        """The user message carrying the images of the tool messages just added."""
+        if not self.run:
+            return
+        hoisted: list[Any] = [_text(HOIST_INTRO)]
+        for image in self.run:
+            hoisted.append(_text(f"[image from tool call {image.call_id}: {image.what()}]"))
+            self.relocated[image.path] = f"messages[{len(self.out)}].content[{len(hoisted)}]"
+            hoisted.append(image.part())
+        self.edit.hoisted += len(self.run)
+        self.out.append({"role": "user", "content": hoisted})
+        self.run.clear()
