@@ -48,3 +48,16 @@ def test_agent_snippet_reads_the_word_through_the_view_tool(
     out = capsys.readouterr().out
     assert "LANTERN" in out  # the reference model read the pixels the view tool sent
     assert "input_tokens" in out
+
+
+def test_the_screenshot_is_of_the_page_and_its_script_is_in_the_repo() -> None:
+    from PIL import Image
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/web-chat.png)" in readme
+    with Image.open(ROOT / "docs" / "web-chat.png") as shot:
+        assert shot.format == "PNG"
+        assert shot.size[0] >= 800
+    script = (ROOT / "scripts" / "screenshot_web.py").read_text(encoding="utf-8")
+    assert "create_main_app" in script  # the real page, not a mock-up
+    assert "docs/examples/sign.png" in readme

@@ -20,19 +20,21 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from visus.agent import PastedImage, ToolRegistry, build_agent
+from visus.agent import PastedImage, StatusCallback, ToolCallback, ToolRegistry, build_agent
 from visus.agent.extra_tools import AttachmentsFor, attachment_tools
 from visus.agent.loop import ResumeRefusedError, TurnResult
 from visus.agent.mcp_client import McpServerSpec
+from visus.agent.phases import tool_phase
 from visus.agent.policy import OperatorPolicy
 from visus.attachments import AttachmentStore, SessionAttachments
 from visus.config import VisusConfig, load_config
 from visus.errors import ConfigError
 from visus.paths import data_dir, files_dir
 from visus.providers import ProviderSettings
+from visus.record.messages import ToolCall
 from visus.retention import RetentionPolicy
 from visus.store import Store, is_database_url, open_store
-from visus.tether.instance import TurnNotResumedError
+from visus.tether.instance import EmitStatus, TurnNotResumedError
 from visus.tether.runner import (
     MCP_SERVERS_KEY,
     ImageIn,
@@ -85,6 +87,9 @@ class AgentRunner:
     create request nor a stored instance (another replica's, an older version's) widens
     the operator's boundary.
     """
+
+    #: Tether passes ``emit_status``: each phase and tool call becomes a frame.
+    reports_status = True
 
     def __init__(
         self,
@@ -142,11 +147,19 @@ class AgentRunner:
         user: Mapping[str, Any] | None,
         emit_delta: Callable[[str], Awaitable[None]],
         request_id: str | None = None,
+        emit_status: EmitStatus | None = None,
     ) -> TurnOutput:
         del user  # who spoke is in the frame; the agent answers the session either way
         pasted = [PastedImage(i.data, i.media_type) for i in images]
+        on_tool, on_status = _status_callbacks(emit_status)
         result = await self.agent.run_turn(
-            session, text, pasted, on_delta=emit_delta, request_id=request_id
+            session,
+            text,
+            pasted,
+            on_delta=emit_delta,
+            on_tool=on_tool,
+            on_status=on_status,
+            request_id=request_id,
         )
         return _output(result)
 
@@ -159,13 +172,22 @@ class AgentRunner:
         user: Mapping[str, Any] | None,
         emit_delta: Callable[[str], Awaitable[None]],
         request_id: str,
+        emit_status: EmitStatus | None = None,
     ) -> TurnOutput:
         """Finish the turn answering ``request_id`` that another replica began."""
         del user
         pasted = [PastedImage(i.data, i.media_type) for i in images]
+        on_tool, on_status = _status_callbacks(emit_status)
         try:
             result = await self.agent.run_turn(
-                session, text, pasted, on_delta=emit_delta, request_id=request_id, resume=True
+                session,
+                text,
+                pasted,
+                on_delta=emit_delta,
+                on_tool=on_tool,
+                on_status=on_status,
+                request_id=request_id,
+                resume=True,
             )
         except ResumeRefusedError as e:
             raise TurnNotResumedError(str(e)) from e
@@ -173,6 +195,24 @@ class AgentRunner:
 
     async def aclose(self) -> None:
         await self.agent.aclose()
+
+
+def _status_callbacks(
+    emit: EmitStatus | None,
+) -> tuple[ToolCallback | None, StatusCallback | None]:
+    """The agent's progress callbacks as ``assistant.status`` frames: each phase in
+    words, and each tool call as it starts (the web chat shows both while it waits)."""
+    if emit is None:
+        return None, None
+
+    async def on_tool(call: ToolCall) -> None:
+        tool = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+        await emit(tool_phase(call.name, call.arguments), tool)
+
+    async def on_status(label: str) -> None:
+        await emit(label, None)
+
+    return on_tool, on_status
 
 
 def _output(result: TurnResult) -> TurnOutput:

@@ -74,6 +74,10 @@ async def test_stop_ends_the_turn_and_the_session_goes_on(
     assert stop.status_code == 202, stop.text
     frames, after = await frames_until(c, iid, 0, {"assistant.done", "error"})
     assert time.monotonic() - started < 10  # not the 30 s the model was asked to take
+    # The turn said what it was doing ("waiting for reference") before it was stopped.
+    status = [f for f in frames if f["type"] == "assistant.status"]
+    assert [f["payload"]["text"] for f in status] == ["waiting for reference"]
+    frames = [f for f in frames if f["type"] != "assistant.status"]
     assert [f["type"] for f in frames] == ["user.message", "turn.cancel", "error"]
     assert frames[1]["payload"] == {"target": target}
     assert frames[2]["payload"]["code"] == "cancelled"

@@ -299,3 +299,21 @@ def test_assistant_done_carries_the_turns_usage() -> None:
     wire["payload"]["usage"] = {"input_tokens": "many"}
     with pytest.raises(FrameError, match=r"payload\.usage\.input_tokens"):
         decode_frame(wire)
+
+
+def test_a_status_frame_names_the_phase_and_the_call_that_starts() -> None:
+    from visus.tether.frames import AssistantStatus, Frame, decode_frame, frame_to_dict
+
+    tool = {"id": "c1", "name": "view", "arguments": {"path": "report.pdf", "page": 4}}
+    frame = Frame(AssistantStatus("viewing report.pdf page 4", tool), "s", "m1", reply_to="u1")
+    wire = frame_to_dict(frame)
+    assert wire["type"] == "assistant.status"
+    assert wire["payload"] == {"text": "viewing report.pdf page 4", "tool": tool}
+    back = decode_frame(json.loads(json.dumps(wire))).frame
+    assert back.payload == AssistantStatus("viewing report.pdf page 4", tool)
+    plain = decode_frame({**wire, "payload": {"text": "waiting for gpt-4.1"}}).frame
+    assert plain.payload == AssistantStatus("waiting for gpt-4.1")
+    with pytest.raises(FrameError, match=r"payload\.images"):
+        decode_frame({**wire, "payload": {"text": "x", "images": []}})
+    with pytest.raises(FrameError, match=r"assistant\.status"):
+        decode_frame({**wire, "type": "assistant.status"}, types=frozenset({"user.message"}))

@@ -689,7 +689,7 @@ def test_a_turn_in_flight_shows_elapsed_time_and_stop_really_stops_it(
     assert page.locator(".conversation .empty").count() == 0
     assert page.is_disabled("#send")
     page.wait_for_function(
-        "() => /Working… [1-9]\\d* s/.test(document.querySelector('.working-text').textContent)",
+        "() => / · [1-9]\\d* s$/.test(document.querySelector('.working-text').textContent)",
         timeout=5000,
     )
     page.screenshot(path=str(SHOTS / "10-working-with-stop.png"))
@@ -983,7 +983,65 @@ def test_a_chat_is_renamed_and_deleted_from_the_session_list(
     page.click("#delete-confirm")
     page.wait_for_selector(f"button[data-sid='{second}']", state="detached")
     page.wait_for_function(f"location.hash === '#s={first}'")
-    assert "deleted" in page.inner_text("#notice")
+    page.wait_for_function(
+        "() => document.querySelector('#notice-text').textContent.includes('deleted')"
+    )
     listed = page.context.request.get(served.url + "/web/api/sessions").json()["sessions"]
     assert [s["id"] for s in listed if s["id"] in (first, second)] == [first]
     assert page.errors == []
+
+
+_WATCH_PHASES_JS = """() => {
+  window.phases = [];
+  window.toolLines = [];
+  new MutationObserver(() => {
+    const bubble = document.querySelector('.msg.assistant.streaming');
+    if (!bubble) return;
+    const text = bubble.querySelector('.working-text');
+    const phase = text ? text.textContent.replace(/ · \\d+ s$/, '') : '';
+    if (phase && window.phases[window.phases.length - 1] !== phase) window.phases.push(phase);
+    for (const line of bubble.querySelectorAll('.tool-call')) {
+      if (!window.toolLines.includes(line.textContent)) window.toolLines.push(line.textContent);
+    }
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def test_the_bubble_names_each_phase_and_shows_a_tool_call_as_it_starts(
+    open_page: Any, served: Served
+) -> None:
+    from tests.media.media_corpus import pdf_bytes
+
+    files = served.app.state.policy.roots[0]
+    (files / "report.pdf").write_bytes(pdf_bytes(3))
+    page = open_page(served.url)
+    _new_chat(page)
+    page.evaluate(_WATCH_PHASES_JS)
+    page.fill("#message", "wait 2\nwhat's on page 2 of report.pdf?")
+    page.press("#message", "Enter")
+    _last_answer(page, ["report.pdf page 2"])
+    phases = page.evaluate("window.phases")
+    assert "waiting for reference" in phases, phases
+    assert "viewing report.pdf page 2" in phases, phases
+    # The call was on screen while the turn ran, before the record showed it.
+    assert page.evaluate("window.toolLines") == ['→ view {"path":"report.pdf","page":2}']
+    assert page.errors == []
+
+
+def test_a_reload_keeps_the_turns_true_elapsed_time(open_page: Any, served: Served) -> None:
+    page = open_page(served.url)
+    _new_chat(page)
+    page.fill("#message", "wait 12")
+    page.press("#message", "Enter")
+    page.wait_for_function(
+        "() => / · [3-9] s$/.test(document.querySelector('.working-text').textContent)",
+        timeout=15_000,
+    )
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    page.wait_for_selector(".working .working-text")
+    shown = page.inner_text(".working .working-text")
+    seconds = int(shown.rsplit(" · ", 1)[1].split()[0])
+    assert seconds >= 3, shown  # not counted again from the reload
+    page.click(".working .stop")
+    page.wait_for_selector(".working", state="detached", timeout=10_000)

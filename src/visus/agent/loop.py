@@ -70,8 +70,21 @@ DeltaCallback = OnDelta
 #: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
 ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
 #: Called with what the turn is doing now ("fitting 2 image(s) for gpt-4.1",
-#: "waiting for gpt-4.1"), for a progress line; tool calls go to a ToolCallback.
-StatusCallback = Callable[[str], None]
+#: "waiting for gpt-4.1"), for a progress line; tool calls go to a ToolCallback. It may
+#: be a coroutine function (a server appends a frame), which is awaited.
+StatusCallback = Callable[[str], Awaitable[None] | None]
+_Say = Callable[[str], Awaitable[None]]
+
+
+def _sayer(on_status: StatusCallback | None) -> _Say:
+    """``on_status`` as one awaitable call, whichever kind it is (or none)."""
+
+    async def say(label: str) -> None:
+        said = on_status(label) if on_status is not None else None
+        if said is not None:
+            await said
+
+    return say
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
@@ -219,7 +232,7 @@ class Agent:
         started = await self.mcp.start(self.tools.add) if self.mcp is not None else []
         history = await self._history(session_id)
         begun = _begun(history, request_id) if resume and request_id else None
-        status = on_status or (lambda _: None)
+        status = _sayer(on_status)
         if begun is None:
             number = max((m.turn for m in history), default=0) + 1
             await self._open(session_id, history, number, text, images, request_id, status)
@@ -233,8 +246,7 @@ class Agent:
             if done is not None:
                 return done
         for step in range(steps + 1, self.max_steps + 1):
-            status(f"waiting for {self.model.name}")
-            reply = await self._step(turn, on_delta)
+            reply = await self._step(turn, on_delta, status)
             if not reply.tool_calls:
                 # An answer cut off at the output limit is not a finished answer.
                 return turn.result(step, "max_tokens" if reply.truncated else "answer")
@@ -252,14 +264,14 @@ class Agent:
         text: str,
         images: Sequence[PastedImage],
         request_id: str | None,
-        status: StatusCallback,
+        status: _Say,
     ) -> None:
         """Record the turn's user message (its pasted images fitted and stored)."""
         # Fitting pasted images decodes and re-encodes them: off the event loop, as
         # tether's egress fitting is, so one big paste never stalls other turns.
         if images:
             big = max(len(i.data) for i in images)
-            status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
+            await status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
         parts = await asyncio.to_thread(self._user_parts, text, images) if images else None
         parts = parts or self._user_parts(text, ())
         user = UserMessage(parts=parts, turn=number, request_id=request_id)
@@ -280,9 +292,12 @@ class Agent:
             result_cache=self.result_cache,
         )
 
-    async def _step(self, turn: _Turn, on_delta: DeltaCallback | None) -> AssistantMessage:
+    async def _step(
+        self, turn: _Turn, on_delta: DeltaCallback | None, status: _Say
+    ) -> AssistantMessage:
         """Ask the model once and record its reply."""
         try:
+            await status(f"waiting for {self.model.name}")
             reply = await self._complete(
                 turn.history, on_delta, turn.notes, _cache_key(turn.session_id)
             )

@@ -267,7 +267,9 @@ def run(
 
     def tool_started(call: ToolCall) -> None:
         end_line()
-        progress.update(f"running {call.name} {_brief(call.arguments)}")
+        from visus.agent.phases import tool_phase  # what the web chat's bubble says too
+
+        progress.update(tool_phase(call.name, call.arguments))
 
     def status(label: str) -> None:
         end_line()

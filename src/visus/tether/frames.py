@@ -55,6 +55,7 @@ __all__ = [
     "INGRESS_TYPES",
     "AssistantDelta",
     "AssistantDone",
+    "AssistantStatus",
     "CancelPayload",
     "Decoded",
     "ErrorPayload",
@@ -82,10 +83,22 @@ __all__ = [
 ]
 
 FrameType: TypeAlias = Literal[
-    "user.message", "assistant.delta", "assistant.done", "error", "turn.cancel"
+    "user.message",
+    "assistant.delta",
+    "assistant.status",
+    "assistant.done",
+    "error",
+    "turn.cancel",
 ]
 FRAME_TYPES: Final[frozenset[str]] = frozenset(
-    {"user.message", "assistant.delta", "assistant.done", "error", "turn.cancel"}
+    {
+        "user.message",
+        "assistant.delta",
+        "assistant.status",
+        "assistant.done",
+        "error",
+        "turn.cancel",
+    }
 )
 #: What a producer may POST: a message, or the stop of one.
 INGRESS_TYPES: Final[frozenset[str]] = frozenset({"user.message", "turn.cancel"})
@@ -161,6 +174,17 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class AssistantStatus:
+    """What the agent does now, in words (``viewing report.pdf page 4``, ``waiting for
+    gpt-4.1``); ``tool`` is the call that starts (``{"id", "name", "arguments"}``), so a
+    client shows it as it starts, not only in the record afterwards."""
+
+    text: str
+    tool: Mapping[str, Any] | None = None
+    kind: Literal["assistant.status"] = "assistant.status"
+
+
+@dataclass(frozen=True, slots=True)
 class AssistantDone:
     text: str
     images: tuple[Image, ...] = ()
@@ -190,7 +214,12 @@ class CancelPayload:
 
 
 Payload: TypeAlias = (
-    UserMessagePayload | AssistantDelta | AssistantDone | ErrorPayload | CancelPayload
+    UserMessagePayload
+    | AssistantDelta
+    | AssistantStatus
+    | AssistantDone
+    | ErrorPayload
+    | CancelPayload
 )
 
 
@@ -262,6 +291,10 @@ def payload_to_dict(payload: Payload) -> dict[str, Any]:
                 out["usage"] = dict(payload.usage)
         case AssistantDelta():
             out = {"text": payload.text}
+        case AssistantStatus():
+            out = {"text": payload.text}
+            if payload.tool is not None:
+                out["tool"] = dict(payload.tool)
         case ErrorPayload():
             out = {"code": payload.code, "message": payload.message}
         case CancelPayload():
@@ -496,12 +529,13 @@ def _payload(kind: str, obj: Mapping[str, Any]) -> tuple[Payload, tuple[ImageIn,
             'payload.text: required (use "" for an image-only message)', field="payload.text"
         )
     text = _str(obj["text"], "payload.text")
-    if kind == "assistant.delta":
+    if kind in ("assistant.delta", "assistant.status"):
         if "images" in obj:
-            raise FrameError(
-                "payload.images: assistant.delta never carries images", field="payload.images"
-            )
-        return AssistantDelta(text), ()
+            raise FrameError(f"payload.images: {kind} never carries images", field="payload.images")
+        if kind == "assistant.delta":
+            return AssistantDelta(text), ()
+        tool = obj.get("tool")
+        return AssistantStatus(text, None if tool is None else dict(_obj(tool, "payload.tool"))), ()
     images, decoded = _decode_images(obj.get("images"), "payload.images")
     if kind == "assistant.done":
         stop = obj.get("stop_reason")

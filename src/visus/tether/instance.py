@@ -27,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from visus import limits, media
 from visus.errors import LimitError, NotFoundError, VisusError
@@ -37,6 +37,7 @@ from visus.media import Profile
 from visus.tether.deltas import DeltaWriter, Emit
 from visus.tether.frames import (
     AssistantDone,
+    AssistantStatus,
     ErrorPayload,
     Frame,
     Payload,
@@ -62,6 +63,7 @@ __all__ = [
     "STOPPED",
     "BusyError",
     "Emit",
+    "EmitStatus",
     "Instance",
     "Reply",
     "TurnLostError",
@@ -71,6 +73,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Appends an ``assistant.status`` frame: the phase in words, and a tool call starting.
+EmitStatus: TypeAlias = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 
 #: The ``cancelled`` error frame's message, wherever the turn was stopped.
 STOPPED = "stopped by the user; send a new message to go on"
@@ -333,8 +338,14 @@ class Instance:
         out: DeltaWriter,
         resume: bool,
     ) -> None:
+        async def emit_status(text: str, tool: Mapping[str, Any] | None = None) -> None:
+            # After the text held so far: a client sees the phase where it began.
+            await out.send(reply.frame(AssistantStatus(text, tool)))
+
         try:
-            result = await self._answer(payload, request_id, reply.session, images, out, resume)
+            result = await self._answer(
+                payload, request_id, reply.session, images, out, resume, emit_status
+            )
         except (asyncio.CancelledError, TurnLostError):
             raise
         except Exception as e:  # a failed turn is a frame, never a dead server
@@ -359,6 +370,7 @@ class Instance:
         images: tuple[ImageIn, ...],
         out: DeltaWriter,
         resume: bool,
+        emit_status: EmitStatus,
     ) -> TurnOutput:
         """The runner's answer: a new turn, or the rest of a turn another replica began."""
         runner = self.runner
@@ -369,6 +381,8 @@ class Instance:
             "user": payload.user,
             "emit_delta": out.delta,
         }
+        if getattr(runner, "reports_status", False):  # TurnRunner's docstring
+            args["emit_status"] = emit_status
         if not isinstance(runner, ResumableRunner):
             if resume:
                 raise TurnNotResumedError(

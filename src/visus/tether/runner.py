@@ -90,6 +90,10 @@ class TurnRunner(Protocol):
     an ``assistant.delta`` frame (text only). The returned images are checked again
     on egress; images past a limit are dropped with an ``error`` frame naming it.
     Storing the user message and its images (as blobs) is the runner's job.
+
+    A runner whose class sets ``reports_status = True`` also gets
+    ``emit_status(text, tool)``, which appends an ``assistant.status`` frame: the phase
+    the turn is in, and the tool call that starts (``{"id", "name", "arguments"}``).
     """
 
     async def run_turn(

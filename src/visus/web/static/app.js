@@ -73,9 +73,31 @@ function syncBusy() {
   document.body.dataset.busy = busy ? "true" : "";
 }
 
+// When each turn of this tab started (sessionStorage: a reload keeps it), so the
+// working bubble counts the turn's true time, not the time since the page loaded.
+function turnStarted(msgId) {
+  const key = `visus.turn.${msgId}`;
+  const known = Number(sessionStorage.getItem(key));
+  if (known) return known;
+  const now = Date.now();
+  sessionStorage.setItem(key, String(now));
+  return now;
+}
+
+function turnEnded(msgId) {
+  sessionStorage.removeItem(`visus.turn.${msgId}`);
+}
+
+// The bubble of a turn in flight: what it does now (the phase an assistant.status frame
+// names: "waiting for gpt-4.1", "viewing report.pdf page 4"), for how long, and Stop.
 function workingBubble(msgId) {
-  const started = Date.now();
-  const status = el("span", { class: "working-text", text: "Working… 0 s" });
+  const started = turnStarted(msgId);
+  const work = { phase: "Working…", tools: [] };
+  const status = el("span", { class: "working-text" });
+  const show = () => {
+    status.textContent = `${work.phase} · ${Math.max(0, Math.round((Date.now() - started) / 1000))} s`;
+  };
+  show();
   const stop = el("button", { type: "button", class: "stop", text: "Stop", "aria-label": "Stop this answer" });
   stop.addEventListener("click", () => stopTurn(msgId, stop));
   const live = el("p", { class: "working", role: "status" }, el("span", { class: "spinner", "aria-hidden": "true" }), status, stop);
@@ -85,9 +107,19 @@ function workingBubble(msgId) {
       clearInterval(timer);
       return;
     }
-    status.textContent = `Working… ${Math.round((Date.now() - started) / 1000)} s`;
+    show();
   }, 1000);
-  return { bubble, live, timer };
+  work.show = show;
+  return { bubble, live, timer, work };
+}
+
+// Text so far, the tool calls started so far, then the live line (phase, time, Stop).
+function redraw(pending) {
+  pending.bubble.replaceChildren();
+  if (pending.text) renderText(pending.bubble, pending.text);
+  for (const line of pending.work.tools) pending.bubble.append(line);
+  pending.bubble.append(pending.live);
+  pending.bubble.setAttribute("aria-busy", "true");
 }
 
 async function stopTurn(msgId, button) {
@@ -251,10 +283,20 @@ async function onFrame(frame) {
   const pending = pendingFor(frame);
   if (frame.type === "assistant.delta" && pending) {
     pending.text += frame.payload.text;
-    pending.bubble.replaceChildren();
-    renderText(pending.bubble, pending.text);
-    pending.bubble.append(pending.live); // the elapsed time and Stop stay under the text
-    pending.bubble.setAttribute("aria-busy", "true");
+    redraw(pending); // the elapsed time and Stop stay under the text
+    return;
+  }
+  if (frame.type === "assistant.status" && pending) {
+    pending.work.phase = frame.payload.text;
+    const tool = frame.payload.tool;
+    if (tool) {
+      // The call shows as it starts, as the record will show it once the turn ends.
+      pending.work.tools.push(
+        el("p", { class: "tool-call", text: `→ ${tool.name} ${JSON.stringify(tool.arguments)}` }),
+      );
+    }
+    redraw(pending);
+    pending.work.show();
     return;
   }
   if (frame.type === "assistant.done" || frame.type === "error") {
@@ -267,6 +309,7 @@ async function onFrame(frame) {
     }
     if (frame.type === "assistant.done" || code === "turn_failed" || code === "cancelled") {
       const id = frame.reply_to;
+      if (id) turnEnded(id);
       if (pending) {
         clearInterval(pending.timer);
         state.pending.delete(id);
@@ -333,8 +376,8 @@ function resumeRunning(conv) {
   if (conv.id !== state.sid) return;
   for (const msgId of conv.running || []) {
     if (state.pending.has(msgId) || state.ended.has(msgId)) continue;
-    const { bubble, live, timer } = workingBubble(msgId);
-    state.pending.set(msgId, { turn: lastTurn(), user: null, bubble, live, timer, text: "" });
+    const { bubble, live, timer, work } = workingBubble(msgId);
+    state.pending.set(msgId, { turn: lastTurn(), user: null, bubble, live, timer, work, text: "" });
   }
   if (state.pending.size) {
     syncBusy();
@@ -542,8 +585,9 @@ async function send() {
       }
       refreshConversation().catch(showError);
     } else {
-      const { bubble, live, timer } = workingBubble(accepted.msg_id);
+      const { bubble, live, timer, work } = workingBubble(accepted.msg_id);
       state.pending.set(accepted.msg_id, {
+        work,
         ...sent,
         turn: lastTurn() + state.pending.size + 1,
         bubble,
@@ -694,7 +738,7 @@ function showModelNote(config) {
   box.hidden = !config.reference;
   if (!config.reference) return;
   box.append(
-    `${config.model} is visus's offline reference model: it reads the words, places and colours of images and nothing more (`,
+    `${config.model} is visus's offline reference model: it reads the words, positions and colours of images and nothing more (`,
     el("a", { href: "/web/static/reference.html", target: "_blank", rel: "noopener", text: "what it is" }),
     "). For real answers restart visus serve with a provider key (OPENAI_API_KEY, ANTHROPIC_API_KEY, " +
       "GEMINI_API_KEY or OPENROUTER_API_KEY) or with --model provider:model.",
