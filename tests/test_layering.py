@@ -25,7 +25,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "visus"
 
-FOUNDATION = ("errors", "limits", "paths")
+FOUNDATION = ("errors", "limits", "paths", "budget")
 #: The pipeline's core, in DESIGN.md's order: each may import the ones before it.
 #: ``models`` holds data (catalog, specs, token formulas); it sits right after
 #: ``media`` because a spec carries a media ``Profile``, and everything from
@@ -64,6 +64,8 @@ def _below(unit: str) -> frozenset[str]:
 ALLOWED: Mapping[str, frozenset[str]] = {
     "__init__": frozenset(),  # ``visus`` itself: only the version
     **{name: frozenset() for name in FOUNDATION},
+    # the process-wide memory budget: its bound (limits) and refusals (errors)
+    "budget": frozenset(("errors", "limits")),
     **{name: _below(name) for name in CORE},
     "net": frozenset(FOUNDATION),
     "config": frozenset((*FOUNDATION, *CORE)),

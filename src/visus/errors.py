@@ -11,6 +11,7 @@ these classes and never a library's own.
     │   ├── UndecodableError        bytes our decoders cannot open (corrupt, truncated)
     │   ├── UnsupportedTypeError    a real file of a kind we do not turn into pixels
     │   └── TooLargeError           past a bound in limits.py (pixels, bytes, pages)
+    │       └── BusyError           a shared budget (render workers, memory) stayed full
     ├── ReachError                  path outside the allowed roots (or render withheld)
     ├── PolicyError                 the operator's policy refuses it (an MCP server or a
     │                               write tool the operator did not allow)
@@ -46,6 +47,7 @@ __all__ = [
     "AnalyzeError",
     "AuthError",
     "BlockedURLError",
+    "BusyError",
     "ConfigError",
     "ContextLengthError",
     "HTTPStatusError",
@@ -90,6 +92,12 @@ class UnsupportedTypeError(MediaError):
 
 class TooLargeError(MediaError):
     """A source is past a bound in :mod:`visus.limits`."""
+
+
+class BusyError(TooLargeError):
+    """A budget the whole process shares (render workers, decode and body memory) stayed
+    full past its wait: refused as ``too_large`` (nothing is wrong with the input
+    itself), and worth trying again shortly."""
 
 
 class ReachError(VisusError):

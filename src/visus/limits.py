@@ -41,14 +41,52 @@ TEXT_MAX_PAGE_LINES: Final = 400
 #: Characters per rendered line before wrapping.
 TEXT_WRAP_COLUMNS: Final = 120
 
-# --- rendering budget: every svg, text and pdf render (media/_worker.py) ---------
+# --- raster decodes: where they run (media/_cost.py) --------------------------------
+#: Scans a JPEG may have. Each scan of a progressive JPEG is a pass over every block,
+#: and a scan of "end of band" runs costs a few bytes: 600 scans of 10000 x 10000 in
+#: 700 KB held libvips for 22 s (63 s on a loaded machine). Encoders write 1 to ~20.
+RASTER_MAX_JPEG_SCANS: Final = 100
+#: A raster decodes in the calling process only when its decode is small on every count
+#: below (a bounded time and memory, under MEMORY_BUDGET_BYTES); else in the render
+#: worker, under its time budget and memory cap. Source pixels decoded (a 40 MP PNG
+#: takes ~0.5 s):
+RASTER_INPROCESS_MAX_PIXELS: Final = 40_000_000
+#: Pixels x scans of a progressive JPEG (a 12 MP photo of 10 scans, 120M, takes ~0.4 s).
+RASTER_INPROCESS_MAX_SCAN_PIXELS: Final = 300_000_000
+#: Estimated decode buffers (bytes): the pixels, a progressive JPEG's coefficients...
+RASTER_INPROCESS_MAX_BYTES: Final = 128 * MB
+
+# --- memory budget: what one process holds for its callers (budget.py) ----------------
+#: Bytes of decoded pixels (raster decodes in the process) and request bodies (visus
+#: serve, visus proxy) held at once; past it, callers wait.
+MEMORY_BUDGET_BYTES: Final = 1024 * MB
+#: Longest a caller waits for room in the memory budget before it is refused (busy).
+MEMORY_BUDGET_WAIT_SECONDS: Final = 10.0
+
+# --- rendering budget: every svg, text and pdf render and every raster decode too
+# large for the calling process (media/_worker.py) ---------------------------------
 #: Wall-clock seconds one render may take in its worker process before it is killed
 #: (a busy 500 KB SVG takes ~12 s on a 2-core machine at load 12; idle, ~3 s).
 RENDER_TIME_BUDGET_SECONDS: Final = 20.0
 #: Address space (RLIMIT_AS) of a render worker: Python, the renderers and the render.
 RENDER_MAX_MEMORY_BYTES: Final = 2048 * MB
-#: Render worker processes kept per process (renders past this many wait their turn).
-RENDER_MAX_WORKERS: Final = 2
+#: Worker processes of the light lane: every render starts there...
+RENDER_LIGHT_WORKERS: Final = 2
+#: ... for this long; a render still running then moves to the heavy lane (or, when
+#: that lane is full, is stopped and waits for it), so cheap work never queues behind
+#: expensive work for longer than this.
+RENDER_LIGHT_SLICE_SECONDS: Final = 2.0
+#: Worker processes of the heavy lane: long renders, and raster decodes too large for
+#: the calling process.
+RENDER_HEAVY_WORKERS: Final = 1
+#: Callers waiting for one lane's worker at once; more are refused at once (busy).
+RENDER_MAX_QUEUED: Final = 8
+#: Longest a caller waits for a worker before it is refused (busy).
+RENDER_QUEUE_WAIT_SECONDS: Final = 10.0
+#: Threads async callers run media work on (media/offload.py), apart from the event
+#: loop's default executor: more than the two lanes' workers and queues together, so
+#: a full queue never keeps a cheap call from its lane.
+MEDIA_THREADS: Final = 24
 # Complexity caps checked while an SVG is parsed, before the renderer sees it: each refuses a
 # document that would take seconds to minutes to render (measured bombs in tests).
 #: Elements in one SVG document.

@@ -7,13 +7,14 @@ before. The budget is lowered for the suite so a stopped render costs about a se
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
 from visus import limits
-from visus.errors import TooLargeError
+from visus.errors import BusyError, TooLargeError
 from visus.media import Profile, load, probe
 from visus.media import _worker as worker_mod
 from visus.perception import Reach, Refusal, view
@@ -94,6 +95,18 @@ def many_attributes() -> bytes:
     return _svg(f'<rect width="10" height="10" {attributes}/>')
 
 
+def wide_strokes(segments: int = 20_000) -> bytes:
+    # Under every cap and without a filter or mask: a 400 px round-joined stroke along
+    # 20k segments still takes librsvg tens of seconds.
+    d = " ".join(f"L{(i * 37) % 1500} {(i * 91) % 1500}" for i in range(segments))
+    return _svg(
+        f'<path d="M0 0 {d}" stroke="black" stroke-width="400" stroke-linejoin="round" '
+        'fill="red"/>',
+        w=1500,
+        h=1500,
+    )
+
+
 def long_line() -> bytes:
     return b"x = 1 + 2; " * (2 * 1024 * 1024 // 11)
 
@@ -110,13 +123,21 @@ BOMBS: dict[str, tuple[Callable[[], bytes], str | None]] = {
     "20k text elements": (many_texts, "SVG_MAX_TEXT_ELEMENTS"),
     "100k attributes": (many_attributes, "SVG_MAX_ATTRIBUTES"),
     "2 MB single-line text": (long_line, None),
+    "400 px strokes along 20k segments": (wide_strokes, None),
 }
+
+
+def warm_both_lanes() -> None:
+    """A worker started in each lane: starting one is not the render a budget is for."""
+    load(b"warm\n", profile=CLAUDE)
+    tiny = _svg('<filter id="f"><feFlood/></filter><rect width="1" height="1"/>', w=8, h=8)
+    load(tiny, profile=CLAUDE)  # a filter document starts in the heavy lane
 
 
 @pytest.fixture
 def small_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     # Warm first: starting the worker is not the render the budget is for.
-    load(b"warm\n", profile=CLAUDE)
+    warm_both_lanes()
     monkeypatch.setattr(limits, "RENDER_TIME_BUDGET_SECONDS", BUDGET)
 
 
@@ -214,4 +235,131 @@ def test_renders_in_parallel_threads_share_the_pool() -> None:
         results = list(ex.map(lambda d: load(d, profile=CLAUDE), sources))
     assert [r.line_total for r in results] == [i + 1 for i in range(6)]
     pool = worker_mod._pool()
-    assert pool.count <= limits.RENDER_MAX_WORKERS
+    assert pool.count <= limits.RENDER_LIGHT_WORKERS + limits.RENDER_HEAVY_WORKERS
+
+
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait (polling the pool's counters, which have no event to await) for ``condition``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the pool never got there"
+        time.sleep(0.01)
+
+
+def _bomb_outcomes(data: bytes, n: int) -> tuple[list[threading.Thread], list[str]]:
+    outcomes: list[str] = []
+
+    def render() -> None:
+        try:
+            load(data, profile=CLAUDE)
+        except TooLargeError as e:  # BusyError too
+            outcomes.append(type(e).__name__)
+        else:
+            outcomes.append("rendered")
+
+    threads = [threading.Thread(target=render) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads, outcomes
+
+
+def test_a_tiny_svg_does_not_wait_behind_four_bombs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 23: with four bombs queued, a tiny SVG waited 41.5 s (two workers, each bomb
+    # held one for the whole budget). Filter documents now start in the heavy lane.
+    warm_both_lanes()
+    monkeypatch.setattr(limits, "RENDER_TIME_BUDGET_SECONDS", 4.0)
+    monkeypatch.setattr(limits, "RENDER_QUEUE_WAIT_SECONDS", 1.0)
+    pool = worker_mod._pool()
+    threads, outcomes = _bomb_outcomes(_past_the_caps(), 4)
+    _until(lambda: pool.busy["heavy"] == 1 and pool.waiting["heavy"] == 3)
+    tiny = _svg('<rect width="10" height="10" fill="red"/>', w=20, h=20)
+    start = time.monotonic()
+    fitted = load(tiny, profile=CLAUDE)
+    waited = time.monotonic() - start
+    assert fitted.source_kind == "svg"
+    # Before: at least one whole budget behind the bombs.
+    assert waited < limits.RENDER_LIGHT_SLICE_SECONDS
+    for t in threads:
+        t.join()
+    # Every bomb ended in a typed refusal: stopped at the budget, or refused waiting.
+    assert sorted(outcomes) == ["BusyError", "BusyError", "BusyError", "TooLargeError"]
+
+
+def test_a_slow_render_leaves_the_light_lane_after_its_slice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing in a drawing of wide strokes says it is slow: it starts in the light lane.
+    warm_both_lanes()
+    monkeypatch.setattr(limits, "RENDER_LIGHT_SLICE_SECONDS", 0.3)
+    monkeypatch.setattr(limits, "RENDER_TIME_BUDGET_SECONDS", 3.0)
+    pool = worker_mod._pool()
+    threads, outcomes = _bomb_outcomes(wide_strokes(), 1)
+    _until(lambda: pool.busy["heavy"] == 1)
+    assert pool.busy["light"] == 0  # the light lane is free for cheap work again
+    assert load(b"cheap\n", profile=CLAUDE).source_kind == "text"
+    threads[0].join()
+    assert outcomes == ["TooLargeError"]
+
+
+def test_a_slow_render_is_stopped_and_queued_when_the_heavy_lane_is_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    warm_both_lanes()
+    monkeypatch.setattr(limits, "RENDER_LIGHT_SLICE_SECONDS", 0.3)
+    monkeypatch.setattr(limits, "RENDER_TIME_BUDGET_SECONDS", 3.0)
+    monkeypatch.setattr(limits, "RENDER_QUEUE_WAIT_SECONDS", 0.5)
+    pool = worker_mod._pool()
+    bombs, bomb_outcomes = _bomb_outcomes(_past_the_caps(), 1)  # holds the heavy lane
+    _until(lambda: pool.busy["heavy"] == 1)
+    start = time.monotonic()
+    with pytest.raises(BusyError, match=r"heavy lane \(limits.RENDER_QUEUE_WAIT_SECONDS\)"):
+        load(wide_strokes(), profile=CLAUDE)
+    # A slice in the light lane, then the wait for the heavy lane; never the budget.
+    assert time.monotonic() - start < limits.RENDER_TIME_BUDGET_SECONDS
+    # Its light worker was stopped; a warm one replaces it.
+    _until(lambda: len(pool.idle["light"]) >= 1)
+    bombs[0].join()
+    assert bomb_outcomes == ["TooLargeError"]
+
+
+def _light_lane_held(
+    monkeypatch: pytest.MonkeyPatch, **bounds: float
+) -> tuple[list[threading.Thread], list[str]]:
+    """One light worker, held by a slow drawing under ``bounds`` (limits names)."""
+    warm_both_lanes()
+    monkeypatch.setattr(limits, "RENDER_LIGHT_WORKERS", 1)
+    monkeypatch.setattr(limits, "RENDER_LIGHT_SLICE_SECONDS", 5.0)
+    for name, value in bounds.items():
+        monkeypatch.setattr(limits, name, value)
+    pool = worker_mod._pool()
+    held = _bomb_outcomes(wide_strokes(), 1)
+    _until(lambda: pool.busy["light"] == 1)
+    return held
+
+
+def test_a_full_queue_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads, outcomes = _light_lane_held(
+        monkeypatch, RENDER_MAX_QUEUED=0, RENDER_TIME_BUDGET_SECONDS=2.0
+    )
+    start = time.monotonic()
+    with pytest.raises(BusyError, match="RENDER_MAX_QUEUED"):
+        load(b"tiny\n", profile=CLAUDE)
+    assert time.monotonic() - start < 0.5
+    result = view(b"tiny\n", reach=Reach([]), name="t.txt")
+    assert isinstance(result, Refusal)
+    assert result.reason == "too_large"
+    threads[0].join()
+    assert outcomes == ["TooLargeError"]
+
+
+def test_a_caller_waiting_for_a_worker_is_refused_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads, _ = _light_lane_held(
+        monkeypatch, RENDER_TIME_BUDGET_SECONDS=3.0, RENDER_QUEUE_WAIT_SECONDS=0.5
+    )
+    start = time.monotonic()
+    with pytest.raises(BusyError, match=r"RENDER_QUEUE_WAIT_SECONDS.*try again"):
+        load(b"tiny\n", profile=CLAUDE)
+    assert 0.5 <= time.monotonic() - start < 2.0
+    threads[0].join()

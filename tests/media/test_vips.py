@@ -204,7 +204,7 @@ def test_missing_pyvips_is_a_clear_error(tmp_path: Path) -> None:
 def test_raster_module_routes_by_header() -> None:
     im = Image.open(io.BytesIO(encode(photo(100, 100), "GIF")))
     header = raster_mod.read_header(im)
-    assert not raster_mod._by_vips(header, (50, 50))
+    assert not raster_mod.by_vips(header, (50, 50))
 
 
 def test_jpeg_header_claiming_more_than_its_data_ends_fast() -> None:

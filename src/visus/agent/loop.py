@@ -25,7 +25,7 @@ from visus import limits
 from visus.agent.mcp_client import McpMounts
 from visus.agent.tools import OutboundImage, ResultCache, ToolContext, ToolRegistry
 from visus.errors import ImageRejectedError, InvalidInputError, MediaError, VisusError
-from visus.media import fit
+from visus.media import fit, offload
 from visus.media.types import Profile
 from visus.models import ModelSpec
 from visus.perception import Reach
@@ -85,6 +85,7 @@ def _sayer(on_status: StatusCallback | None) -> _Say:
             await said
 
     return say
+
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
@@ -272,7 +273,9 @@ class Agent:
         if images:
             big = max(len(i.data) for i in images)
             await status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
-        parts = await asyncio.to_thread(self._user_parts, text, images) if images else None
+        # On media's own threads: a pasted image may wait for a render worker or for the
+        # memory budget, and the server's default executor must stay free meanwhile.
+        parts = await offload(self._user_parts, text, images) if images else None
         parts = parts or self._user_parts(text, ())
         user = UserMessage(parts=parts, turn=number, request_id=request_id)
         await self._append(session_id, history, user)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
 from visus.errors import InvalidInputError, NetError, UnsupportedTypeError, VisusError
-from visus.media import load, probe
+from visus.media import load, offload, probe
 from visus.media.types import Fitted, Profile, Region
 from visus.models import ModelSpec
 from visus.net import afetch
@@ -386,8 +386,9 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     source: str | bytes = path
     name: str | None = None
     if is_digest_ref(path):
-        # The blob store may be a database: its reads and writes go off the loop.
-        again = await asyncio.to_thread(
+        # The blob store may be a database: its reads and writes go off the loop (and
+        # the decode with them, on media's own threads).
+        again = await offload(
             view_digest,
             path,
             known=list(ctx.record_digests()),
@@ -409,8 +410,9 @@ async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             return ToolOutcome.refused(fetched)
         source, name = fetched, path.rsplit("/", 1)[-1] or None
     # A render waits on its worker process (up to limits.RENDER_TIME_BUDGET_SECONDS):
-    # never on the event loop, which other sessions and streams share.
-    result = await asyncio.to_thread(
+    # never on the event loop, which other sessions and streams share, nor on its
+    # default executor, which the rest of a server needs (media has threads of its own).
+    result = await offload(
         view,
         source,
         reach=ctx.reach,
@@ -580,7 +582,7 @@ async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     # Fitted for what leaves the agent (tether's per-image bound), not for the model.
     # Errors (missing, outside reach, not an image) become an error result in call().
     data = ctx.reach.read_bytes(ctx.reach.resolve(path))
-    fitted = await asyncio.to_thread(_outbound, data, path, ctx.reach.render)
+    fitted = await offload(_outbound, data, path, ctx.reach.render)
     ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
     # The record keeps what was sent (a surface re-showing the conversation needs it);
     # it is re-viewable from its path, so retention may elide it like a view.

@@ -20,6 +20,7 @@ from visus.media._fonts import font_path
 from visus.media._png import without_unusable_chunks
 from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe, unchanged
+from visus.media.offload import offload
 from visus.media.types import DEFAULT_MEDIA_TYPES, Fitted, Probe, Profile, Region, SourceKind
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "fit",
     "font_path",
     "load",
+    "offload",
     "probe",
     "target_size",
     "unchanged",

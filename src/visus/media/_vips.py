@@ -35,7 +35,7 @@ from xml.sax.saxutils import escape
 
 from PIL import Image
 
-__all__ = ["engine", "png", "shrink", "svg_engine"]
+__all__ = ["engine", "jpeg_shrink", "png", "shrink", "svg_engine"]
 
 #: Loaders libvips may run: the ones Pillow identified for us (their buffer variants).
 ALLOWED_LOADERS = ("VipsForeignLoadPng", "VipsForeignLoadJpeg")
@@ -158,7 +158,7 @@ def svg_engine() -> ModuleType:
     return vips
 
 
-def _jpeg_shrink(raw: tuple[int, int], size: tuple[int, int]) -> int:
+def jpeg_shrink(raw: tuple[int, int], size: tuple[int, int]) -> int:
     """The largest DCT scale (1, 2, 4, 8) that keeps both sides at least ``size``."""
     for s in (8, 4, 2):
         if raw[0] // s >= size[0] and raw[1] // s >= size[1]:
@@ -191,7 +191,7 @@ def shrink(
             data,
             access="sequential",
             fail_on="truncated",
-            shrink=_jpeg_shrink(raw, stored),
+            shrink=jpeg_shrink(raw, stored),
         )
     # thumbnail_image resamples with Lanczos 3 (alpha premultiplied) and applies the
     # EXIF orientation; size is the oriented one.

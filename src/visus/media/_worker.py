@@ -1,9 +1,12 @@
-"""Rendering (svg, text, pdf) in a separate process that can really be stopped.
+"""Renders and large decodes in separate processes that can really be stopped.
 
 A render can hold a core for minutes (an SVG filter over a huge canvas, a text page of
-48k tiny tokens) and no thread can be interrupted inside librsvg, PDFium or FreeType. So
-every render runs in a warm worker process (started once, reused) under two bounds
-from :mod:`visus.limits`:
+48k tiny tokens) and so can a raster decode (a progressive JPEG of many scans: 600 of
+them over 10000 x 10000 held libvips for a minute); no thread can be interrupted inside
+librsvg, PDFium, FreeType or libjpeg. So every render, and every raster decode too
+large for the calling process (:mod:`visus.media._cost`), runs in a warm worker process
+(started once, reused; its side is :mod:`visus.media._child`) under two bounds from
+:mod:`visus.limits`:
 
 - ``RENDER_TIME_BUDGET_SECONDS`` of wall-clock time: past it the worker is killed
   (SIGKILL) and the call raises :class:`TooLargeError` naming the budget;
@@ -11,13 +14,19 @@ from :mod:`visus.limits`:
   allocation past it fails there (``MemoryError``, or the renderer aborts and the
   worker dies), which also ends as :class:`TooLargeError` naming the cap.
 
-The protocol is ours and carries no pickles (a worker that handled hostile bytes is not
-trusted to hand objects back): a request is a JSON header plus the source bytes, a
-reply is a JSON header plus the encoded image. The parent's current bounds travel with
-every request, so the worker enforces the same :mod:`visus.limits` values as its parent.
+**Two lanes.** Cheap work must not queue behind expensive work, and the cost of an SVG
+cannot be known before it is drawn (a 1.5 KB filter can take minutes). So every render
+starts in the *light* lane (``RENDER_LIGHT_WORKERS`` processes) and may run there for
+``RENDER_LIGHT_SLICE_SECONDS``. Still running then, it moves to the *heavy* lane
+(``RENDER_HEAVY_WORKERS``) with its worker, or, when that lane is full, is stopped and
+waits for it, to start again there. A raster decode known to be large from its header
+goes to the heavy lane at once. So a cheap render waits at most a slice per light
+worker ahead of it, whatever is queued in the heavy lane.
 
-Up to ``RENDER_MAX_WORKERS`` workers run at once; a caller beyond that waits for one to
-come free. A process that forks gets a pool of its own.
+**Bounded queues.** At most ``RENDER_MAX_QUEUED`` callers wait for one lane, each at
+most ``RENDER_QUEUE_WAIT_SECONDS``; past either a caller gets :class:`BusyError` (a
+``too_large`` refusal saying to try again), never a hang. A process that forks gets a
+pool of its own.
 """
 
 from __future__ import annotations
@@ -27,32 +36,29 @@ import contextlib
 import json
 import os
 import select
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from visus import limits
 from visus.errors import (
+    BusyError,
     InvalidInputError,
-    MediaError,
     TooLargeError,
     UndecodableError,
     UnsupportedTypeError,
     VisusError,
 )
+from visus.media._child import ENTRY, FRAME, READY, fitted_from_reply
 from visus.media.types import Fitted, Profile, Region
 
-__all__ = ["render_in_worker", "shutdown"]
+__all__ = ["Lane", "decode_in_worker", "render_in_worker", "shutdown"]
 
-# Two big-endian u64: header length, payload length.
-_FRAME = struct.Struct(">QQ")
-_ENTRY = "import sys; from visus.media._worker import serve; serve(int(sys.argv[1]))"
-_READY = b"visus-render-worker-ready\n"
+Lane = Literal["light", "heavy"]
+
 # Starting a worker (interpreter + Pillow, libvips, PDFium, Pygments) is not rendering:
 # it has its own, generous bound.
 _START_TIMEOUT_SECONDS = 60.0
@@ -62,11 +68,6 @@ _ERRORS: dict[str, type[VisusError]] = {
     "UnsupportedTypeError": UnsupportedTypeError,
     "InvalidInputError": InvalidInputError,
 }
-_ORPHAN_CHECK_SECONDS = 1.0
-_WARM_SVG = (
-    b'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><text y="8">w</text></svg>'
-)
-_FITTED_FIELDS = tuple(f for f in Fitted.__dataclass_fields__ if f != "data")
 
 
 class _WorkerDied(Exception):
@@ -86,9 +87,6 @@ def _mb(n: int) -> str:
     return f"{n / limits.MB:,.0f} MB"
 
 
-# --- the parent side ---------------------------------------------------------------
-
-
 class _Worker:
     """One child process and its pipes."""
 
@@ -104,7 +102,7 @@ class _Worker:
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env.setdefault("VIPS_CONCURRENCY", "1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _ENTRY, str(memory_cap)],
+            [sys.executable, "-c", ENTRY, str(memory_cap)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,
@@ -117,11 +115,11 @@ class _Worker:
         self.stdout = self.proc.stdout.fileno()
         deadline = time.monotonic() + _START_TIMEOUT_SECONDS
         try:
-            ready = self._read(len(_READY), deadline)
+            ready = self._read(len(READY), deadline)
         except (TimeoutError, _WorkerDied) as e:
             self.kill()
             raise UndecodableError(f"the render worker did not start: {e}") from e
-        if ready != _READY:
+        if ready != READY:
             self.kill()
             raise UndecodableError(f"the render worker did not start (it said {ready[:80]!r})")
 
@@ -156,14 +154,18 @@ class _Worker:
             return "closed its pipe"
         return f"exited with status {code}"
 
-    def call(
-        self, header: dict[str, Any], payload: bytes, budget: float
-    ) -> tuple[dict[str, Any], bytes]:
+    def send(self, header: dict[str, Any], payload: bytes) -> None:
         raw = json.dumps(header).encode()
-        self._write(_FRAME.pack(len(raw), len(payload)) + raw)
+        self._write(FRAME.pack(len(raw), len(payload)) + raw)
         self._write(payload)
-        deadline = time.monotonic() + budget
-        head_len, body_len = _FRAME.unpack(self._read(_FRAME.size, deadline))
+
+    def answered_within(self, seconds: float) -> bool:
+        """Whether the reply has started within ``seconds`` (nothing is read)."""
+        readable, _, _ = select.select([self.stdout], [], [], max(0.0, seconds))
+        return bool(readable)
+
+    def receive(self, deadline: float) -> tuple[dict[str, Any], bytes]:
+        head_len, body_len = FRAME.unpack(self._read(FRAME.size, deadline))
         reply = json.loads(self._read(head_len, deadline))
         body = self._read(body_len, deadline) if body_len else b""
         if not isinstance(reply, dict):
@@ -184,51 +186,151 @@ class _Worker:
                     f.close()
 
 
+def _cap(lane: Lane) -> int:
+    cap = limits.RENDER_LIGHT_WORKERS if lane == "light" else limits.RENDER_HEAVY_WORKERS
+    return max(1, int(cap))
+
+
 class _Pool:
-    """Idle warm workers, and how many exist; at most ``RENDER_MAX_WORKERS``."""
+    """Warm workers by lane: how many each lane runs, keeps idle, and has waiting.
+
+    Each lane keeps its own idle workers (heavy work never takes the light lane's warm
+    processes), so at most ``RENDER_LIGHT_WORKERS + RENDER_HEAVY_WORKERS`` processes
+    exist. When a running render leaves the light lane (moved on, or stopped), a warm
+    replacement is started for the light lane in the background: the next cheap render
+    does not wait for an interpreter to start.
+    """
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.cond = threading.Condition()
-        self.idle: list[_Worker] = []
-        self.count = 0
+        self.idle: dict[Lane, list[_Worker]] = {"light": [], "heavy": []}
+        self.busy: dict[Lane, int] = {"light": 0, "heavy": 0}
+        self.waiting: dict[Lane, int] = {"light": 0, "heavy": 0}
+        # Light-lane workers being started in the background.
+        self.starting = 0
 
-    def acquire(self) -> _Worker:
+    @property
+    def count(self) -> int:
+        """Worker processes alive or being started."""
+        return sum(self.busy.values()) + sum(map(len, self.idle.values())) + self.starting
+
+    def _room(self, lane: Lane) -> int:
+        held = self.busy[lane] + len(self.idle[lane]) + (self.starting if lane == "light" else 0)
+        return _cap(lane) - held
+
+    def acquire(self, lane: Lane, deadline: float) -> _Worker:
+        """A worker of ``lane``, waiting until ``deadline`` at most (then BusyError)."""
         cap = int(limits.RENDER_MAX_MEMORY_BYTES)
-        with self.cond:
-            while True:
-                while self.idle:
-                    worker = self.idle.pop()
-                    if worker.alive() and worker.memory_cap == cap:
-                        return worker
-                    worker.kill()
-                    self.count -= 1
-                if self.count < max(1, int(limits.RENDER_MAX_WORKERS)):
-                    self.count += 1
-                    break
-                self.cond.wait()
+        stale: list[_Worker] = []
+        try:
+            with self.cond:
+                self._wait_turn(lane, deadline)
+                self.busy[lane] += 1
+                while True:
+                    while self.idle[lane]:
+                        worker = self.idle[lane].pop()
+                        if worker.alive() and worker.memory_cap == cap:
+                            return worker
+                        stale.append(worker)
+                    # A replacement already on its way is sooner than a start of our own.
+                    if lane != "light" or not self.starting or time.monotonic() >= deadline:
+                        break
+                    self.cond.wait(deadline - time.monotonic())
+        finally:
+            for worker in stale:
+                worker.kill()
         try:
             return _Worker(cap)
         except BaseException:
-            self.discard()
+            self.discard(lane, None)
             raise
 
-    def release(self, worker: _Worker) -> None:
-        with self.cond:
-            self.idle.append(worker)
-            self.cond.notify()
+    def _wait_turn(self, lane: Lane, deadline: float) -> None:
+        if self.busy[lane] < _cap(lane):
+            return
+        if self.waiting[lane] >= int(limits.RENDER_MAX_QUEUED):
+            raise BusyError(
+                f"the render workers are busy: {self.waiting[lane]} calls already wait for "
+                f"the {lane} lane (limits.RENDER_MAX_QUEUED); try again shortly"
+            )
+        self.waiting[lane] += 1
+        start = time.monotonic()
+        try:
+            while self.busy[lane] >= _cap(lane):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BusyError(
+                        f"waited {time.monotonic() - start:.1f} s for a render worker of the "
+                        f"{lane} lane (limits.RENDER_QUEUE_WAIT_SECONDS); the server is busy, "
+                        "try again shortly"
+                    )
+                self.cond.wait(left)
+        finally:
+            self.waiting[lane] -= 1
 
-    def discard(self, worker: _Worker | None = None) -> None:
+    def promote(self) -> bool:
+        """Move a running light-lane worker to the heavy lane, if that lane has room."""
+        with self.cond:
+            if self.busy["heavy"] >= _cap("heavy"):
+                return False
+            self.busy["light"] -= 1
+            self.busy["heavy"] += 1
+            # The heavy lane keeps no more processes than its cap.
+            surplus = [self.idle["heavy"].pop() for _ in range(max(0, -self._room("heavy")))]
+            self.cond.notify_all()
+        for worker in surplus:
+            worker.kill()
+        self._replace_light()
+        return True
+
+    def release(self, lane: Lane, worker: _Worker) -> None:
+        with self.cond:
+            self.busy[lane] -= 1
+            keep = self._room(lane) > 0
+            if keep:
+                self.idle[lane].append(worker)
+            self.cond.notify_all()
+        if not keep:
+            worker.kill()
+
+    def discard(self, lane: Lane, worker: _Worker | None, *, replace: bool = False) -> None:
+        """Stop ``worker``; ``replace``: start a warm light-lane one in the background
+        (a render stopped to change lanes leaves its lane a worker short)."""
         if worker is not None:
             worker.kill()
         with self.cond:
-            self.count -= 1
-            self.cond.notify()
+            self.busy[lane] -= 1
+            self.cond.notify_all()
+        if replace:
+            self._replace_light()
+
+    def _replace_light(self) -> None:
+        with self.cond:
+            if self._room("light") <= 0:
+                return
+            self.starting += 1
+        cap = int(limits.RENDER_MAX_MEMORY_BYTES)
+        threading.Thread(target=self._start_spare, args=(cap,), daemon=True).start()
+
+    def _start_spare(self, cap: int) -> None:
+        try:
+            worker: _Worker | None = _Worker(cap)
+        except VisusError:
+            worker = None
+        with self.cond:
+            self.starting -= 1
+            keep = worker is not None and self._room("light") > 0
+            if keep and worker is not None:
+                self.idle["light"].append(worker)
+            self.cond.notify_all()
+        if worker is not None and not keep:
+            worker.kill()
 
     def close(self) -> None:
         with self.cond:
-            idle, self.idle = self.idle, []
-            self.count -= len(idle)
+            idle = [w for lane in self.idle.values() for w in lane]
+            self.idle = {"light": [], "heavy": []}
         for worker in idle:
             worker.kill()
 
@@ -257,6 +359,19 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+def _region(region: Region | None) -> list[int] | None:
+    return None if region is None else region.as_list()
+
+
+def _profile(profile: Profile) -> dict[str, Any]:
+    return {
+        "max_edge": profile.max_edge,
+        "max_pixels": profile.max_pixels,
+        "max_bytes": profile.max_bytes,
+        "media_types": sorted(profile.media_types),
+    }
+
+
 def render_in_worker(
     data: bytes,
     *,
@@ -266,49 +381,71 @@ def render_in_worker(
     limit: int | None,
     name: str | None,
     region: Region | None = None,
+    lane: Lane = "light",
 ) -> Fitted | None:
-    """:func:`visus.media.render.render_source` of ``data`` in a worker, under the budget.
+    """:func:`visus.media.render.render_source` of ``data`` in a worker, under the budget,
+    starting in ``lane``.
 
     Returns ``None`` when ``data`` is not a PDF, SVG or text. Raises the same errors as
-    the render itself, and :class:`TooLargeError` when the render runs past
-    ``limits.RENDER_TIME_BUDGET_SECONDS`` or ``limits.RENDER_MAX_MEMORY_BYTES``.
+    the render itself, :class:`TooLargeError` when the render runs past
+    ``limits.RENDER_TIME_BUDGET_SECONDS`` or ``limits.RENDER_MAX_MEMORY_BYTES``, and
+    :class:`BusyError` when no worker came free in time.
     """
-    budget = float(limits.RENDER_TIME_BUDGET_SECONDS)
-    header = {
-        "profile": {
-            "max_edge": profile.max_edge,
-            "max_pixels": profile.max_pixels,
-            "max_bytes": profile.max_bytes,
-            "media_types": sorted(profile.media_types),
-        },
-        "page": page,
-        "offset": offset,
-        "limit": limit,
-        "name": name,
-        "region": None if region is None else region.as_list(),
-        "bounds": _bounds(),
-    }
+    header: dict[str, Any] = {"kind": "render", "profile": _profile(profile), "page": page}
+    header |= {"offset": offset, "limit": limit, "name": name, "region": _region(region)}
+    return _result(*_run(header, data, lane, "rendering"))
+
+
+def decode_in_worker(data: bytes, profile: Profile, region: Region | None = None) -> Fitted:
+    """:func:`visus.media.raster.load_raster` of ``data`` (a raster Pillow identified)
+    in a heavy-lane worker, under the same budget and errors as a render."""
+    request = {"kind": "raster", "profile": _profile(profile), "region": _region(region)}
+    fitted = _result(*_run(request, data, "heavy", "decoding the image"))
+    if fitted is None:
+        raise UndecodableError("the render worker could not identify the image")
+    return fitted
+
+
+def _run(
+    header: dict[str, Any], data: bytes, lane: Lane, what: str
+) -> tuple[dict[str, Any], bytes]:
+    """Send one request to a worker of ``lane`` and wait for its reply, moving it to
+    the heavy lane after the light lane's slice."""
     pool = _pool()
-    worker = pool.acquire()
-    try:
-        reply, body = worker.call(header, data, budget)
-    except TimeoutError:
-        pool.discard(worker)
-        raise TooLargeError(
-            f"rendering took longer than the {budget:g} s budget "
-            "(limits.RENDER_TIME_BUDGET_SECONDS) and was stopped"
-        ) from None
-    except _WorkerDied as e:
-        pool.discard(worker)
-        raise TooLargeError(
-            f"the renderer ran out of its {_mb(worker.memory_cap)} memory cap "
-            f"(limits.RENDER_MAX_MEMORY_BYTES) or crashed: the render worker {e}"
-        ) from None
-    except BaseException:
-        pool.discard(worker)
-        raise
-    pool.release(worker)
-    return _result(reply, body)
+    header["bounds"] = _bounds()
+    budget = float(limits.RENDER_TIME_BUDGET_SECONDS)
+    while True:
+        worker = pool.acquire(lane, time.monotonic() + float(limits.RENDER_QUEUE_WAIT_SECONDS))
+        try:
+            worker.send(header, data)
+            start = time.monotonic()
+            if lane == "light":
+                slice_ = min(budget, float(limits.RENDER_LIGHT_SLICE_SECONDS))
+                if not worker.answered_within(slice_):
+                    if not pool.promote():
+                        # The heavy lane is full: stop this render and queue it there.
+                        pool.discard(lane, worker, replace=True)
+                        lane = "heavy"
+                        continue
+                    lane = "heavy"
+            reply = worker.receive(start + budget)
+        except TimeoutError:
+            pool.discard(lane, worker)
+            raise TooLargeError(
+                f"{what} took longer than the {budget:g} s budget "
+                "(limits.RENDER_TIME_BUDGET_SECONDS) and was stopped"
+            ) from None
+        except _WorkerDied as e:
+            pool.discard(lane, worker)
+            raise TooLargeError(
+                f"the renderer ran out of its {_mb(worker.memory_cap)} memory cap "
+                f"(limits.RENDER_MAX_MEMORY_BYTES) or crashed: the render worker {e}"
+            ) from None
+        except BaseException:
+            pool.discard(lane, worker)
+            raise
+        pool.release(lane, worker)
+        return reply
 
 
 def _result(reply: dict[str, Any], body: bytes) -> Fitted | None:
@@ -318,122 +455,4 @@ def _result(reply: dict[str, Any], body: bytes) -> Fitted | None:
     fitted = reply.get("fitted")
     if fitted is None:
         return None
-    fields = {k: fitted[k] for k in _FITTED_FIELDS}
-    if fields["region"] is not None:
-        fields["region"] = Region(*fields["region"])
-    return Fitted(data=body, **fields)
-
-
-# --- the child side ----------------------------------------------------------------
-
-
-def _limit_memory(cap: int) -> None:
-    import resource
-
-    # Soft and hard: the render cannot raise its own cap back.
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-
-def _die_with_parent() -> None:
-    """Exit when the parent dies mid-render, so no orphan spins on.
-
-    (``PR_SET_PDEATHSIG`` would fire when the *thread* that started us ends, which
-    in a thread pool is any time.)
-    """
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(_ORPHAN_CHECK_SECONDS)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="visus-render-orphan-watch", daemon=True).start()
-
-
-def _read_exact(stream: Any, n: int) -> bytes | None:
-    data = stream.read(n)
-    return data if len(data) == n else None
-
-
-def serve(memory_cap: int) -> None:
-    """The worker's main loop (run by the parent as ``python -c``): one request at a time."""
-    # The protocol owns the real stdout; anything a library prints goes to stderr.
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-    # Ctrl-C in a terminal reaches the whole process group: the parent handles it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    from visus.media import _vips
-    from visus.media._guard import translated
-    from visus.media.render import render_source
-
-    # libvips with librsvg allowed and fontconfig fenced to visus's fonts, before
-    # anything could start fontconfig (and before the cap: loading it is not a render).
-    # Without the shipped fonts it fails again, in words, on the first SVG render.
-    with contextlib.suppress(VisusError):
-        _vips.svg_engine()
-    _limit_memory(memory_cap)
-    # Load the fonts and lexers once, before the first budgeted render.
-    warm = Profile(64, 64 * 64, 1 << 20)
-    with contextlib.suppress(VisusError):
-        render_source(
-            _WARM_SVG, profile=warm, render=True, page=None, offset=None, limit=None, name=None
-        )
-        for name in ("w.py", None):  # a lexer by name, and the guess over all lexers
-            render_source(
-                b"x = 1\n", profile=warm, render=True, page=None, offset=None, limit=None, name=name
-            )
-    out.write(_READY)  # a few bytes: one write on a pipe
-    while True:
-        frame = _read_exact(inp, _FRAME.size)
-        if frame is None:
-            return  # the parent closed the pipe: its process is done with us
-        head_len, body_len = _FRAME.unpack(frame)
-        raw = _read_exact(inp, head_len)
-        data = _read_exact(inp, body_len)
-        if raw is None or data is None:
-            return
-        request = json.loads(raw)
-        for key, value in request["bounds"].items():
-            if hasattr(limits, key):
-                setattr(limits, key, value)
-        p = request["profile"]
-        profile = Profile(
-            p["max_edge"], p["max_pixels"], p["max_bytes"], frozenset(p["media_types"])
-        )
-        body = b""
-        try:
-            with translated("source"):
-                fitted = render_source(
-                    data,
-                    profile=profile,
-                    render=True,
-                    page=request["page"],
-                    offset=request["offset"],
-                    limit=request["limit"],
-                    name=request["name"],
-                    region=None if request["region"] is None else Region(*request["region"]),
-                )
-        except (MediaError, InvalidInputError) as e:
-            reply: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}
-        except MemoryError:
-            reply = {
-                "error": "TooLargeError",
-                "message": f"the render needs more than its {_mb(memory_cap)} memory cap "
-                "(limits.RENDER_MAX_MEMORY_BYTES)",
-            }
-        else:
-            if fitted is None:
-                reply = {"fitted": None}
-            else:
-                reply = {"fitted": {k: getattr(fitted, k) for k in _FITTED_FIELDS}}
-                if fitted.region is not None:
-                    reply["fitted"]["region"] = fitted.region.as_list()
-                body = fitted.data
-        raw_reply = json.dumps(reply).encode()
-        view = memoryview(_FRAME.pack(len(raw_reply), len(body)) + raw_reply + body)
-        while view:
-            view = view[out.write(view) or 0 :]
+    return fitted_from_reply(fitted, body)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from PIL import Image
 
 from visus import limits
+from visus.budget import MEMORY
 from visus.errors import (
     InvalidInputError,
     TooLargeError,
@@ -20,10 +21,11 @@ from visus.errors import (
     UnsupportedTypeError,
 )
 from visus.media import pdf, raster, svg, text
+from visus.media._cost import decode_cost
 from visus.media._guard import translated
 from visus.media._png import without_unusable_chunks
-from visus.media._worker import render_in_worker
-from visus.media.fitting import check_profile
+from visus.media._worker import decode_in_worker, render_in_worker
+from visus.media.fitting import check_profile, target_size
 from visus.media.render import only, render_source
 from visus.media.types import Fitted, Probe, Profile, Region
 
@@ -88,9 +90,11 @@ def load(
         if im is not None:
             only("raster", page, offset, limit)
             with im:
-                return raster.load_raster(im, data, profile, region)
+                return _decode(im, data, profile, region)
     if render:
-        # Rendering can take any time and memory: a worker process bounds both.
+        # Rendering can take any time and memory: a worker process bounds both. A
+        # document with filters or masks starts in the heavy lane: a queue of those
+        # never holds up a text page or a plain drawing.
         fitted = render_in_worker(
             data,
             profile=profile,
@@ -99,6 +103,7 @@ def load(
             limit=limit,
             name=name,
             region=region,
+            lane="heavy" if svg.looks_heavy(data) else "light",
         )
     else:
         with translated("source"):
@@ -129,7 +134,7 @@ def fit(data: bytes, profile: Profile) -> Fitted:
         >>> max(f.width, f.height) <= 64
         True
     """
-    fitted = _raster(data, profile, raster.load_raster)
+    fitted = _raster(data, profile, _decode)
     if fitted is None:
         raise UnsupportedTypeError("not a raster image Pillow can decode")
     return fitted
@@ -147,6 +152,22 @@ def unchanged(data: bytes, profile: Profile) -> Fitted | None:
         (True, None)
     """
     return _raster(data, profile, raster.as_is)
+
+
+def _decode(im: Image.Image, data: bytes, profile: Profile, region: Region | None = None) -> Fitted:
+    """An identified raster decoded and fitted where its cost allows (:mod:`._cost`):
+    here, under a reservation of the process's memory budget, or in the worker. A
+    ``region`` is cut from the whole frame as Pillow decodes it (never by libvips)."""
+    header = raster.read_header(im)
+    size = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
+    by_vips = region is None and raster.by_vips(header, size)
+    cost = decode_cost(header, data, size, by_vips=by_vips)
+    if not cost.in_process:
+        im.close()
+        return decode_in_worker(data, profile, region)
+    w, h = im.size
+    with MEMORY.reserve(cost.buffer_bytes, what=f"decoding a {w} x {h} {header.format}"):
+        return raster.load_raster(header, data, profile, region)
 
 
 def _raster(

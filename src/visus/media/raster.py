@@ -21,7 +21,16 @@ from visus.media import _vips
 from visus.media.fitting import Encoded, classify, encode, resize, target_size
 from visus.media.types import Fitted, Profile, Region
 
-__all__ = ["Header", "as_is", "decode", "identify", "load_raster", "read_header"]
+__all__ = [
+    "SWAPS_AXES",
+    "Header",
+    "as_is",
+    "by_vips",
+    "decode",
+    "identify",
+    "load_raster",
+    "read_header",
+]
 
 # Pillow's own bomb guard uses our bound too (it errors at twice this value, before
 # our check runs; below that, our check in read_header refuses first).
@@ -29,7 +38,8 @@ Image.MAX_IMAGE_PIXELS = limits.MAX_SOURCE_PIXELS
 
 # Pillow formats whose bytes we may hand on unchanged when they already fit.
 _PASSTHROUGH = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
-_SWAPS_AXES = frozenset({5, 6, 7, 8})
+#: EXIF orientations that turn the image a quarter (stored axes differ from shown).
+SWAPS_AXES = frozenset({5, 6, 7, 8})
 # Decoded and shrunk by libvips (see _vips): 8-bit PNG and JPEG, the formats where it
 # wins by measurement. The rest (GIF and WebP frames, 16-bit, CMYK...) stay Pillow's.
 _VIPS_FORMATS = frozenset({"PNG", "JPEG", "MPO"})
@@ -96,7 +106,7 @@ def read_header(im: Image.Image) -> Header:
     if frames > 1:
         im.seek(0)
     orientation = _orientation(im)
-    if orientation in _SWAPS_AXES:
+    if orientation in SWAPS_AXES:
         w, h = h, w
     fmt = im.format or "unknown"
     return Header(
@@ -145,7 +155,7 @@ def decode(header: Header, profile: Profile) -> Image.Image:
     tw, th = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
     # MPO (phone photos with an MPF block) is a JPEG subclass: draft works there too.
     if isinstance(im, JpegImagePlugin.JpegImageFile) and (tw, th) != (header.width, header.height):
-        request = (th, tw) if header.orientation in _SWAPS_AXES else (tw, th)
+        request = (th, tw) if header.orientation in SWAPS_AXES else (tw, th)
         im.draft(None, request)
     im.load()
     if header.orientation != 1:
@@ -176,7 +186,7 @@ def _can_pass_through(header: Header, data: bytes, profile: Profile) -> bool:
     )
 
 
-def _by_vips(header: Header, size: tuple[int, int]) -> bool:
+def by_vips(header: Header, size: tuple[int, int]) -> bool:
     """libvips decodes and shrinks this source: an 8-bit still PNG or JPEG to shrink."""
     im = header.image
     raw_modes = {_raw_mode(t.args) for t in getattr(im, "tile", None) or ()}
@@ -196,23 +206,27 @@ def _shrink_by_vips(header: Header, data: bytes, size: tuple[int, int]) -> Image
         "PNG" if header.format == "PNG" else "JPEG",
         im.size,
         size,
-        swapped=header.orientation in _SWAPS_AXES,
+        swapped=header.orientation in SWAPS_AXES,
     )
     return normalise(shrunk)
 
 
 def load_raster(
-    im: Image.Image, data: bytes, profile: Profile, region: Region | None = None
+    header: Header, data: bytes, profile: Profile, region: Region | None = None
 ) -> Fitted:
-    """Fit an identified raster (``im`` from :func:`identify` of ``data``) to ``profile``;
-    with ``region``, only that part of it, cropped before anything is shrunk."""
-    header = read_header(im)
+    """Decode and fit an identified raster (``header``, :func:`read_header` of
+    :func:`identify` of ``data``) to ``profile``, here in this process; with ``region``,
+    only that part of it, cropped before anything is shrunk.
+
+    :func:`visus.media.load` and :func:`visus.media.fit` first decide where that may
+    happen (:mod:`visus.media._cost`): here, or in the render worker.
+    """
     if region is not None:
         return _load_region(header, profile, region)
     # Decided before decoding: load() drops the tile list that says the raw bit depth.
     passthrough = _can_pass_through(header, data, profile)
     size = target_size(header.width, header.height, profile.max_edge, profile.max_pixels)
-    if _by_vips(header, size):
+    if by_vips(header, size):
         fitted = _shrink_by_vips(header, data, size)
         header.image.close()
         return _fitted(header, encode(fitted, profile, content=classify(fitted)))

@@ -46,7 +46,7 @@ from visus.media import _vips
 from visus.media.fitting import target_size
 from visus.media.types import Region
 
-__all__ = ["ParsedSvg", "check_complexity", "parse_svg", "render_svg", "zoom_svg"]
+__all__ = ["ParsedSvg", "check_complexity", "looks_heavy", "parse_svg", "render_svg", "zoom_svg"]
 
 _SVG_NS = "{http://www.w3.org/2000/svg}"
 _FEED_CHUNK = 64 * 1024
@@ -80,6 +80,29 @@ _UNITS = {
     "em": 16.0,
     "ex": 8.0,
 }
+
+
+# Filters (``<filter>`` primitives, or CSS filter functions such as ``blur()`` that no
+# element count sees) and masks are what make a small document slow to draw: each is a
+# pass over the canvas, some (a morphology of radius 200, a wide blur) of large cost per
+# pixel. CSS property names are case-insensitive.
+_HEAVY = re.compile(rb"filter|mask", re.IGNORECASE)
+
+
+def looks_heavy(data: bytes) -> bool:
+    """Whether ``data`` may be an SVG that uses filters or masks (a byte search, no
+    parse; a wrong guess costs a lane, never a refusal): its render starts in the
+    render worker's heavy lane.
+
+    Example:
+        >>> looks_heavy(b'<svg><filter id="f"><feGaussianBlur/></filter></svg>')
+        True
+        >>> looks_heavy(b'<svg><rect style="FILTER: blur(9px)"/></svg>')
+        True
+        >>> looks_heavy(b"<svg><rect/></svg>"), looks_heavy(b"filter(None, xs)")
+        (False, False)
+    """
+    return b"svg" in data and _HEAVY.search(data) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits
+from visus.budget import BodyBudget
 from visus.errors import ConfigError
 from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.cache import FitCache
@@ -386,11 +387,19 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         await proxy.client.aclose()
 
 
+def _budget_error(code: str, message: str) -> dict[str, Any]:
+    kind = "overloaded_error" if code == "busy" else "request_too_large"
+    return {"type": "error", "error": {"type": kind, "message": f"visus proxy: {message}"}}
+
+
 def create_proxy_app(config: ProxyConfig) -> Starlette:
     """The proxy app for ``config`` (serve it with uvicorn, or ``visus proxy``)."""
     proxy = _Proxy(config)
     app = Starlette(routes=[*proxy.mcp.routes(), *routes], lifespan=_lifespan)
     app.state.proxy = proxy
+    # Request bodies count against the process's memory budget (inside the gates:
+    # a request they refuse holds nothing).
+    app.add_middleware(BodyBudget, error_body=_budget_error)
     if config.token:
         app.add_middleware(TokenGate, token=config.token)
     else:

@@ -33,7 +33,7 @@ from typing import Any, TypeAlias
 
 from visus import limits, media
 from visus.errors import LimitError, NotFoundError, VisusError
-from visus.media import Profile
+from visus.media import Profile, offload
 from visus.tether.deltas import DeltaWriter, Emit
 from visus.tether.frames import (
     AssistantDone,
@@ -165,7 +165,7 @@ async def _ending(result: TurnOutput, reply: Reply) -> list[Frame]:
     """The frames ending a turn with ``result``: an error per egress image dropped (or a
     done frame over the wire bound), then the ``assistant.done``."""
     frames: list[Frame] = []
-    kept, errors = await asyncio.to_thread(fit_egress, result.images) if result.images else ((), ())
+    kept, errors = await offload(fit_egress, result.images) if result.images else ((), ())
     for err in errors:
         code = "egress_limit" if isinstance(err, TetherLimitError) else "egress_invalid"
         frames.append(reply.frame(ErrorPayload(code, str(err))))

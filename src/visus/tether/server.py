@@ -48,6 +48,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits, paths
+from visus.budget import BodyBudget
 from visus.errors import (
     ConfigError,
     LimitError,
@@ -442,6 +443,9 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.include_router(router)
+    # Request bodies (/v1, /mcp, the web chat's uploads) count against the process's
+    # memory budget (inside the gates: a request they refuse holds nothing).
+    app.add_middleware(BodyBudget)
     if token is not None:
         app.add_middleware(BearerGate, token=token, prefixes=("/v1", "/mcp"))
     else:
