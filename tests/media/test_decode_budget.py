@@ -40,9 +40,9 @@ def worker_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = _worker.decode_in_worker
 
-    def spy(data: bytes, profile: object) -> object:
+    def spy(data: bytes, profile: object, region: object = None) -> object:
         calls.append(len(data))
-        return real(data, profile)  # type: ignore[arg-type]
+        return real(data, profile, region)  # type: ignore[arg-type]
 
     monkeypatch.setattr(load_mod, "decode_in_worker", spy)
     return calls
