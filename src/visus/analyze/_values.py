@@ -156,6 +156,29 @@ class AnalyzeResult:
     clipped: bool = False
     cached: bool = False
 
+    @classmethod
+    def answered(
+        cls, text: str, usage: Usage, model: str, *, parsed: Any = None, structured: bool = False
+    ) -> AnalyzeResult:
+        """The envelope of a model's answer, its text clipped (:func:`clip`).
+
+        Example:
+            >>> r = AnalyzeResult.answered("x" * 9, Usage(3, 1, 0.5), "m")
+            >>> r.input_tokens, r.cost_usd, r.clipped
+            (3, 0.5, False)
+        """
+        shown, clipped = clip(text)
+        return cls(
+            text=shown,
+            model=model,
+            cost_usd=usage.cost_usd,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            parsed=parsed,
+            structured=structured,
+            clipped=clipped,
+        )
+
     @property
     def usage(self) -> Usage:
         """What this call cost, as the record's :class:`Usage`."""

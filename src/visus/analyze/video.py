@@ -21,26 +21,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from visus import limits, media
 from visus.analyze._gemini_video import ask_gemini_video
-from visus.analyze._inputs import Picture, load_source, translated
-from visus.analyze._values import AnalyzeResult, FileSource, clip, fail
+from visus.analyze._inputs import Loaded, Picture, load_source, translated
+from visus.analyze._values import AnalyzeResult, FileSource, fail
 from visus.analyze.vision import (
+    Recording,
+    Target,
     UsageSink,
     ask_model,
     check_session,
     connect,
-    record_usage,
+    default_reach,
     resolve_target,
 )
 from visus.config import VisusConfig, load_config
 from visus.errors import InvalidInputError, MediaError
 from visus.media import video
 from visus.media.video import Keyframe, format_time
-from visus.paths import sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderClient, aclose
 from visus.record.messages import Usage
@@ -130,14 +130,13 @@ async def video_analyze(
             "VIDEO_NOT_SUPPORTED",
             f"model {target.ref} takes neither video nor images (keyframes); name a vision model",
         )
-    if reach is None:
-        reach = Reach(list(cfg.reach.roots) or [Path.cwd()], render=cfg.reach.render)
     loaded = await load_source(
         source,
-        reach=reach,
+        reach=reach if reach is not None else default_reach(cfg),
         max_bytes=limits.NET_MAX_VIDEO_BYTES,
         allow_loopback_http=allow_loopback_http,
     )
+    record = Recording(session, sessions, cfg, prompt, tool="video_analyze")
     if takes_video and len(loaded.data) <= limits.ANALYZE_VIDEO_INLINE_BYTES:
         media_type = await asyncio.to_thread(video_media_type, loaded.data)
         text, usage = await ask_gemini_video(
@@ -146,7 +145,26 @@ async def video_analyze(
         if on_usage is not None:
             on_usage(usage)
         summary = f"video: {loaded.label}, sent natively as {media_type}"
-        return _finish(text, usage, spec.name, cfg, session, sessions, prompt, summary)
+    else:
+        text, usage, summary = await _ask_keyframes(
+            target, loaded, prompt, client, max_frames=max_frames, on_usage=on_usage
+        )
+    result = AnalyzeResult.answered(text, usage, spec.name)
+    record(summary, result)
+    return result
+
+
+async def _ask_keyframes(
+    target: Target,
+    loaded: Loaded,
+    prompt: str,
+    client: ProviderClient | None,
+    *,
+    max_frames: int,
+    on_usage: UsageSink | None,
+) -> tuple[str, Usage, str]:
+    """The answer from timestamped keyframes: text, usage, and what was sent."""
+    spec = target.spec
     if not spec.vision:
         raise fail(
             "VIDEO_NOT_SUPPORTED",
@@ -176,42 +194,7 @@ async def video_analyze(
     finally:
         if own_client:
             await aclose(client)
-    summary = f"video: {loaded.label}, {len(frames)} frames"
-    return _finish(text, usage, spec.name, cfg, session, sessions, prompt, summary)
-
-
-def _finish(
-    text: str,
-    usage: Usage,
-    model: str,
-    cfg: VisusConfig,
-    session: str | None,
-    sessions: SessionStore | None,
-    prompt: str,
-    summary: str,
-) -> AnalyzeResult:
-    shown, clipped = clip(text)
-    result = AnalyzeResult(
-        text=shown,
-        model=model,
-        cost_usd=usage.cost_usd,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        clipped=clipped,
-    )
-    if session is not None:
-        store = sessions if sessions is not None else SessionStore(sessions_dir(cfg.data_dir))
-        record_usage(
-            store,
-            session,
-            tool="video_analyze",
-            prompt=prompt,
-            summary=summary,
-            text=result.text,
-            model=result.model,
-            usage=result.usage,
-        )
-    return result
+    return text, usage, f"video: {loaded.label}, {len(frames)} frames"
 
 
 def video_analyze_sync(

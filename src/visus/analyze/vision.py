@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from visus.analyze._inputs import (
     pictures,
 )
 from visus.analyze._schema import find_json, instructions, normalise_format, retry_prompt
-from visus.analyze._values import AnalyzeCode, AnalyzeResult, FileSource, clip, fail
+from visus.analyze._values import AnalyzeCode, AnalyzeResult, FileSource, fail
 from visus.analyze.cache import AnalyzeCache, cache_key
 from visus.config import VisusConfig, load_config
 from visus.errors import AnalyzeError, AuthError, ConfigError, VisusError
@@ -69,11 +70,13 @@ from visus.wire import WIRES, Wire, max_document_pages
 
 __all__ = [
     "SYSTEM_PROMPT",
+    "Recording",
     "Target",
     "UsageSink",
     "ask_model",
     "check_session",
     "connect",
+    "default_reach",
     "record_usage",
     "resolve_target",
     "vision_analyze",
@@ -335,86 +338,143 @@ async def vision_analyze(
     sources = _sources(file_path, file_url, file_base64, files)
     schema = normalise_format(format) if format is not None else None
     cfg = config if config is not None else load_config()
+    target = _vision_target(model, cfg)
+    reach = reach if reach is not None else default_reach(cfg)
+    load = functools.partial(load_source, reach=reach, allow_loopback_http=allow_loopback_http)
+    loaded = [await load(source) for source in sources]
+    question = _Question(tuple(loaded), prompt, schema, render=reach.render, pages=pages)
+    summary = "files: " + ", ".join(item.label for item in loaded)
+    record = Recording(session, sessions, cfg, prompt)
+    slot = _CacheSlot.of(cache, question, target)
+    hit = slot.get()
+    if hit is not None:
+        record(summary + " (cached)", hit)
+        return hit
+    spent = _Spent(on_usage)
+    try:
+        text, parsed, usage = await _ask(target, question, client, spent.count)
+    except AnalyzeError as e:
+        if spent.usages:  # a failed call may still have cost something: count it
+            record(summary, spent.failed(str(e), target.spec.name))
+        raise
+    result = AnalyzeResult.answered(
+        text, usage, target.spec.name, parsed=parsed, structured=schema is not None
+    )
+    slot.put(result)
+    record(summary, result)
+    return result
+
+
+def default_reach(cfg: VisusConfig) -> Reach:
+    """The configuration's reach roots, else the working directory."""
+    return Reach(list(cfg.reach.roots) or [Path.cwd()], render=cfg.reach.render)
+
+
+def _vision_target(model: str | None, cfg: VisusConfig) -> Target:
     target = resolve_target(model, cfg)
-    spec = target.spec
-    if not spec.vision:
+    if not target.spec.vision:
         raise fail(
             "VISION_NOT_SUPPORTED",
             f"model {target.ref} is not known to take images; name a vision model "
             "(model=..., or auxiliary.vision.model in visus.toml)",
         )
-    if reach is None:
-        reach = Reach(list(cfg.reach.roots) or [Path.cwd()], render=cfg.reach.render)
-    loaded: list[Loaded] = []
-    for source in sources:
-        loaded.append(
-            await load_source(source, reach=reach, allow_loopback_http=allow_loopback_http)
+    return target
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Question:
+    """What is asked: the loaded files, the prompt, the schema, how PDFs become pages."""
+
+    loaded: Sequence[Loaded]
+    prompt: str
+    schema: Mapping[str, Any] | None
+    render: bool
+    pages: tuple[int, int] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CacheSlot:
+    """Where one question's answer is cached (``cache`` None: nowhere)."""
+
+    cache: AnalyzeCache | None
+    key: str
+    model: str
+    structured: bool
+
+    @classmethod
+    def of(cls, cache: AnalyzeCache | None, question: _Question, target: Target) -> _CacheSlot:
+        key = ""
+        if cache is not None:
+            digests = [x.digest for x in question.loaded]
+            key = cache_key(digests, question.prompt, target.ref, question.schema, question.pages)
+        return cls(cache, key, target.spec.name, question.schema is not None)
+
+    def get(self) -> AnalyzeResult | None:
+        """The cached envelope as a result that cost nothing (None: no usable entry)."""
+        hit = self.cache.get(self.key) if self.cache is not None else None
+        if hit is None or not isinstance(hit.get("text"), str):
+            return None
+        return AnalyzeResult(
+            text=hit["text"],
+            model=str(hit.get("model", self.model)),
+            cost_usd=0.0,
+            input_tokens=0,
+            output_tokens=0,
+            parsed=hit.get("parsed"),
+            structured=self.structured,
+            clipped=bool(hit.get("clipped", False)),
+            cached=True,
         )
-    summary = "files: " + ", ".join(item.label for item in loaded)
 
-    key = None
-    if cache is not None:
-        key = cache_key([x.digest for x in loaded], prompt, target.ref, schema, pages)
-        hit = cache.get(key)
-        if hit is not None and isinstance(hit.get("text"), str):
-            result = AnalyzeResult(
-                text=hit["text"],
-                model=str(hit.get("model", spec.name)),
-                cost_usd=0.0,
-                input_tokens=0,
-                output_tokens=0,
-                parsed=hit.get("parsed"),
-                structured=schema is not None,
-                clipped=bool(hit.get("clipped", False)),
-                cached=True,
-            )
-            _record(session, sessions, cfg, prompt, summary + " (cached)", result)
-            return result
+    def put(self, result: AnalyzeResult) -> None:
+        if self.cache is None:
+            return
+        # The cache is best effort: a full disk must not lose an answer already paid for.
+        with contextlib.suppress(OSError):
+            self.cache.put(self.key, {**result.to_dict(), "clipped": result.clipped})
 
+
+class _Spent:
+    """Every model call's usage, passed on to ``on_usage`` as it comes."""
+
+    def __init__(self, on_usage: UsageSink | None) -> None:
+        self.usages: list[Usage] = []
+        self._on_usage = on_usage
+
+    def count(self, usage: Usage) -> None:
+        self.usages.append(usage)
+        if self._on_usage is not None:
+            self._on_usage(usage)
+
+    def failed(self, error: str, model: str) -> AnalyzeResult:
+        """A failed call's envelope, with what it cost before it failed."""
+        total = sum(self.usages, Usage())
+        return AnalyzeResult(error, model, total.cost_usd, total.input_tokens, total.output_tokens)
+
+
+async def _ask(
+    target: Target, question: _Question, client: ProviderClient | None, on_usage: UsageSink
+) -> tuple[str, Any, Usage]:
+    """The files as the model takes them, and its answer (``client``: ours if None)."""
     own_client = client is None
     if client is None:
         client = await connect(target, unavailable="VISION_NOT_SUPPORTED")
-    spent: list[Usage] = []
-
-    def count(usage: Usage) -> None:
-        spent.append(usage)
-        if on_usage is not None:
-            on_usage(usage)
-
     try:
         # Rendering (pdf pages, svg, text) waits on a worker process: off the event loop.
         pics = await asyncio.to_thread(
-            _inputs_for, loaded, spec, client.wire, render=reach.render, pages=pages
+            _inputs_for,
+            question.loaded,
+            target.spec,
+            client.wire,
+            render=question.render,
+            pages=question.pages,
         )
-        text, parsed, usage = await ask_model(client, spec, pics, prompt, schema, on_usage=count)
-    except AnalyzeError as e:
-        if spent:  # a failed call may still have cost something: count it
-            total = sum(spent, Usage())
-            failed = AnalyzeResult(
-                str(e), spec.name, total.cost_usd, total.input_tokens, total.output_tokens
-            )
-            _record(session, sessions, cfg, prompt, summary, failed)
-        raise
+        return await ask_model(
+            client, target.spec, pics, question.prompt, question.schema, on_usage=on_usage
+        )
     finally:
         if own_client:
             await aclose(client)
-    shown, clipped = clip(text)
-    result = AnalyzeResult(
-        text=shown,
-        model=spec.name,
-        cost_usd=usage.cost_usd,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        parsed=parsed,
-        structured=schema is not None,
-        clipped=clipped,
-    )
-    if cache is not None and key is not None:
-        # The cache is best effort: a full disk must not lose an answer already paid for.
-        with contextlib.suppress(OSError):
-            cache.put(key, {**result.to_dict(), "clipped": clipped})
-    _record(session, sessions, cfg, prompt, summary, result)
-    return result
 
 
 def _inputs_for(
@@ -460,28 +520,33 @@ def _inputs_for(
     return out
 
 
-def _record(
-    session: str | None,
-    sessions: SessionStore | None,
-    cfg: VisusConfig,
-    prompt: str,
-    summary: str,
-    result: AnalyzeResult,
-    tool: str = "vision_analyze",
-) -> None:
-    if session is None:
-        return
-    store = sessions if sessions is not None else SessionStore(sessions_dir(cfg.data_dir))
-    record_usage(
-        store,
-        session,
-        tool=tool,
-        prompt=prompt,
-        summary=summary,
-        text=result.text,
-        model=result.model,
-        usage=result.usage,
-    )
+@dataclasses.dataclass(frozen=True, slots=True)
+class Recording:
+    """Where an analyze call is recorded: ``session`` (None: nowhere) in ``sessions``
+    (default: the data folder's), as ``tool`` asked ``prompt``."""
+
+    session: str | None
+    sessions: SessionStore | None
+    cfg: VisusConfig
+    prompt: str
+    tool: str = "vision_analyze"
+
+    def __call__(self, summary: str, result: AnalyzeResult) -> None:
+        if self.session is None:
+            return
+        store = self.sessions
+        if store is None:
+            store = SessionStore(sessions_dir(self.cfg.data_dir))
+        record_usage(
+            store,
+            self.session,
+            tool=self.tool,
+            prompt=self.prompt,
+            summary=summary,
+            text=result.text,
+            model=result.model,
+            usage=result.usage,
+        )
 
 
 def vision_analyze_sync(prompt: str, **kwargs: Any) -> AnalyzeResult:
