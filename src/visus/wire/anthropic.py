@@ -258,7 +258,7 @@ def _mark_breakpoints(body: Request) -> None:
     messages = body["messages"]
     media = [i for i, m in enumerate(messages) if _holds_media(m, in_results=True)]
     media = media or [i for i, m in enumerate(messages) if _holds_media(m, in_results=False)]
-    if media and media[0] > 0:
+    if media and 0 < media[0] < len(messages) - 1:
         messages[media[0] - 1]["content"][-1]["cache_control"] = _ephemeral()
     if messages:
         messages[-1]["content"][-1]["cache_control"] = _ephemeral()
