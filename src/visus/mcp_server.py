@@ -75,6 +75,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 __all__ = [
     "McpBodyGate",
     "McpImage",
+    "SessionRecall",
     "build_server",
     "max_result_bytes",
     "mount_mcp",
@@ -458,6 +459,51 @@ async def _read_until_done(
     return await client.poll_raw(instance, after_seq, session=session, max_bytes=cap)
 
 
+class SessionRecall:
+    """The images each MCP client session viewed, for ``view("sha256:...")``.
+
+    A session is known by its ``initialize`` params (the public
+    ``ServerSession.client_params``): the SDK builds a ``ServerSession`` per request
+    but keeps the one params object of the handshake on the client's connection for
+    its life (stdio: the process; HTTP: one ``Mcp-Session-Id``). Its identity is the
+    key, held weakly: a session's images go when its connection does. Without a
+    handshake (``None``: a stateless request) nothing is remembered.
+
+    Example:
+        >>> from mcp.types import ClientCapabilities, Implementation, InitializeRequestParams
+        >>> hello = InitializeRequestParams(
+        ...     protocol_version="2025-06-18",
+        ...     capabilities=ClientCapabilities(),
+        ...     client_info=Implementation(name="host", version="1"),
+        ... )
+        >>> recall = SessionRecall()
+        >>> recall.of(hello)["d"] = b"png"
+        >>> recall.of(hello), recall.of(None), len(recall)
+        ({'d': b'png'}, {}, 1)
+        >>> del hello
+        >>> len(recall)
+        0
+    """
+
+    def __init__(self) -> None:
+        self._by_session: dict[int, dict[str, bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_session)
+
+    def of(self, hello: object | None) -> dict[str, bytes]:
+        """The images the session that sent ``hello`` viewed (a fresh dict if new)."""
+        if hello is None:
+            return {}
+        key = id(hello)
+        memory = self._by_session.get(key)
+        if memory is None:
+            memory = self._by_session[key] = {}
+            # id() is unique while the object lives; forget it when it goes.
+            weakref.finalize(hello, self._by_session.pop, key, None)
+        return memory
+
+
 def build_server(
     client: TetherClient,
     *,
@@ -566,8 +612,7 @@ def build_server(
         except VisusError as e:
             raise _tether_error(e, client) from e
 
-    # Per client session: the images view showed it, for view("sha256:...").
-    recalled: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
+    recalled = SessionRecall()
 
     @server.tool()
     @_plain_doc
@@ -608,10 +653,7 @@ def build_server(
         limit page through a long text); sha256:<hex> (12+ digits) shows again an image
         this session viewed. The result states the source's size: region=[x0, y0, x1, y1]
         in it zooms in, showing that part at up to full resolution."""
-        # mcp 2.x builds a ServerSession per request; its Connection is per client
-        # (stdio: the process; HTTP: the Mcp-Session-Id). No public accessor yet.
-        client_key = getattr(ctx.session, "_connection", ctx.session)
-        recall = recalled.setdefault(client_key, {})
+        recall = recalled.of(ctx.session.client_params)
         return await anyio.to_thread.run_sync(
             lambda: view_result(
                 path,
