@@ -135,11 +135,12 @@ def test_120_images_are_forwarded_within_the_providers_100(
 ) -> None:
     content = [_image(_png(n, (40, 30))) for n in range(120)] + [{"type": "text", "text": "?"}]
     messages = [{"role": "user", "content": content}]
+    # 100 images a request on a 200k-context model (600 on 1M ones such as sonnet-4-6).
     direct = anthropic.Anthropic(base_url=reference_url, api_key="sk-test", max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match="Too many images"):
-        direct.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+        direct.messages.create(model="claude-haiku-4-5", max_tokens=100, messages=messages)
     client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
-    reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+    reply = client.messages.create(model="claude-haiku-4-5", max_tokens=100, messages=messages)
     result = seen("".join(b.text for b in reply.content if b.type == "text"))
     assert len(result["images"]) == 100  # the newest 100; the 20 oldest are described
     assert len(result["descriptors"]) == 20
