@@ -129,7 +129,7 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "botocore": ("providers/bedrock_client.py",),
     "telegram": ("telegram/",),
     # the server side, and the client side the agent mounts other servers with
-    "mcp": ("mcp_server.py", "agent/mcp_client.py", "proxy/mcp.py"),
+    "mcp": ("mcp_server/", "agent/mcp_client.py", "proxy/mcp.py"),
     "typer": ("cli/",),
     "psycopg": ("store/postgres.py", "store/pg_"),
     "psycopg_pool": ("store/pg_conn.py",),

@@ -1,0 +1,204 @@
+"""``view`` over MCP: a file as one fitted image under the result cap, and each client
+session's recall of what it viewed (``view("sha256:...")``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import weakref
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from visus import limits
+from visus.agent.policy import guarded_reach
+from visus.models import ModelSpec
+from visus.perception import Perception, Reach, Refusal, is_digest_ref, view, view_digest
+
+__all__ = ["SessionRecall", "view_result"]
+
+#: Bytes kept free in a view result for its text item and the JSON around it.
+_VIEW_TEXT_RESERVE = 16 * limits.KB
+
+
+def _host_model(max_bytes: int) -> ModelSpec:
+    # An MCP host forwards images to its own model: fit like Claude's native edge,
+    # and in bytes so that base64 plus the text item stay under the result cap.
+    return ModelSpec(
+        name="mcp-host",
+        provider="reference",
+        vision=True,
+        max_edge=1568,
+        max_pixels=1568 * 1568,
+        max_image_bytes=max_bytes,
+    )
+
+
+#: The hint perception's refusals give for a text file: they name the agent's ``read``
+#: tool, which this server does not have.
+_READ_HINT = re.compile(r"\s*(?:Call|It is text: call) read\(.*\Z", re.DOTALL)
+
+
+def _without_read_hint(message: str) -> str:
+    """``message`` with a hint to call ``read`` replaced by what holds over MCP.
+
+    Example:
+        >>> _without_read_hint("a.txt is text too large to render: 9 MB. Call read('a.txt').")
+        'a.txt is text too large to render: 9 MB. It is text: this server has no read tool; open it with a text tool of your own.'
+    """  # noqa: E501
+    cut = _READ_HINT.sub("", message)
+    if cut == message:
+        return message
+    return f"{cut} It is text: this server has no read tool; open it with a text tool of your own."
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """One view's arguments: where it may look, the host's fit, what part to show."""
+
+    reach: Reach
+    model: ModelSpec
+    page: int | None
+    offset: int | None
+    limit: int | None
+    region: list[int] | None
+
+    def at(self, path: str) -> Perception | Refusal:
+        return view(
+            path,
+            reach=self.reach,
+            model=self.model,
+            page=self.page,
+            offset=self.offset,
+            limit=self.limit,
+            region=self.region,
+        )
+
+    def recalled(self, ref: str, memory: MutableMapping[str, bytes]) -> Perception | Refusal:
+        """An image this session viewed, by its digest (or a 12+ digit prefix)."""
+        return view_digest(
+            ref,
+            known=list(memory),
+            load=memory.__getitem__,
+            reach=self.reach,
+            model=self.model,
+            page=self.page,
+            region=self.region,
+        )
+
+
+def _remember(memory: MutableMapping[str, bytes], seen: Perception) -> None:
+    """Keep what was shown for ``view("sha256:...")``: the latest last, the oldest
+    leaving past ``MCP_VIEW_RECALL_IMAGES``."""
+    memory.pop(seen.digest, None)
+    memory[seen.digest] = seen.data
+    while len(memory) > limits.MCP_VIEW_RECALL_IMAGES:
+        del memory[next(iter(memory))]
+
+
+def view_result(
+    path: str,
+    *,
+    roots: Sequence[Path | str] | Reach,
+    page: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+    region: list[int] | None = None,
+    recall: MutableMapping[str, bytes] | None = None,
+    max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
+) -> CallToolResult:
+    """``view`` for MCP: a short description, then the image, under ``max_bytes``.
+
+    ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
+    description says which lines were shown of how many, so a host can page on.
+    ``region`` (``[x0, y0, x1, y1]`` in the source's coordinates, which the description
+    states) zooms in.
+
+    ``roots`` is a :class:`~visus.perception.Reach`, or folders that become one that
+    never reaches visus's own files (:func:`~visus.agent.policy.guarded_reach`).
+
+    ``recall`` is what this client session viewed before (digest -> the image sent):
+    ``sha256:<hex>`` (or a prefix of 12+ digits) shows one of those again, and
+    never an image another session viewed. Each image shown is remembered there.
+    """
+    budget = (max_bytes - _VIEW_TEXT_RESERVE) * 3 // 4
+    reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots))
+    memory: MutableMapping[str, bytes] = {} if recall is None else recall
+    look = _Look(reach, _host_model(budget), page, offset, limit, region)
+    seen = look.recalled(path, memory) if is_digest_ref(path) else look.at(path)
+    if seen.kind == "refusal":
+        refusal = seen.to_json()
+        refusal["message"] = _without_read_hint(refusal["message"])
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(refusal))], is_error=True
+        )
+    _remember(memory, seen)
+    data = base64.b64encode(seen.data).decode("ascii")
+    note = _view_note(seen)
+    if len(data) + len(note) > max_bytes:  # fit promised less; refuse
+        msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
+        return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=note),
+            ImageContent(type="image", data=data, mime_type=seen.media_type),
+        ]
+    )
+
+
+def _view_note(seen: Perception) -> str:
+    """The text before a view's image: the perception's line (source size, region, what
+    was sent, how to zoom), its bytes and digest, and where a long text goes on."""
+    note = f"{seen.describe()}; {seen.size} bytes, {seen.tagged_digest}"
+    end, total = seen.line_end, seen.line_total
+    if end is not None and total is not None and end < total:
+        note += f"; offset={end} shows the next lines"
+    return note
+
+
+class SessionRecall:
+    """The images each MCP client session viewed, for ``view("sha256:...")``.
+
+    A session is known by its ``initialize`` params (the public
+    ``ServerSession.client_params``): the SDK builds a ``ServerSession`` per request
+    but keeps the one params object of the handshake on the client's connection for
+    its life (stdio: the process; HTTP: one ``Mcp-Session-Id``). Its identity is the
+    key, held weakly: a session's images go when its connection does. Without a
+    handshake (``None``: a stateless request) nothing is remembered.
+
+    Example:
+        >>> from mcp.types import ClientCapabilities, Implementation, InitializeRequestParams
+        >>> hello = InitializeRequestParams(
+        ...     protocol_version="2025-06-18",
+        ...     capabilities=ClientCapabilities(),
+        ...     client_info=Implementation(name="host", version="1"),
+        ... )
+        >>> recall = SessionRecall()
+        >>> recall.of(hello)["d"] = b"png"
+        >>> recall.of(hello), recall.of(None), len(recall)
+        ({'d': b'png'}, {}, 1)
+        >>> del hello
+        >>> len(recall)
+        0
+    """
+
+    def __init__(self) -> None:
+        self._by_session: dict[int, dict[str, bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_session)
+
+    def of(self, hello: object | None) -> dict[str, bytes]:
+        """The images the session that sent ``hello`` viewed (a fresh dict if new)."""
+        if hello is None:
+            return {}
+        key = id(hello)
+        memory = self._by_session.get(key)
+        if memory is None:
+            memory = self._by_session[key] = {}
+            # id() is unique while the object lives; forget it when it goes.
+            weakref.finalize(hello, self._by_session.pop, key, None)
+        return memory
