@@ -130,3 +130,66 @@ def test_openai_gets_the_session_cache_key_and_compatible_servers_do_not() -> No
         assert _body(record, GPT, wire, blobs)["prompt_cache_key"] == "visus-abc"
         other = ModelSpec(name="llama", provider="openai-compatible", vision=True)
         assert "prompt_cache_key" not in _body(record, other, wire, blobs)
+
+
+def _accounted(wire: Any, spec: ModelSpec, steps: int) -> list[tuple[int, int, int]]:
+    """(cache read, cache write, first live message) of each step of a screen agent under
+    visus's default retention, as the reference server's cache accounts them (the
+    documented 20-block lookback, writes only at breakpoints). The system prompt and tool
+    are under the model's minimum cacheable length, as visus's own agent's are."""
+    from PIL import Image
+
+    from visus.reference import wire_anthropic, wire_bedrock
+    from visus.reference.cache import PromptCache
+    from visus.reference.common import pixel_cost
+
+    blobs = MemoryBlobStore()
+    record: list[Message] = [UserMessage((TextPart("do the task"),), turn=1)]
+    cache = PromptCache()
+    cut = wire_anthropic.cache_blocks if wire == "anthropic" else wire_bedrock.cache_blocks
+    shown = '"type": "image"' if wire == "anthropic" else '"image": {"format"'
+    out: list[tuple[int, int, int]] = []
+    for step in range(1, steps + 1):
+        buf = io.BytesIO()
+        Image.new("RGB", (1000, 625), (step * 7 % 256, 0, 0)).save(buf, "PNG")
+        digest = blobs.put(buf.getvalue(), "image/png")
+        size = len(buf.getvalue())
+        image = ImagePart(digest, "image/png", size, 1000, 625, PerceptionOrigin("s.png"))
+        said = f"Step {step}: the dialog is still loading, so I look at the screen again. " * 6
+        call = ToolCall(f"c{step}", "view", {"path": "s.png"})
+        record.append(AssistantMessage((TextPart(said),), (call,), turn=1))
+        seen = TextPart(f"s.png: raster 1000x625, sent as 1000x625 image/png; sha256:{digest[:16]}")
+        record.append(ToolResult(f"c{step}", "view", (seen, image), turn=1))
+        request = ModelRequest(model_view(record), system="You see.", tools=TOOLS)
+        body = lower(request, wire=wire, model=spec, blobs=blobs)
+        blocks = cut(body, pixel_cost(spec))
+        use = cache.breakpoints(
+            "m", blocks, total=sum(b.tokens for b in blocks), min_tokens=spec.cache_min_tokens
+        )
+        live = [i for i, m in enumerate(body["messages"]) if shown in json.dumps(m)]
+        out.append((use.read, use.write, live[0] if live else -1))
+    return out
+
+
+def test_an_eviction_reads_the_history_the_last_window_cached_on_every_cache_wire() -> None:
+    """An eviction changes the request from the first evicted image on; everything before
+    it was cached by the last window's breakpoint, so the eviction request reads it and
+    writes only the rest. (The window breakpoint used to be left out while the only live
+    image was the newest message, as it is right after an eviction with visus's default
+    batches, so that prefix was never written and every eviction rewrote the history.)"""
+    from visus.models import get_model
+
+    for wire, ref in (
+        ("anthropic", "claude-sonnet-4-5"),
+        ("bedrock", "bedrock:anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    ):
+        steps = _accounted(wire, get_model(ref), 30)
+        evictions = [n for n in range(1, len(steps)) if steps[n][2] != steps[n - 1][2]]
+        assert len(evictions) == 7, (wire, steps)
+        # from the third eviction on, the history before the old window is past the
+        # model's minimum cacheable length: it is read, and what is written is the new
+        # window (one screenshot, 828 tokens) and the batch's descriptors, not the history
+        for n in evictions[2:]:
+            read, write, _ = steps[n]
+            assert read > 0, (wire, n + 1, steps[n - 1], steps[n])
+            assert write < read + 828, (wire, n + 1, steps[n - 1], steps[n])

@@ -245,7 +245,10 @@ def _mark_breakpoints(body: Request) -> None:
     1. the end of the stable head: the system prompt, else the last tool;
     2. the end of the history before the first live tool image (else any live image or
        document): an eviction changes the request only from there on, so the next
-       request still reads this prefix from the cache and writes only what follows;
+       eviction still reads this prefix from the cache and writes only what follows. It
+       is marked even when that image is the newest message (right after an eviction):
+       a prefix is written only at a breakpoint past the longest hit, and later steps
+       hit further on, so this is the one request that caches it;
     3. the newest block: each step reads what the last one wrote (its breakpoint is a
        few blocks back, inside the API's 20-block lookback) and writes only the step.
 
@@ -258,7 +261,7 @@ def _mark_breakpoints(body: Request) -> None:
     messages = body["messages"]
     media = [i for i, m in enumerate(messages) if _holds_media(m, in_results=True)]
     media = media or [i for i, m in enumerate(messages) if _holds_media(m, in_results=False)]
-    if media and 0 < media[0] < len(messages) - 1:
+    if media and media[0] > 0:
         messages[media[0] - 1]["content"][-1]["cache_control"] = _ephemeral()
     if messages:
         messages[-1]["content"][-1]["cache_control"] = _ephemeral()

@@ -341,7 +341,7 @@ def _cache_points(body: Request) -> None:
         body["toolConfig"]["tools"].append(_cache_point())
     messages = body["messages"]
     media = [i for i, m in enumerate(messages) if any(_result_media(b) for b in m["content"])]
-    if media and 0 < media[0] < len(messages) - 1:
+    if media and media[0] > 0:
         messages[media[0] - 1]["content"].append(_cache_point())
     if messages:
         messages[-1]["content"].append(_cache_point())
