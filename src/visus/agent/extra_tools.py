@@ -17,7 +17,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,44 @@ def _int(args: Mapping[str, Any], key: str) -> int | None:
     return v
 
 
+LIST_ATTACHMENTS = ToolSpec(
+    "list_attachments",
+    "List the files the user attached to this conversation (name, bytes, type).",
+    {"type": "object", "properties": {}},
+)
+READ_ATTACHMENT = ToolSpec(
+    "read_attachment",
+    "Read an attached text file, paged by lines. Images: use view_attachment.",
+    {
+        "type": "object",
+        "properties": {
+            "filename": {"type": "string"},
+            "offset": {"type": "integer", "minimum": 0},
+            "limit": {"type": "integer", "minimum": 1},
+        },
+        "required": ["filename"],
+    },
+)
+GREP_ATTACHMENT = ToolSpec(
+    "grep_attachment",
+    "Search attached files with a regular expression (one file or all).",
+    {
+        "type": "object",
+        "properties": {"pattern": {"type": "string"}, "filename": {"type": "string"}},
+        "required": ["pattern"],
+    },
+)
+VIEW_ATTACHMENT = ToolSpec(
+    "view_attachment",
+    "See an attached file as an image (photos, screenshots, PDFs, SVG, text).",
+    {
+        "type": "object",
+        "properties": {"filename": {"type": "string"}},
+        "required": ["filename"],
+    },
+)
+
+
 def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
     """The four attachment tools over sessions under the data folder ``data``, or over
     the attachments ``data(session_id)`` gives.
@@ -63,47 +103,59 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
         >>> len(tools)
         4
     """
-    if isinstance(data, Path | str):
-        folder = Path(data)
+    of = functools.partial(_under, Path(data)) if isinstance(data, Path | str) else data
+    run = _Handlers(of)
+    return [
+        Tool(LIST_ATTACHMENTS, run.list, read_only=True),
+        Tool(READ_ATTACHMENT, run.read, read_only=True),
+        Tool(GREP_ATTACHMENT, run.grep, read_only=True),
+        Tool(VIEW_ATTACHMENT, run.view, read_only=True),
+    ]
 
-        def _store(ctx: ToolContext) -> SessionAttachments:
-            return AttachmentStore.for_session(folder, ctx.session_id)
-    else:
-        attachments = data
 
-        def _store(ctx: ToolContext) -> SessionAttachments:
-            return attachments(ctx.session_id)
+def _under(folder: Path, session_id: str) -> SessionAttachments:
+    return AttachmentStore.for_session(folder, session_id)
 
-    async def _list(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+
+@dataclass(frozen=True, slots=True)
+class _Handlers:
+    """The tools' calls, over the attachments of the session a call comes from.
+
+    Each runs off the event loop: on a database store every call is a query, grep waits
+    up to its time budget, and a render waits on its worker process.
+    """
+
+    of: AttachmentsFor
+
+    async def list(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         del args
-        # Off the event loop, like every tool here: on a database store each call is
-        # a query, and grep waits up to its time budget.
-        return ToolOutcome.text(await asyncio.to_thread(list_attachments, _store(ctx)))
+        return ToolOutcome.text(await asyncio.to_thread(list_attachments, self.of(ctx.session_id)))
 
-    async def _read(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    async def read(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         name = args.get("filename")
         if not isinstance(name, str):
             return ToolOutcome.text("error: filename must be a string", is_error=True)
         offset, limit = _int(args, "offset") or 0, _int(args, "limit")
-        text = await asyncio.to_thread(read_attachment, _store(ctx), name, offset, limit)
+        text = await asyncio.to_thread(
+            read_attachment, self.of(ctx.session_id), name, offset, limit
+        )
         return ToolOutcome.text(text)
 
-    async def _grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    async def grep(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         pattern = args.get("pattern")
         name = args.get("filename")
         if not isinstance(pattern, str) or (name is not None and not isinstance(name, str)):
             return ToolOutcome.text("error: pattern (and filename) must be strings", is_error=True)
-        return ToolOutcome.text(
-            await asyncio.to_thread(grep_attachment, _store(ctx), pattern, name)
-        )
+        store = self.of(ctx.session_id)
+        return ToolOutcome.text(await asyncio.to_thread(grep_attachment, store, pattern, name))
 
-    async def _view(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+    async def view(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         name = args.get("filename")
         if not isinstance(name, str):
             return ToolOutcome.text("error: filename must be a string", is_error=True)
-        # Off the event loop: a render waits on its worker process.
+        store = self.of(ctx.session_id)
         result = await asyncio.to_thread(
-            view_attachment, _store(ctx), name, model=ctx.model, render=ctx.reach.render
+            view_attachment, store, name, model=ctx.model, render=ctx.reach.render
         )
         if isinstance(result, Refusal):
             return ToolOutcome.refused(result)
@@ -111,62 +163,3 @@ def attachment_tools(data: Path | str | AttachmentsFor) -> list[Tool]:
             perception_parts, result, ctx, source=name, tool="view_attachment"
         )
         return ToolOutcome(parts)
-
-    name_only = {
-        "type": "object",
-        "properties": {"filename": {"type": "string"}},
-        "required": ["filename"],
-    }
-    return [
-        Tool(
-            ToolSpec(
-                "list_attachments",
-                "List the files the user attached to this conversation (name, bytes, type).",
-                {"type": "object", "properties": {}},
-            ),
-            _list,
-            read_only=True,
-        ),
-        Tool(
-            ToolSpec(
-                "read_attachment",
-                "Read an attached text file, paged by lines. Images: use view_attachment.",
-                {
-                    "type": "object",
-                    "properties": {
-                        "filename": {"type": "string"},
-                        "offset": {"type": "integer", "minimum": 0},
-                        "limit": {"type": "integer", "minimum": 1},
-                    },
-                    "required": ["filename"],
-                },
-            ),
-            _read,
-            read_only=True,
-        ),
-        Tool(
-            ToolSpec(
-                "grep_attachment",
-                "Search attached files with a regular expression (one file or all).",
-                {
-                    "type": "object",
-                    "properties": {
-                        "pattern": {"type": "string"},
-                        "filename": {"type": "string"},
-                    },
-                    "required": ["pattern"],
-                },
-            ),
-            _grep,
-            read_only=True,
-        ),
-        Tool(
-            ToolSpec(
-                "view_attachment",
-                "See an attached file as an image (photos, screenshots, PDFs, SVG, text).",
-                name_only,
-            ),
-            _view,
-            read_only=True,
-        ),
-    ]
