@@ -156,24 +156,12 @@ def grep_attachment(
     Searches ``filename`` or every text attachment; at most
     :data:`~visus.limits.GREP_MAX_HITS` hits; answers within ``time_budget`` seconds.
     """
-    if len(pattern) > limits.GREP_MAX_PATTERN_CHARS:
-        return (
-            f"The pattern is {len(pattern)} characters, over the limit of "
-            f"{limits.GREP_MAX_PATTERN_CHARS} (GREP_MAX_PATTERN_CHARS)."
-        )
-    try:
-        compiled = regex.compile(pattern, regex.VERSION0)
-    except regex.error as e:
-        return f"Invalid regular expression {pattern!r}: {e}"
-    if filename is not None:
-        try:
-            targets = [store.info(filename)]
-        except NotFoundError:
-            return _missing(store, filename)
-    else:
-        targets = store.list()
-        if not targets:
-            return "No attachments in this session."
+    compiled = _compiled(pattern)
+    if isinstance(compiled, str):
+        return compiled
+    targets = _targets(store, filename)
+    if isinstance(targets, str):
+        return targets
     texts: list[tuple[str, str]] = []
     skipped: list[str] = []
     for info in targets:
@@ -188,8 +176,38 @@ def grep_attachment(
     worker = threading.Thread(target=search.run, name="visus-grep", daemon=True)
     worker.start()
     worker.join(time_budget)
+    if worker.is_alive():
+        search.cancelled = True
+    return _answer(search, pattern, skipped, time_budget)
+
+
+def _compiled(pattern: str) -> Any:
+    """The compiled pattern, or why it is refused (a string)."""
+    if len(pattern) > limits.GREP_MAX_PATTERN_CHARS:
+        return (
+            f"The pattern is {len(pattern)} characters, over the limit of "
+            f"{limits.GREP_MAX_PATTERN_CHARS} (GREP_MAX_PATTERN_CHARS)."
+        )
+    try:
+        return regex.compile(pattern, regex.VERSION0)
+    except regex.error as e:
+        return f"Invalid regular expression {pattern!r}: {e}"
+
+
+def _targets(store: SessionAttachments, filename: str | None) -> list[AttachmentInfo] | str:
+    """The attachments to search (``filename``, else all), or why there are none."""
+    if filename is not None:
+        try:
+            return [store.info(filename)]
+        except NotFoundError:
+            return _missing(store, filename)
+    return store.list() or "No attachments in this session."
+
+
+def _answer(search: _Search, pattern: str, skipped: list[str], time_budget: float) -> str:
+    """The hits, then one bracketed line: how many, and why the search stopped if it did."""
     notes: list[str] = []
-    if worker.is_alive() or search.timed_out:
+    if search.cancelled or search.timed_out:
         search.cancelled = True
         notes.append(
             f"stopped: the pattern ran past the time budget of {time_budget:g} s "
