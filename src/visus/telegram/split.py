@@ -115,47 +115,25 @@ def split_text(text: str, limit: int = limits.TELEGRAM_MAX_TEXT_CHARS) -> list[s
         return []
     if tg_len(text) <= limit:
         return [text]
+    m = _Messages(limit)
     chunks: list[str] = []
     queue = deque(_atoms(text))
     cur: list[_Atom] = []
     fence_before = ""  # the fence open at the start of cur (reopened there)
-
-    def opener(fence: str) -> str:
-        # An absurdly long info string is not worth repeating: reopen with the bare marker.
-        return fence if tg_len(fence) <= limit // 2 else _fence_marker(fence) + "\n"
-
-    def size(atoms: list[_Atom], fence_after: str) -> int:
-        head = opener(fence_before) if fence_before else ""
-        body = head + "".join(a.text for a in atoms)
-        closer = len(_fence_marker(fence_after)) + 1 if fence_after else 0
-        return tg_len(body) + closer
-
-    def flush(atoms: list[_Atom], start_fence: str) -> str:
-        fence_after = atoms[-1].fence_after if atoms else start_fence
-        body = (opener(start_fence) if start_fence else "") + "".join(a.text for a in atoms)
-        if fence_after:
-            return body + ("" if body.endswith("\n") else "\n") + _fence_marker(fence_after)
-        return body.rstrip()
-
     while queue:
         atom = queue.popleft()
-        if size([*cur, atom], atom.fence_after) <= limit:
+        if m.size([*cur, atom], fence_before, atom.fence_after) <= limit:
             cur.append(atom)
             continue
         if not cur:
             # Alone it does not fit: cut it into smaller units and try again.
-            room = limit - size([], atom.fence_after)
+            room = limit - m.size([], fence_before, atom.fence_after)
             queue.extendleft(reversed(_pieces(atom, max(room, 2), inside=bool(atom.fence_after))))
             continue
-        # Prefer a blank line in the second half of the message over the last line break.
-        keep = len(cur)
-        for i in range(len(cur) - 1, 0, -1):
-            if cur[i].paragraph and size(cur[:i], cur[i - 1].fence_after) >= limit // 2:
-                keep = i
-                break
+        keep = m.keep(cur, fence_before)
         queue.appendleft(atom)
         queue.extendleft(reversed(cur[keep:]))
-        chunk = flush(cur[:keep], fence_before)
+        chunk = m.flush(cur[:keep], fence_before)
         fence_before = cur[keep - 1].fence_after
         if _says_something(chunk):
             chunks.append(chunk)
@@ -165,7 +143,42 @@ def split_text(text: str, limit: int = limits.TELEGRAM_MAX_TEXT_CHARS) -> list[s
             while queue and not queue[0].text.strip() and not queue[0].fence_after:
                 queue.popleft()
     if cur:
-        last = flush(cur, fence_before)
+        last = m.flush(cur, fence_before)
         if _says_something(last):
             chunks.append(last)
     return chunks
+
+
+@dataclass(frozen=True, slots=True)
+class _Messages:
+    """One message as it is sent: the code fence open at its start reopened, the one
+    open at its end closed, and its length in UTF-16 units."""
+
+    limit: int
+
+    def opener(self, fence: str) -> str:
+        # An absurdly long info string is not worth repeating: reopen with the bare marker.
+        return fence if tg_len(fence) <= self.limit // 2 else _fence_marker(fence) + "\n"
+
+    def size(self, atoms: list[_Atom], fence_before: str, fence_after: str) -> int:
+        head = self.opener(fence_before) if fence_before else ""
+        body = head + "".join(a.text for a in atoms)
+        closer = len(_fence_marker(fence_after)) + 1 if fence_after else 0
+        return tg_len(body) + closer
+
+    def flush(self, atoms: list[_Atom], start_fence: str) -> str:
+        fence_after = atoms[-1].fence_after if atoms else start_fence
+        body = (self.opener(start_fence) if start_fence else "") + "".join(a.text for a in atoms)
+        if fence_after:
+            return body + ("" if body.endswith("\n") else "\n") + _fence_marker(fence_after)
+        return body.rstrip()
+
+    def keep(self, cur: list[_Atom], fence_before: str) -> int:
+        """How many atoms of a full message ``cur`` it keeps: up to a blank line in its
+        second half rather than up to its last line break."""
+        for i in range(len(cur) - 1, 0, -1):
+            if cur[i].paragraph and self.size(cur[:i], fence_before, cur[i - 1].fence_after) >= (
+                self.limit // 2
+            ):
+                return i
+        return len(cur)
