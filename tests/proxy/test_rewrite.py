@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 from typer.testing import CliRunner
 
 from visus.cli import app as cli_app
@@ -172,6 +175,33 @@ def test_responses_fits_an_oversized_function_output_image() -> None:
     assert edit.fitted == 1
     assert body["input"][0]["output"][0]["image_url"].startswith("data:image/")
     assert len(body["input"][0]["output"][0]["image_url"]) < len(big.data_url)
+
+
+def _screen(width: int, height: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (30, 90, 200)).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_screenshot_the_model_takes_as_it_is_goes_as_its_own_bytes() -> None:
+    # 1600x1000 costs gpt-4.1 the same tokens as its 1586x991 fit: no re-encoding.
+    shot = _screen(1600, 1000)
+    body: dict[str, Any] = {
+        "model": "gpt-4.1",
+        "input": [
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_image", "image_url": shot}],
+            }
+        ],
+    }
+    edit = openai_responses.rewrite(body, policy=None)
+    assert edit.fitted == 0
+    assert body["input"][0]["output"][0]["image_url"] == shot
+    # Past what the model takes as it is (4.2 MP), it is still fitted.
+    body["input"][0]["output"][0]["image_url"] = _screen(2048, 2100)
+    assert openai_responses.rewrite(body, policy=None).fitted == 1
 
 
 def test_cli_needs_an_upstream_and_a_token_beyond_loopback(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.proxy.cache import AS_IS, AsIs, FitCache, Fitted, Known, image_key
 from visus.record.messages import ImagePart, PerceptionOrigin
 from visus.retention import RetentionPolicy, elided_descriptor
-from visus.wire import WireRules, profile_for
+from visus.wire import WireRules, accepted_for, profile_for
 
 __all__ = [
     "UNKNOWN_MODEL",
@@ -137,6 +137,7 @@ class Edit:
     spec: ModelSpec
     profile: Profile
     rules: WireRules
+    accepted: Profile | None = None
     policy: RetentionPolicy | None = None
     live_images: int | None = None
     chunk: int = 1
@@ -180,6 +181,7 @@ class Edit:
             spec=spec,
             profile=profile_for(spec, rules, image_count),
             rules=rules,
+            accepted=accepted_for(spec, rules, image_count),
             policy=policy,
             live_images=live_images,
             chunk=chunk if chunk is not None else (policy.chunk if policy else 1),
@@ -231,7 +233,9 @@ class Edit:
         if known is None:
             self.notes.append(ImageNote(where, f"{where} ({media_type}, not a readable image)"))
             return None
-        key = f"{digest}:{media_type}"
+        # Under one profile, what is sent also depends on what the model takes as it is.
+        a = self.accepted or self.profile
+        key = f"{digest}:{media_type}:{a.max_edge}:{a.max_pixels}:{a.max_bytes}"
         cached = self.cache.fitted(key, self.profile) if self.cache else None
         if cached is None:
             cached = self._fit(b64, media_type, known, where)
@@ -257,7 +261,10 @@ class Edit:
         data = _decode(b64) or b""
         if known.media_type == "image/svg+xml":
             return self._render(data, where)
-        w, h, p = known.width, known.height, self.profile
+        # An image the provider takes as it is and bills no more than its fit (a
+        # 1600x1000 screenshot for gpt-4.1) goes as its own bytes: re-encoding it
+        # would only double what the client's history stores.
+        w, h, p = known.width, known.height, self.accepted or self.profile
         fits = (
             known.media_type in p.media_types
             and known.media_type == media_type
@@ -270,7 +277,7 @@ class Edit:
         if fits and without_unusable_chunks(data) is data:
             return AS_IS
         try:
-            out = fit(data, p)
+            out = fit(data, self.profile)
         except MediaError:
             self.notes.append(ImageNote(where, f"{where} ({known.media_type} {w}x{h}, unfittable)"))
             return None
