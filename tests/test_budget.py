@@ -110,3 +110,20 @@ async def test_a_body_counts_until_the_response_and_is_refused_when_the_budget_i
         whole = await client.post("/upload", content=_chunks(10, 1000))
         assert whole.json() == {"size": 10_000}
     assert budget.in_use == 0
+
+
+async def test_the_proxy_refuses_a_body_past_the_budget_in_its_own_error_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from visus.proxy import ProxyConfig, create_proxy_app
+
+    monkeypatch.setattr(limits, "MEMORY_BUDGET_BYTES", 1000)
+    app = create_proxy_app(ProxyConfig(upstream="http://127.0.0.1:9"))
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        r = await client.post("/v1/messages", content=b"x" * 2000)
+    assert r.status_code == 413
+    error = r.json()
+    assert error["type"] == "error"
+    assert error["error"]["type"] == "request_too_large"
+    assert "MEMORY_BUDGET_BYTES" in error["error"]["message"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import threading
 import time
@@ -281,7 +282,10 @@ class BodyBudget:
             if not cut or started:
                 raise
         finally:
+            held = reservation.bytes
             reservation.release()
+            if held >= limits.MEMORY_TRIM_BYTES:
+                _give_back()
         if cut and not started:
             await self._refuse(cut[0], send)
 
@@ -294,6 +298,16 @@ class BodyBudget:
             headers.append((b"retry-after", b"%d" % max(1, int(limits.MEMORY_BUDGET_WAIT_SECONDS))))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _give_back() -> None:
+    """Hand the heap's free memory back to the system (glibc only; elsewhere nothing).
+
+    A large body is read in 64 KB chunks that land on the malloc heap; freed, they stay
+    in the process (a 250 MB request left ~440 MB resident) until the heap is trimmed.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _tether_error(code: str, message: str) -> dict[str, Any]:

@@ -62,6 +62,9 @@ RASTER_INPROCESS_MAX_BYTES: Final = 128 * MB
 MEMORY_BUDGET_BYTES: Final = 1024 * MB
 #: Longest a caller waits for room in the memory budget before it is refused (busy).
 MEMORY_BUDGET_WAIT_SECONDS: Final = 10.0
+#: A request body at least this large hands the heap's free memory back to the system
+#: once it is answered (its chunks would otherwise stay resident).
+MEMORY_TRIM_BYTES: Final = 32 * MB
 
 # --- rendering budget: every svg, text and pdf render and every raster decode too
 # large for the calling process (media/_worker.py) ---------------------------------
