@@ -71,8 +71,20 @@ def test_openapi_spec_holds_under_generated_requests(tmp_path: Path) -> None:
             seen = statuses.setdefault(f"{op.method.upper()} {op.path}", set())
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
                 exercise(op, mode, base, iid, seen)
-        # The run reached the real handlers, not only the auth gate.
-        assert {202, 400, 401, 404} <= statuses["POST /v1/instances/{instance_id}/tether"], statuses
+        # The run reached the real handlers, not only the auth gate. Whether a generated
+        # frame happens to be a whole valid message depends on how many examples hypothesis
+        # gets through (fewer on a loaded CI core), so the accepted case is sent by hand,
+        # through the same spec checks.
+        assert {400, 401, 404} <= statuses["POST /v1/instances/{instance_id}/tether"], statuses
+        (ingress_op,) = [op for op in operations if op.path.endswith("/tether")]
+        case = ingress_op.Case(
+            path_parameters={"instance_id": iid},
+            body={"type": "user.message", "payload": {"text": "hello"}},
+            media_type="application/json",
+        )
+        resp = case.call(base_url=base, headers=AUTH, timeout=10)
+        assert resp.status_code == 202, resp.text
+        case.validate_response(resp, headers=AUTH)
         assert 200 in statuses["GET /v1/instances/{instance_id}/tether/poll"]
         assert 201 in statuses["POST /v1/instances"]
 
