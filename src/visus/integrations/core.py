@@ -25,7 +25,7 @@ translation between its framework's message types and this core. The core owns:
 
 Example:
     >>> import tempfile
-    >>> core = VisionCore([tempfile.mkdtemp()], data=tempfile.mkdtemp())
+    >>> core = VisionCore(VisionOptions.of([tempfile.mkdtemp()], data=tempfile.mkdtemp()))
     >>> core.model_spec("claude-sonnet-4-6", "anthropic").vision
     True
     >>> [core.live_from(t) for t in (1, 2, 3)]
@@ -37,21 +37,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
-import os
 import re
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from visus import limits, media, paths
+from visus import media, paths
+from visus.agent.options import VisionOptions
 from visus.agent.tools import Tool, ToolContext, ToolRegistry
 from visus.errors import VisusError
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.models.spec import AnthropicPatches
-from visus.perception import Reach
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
 from visus.record.messages import (
@@ -64,7 +62,6 @@ from visus.record.messages import (
 )
 from visus.retention import (
     ImageFate,
-    RetentionPolicy,
     elided_descriptor,
     plan_images,
     repeat_descriptor,
@@ -258,55 +255,36 @@ _FITTED_CACHE = 64
 
 
 class VisionCore:
-    """The state an integration shares across its framework's turns.
+    """The state an integration shares across its framework's turns, made from one
+    :class:`~visus.agent.options.VisionOptions` (its fields are documented there).
 
     ``roots`` bound what the tools may see (``render=False`` withholds rendering svg,
-    text and pdf). ``live_turns``/``chunk``/``live_images``/``image_chunk`` are the
-    retention knobs of :class:`~visus.retention.RetentionPolicy` (by default at most
+    text and pdf); the retention knobs make :attr:`policy` (by default at most
     ``limits.RETENTION_LIVE_IMAGES`` tool images live, however long a run is). Blobs go
     to ``blobs`` if given, else under ``data`` (default: visus's data folder) in
-    :func:`~visus.paths.integration_blobs_dir`. ``allow_loopback_http`` lets
-    ``view`` fetch plain http from loopback (local tests only).
+    :func:`~visus.paths.integration_blobs_dir`. ``tools`` defaults to
+    :data:`TOOL_NAMES`.
 
     Nothing here belongs to one conversation: what a call may name by digest comes
     from the history it is called in (:class:`HeldImage`), so one instance can serve
     many conversations.
     """
 
-    def __init__(
-        self,
-        roots: Sequence[str | os.PathLike[str]] = (".",),
-        *,
-        render: bool = True,
-        live_turns: int = 1,
-        chunk: int = 1,
-        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
-        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
-        data: str | os.PathLike[str] | None = None,
-        blobs: BlobStore | None = None,
-        tools: Sequence[str] = TOOL_NAMES,
-        allow_loopback_http: bool = False,
-    ) -> None:
-        if isinstance(roots, str | os.PathLike):
-            roots = [roots]
-        self.reach = Reach([Path(r) for r in roots], render=render)
-        self.policy = RetentionPolicy(
-            live_turns=live_turns, chunk=chunk, live_images=live_images, image_chunk=image_chunk
-        )
+    def __init__(self, options: VisionOptions) -> None:
+        self.options = options
+        self.reach = options.reach()
+        self.policy = options.retention()
         self.blobs: BlobStore = (
-            blobs
-            if blobs is not None
-            else FileBlobStore(
-                paths.integration_blobs_dir(
-                    paths.data_dir(None if data is None else os.fspath(data))
-                )
-            )
+            options.blobs
+            if options.blobs is not None
+            else FileBlobStore(paths.integration_blobs_dir(paths.data_dir(options.data)))
         )
+        tools = TOOL_NAMES if options.tools is None else options.tools
         unknown = sorted(set(tools) - set(TOOL_NAMES))
         if unknown:
             raise ValueError(f"unknown visus tools {unknown}; choose from {list(TOOL_NAMES)}")
         self.registry = ToolRegistry.builtin().only(tools)
-        self.allow_loopback_http = allow_loopback_http
+        self.allow_loopback_http = options.allow_loopback_http
         self._specs: dict[tuple[str, str | None], ModelSpec] = {}
         self._warned: set[str] = set()
         self._fitted: OrderedDict[tuple[str, str], ToolImage] = OrderedDict()

@@ -33,16 +33,14 @@ import asyncio
 import base64
 import contextvars
 import dataclasses
-import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, Unpack
 
-from visus import limits
+from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
     CONSERVATIVE,
-    TOOL_NAMES,
     HeldImage,
     VisionCore,
     image_in_text,
@@ -115,38 +113,20 @@ class RequestImages:
 class VisionMiddleware(AgentMiddleware):
     """visus's view/read tools and retention for ``create_agent``. See the module docstring.
 
-    ``live_turns``/``chunk`` keep the images of the last user turns; within them at most
-    ``live_images`` tool images stay live (``None``: no bound), the oldest leaving
-    ``image_chunk`` at a time, however many steps one run takes.
+    ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
+    there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
+    their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
+    images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
+    ``allow_loopback_http``.
     """
 
     def __init__(
         self,
-        roots: Sequence[str | os.PathLike[str]] = (".",),
-        *,
-        live_turns: int = 1,
-        chunk: int = 1,
-        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
-        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
-        render: bool = True,
-        data: str | os.PathLike[str] | None = None,
-        blobs: BlobStore | None = None,
-        tools: Sequence[str] = TOOL_NAMES,
-        allow_loopback_http: bool = False,
+        roots: Sequence[PathLike] | PathLike = (".",),
+        **options: Unpack[VisionKeywords],
     ) -> None:
         super().__init__()
-        self.core = VisionCore(
-            roots,
-            render=render,
-            live_turns=live_turns,
-            chunk=chunk,
-            live_images=live_images,
-            image_chunk=image_chunk,
-            data=data,
-            blobs=blobs,
-            tools=tools,
-            allow_loopback_http=allow_loopback_http,
-        )
+        self.core = VisionCore(VisionOptions.of(roots, **options))
         self.last_request: RequestImages | None = None
         self.tools: list[BaseTool] = [self._tool(s.name) for s in self.core.tool_specs()]
 

@@ -40,17 +40,15 @@ import base64
 import binascii
 import copy
 import json
-import os
 import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
-from visus import limits
+from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
-    TOOL_NAMES,
     HeldImage,
     VisionCore,
     VisionWarning,
@@ -108,39 +106,19 @@ class RequestImages:
 class Vision:
     """visus's tools and retention for Agents SDK agents. See the module docstring.
 
-    ``roots``/``render`` bound what the tools see; ``live_turns``/``chunk`` keep the
-    images of the last user turns, and within them at most ``live_images`` tool images
-    stay live (``None``: no bound), the oldest leaving ``image_chunk`` at a time, however
-    many steps one run takes; blobs go to ``blobs`` or under ``data`` (default: visus's
-    folder).
+    ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
+    there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
+    their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
+    images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
+    ``allow_loopback_http``.
     """
 
     def __init__(
         self,
-        roots: Sequence[str | os.PathLike[str]] = (".",),
-        *,
-        live_turns: int = 1,
-        chunk: int = 1,
-        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
-        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
-        render: bool = True,
-        data: str | os.PathLike[str] | None = None,
-        blobs: BlobStore | None = None,
-        tools: Sequence[str] = TOOL_NAMES,
-        allow_loopback_http: bool = False,
+        roots: Sequence[PathLike] | PathLike = (".",),
+        **options: Unpack[VisionKeywords],
     ) -> None:
-        self.core = VisionCore(
-            roots,
-            render=render,
-            live_turns=live_turns,
-            chunk=chunk,
-            live_images=live_images,
-            image_chunk=image_chunk,
-            data=data,
-            blobs=blobs,
-            tools=tools,
-            allow_loopback_http=allow_loopback_http,
-        )
+        self.core = VisionCore(VisionOptions.of(roots, **options))
         self.last_request: RequestImages | None = None
         # Tool call id -> the images of the request whose reply made that call: what
         # the call's conversation holds (the tool context does not carry the run's

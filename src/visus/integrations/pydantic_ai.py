@@ -35,15 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, Unpack
 
-from visus import limits
+from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
-    TOOL_NAMES,
     HeldImage,
     VisionCore,
     image_in_text,
@@ -100,12 +98,11 @@ class RequestImages:
 class Vision(AbstractCapability[Any]):
     """A pydantic-ai capability: visus's view/read tools plus retention of old images.
 
-    ``roots`` bound what the tools may see; ``render=False`` withholds rendering svg,
-    text and pdf. ``live_turns`` is how many user turns keep their pixels (1: the
-    current one), ``chunk`` moves the window in steps for prompt caches. Within them at
-    most ``live_images`` tool images stay live (``None``: no bound), the oldest leaving
-    ``image_chunk`` at a time, however many steps one run takes. Blobs go to ``blobs``
-    or under ``data`` (default: visus's data folder).
+    ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
+    there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
+    their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
+    images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
+    ``allow_loopback_http``.
 
     Example:
         >>> import tempfile
@@ -116,30 +113,10 @@ class Vision(AbstractCapability[Any]):
 
     def __init__(
         self,
-        roots: Sequence[str | os.PathLike[str]] = (".",),
-        *,
-        live_turns: int = 1,
-        chunk: int = 1,
-        live_images: int | None = limits.RETENTION_LIVE_IMAGES,
-        image_chunk: int = limits.RETENTION_IMAGE_CHUNK,
-        render: bool = True,
-        data: str | os.PathLike[str] | None = None,
-        blobs: BlobStore | None = None,
-        tools: Sequence[str] = TOOL_NAMES,
-        allow_loopback_http: bool = False,
+        roots: Sequence[PathLike] | PathLike = (".",),
+        **options: Unpack[VisionKeywords],
     ) -> None:
-        self.core = VisionCore(
-            roots,
-            render=render,
-            live_turns=live_turns,
-            chunk=chunk,
-            live_images=live_images,
-            image_chunk=image_chunk,
-            data=data,
-            blobs=blobs,
-            tools=tools,
-            allow_loopback_http=allow_loopback_http,
-        )
+        self.core = VisionCore(VisionOptions.of(roots, **options))
         self.last_request: RequestImages | None = None
         self._toolset: FunctionToolset[Any] = FunctionToolset(
             [
