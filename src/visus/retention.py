@@ -358,9 +358,9 @@ def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:
 
 def _elide(message: Message, elide: set[int], repeat: frozenset[int] = frozenset()) -> Message:
     parts = tuple(
-        TextPart(elided_descriptor(p, message.turn))
+        TextPart(elided_descriptor(p, message.turn), note=True)
         if i in elide and isinstance(p, ImagePart | DocumentPart)
-        else TextPart(repeat_descriptor(p, message.turn))
+        else TextPart(repeat_descriptor(p, message.turn), note=True)
         if i in repeat and isinstance(p, ImagePart)
         else p
         for i, p in enumerate(message.parts)

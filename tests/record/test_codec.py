@@ -68,6 +68,12 @@ MESSAGES: list[Message] = [
         turn=3,
     ),
     ToolResult(call_id="c", tool_name="edit", parts=(TextPart("boom"),), is_error=True, turn=4),
+    ToolResult(
+        call_id="d",
+        tool_name="view",
+        parts=(TextPart('[image elided: call view("sha256:ab")]', note=True),),
+        turn=4,
+    ),
     UserMessage(
         parts=(
             TextPart("summarise this"),
@@ -114,6 +120,18 @@ def test_every_dataclass_field_is_written() -> None:
     for cls2 in (PerceptionOrigin, AttachmentOrigin):
         for f in dataclasses.fields(cls2):
             assert f.name in keys, (cls2.__name__, f.name)
+
+
+def test_a_note_survives_the_record_and_plain_text_writes_no_note_key() -> None:
+    # TextPart.note does not take part in equality, so round trips above cannot see it.
+    note = ToolResult("c", "view", (TextPart("[image elided]", note=True), TextPart("x")))
+    d = message_to_dict(note)
+    assert [sorted(p) for p in d["parts"]] == [["kind", "note", "text"], ["kind", "text"]]
+    back = message_from_dict(d)
+    assert isinstance(back, ToolResult)
+    assert [p.note for p in back.parts if isinstance(p, TextPart)] == [True, False]
+    with pytest.raises(InvalidInputError, match="note"):
+        message_from_dict({**d, "parts": [{"kind": "text", "text": "x", "note": "yes"}]})
 
 
 def test_a_user_message_without_request_id_writes_no_key() -> None:

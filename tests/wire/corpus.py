@@ -225,7 +225,12 @@ def elided() -> ModelRequest:
         messages=(
             UserMessage((TextPart("Look at red.png."),), turn=1),
             AssistantMessage(tool_calls=(call("call_1", "view", "red.png"),), turn=1),
-            ToolResult("call_1", "view", (TextPart("red.png: 4x3 png"), TextPart(ELIDED_TEXT)), 1),
+            ToolResult(
+                "call_1",
+                "view",
+                (TextPart("red.png: 4x3 png"), TextPart(ELIDED_TEXT, note=True)),
+                turn=1,
+            ),
             AssistantMessage((TextPart("It is red."),), turn=1),
             UserMessage((TextPart("Now blue.png."),), turn=2),
             AssistantMessage(tool_calls=(call("call_2", "view", "blue.png"),), turn=2),

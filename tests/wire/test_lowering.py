@@ -27,6 +27,7 @@ from .corpus import (
     BLUE_PNG,
     CASES,
     CLAUDE,
+    ELIDED_TEXT,
     GPT,
     GREEN_ATTACHMENT,
     MISSING_DIGEST,
@@ -233,14 +234,17 @@ def test_alternating_wires_alternate(case: str) -> None:
     request = CASES[case]()
     for v in VARIANTS:
         if v.wire == "gemini":
-            # Gemini 2.x keeps a tool run's images in a user content of their own right
-            # after the function responses: the one place two user contents meet.
-            contents = [
-                c
-                for c in _lower(request, v)["contents"]
-                if "from tool call" not in c["parts"][0].get("text", "")
+            # What follows a tool run (visus's notes; Gemini 2.x's images) is a user
+            # content of its own right after the function responses: the one place two
+            # user contents meet.
+            contents = _lower(request, v)["contents"]
+            roles = [
+                c["role"]
+                for c, before in zip(contents, [None, *contents], strict=False)
+                if before is None
+                or c["role"] != "user"
+                or not any("functionResponse" in p for p in before["parts"])
             ]
-            roles = [c["role"] for c in contents]
         elif v.wire in {"anthropic", "bedrock"}:
             roles = _roles(_lower(request, v), "messages")
         else:
@@ -267,6 +271,46 @@ def test_tool_results_and_following_user_message_merge_into_one_turn() -> None:
     parts = gem3["contents"][-1]["parts"]
     assert [next(iter(p)) for p in parts] == ["functionResponse", "text"]
     assert parts[0]["functionResponse"]["parts"][0]["inlineData"]["mimeType"] == "image/png"
+
+
+def _with_red_live() -> ModelRequest:
+    """The "elided" case with turn 1's image still in the record (retention elides it)."""
+    request = CASES["elided"]()
+    return replace(
+        request,
+        messages=tuple(
+            replace(m, parts=(TextPart("red.png: 4x3 png"), RED)) if m == request.messages[2] else m
+            for m in request.messages
+        ),
+    )
+
+
+def test_gemini_sends_visus_notes_as_plain_text_after_the_function_responses() -> None:
+    """Gemini's ``functionResponse.response`` is JSON: a descriptor there reaches the
+    model with its quotes escaped (``view(\\"sha256:...\\")``). visus's notes follow
+    the run's function responses as text parts instead, labelled with their call."""
+    from visus.retention import RetentionPolicy, model_view
+
+    live_red = _with_red_live()
+    view = replace(live_red, messages=model_view(live_red.messages, RetentionPolicy()))
+    (descriptor,) = [p.text for p in view.messages[2].parts if "elided" in getattr(p, "text", "")]
+    assert 'call view("sha256:' in descriptor
+    for name in ("gemini-3", "gemini-2"):
+        contents = _lower(view, next(v for v in VARIANTS if v.name == name))["contents"]
+        responses, after = contents[2], contents[3]
+        (response,) = [p["functionResponse"] for p in responses["parts"]]
+        assert response["response"] == {
+            "output": "red.png: 4x3 png\n[visus's note on this result follows these tool results]"
+        }, name
+        assert after == {"role": "user", "parts": [{"text": f"Tool call call_1: {descriptor}"}]}
+        assert contents[4]["role"] == "model", name
+    # The tool's own text stays in the function response, whatever it looks like.
+    own = replace(
+        live_red,
+        messages=(*live_red.messages[:2], ToolResult("call_1", "view", (TextPart(ELIDED_TEXT),))),
+    )
+    contents = _lower(own, next(v for v in VARIANTS if v.name == "gemini-3"))["contents"]
+    assert contents[-1]["parts"][0]["functionResponse"]["response"] == {"output": ELIDED_TEXT}
 
 
 def test_bedrock_native_and_hoisted() -> None:
@@ -523,14 +567,7 @@ def test_unreadable_store_becomes_a_note_not_a_crash() -> None:
 def test_lowering_a_retention_view_is_idempotent_through_retention() -> None:
     from visus.retention import RetentionPolicy, model_view
 
-    request = CASES["elided"]()
-    live_red = replace(
-        request,
-        messages=tuple(
-            replace(m, parts=(TextPart("red.png: 4x3 png"), RED)) if m == request.messages[2] else m
-            for m in request.messages
-        ),
-    )
+    live_red = _with_red_live()
     once = model_view(live_red.messages, RetentionPolicy())
     twice = model_view(once, RetentionPolicy())
     for v in VARIANTS:

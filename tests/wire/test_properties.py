@@ -74,13 +74,17 @@ def conversations(draw: st.DrawFn) -> ModelRequest:
 
 
 def _roles(body: dict[str, Any]) -> list[str]:
-    key = "contents" if "contents" in body else "messages"
-    # Gemini 2.x keeps a tool run's images in a user content of their own right after
-    # the function responses: the one place two user contents meet.
+    if "contents" not in body:
+        return [m["role"] for m in body["messages"]]
+    # What follows a tool run on Gemini (visus's notes, 2.x's images) is a user content of
+    # its own right after the function responses: the one place two user contents meet.
+    contents = body["contents"]
     return [
-        m["role"]
-        for m in body[key]
-        if key != "contents" or "from tool call" not in m["parts"][0].get("text", "")
+        c["role"]
+        for c, before in zip(contents, [None, *contents], strict=False)
+        if before is None
+        or not any("functionResponse" in p for p in before["parts"])
+        or c["role"] != "user"
     ]
 
 

@@ -85,7 +85,8 @@ def origin_to_dict(origin: Origin) -> dict[str, Any]:
 
 def _part_to_dict(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
-        return {"kind": "text", "text": part.text}
+        # A note is written only when set, so records of plain text stay as they were.
+        return {"kind": "text", "text": part.text, **({"note": True} if part.note else {})}
     if isinstance(part, ImagePart):
         return {
             "kind": "image",
@@ -246,7 +247,10 @@ def _part_from_dict(value: object, where: str) -> Part:
     d = _obj(value, where)
     kind = d.get("kind")
     if kind == "text":
-        return TextPart(_str(d, "text", where))
+        note = d.get("note", False)
+        if not isinstance(note, bool):
+            raise _bad(f"{where}.note", "must be a boolean")
+        return TextPart(_str(d, "text", where), note=note)
     if kind == "image":
         digest = _str(d, "digest", where)
         try:

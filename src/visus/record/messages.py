@@ -85,8 +85,15 @@ Origin: TypeAlias = PerceptionOrigin | AttachmentOrigin
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
+    """Text. ``note`` marks visus's own words standing in for an image or document
+    (a retention descriptor, a wire's over-cap note): the same text to every reader, so
+    it neither compares nor prints, but a wire that carries tool output as JSON (Gemini)
+    can send a note as plain text beside it, where the model reads its quotes as quotes.
+    """
+
     text: str
     kind: Literal["text"] = "text"
+    note: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

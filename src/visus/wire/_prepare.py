@@ -134,6 +134,12 @@ def _document_what(part: DocumentPart) -> str:
     return f"{what or 'document'}, {part.page_count} pages"
 
 
+def _note(text: str) -> TextPart:
+    """What an image or document that is not sent becomes: visus's note in its place
+    (:attr:`TextPart.note`, which a wire may send apart from the tool's own text)."""
+    return TextPart(text, note=True)
+
+
 def missing_note(digest: str, why: str = "is missing") -> str:
     return f"[image unavailable: blob sha256:{digest} {why}]"
 
@@ -229,11 +235,11 @@ class _Resolver:
         try:
             return self.blobs.get(digest)
         except NotFoundError:
-            return TextPart(missing_note(digest))
+            return _note(missing_note(digest))
         except IntegrityError:
-            return TextPart(missing_note(digest, "is corrupt"))
+            return _note(missing_note(digest, "is corrupt"))
         except StoreError as e:
-            return TextPart(missing_note(digest, f"cannot be read ({e})"))
+            return _note(missing_note(digest, f"cannot be read ({e})"))
 
     def resolve(self, part: ImagePart) -> WirePart:
         if _fits(part.media_type, part.width, part.height, part.size, self.accepted):
@@ -279,7 +285,7 @@ class _Resolver:
         try:
             fitted = fit(data, self.profile)
         except MediaError as e:
-            return TextPart(
+            return _note(
                 f"[image unavailable: blob sha256:{part.digest} cannot be fitted "
                 f"for {self.spec.name}: {e}]"
             )
@@ -343,7 +349,7 @@ def _apply_byte_budget(
             break
         total -= cost(resolved[at])
         part, turn = turns[at]
-        resolved[at] = TextPart(_over_note(part, turn, reason))
+        resolved[at] = _note(_over_note(part, turn, reason))
 
 
 def _documents(
@@ -366,20 +372,20 @@ def _documents(
     for n, (at, part) in enumerate(docs):
         what = _document_what(part)
         if not spec.pdf:
-            out[at] = TextPart(
+            out[at] = _note(
                 f"[document not sent: {spec.name} does not take PDF documents natively ({what})]"
             )
         elif not rules.documents or part.media_type != "application/pdf":
-            out[at] = TextPart(
+            out[at] = _note(
                 f"[document not sent: this wire carries no {part.media_type} documents ({what})]"
             )
         elif page_cap is not None and part.page_count > page_cap:
-            out[at] = TextPart(
+            out[at] = _note(
                 f"[document not sent: {what}; {spec.name} takes at most {page_cap} pages "
                 "per document]"
             )
         elif n < over_count:
-            out[at] = TextPart(
+            out[at] = _note(
                 f"[document not sent: {what}; over the {count_cap}-document limit of one request]"
             )
         else:
@@ -393,17 +399,17 @@ def _read_document(
     try:
         data = blobs.get(part.digest)
     except NotFoundError:
-        return TextPart(f"[document unavailable: blob sha256:{part.digest} is missing]")
+        return _note(f"[document unavailable: blob sha256:{part.digest} is missing]")
     except IntegrityError:
-        return TextPart(f"[document unavailable: blob sha256:{part.digest} is corrupt]")
+        return _note(f"[document unavailable: blob sha256:{part.digest} is corrupt]")
     except StoreError as e:
-        return TextPart(f"[document unavailable: blob sha256:{part.digest} cannot be read ({e})]")
+        return _note(f"[document unavailable: blob sha256:{part.digest} cannot be read ({e})]")
     encoded = base64.b64encode(data).decode("ascii")
     cap = rules.max_document_bytes
     if cap is not None:
         size = len(encoded) if rules.base64_byte_limit else len(data)
         if size > cap:
-            return TextPart(
+            return _note(
                 f"[document not sent: {_document_what(part)} is {len(data):,} bytes; "
                 f"over the {cap / limits.MB:g} MB document limit of {spec.name}]"
             )
@@ -441,9 +447,9 @@ def prepare(
     resolved: dict[_Position, WirePart] = {}
     for at, part, turn in images:
         if not spec.vision:
-            resolved[at] = TextPart(_no_vision_note(part, spec))
+            resolved[at] = _note(_no_vision_note(part, spec))
         elif at in capped:
-            resolved[at] = TextPart(
+            resolved[at] = _note(
                 _over_note(part, turn, f"over the {cap}-image limit of {spec.name}")
             )
         else:

@@ -6,8 +6,12 @@ inside ``functionResponse.parts``; on older models (Gemini 2.x) they follow the 
 function responses as labelled parts in a user content of their own, right after the
 content holding the function responses. PDFs (models with
 ``spec.pdf``) are ``inlineData`` parts with mimeType ``application/pdf`` and go
-wherever images go. Roles otherwise alternate: a run of tool results and the user
-message after it merge into one user turn (on 2.x, the one holding the images). A
+wherever images go. ``functionResponse.response`` is JSON, where a model reads quotes
+escaped (``view(\\"sha256:...\\")``): visus's notes in a tool result (an elided
+image's descriptor, :attr:`TextPart.note`) follow the run's function responses as
+plain text parts, ``Tool call <id>: <note>``, in that same user content after them.
+Roles otherwise alternate: a run of tool results and the user message after it merge
+into one user turn (the one after the function responses, when there is one). A
 tool call's ``signature`` (the ``thoughtSignature`` Gemini returned on it) is sent
 back on its ``functionCall`` part, which Gemini 3 requires; a signature Gemini put on
 the reply's text is kept as provider state and sent back on that text.
@@ -82,7 +86,8 @@ RULES = WireRules(
     documents_share_budget=True,
 )
 
-#: The role tag of a tool run's images on Gemini 2.x: a user content of its own.
+#: The role tag of what follows a tool run's function responses (its notes; on Gemini
+#: 2.x its images): a user content of its own.
 _MEDIA: Final = "user:media"
 
 
@@ -188,7 +193,7 @@ class Request(TypedDict):
     generationConfig: NotRequired[GenerationConfig]
 
 
-#: A turn before roles merge: Gemini's roles, plus ``_MEDIA`` for a 2.x tool run's images.
+#: A turn before roles merge: Gemini's roles, plus ``_MEDIA`` for what follows a tool run.
 _Turn: TypeAlias = tuple[Literal["user", "model", "user:media"], list[Part]]
 
 
@@ -226,12 +231,17 @@ def _function_response(message: WireTool, native: bool) -> FunctionResponsePart:
     pieces: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            pieces.append(part.text)
+            # visus's notes (an elided image's descriptor) follow as plain text: in the
+            # JSON of ``response`` the model would read their quotes escaped.
+            if not part.note:
+                pieces.append(part.text)
         elif isinstance(part, WireImage | WireDocument):
             if not native:
                 pieces.append(("\n" if pieces else "") + media_stub(part))
         else:
             assert_never(part)
+    if any(isinstance(p, TextPart) and p.note for p in message.parts):
+        pieces.append(("\n" if pieces else "") + _NOTE_STUB)
     text = "".join(pieces)
     response: FunctionResponse = {
         "id": message.call_id,
@@ -241,6 +251,27 @@ def _function_response(message: WireTool, native: bool) -> FunctionResponsePart:
     if native and message.media:
         response["parts"] = [_inline(item) for item in message.media]
     return {"functionResponse": response}
+
+
+#: What stays in a function response whose notes follow the run as plain text.
+_NOTE_STUB: Final = "[visus's note on this result follows these tool results]"
+
+
+def _after_run(message: WireTool, native: bool) -> list[Part]:
+    """What follows a run's function responses for ``message``, in its order: its
+    notes as text, and on Gemini 2.x its images and documents, each labelled."""
+    out: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.note:
+                out.append({"text": f"Tool call {message.call_id}: {part.text}"})
+        elif isinstance(part, WireImage | WireDocument):
+            if not native:
+                out.append({"text": media_label(message.call_id, part)})
+                out.append(_inline(part))
+        else:
+            assert_never(part)
+    return out
 
 
 def _text_signature(state: ProviderState) -> str | None:
@@ -279,18 +310,13 @@ def build(prepared: Prepared) -> Request:
         if not run:
             return
         parts: list[Part] = [_function_response(m, native) for m in run]
-        media: list[Part] = []
-        if not native:
-            for m in run:
-                for item in m.media:
-                    media.append({"text": media_label(m.call_id, item)})
-                    media.append(_inline(item))
+        after = [part for m in run for part in _after_run(m, native)]
         run.clear()
         turns.append(("user", parts))
-        if media:
-            # Gemini 2.x: the images go in their own user content right after the one
-            # holding the function responses (the shape real accepted requests use).
-            turns.append((_MEDIA, media))
+        if after:
+            # In their own user content right after the one holding the function
+            # responses (the shape real accepted requests use).
+            turns.append((_MEDIA, after))
 
     for message in prepared.messages:
         if isinstance(message, WireTool):
