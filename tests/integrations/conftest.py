@@ -65,6 +65,16 @@ def assert_view_descriptor(descriptor: str, source: str, turn: int) -> None:
     assert re.fullmatch(pattern, descriptor), descriptor
 
 
+def assert_zoom_left(view_text: str, descriptor: str) -> None:
+    """After a zoom into ``tests.zoomshot.REGION`` of screen.png in turn 1 and a plain
+    view of the unchanged file in turn 2: the plain view's text calls nothing a change,
+    and the zoom's descriptor names its region, as visus's own agent's does."""
+    from tests.zoomshot import REGION
+
+    assert "has changed" not in view_text
+    assert_view_descriptor(descriptor, f"screen.png region {','.join(map(str, REGION))}", 1)
+
+
 def elided_digest(descriptor: str) -> str:
     """The ``sha256:...`` a descriptor offers to ``view`` again."""
     found = re.search(r'call view\("(sha256:[0-9a-f]{12,64})"\)', descriptor)

@@ -313,3 +313,21 @@ async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
     assert not set(WORDS) & words_seen(first["messages"][-1].content)
     zoomed = await agent.ainvoke({"messages": [_user(zoom_call("screen.png", REGION))]})
     assert set(WORDS) <= words_seen(zoomed["messages"][-1].content)
+
+
+async def test_a_zoomed_view_is_named_with_its_region_once_it_leaves(
+    reference_url: str, tmp_path: Path, models: list[BaseChatModel]
+) -> None:
+    """The descriptor of a zoom names the region as visus's own agent's does, and a plain
+    view of the same unchanged file after a zoom is not called a change."""
+    from tests.integrations.conftest import assert_zoom_left, zoom_call
+    from tests.zoomshot import REGION, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
+    agent = create_agent(model_for("anthropic", reference_url, models), middleware=[vision])
+    first = await agent.ainvoke({"messages": [_user(zoom_call("screen.png", REGION))]})
+    second = await agent.ainvoke({"messages": [*first["messages"], _user(view_call("screen.png"))]})
+    tool = [m for m in second["messages"] if isinstance(m, ToolMessage)][-1]
+    (descriptor,) = seen(second["messages"][-1].content)["descriptors"]
+    assert_zoom_left(tool.content[0]["text"], descriptor)

@@ -392,3 +392,23 @@ async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
     assert not set(WORDS) & words_seen(first.final_output)
     zoomed = await Runner.run(agent, zoom_call("screen.png", REGION), run_config=config)
     assert set(WORDS) <= words_seen(zoomed.final_output)
+
+
+async def test_a_zoomed_view_is_named_with_its_region_once_it_leaves(
+    reference_url: str, tmp_path: Path, clients: list[AsyncOpenAI]
+) -> None:
+    """The descriptor of a zoom names the region as visus's own agent's does, and a plain
+    view of the same unchanged file after a zoom is not called a change."""
+    from tests.integrations.conftest import assert_zoom_left, zoom_call
+    from tests.zoomshot import REGION, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(name="eyes", model="reference", tools=vision.tools)
+    config = vision.run_config(model_provider=provider(reference_url, "responses", clients))
+    first = await Runner.run(agent, zoom_call("screen.png", REGION), run_config=config)
+    items = [*first.to_input_list(), {"role": "user", "content": view_call("screen.png")}]
+    second = await Runner.run(agent, items, run_config=config)
+    text, _ = _outputs(second)[-1]
+    (descriptor,) = seen(second.final_output)["descriptors"]
+    assert_zoom_left(text["text"], descriptor)

@@ -352,3 +352,21 @@ async def test_view_zooms_into_a_region_the_plain_view_shrank_past_reading(
     assert not set(WORDS) & words_seen(first.output)
     second = await agent.run(zoom_call("screen.png", REGION), message_history=first.all_messages())
     assert set(WORDS) <= words_seen(second.output)
+
+
+async def test_a_zoomed_view_is_named_with_its_region_once_it_leaves(
+    reference_url: str, tmp_path: Path
+) -> None:
+    """The descriptor of a zoom names the region as visus's own agent's does, and a plain
+    view of the same unchanged file after a zoom is not called a change."""
+    from tests.integrations.conftest import assert_zoom_left, zoom_call
+    from tests.zoomshot import REGION, write_screen
+
+    write_screen(tmp_path, width=3840, height=2160)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data")
+    agent = Agent(model_for("anthropic", reference_url), capabilities=[vision])
+    first = await agent.run(zoom_call("screen.png", REGION))
+    second = await agent.run(view_call("screen.png"), message_history=first.all_messages())
+    (text, _) = _returns(second.all_messages())[-1]
+    (descriptor,) = seen(second.output)["descriptors"]
+    assert_zoom_left(text, descriptor)

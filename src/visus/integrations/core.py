@@ -69,10 +69,12 @@ from visus.retention import (
 
 __all__ = [
     "CONSERVATIVE",
+    "NO_VIEW",
     "TOOL_NAMES",
     "HeldImage",
     "Seen",
     "ToolImage",
+    "ViewCall",
     "VisionCore",
     "VisionWarning",
     "catalog_provider",
@@ -174,19 +176,59 @@ def raster_type(data: bytes) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class ViewCall:
+    """The arguments of the ``view`` call that made an image, as a framework recorded
+    them: what its descriptor names (``screen.png region 0,0,800,450``), and what a
+    later view of the same file is compared with. Empty when no ``view`` made it.
+
+    Example:
+        >>> ViewCall.of({"path": "4k.png", "region": [0, 0, 800, 450]})
+        ViewCall(source='4k.png', page=None, region=(0, 0, 800, 450))
+        >>> ViewCall.of({"path": 3, "page": True, "region": [0, 0, 1]})
+        ViewCall(source=None, page=None, region=None)
+    """
+
+    source: str | None = None
+    page: int | None = None
+    region: tuple[int, int, int, int] | None = None
+
+    @classmethod
+    def of(cls, args: Mapping[str, Any]) -> ViewCall:
+        """The call's arguments as ``view`` took them; a value of the wrong shape (which
+        ``view`` refused) is left out."""
+        path, page, region = args.get("path"), args.get("page"), args.get("region")
+        box = None
+        if isinstance(region, list | tuple) and len(region) == 4 and all(map(_is_int, region)):
+            box = (int(region[0]), int(region[1]), int(region[2]), int(region[3]))
+        return cls(path if isinstance(path, str) else None, page if _is_int(page) else None, box)
+
+    def origin(self, digest: str) -> PerceptionOrigin:
+        """The origin of the image this call made (``digest``'s, when no path names it)."""
+        source = self.source if self.source is not None else f"sha256:{digest}"
+        return PerceptionOrigin(source, page=self.page, region=self.region)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: An image no ``view`` call made (another tool's, a pasted one).
+NO_VIEW = ViewCall()
+
+
+@dataclass(frozen=True, slots=True)
 class HeldImage:
     """An image a framework's history holds, as one of its tool calls may name it.
 
     ``digest`` is the sha256 of the bytes the history holds (computed from them, never
     taken from a name the history gives itself), so a digest reaches only pixels
-    the conversation really has. ``turn`` is its turn; ``source``/``page`` the
-    ``view`` call that produced it, when one did.
+    the conversation really has. ``turn`` is its turn; ``view`` the ``view`` call
+    that produced it, when one did.
     """
 
     digest: str
     turn: int = 1
-    source: str | None = None
-    page: int | None = None
+    view: ViewCall = NO_VIEW
 
 
 def held_record(held: Iterable[HeldImage]) -> tuple[Message, ...]:
@@ -196,16 +238,14 @@ def held_record(held: Iterable[HeldImage]) -> tuple[Message, ...]:
     the file changed since); any other is named by its digest.
 
     Example:
-        >>> record = held_record([HeldImage("ab" * 32, 1, "screen.png")])
+        >>> record = held_record([HeldImage("ab" * 32, 1, ViewCall("screen.png"))])
         >>> record[0].parts[0].origin.source, record[0].turn
         ('screen.png', 1)
     """
     out: list[Message] = []
     for h in held:
-        source = h.source if h.source is not None else f"sha256:{h.digest}"
-        origin = PerceptionOrigin(source, page=h.page)
-        part = ImagePart(h.digest, "image/png", 0, 0, 0, origin)
-        out.append(ToolResult("", "view" if h.source else "", (part,), turn=h.turn))
+        part = ImagePart(h.digest, "image/png", 0, 0, 0, h.view.origin(h.digest))
+        out.append(ToolResult("", "view" if h.view.source else "", (part,), turn=h.turn))
     return tuple(out)
 
 
@@ -426,27 +466,23 @@ class VisionCore:
         policy = self.policy
         return plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
 
-    def descriptor(
-        self, digest: str, turn: int, *, source: str | None = None, page: int | None = None
-    ) -> str:
+    def descriptor(self, digest: str, turn: int, view: ViewCall = NO_VIEW) -> str:
         """The plain text an image of ``turn`` becomes once it leaves the live window.
 
-        ``source``/``page`` are the view call's arguments (from the framework's
-        recorded call); without them the digest names the image. The call it offers is
-        ``view("sha256:...")``, which shows exactly those pixels.
+        ``view`` is the view call that made it (from the framework's recorded call:
+        path, page, region, as visus's own agent names them); without one the digest
+        names the image. The call it offers is ``view("sha256:...")``, which shows
+        exactly those pixels (a web image's: its URL, as ``view``'s ``source``).
         """
-        return elided_descriptor(self._part(digest, source, page), turn)
+        return elided_descriptor(self._part(digest, view), turn)
 
-    def repeat_descriptor(
-        self, digest: str, turn: int, *, source: str | None = None, page: int | None = None
-    ) -> str:
+    def repeat_descriptor(self, digest: str, turn: int, view: ViewCall = NO_VIEW) -> str:
         """The text an image becomes when a live image has the same bytes."""
-        return repeat_descriptor(self._part(digest, source, page), turn)
+        return repeat_descriptor(self._part(digest, view), turn)
 
-    def _part(self, digest: str, source: str | None, page: int | None) -> ImagePart:
+    def _part(self, digest: str, view: ViewCall) -> ImagePart:
         bare = digest.removeprefix("sha256:")
-        origin = PerceptionOrigin(source=source or f"sha256:{bare}", tool="view", page=page)
-        return ImagePart(bare, "image/png", 0, 0, 0, origin)
+        return ImagePart(bare, "image/png", 0, 0, 0, view.origin(bare))
 
     def tokens(self, model: ModelSpec, data: bytes) -> int:
         """Image tokens of ``data`` (an image as sent) for ``model`` (visus's formulas).

@@ -33,7 +33,7 @@ import asyncio
 import base64
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, Unpack
 
@@ -41,7 +41,9 @@ from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
     CONSERVATIVE,
+    NO_VIEW,
     HeldImage,
+    ViewCall,
     VisionCore,
     image_in_text,
 )
@@ -157,6 +159,7 @@ class VisionMiddleware(AgentMiddleware):
                     "digest": image.digest,
                     "source": args.get("path"),
                     "page": args.get("page"),
+                    "region": args.get("region"),
                 }
             }
             return [{"type": "text", "text": seen.text}, block], artifact
@@ -231,22 +234,13 @@ class VisionMiddleware(AgentMiddleware):
         for m, turn in zip(messages, _turns(messages), strict=True):
             if not isinstance(m, ToolMessage | HumanMessage):
                 continue
-            meta = _visus_artifact(m)
-            source = meta.get("source") if meta is not None else None
-            page = meta.get("page") if meta is not None else None
+            view = _view_of(_visus_artifact(m))
             m = _with_image_text(m)
             blocks = m.content if isinstance(m.content, list) else []
             for block in filter(_is_image_block, blocks):
                 found = _image_bytes(block)
                 if found is not None:
-                    out.append(
-                        HeldImage(
-                            content_digest(found[0]),
-                            turn,
-                            source if isinstance(source, str) else None,
-                            page if isinstance(page, int) else None,
-                        )
-                    )
+                    out.append(HeldImage(content_digest(found[0]), turn, view))
         return out
 
     # --- requests ----------------------------------------------------------------
@@ -368,12 +362,9 @@ class VisionMiddleware(AgentMiddleware):
 
     def _repeat(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
         digest = self._digest(block, meta)
-        source = meta.get("source") if meta is not None else None
-        if not isinstance(source, str) and not _image_bytes(block) and meta is None:
-            source, digest = digest, ""  # a web URL: view fetches it again
-        return self.core.repeat_descriptor(
-            digest, turn, source=source if isinstance(source, str) else None
-        )
+        if not _image_bytes(block) and meta is None:
+            return self.core.repeat_descriptor("", turn, ViewCall(digest))  # a web URL
+        return self.core.repeat_descriptor(digest, turn, _view_of(meta))
 
     def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
         """An image block as ``model`` is sent it (a web URL as it is). A view's was
@@ -397,17 +388,18 @@ class VisionMiddleware(AgentMiddleware):
             url = _image_url(block)
             if url is None:  # a provider file id: nothing visus can show again
                 return f"[image elided: returned by a tool in turn {turn}]"
-            return self.core.descriptor("", turn, source=url)  # view takes the URL
+            return self.core.descriptor("", turn, ViewCall(url))  # view takes the URL
         # Stored (a view's already is), so the digest its descriptor names shows it again.
         digest = self.core.remember(*found)
-        source = meta.get("source") if meta is not None else None
-        page = meta.get("page") if meta is not None else None
-        return self.core.descriptor(
-            digest,
-            turn,
-            source=source if isinstance(source, str) else None,
-            page=page if isinstance(page, int) else None,
-        )
+        return self.core.descriptor(digest, turn, _view_of(meta))
+
+
+def _view_of(meta: Mapping[str, Any] | None) -> ViewCall:
+    """The view call a tool message's visus artifact records (none without one)."""
+    if meta is None:
+        return NO_VIEW
+    args = {"path": meta.get("source"), "page": meta.get("page"), "region": meta.get("region")}
+    return ViewCall.of(args)
 
 
 def _model_ref(model: BaseChatModel) -> tuple[str, str | None]:

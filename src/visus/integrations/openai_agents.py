@@ -49,7 +49,9 @@ from typing import Any, Unpack, cast
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
+    NO_VIEW,
     HeldImage,
+    ViewCall,
     VisionCore,
     VisionWarning,
     image_in_text,
@@ -257,9 +259,9 @@ class Vision:
         for item, turn in zip(items, _turns(items), strict=True):
             if not isinstance(item, dict):
                 continue
-            source, page = None, None
+            view = NO_VIEW
             if item.get("type") == "function_call_output":
-                source, page = self._view_args(calls.get(item.get("call_id"), {}))
+                view = self._view_args(calls.get(item.get("call_id"), {}))
                 content = item.get("output")
             elif _is_user(item):
                 content = item.get("content")
@@ -269,14 +271,14 @@ class Vision:
                 url = c.get("image_url") if isinstance(c, dict) else None
                 data = _inline(url) if isinstance(url, str) else None
                 if c.get("type") == "input_image" and data is not None:
-                    out.append(HeldImage(content_digest(data), turn, source, page))
+                    out.append(HeldImage(content_digest(data), turn, view))
         return out
 
-    def _view_args(self, call: Mapping[str, Any]) -> tuple[str | None, int | None]:
-        """The path and page of a call to this integration's ``view`` (else Nones)."""
+    def _view_args(self, call: Mapping[str, Any]) -> ViewCall:
+        """The arguments of a call to this integration's ``view`` (else none)."""
         if call.get("name") != "view" or "view" not in self.core.registry.names():
-            return None, None
-        return _call_source(call)
+            return NO_VIEW
+        return _call_args(call)
 
     def model_input(self, items: Sequence[Item], model: ModelSpec, *, hoist: bool) -> list[Item]:
         """The input one request should carry; ``items`` are not changed.
@@ -312,7 +314,7 @@ class Vision:
                 out.append(item)
                 continue
             texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
-            source, page = self._view_args(calls.get(item.get("call_id"), {}))
+            view = self._view_args(calls.get(item.get("call_id"), {}))
             swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
             kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
             notes: list[str] = []
@@ -325,7 +327,7 @@ class Vision:
                     kept.append((image, url))
                     continue
                 repeat = kind == "repeat"
-                note = self._descriptor(image, t, source, page, repeat=repeat)
+                note = self._descriptor(image, t, view, repeat=repeat)
                 swap[id(image.part)] = {"type": "input_text", "text": note}
                 notes.append(note)
                 repeated += repeat
@@ -367,8 +369,7 @@ class Vision:
         self,
         image: _Image,
         turn: int,
-        source: str | None,
-        page: int | None,
+        view: ViewCall,
         *,
         repeat: bool = False,
     ) -> str:
@@ -379,10 +380,10 @@ class Vision:
         if data is None and image.url.startswith("data:"):
             return f"[image elided: returned by a tool in turn {turn}]"
         if data is None:
-            return note("", turn, source=image.url)  # view takes the URL
+            return note("", turn, ViewCall(image.url))  # view takes the URL
         # Stored (a view's already is), so the digest its descriptor names shows it again.
         digest = self.core.remember(data, _media_type(image.url))
-        return note(digest, turn, source=source, page=page)
+        return note(digest, turn, view)
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,15 +603,12 @@ def _is_user(item: Any) -> bool:
     )
 
 
-def _call_source(call: Mapping[str, Any]) -> tuple[str | None, int | None]:
+def _call_args(call: Mapping[str, Any]) -> ViewCall:
     try:
         args = json.loads(call.get("arguments") or "{}")
     except (json.JSONDecodeError, TypeError):
-        return None, None
-    if not isinstance(args, dict):
-        return None, None
-    path, page = args.get("path"), args.get("page")
-    return (path if isinstance(path, str) else None), (page if isinstance(page, int) else None)
+        return NO_VIEW
+    return ViewCall.of(args) if isinstance(args, dict) else NO_VIEW
 
 
 def _data_url(media_type: str, data: bytes) -> str:

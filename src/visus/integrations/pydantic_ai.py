@@ -42,7 +42,9 @@ from typing import Any, TypeGuard, Unpack
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations.core import (
+    NO_VIEW,
     HeldImage,
+    ViewCall,
     VisionCore,
     image_in_text,
     raster_type,
@@ -163,25 +165,23 @@ class Vision(AbstractCapability[Any]):
                 continue
             for p in m.parts:
                 if isinstance(p, ToolReturnPart):
-                    source, page = self._view_args(calls.get(p.tool_call_id))
+                    view = self._view_args(calls.get(p.tool_call_id))
                     given = p.content if isinstance(p.content, list | tuple) else [p.content]
                 elif isinstance(p, UserPromptPart) and not isinstance(p.content, str):
-                    source, page, given = None, None, list(p.content)
+                    view, given = NO_VIEW, list(p.content)
                 else:
                     continue
                 for item in map(_as_image, given):
                     data = _image_data(item) if _is_image(item) else None
                     if data is not None:
-                        out.append(HeldImage(content_digest(data), turn, source, page))
+                        out.append(HeldImage(content_digest(data), turn, view))
         return out
 
-    def _view_args(self, call: ToolCallPart | None) -> tuple[str | None, int | None]:
-        """The path and page of a call to this capability's ``view`` (else Nones)."""
+    def _view_args(self, call: ToolCallPart | None) -> ViewCall:
+        """The arguments of a call to this capability's ``view`` (else none)."""
         if call is None or call.tool_name != "view" or "view" not in self.core.registry.names():
-            return None, None
-        args = call.args_as_dict()
-        path, page = args.get("path"), args.get("page")
-        return (path if isinstance(path, str) else None), (page if isinstance(page, int) else None)
+            return NO_VIEW
+        return ViewCall.of(call.args_as_dict())
 
     # --- retention ---------------------------------------------------------------
 
@@ -277,11 +277,8 @@ class Vision(AbstractCapability[Any]):
         items = [_as_image(i) for i in given]
         if not any(_is_image(i) for i in items):
             return part, []
-        source, page = self._view_args(calls.get(part.tool_call_id))
-        sent = [
-            self._sent(i, live, turn, model, tally, source=source, page=page) if _is_image(i) else i
-            for i in items
-        ]
+        view = self._view_args(calls.get(part.tool_call_id))
+        sent = [self._sent(i, live, turn, model, tally, view) if _is_image(i) else i for i in items]
         if all(a is b for a, b in zip(sent, given, strict=True)):
             return part, []
         # The images that became text (a descriptor, or a note that a live image has
@@ -321,9 +318,7 @@ class Vision(AbstractCapability[Any]):
         turn: int,
         model: ModelSpec,
         tally: _Tally,
-        *,
-        source: str | None = None,
-        page: int | None = None,
+        view: ViewCall = NO_VIEW,
     ) -> Image | str:
         """A tool image as this request carries it: live (fitted), its descriptor, or a
         note that a live image has the same bytes."""
@@ -335,8 +330,8 @@ class Vision(AbstractCapability[Any]):
             digest = self._digest(image)
             if digest.startswith(("http:", "https:")):
                 digest = ""
-            return self.core.repeat_descriptor(digest, turn, source=source, page=page)
-        return self._elided(image, turn, tally, source=source, page=page)
+            return self.core.repeat_descriptor(digest, turn, view)
+        return self._elided(image, turn, tally, view)
 
     def _live(self, image: Image, model: ModelSpec, tally: _Tally) -> Image:
         """A live image as sent: fitted to ``model`` (a view's already is, unless this
@@ -361,9 +356,7 @@ class Vision(AbstractCapability[Any]):
         image: Image,
         turn: int,
         tally: _Tally,
-        *,
-        source: str | None = None,
-        page: int | None = None,
+        view: ViewCall = NO_VIEW,
     ) -> str:
         tally.elided += 1
         if isinstance(image, ImageUrl):
@@ -371,11 +364,11 @@ class Vision(AbstractCapability[Any]):
             if inline is None and image.url.startswith("data:"):
                 return f"[image elided: returned by a tool in turn {turn}]"  # unreadable
             if inline is None:
-                return self.core.descriptor("", turn, source=image.url)  # view takes the URL
+                return self.core.descriptor("", turn, ViewCall(image.url))  # view takes the URL
             image = inline
         # Stored (a view's already is), so the digest its descriptor names shows it again.
         digest = self.core.remember(image.data, image.media_type)
-        return self.core.descriptor(digest, turn, source=source, page=page)
+        return self.core.descriptor(digest, turn, view)
 
 
 Image = BinaryContent | ImageUrl
