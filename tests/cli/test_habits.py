@@ -214,7 +214,7 @@ def test_progress_shows_on_a_terminal_only(env: Path) -> None:
 
 
 def test_chat_turns_echo_off_while_the_agent_works(monkeypatch: pytest.MonkeyPatch) -> None:
-    from visus.cli.run import _no_echo
+    from visus.cli._chat import _no_echo
 
     master, slave = pty.openpty()
     try:
