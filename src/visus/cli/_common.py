@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MODEL_HELP",
     "MODEL_RULE",
+    "ChunkOpt",
+    "ImageBudgetOpt",
+    "LiveTurnsOpt",
+    "SessionArg",
+    "SessionDataOpt",
     "cannot_listen",
     "check_listen",
     "check_model_ref",
@@ -31,6 +36,43 @@ __all__ = [
     "fail",
     "model_line",
     "retention",
+]
+
+# The arguments of the commands that read a recorded session (``visus session show``
+# and ``check``, ``visus lower``); :func:`retention` reads the three retention options.
+SessionArg = Annotated[str, typer.Argument(help="Session id (see `visus session list`).")]
+SessionDataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
+    ),
+]
+LiveTurnsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--live-turns",
+        min=1,
+        help="Turns whose images stay live (default: [retention] in visus.toml, else 1).",
+        show_default=False,
+    ),
+]
+ChunkOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--chunk",
+        min=1,
+        help="Move the elision boundary every K turns (default: [retention], else 1).",
+        show_default=False,
+    ),
+]
+ImageBudgetOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--image-token-budget",
+        min=0,
+        help="Cap on live image tokens (default: [retention], else none).",
+        show_default=False,
+    ),
 ]
 
 

@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from visus.cli._common import data_root, retention
+from visus.cli._common import (
+    ChunkOpt,
+    ImageBudgetOpt,
+    LiveTurnsOpt,
+    SessionArg,
+    SessionDataOpt,
+    data_root,
+    retention,
+)
 
 if TYPE_CHECKING:
     from visus.record.messages import ToolSpec
@@ -65,52 +72,25 @@ def _tools(meta: Mapping[str, Any], bare: bool) -> tuple[ToolSpec, ...]:
     )
 
 
+WireOpt = Annotated[
+    str | None,
+    typer.Option("--wire", "-w", help=f"One of: {', '.join(WIRE_NAMES)} (default: the model's)."),
+]
+TargetModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Target model (default: the session's, else Sonnet)."),
+]
+
+
 def lower_command(
-    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
-    wire: Annotated[
-        str | None,
-        typer.Option(
-            "--wire", "-w", help=f"One of: {', '.join(WIRE_NAMES)} (default: the model's)."
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Target model (default: the session's, else Sonnet)."),
-    ] = None,
-    live_turns: Annotated[
-        int | None,
-        typer.Option(
-            "--live-turns",
-            min=1,
-            help="Turns whose images stay live (default: [retention] in visus.toml, else 1).",
-            show_default=False,
-        ),
-    ] = None,
-    chunk: Annotated[
-        int | None,
-        typer.Option(
-            "--chunk",
-            min=1,
-            help="Elision boundary moves every K turns (default: [retention], else 1).",
-            show_default=False,
-        ),
-    ] = None,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            "--image-token-budget",
-            min=0,
-            help="Cap on live image tokens (default: [retention], else none).",
-            show_default=False,
-        ),
-    ] = None,
+    session: SessionArg,
+    wire: WireOpt = None,
+    model: TargetModelOpt = None,
+    live_turns: LiveTurnsOpt = None,
+    chunk: ChunkOpt = None,
+    budget: ImageBudgetOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Output cap.")] = 4096,
-    data: Annotated[
-        Path | None,
-        typer.Option(
-            "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
-        ),
-    ] = None,
+    data: SessionDataOpt = None,
     short: Annotated[
         bool, typer.Option("--abbreviate", help="Shorten base64 image data for reading.")
     ] = False,

@@ -10,31 +10,35 @@ Example:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from visus.cli._common import data_root, retention
+from visus.cli._common import (
+    ChunkOpt,
+    ImageBudgetOpt,
+    LiveTurnsOpt,
+    SessionArg,
+    SessionDataOpt,
+    data_root,
+    retention,
+)
 
 if TYPE_CHECKING:
     from visus.models import ModelSpec
     from visus.record.messages import ImagePart, Message
     from visus.record.sessions import LoadedSession
-    from visus.retention import ImageStatus
+    from visus.retention import ImageStatus, RetentionPolicy
 
 __all__ = ["register"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 _PREVIEW_CHARS = 72
 
-DataOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
-    ),
-]
+DataOpt = SessionDataOpt
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
@@ -125,94 +129,99 @@ def _model(name: str) -> ModelSpec:
         _fail(str(e))
 
 
+ShowModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Model whose token formula to estimate with (default: the session's own).",
+        show_default=False,
+    ),
+]
+
+
 def show(
-    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
+    session: SessionArg,
     data: DataOpt = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="Model whose token formula to estimate with (default: the session's own).",
-            show_default=False,
-        ),
-    ] = None,
-    live_turns: Annotated[
-        int | None,
-        typer.Option(
-            "--live-turns",
-            min=1,
-            help="Turns whose images stay live (default: [retention] in visus.toml, else 1).",
-            show_default=False,
-        ),
-    ] = None,
-    chunk: Annotated[
-        int | None,
-        typer.Option(
-            "--chunk",
-            min=1,
-            help="Move the elision boundary every K turns (default: [retention], else 1).",
-            show_default=False,
-        ),
-    ] = None,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            "--image-token-budget",
-            min=0,
-            help="Cap on live image tokens (default: [retention], else none).",
-            show_default=False,
-        ),
-    ] = None,
+    model: ShowModelOpt = None,
+    live_turns: LiveTurnsOpt = None,
+    chunk: ChunkOpt = None,
+    budget: ImageBudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a session's messages and images: live or elided, with token estimates."""
-    from visus.retention import image_statuses
-
     policy = retention(live_turns, chunk, budget)
     loaded, _ = _load(session, data)
     recorded = loaded.meta.get("model")
     spec = _model(model or (recorded if isinstance(recorded, str) else DEFAULT_MODEL))
-    statuses = image_statuses(loaded.messages, policy, model=spec)
-    by_message: dict[int, list[ImageStatus]] = {}
-    for s in statuses:
-        by_message.setdefault(s.message, []).append(s)
-    live = [s for s in statuses if s.live]
-    totals = {
-        "images": len(statuses),
-        "live": len(live),
-        "elided": len(statuses) - len(live),
-        "live_tokens": sum(s.tokens for s in live),
-        "all_tokens": sum(s.tokens for s in statuses),
+    shown = _Shown.of(loaded, policy, spec)
+    if as_json:
+        typer.echo(json.dumps(_show_json(shown), indent=2, ensure_ascii=False))
+    else:
+        _show_text(shown)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """A session under a retention policy: each message's images, live or elided, and
+    the totals ``show`` ends with."""
+
+    loaded: LoadedSession
+    policy: RetentionPolicy
+    spec: ModelSpec
+    by_message: dict[int, list[ImageStatus]]
+    totals: dict[str, int]
+
+    @classmethod
+    def of(cls, loaded: LoadedSession, policy: RetentionPolicy, spec: ModelSpec) -> _Shown:
+        from visus.retention import image_statuses
+
+        statuses = image_statuses(loaded.messages, policy, model=spec)
+        by_message: dict[int, list[ImageStatus]] = {}
+        for s in statuses:
+            by_message.setdefault(s.message, []).append(s)
+        live = [s for s in statuses if s.live]
+        totals = {
+            "images": len(statuses),
+            "live": len(live),
+            "elided": len(statuses) - len(live),
+            "live_tokens": sum(s.tokens for s in live),
+            "all_tokens": sum(s.tokens for s in statuses),
+        }
+        return cls(loaded, policy, spec, by_message, totals)
+
+
+def _show_json(shown: _Shown) -> dict[str, Any]:
+    """``visus session show --json``'s object."""
+    loaded, policy, spec = shown.loaded, shown.policy, shown.spec
+    return {
+        "id": loaded.id,
+        "meta": dict(loaded.meta),
+        "model": f"{spec.provider}:{spec.name}",
+        "policy": {
+            "live_turns": policy.live_turns,
+            "chunk": policy.chunk,
+            "image_token_budget": policy.image_token_budget,
+        },
+        "turns": loaded.turn_count,
+        "messages": [
+            {
+                "index": i,
+                "turn": m.turn,
+                "role": m.kind,
+                "text": _message_text(m),
+                "images": [_image_json(s) for s in shown.by_message.get(i, [])],
+            }
+            for i, m in enumerate(loaded.messages)
+        ],
+        "totals": shown.totals,
+        "problems": list(loaded.problems),
     }
 
-    if as_json:
-        out = {
-            "id": loaded.id,
-            "meta": dict(loaded.meta),
-            "model": f"{spec.provider}:{spec.name}",
-            "policy": {
-                "live_turns": policy.live_turns,
-                "chunk": policy.chunk,
-                "image_token_budget": policy.image_token_budget,
-            },
-            "turns": loaded.turn_count,
-            "messages": [
-                {
-                    "index": i,
-                    "turn": m.turn,
-                    "role": m.kind,
-                    "text": _message_text(m),
-                    "images": [_image_json(s) for s in by_message.get(i, [])],
-                }
-                for i, m in enumerate(loaded.messages)
-            ],
-            "totals": totals,
-            "problems": list(loaded.problems),
-        }
-        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
-        return
 
+def _show_text(shown: _Shown) -> None:
+    """``visus session show``: a header, one line per message and image, the totals."""
+    loaded, policy, spec, totals = shown.loaded, shown.policy, shown.spec, shown.totals
     typer.echo(
         f"session {loaded.id}: {len(loaded.messages)} messages, {loaded.turn_count} turns; "
         f"model {spec.provider}:{spec.name}; live_turns {policy.live_turns}, chunk {policy.chunk}"
@@ -224,7 +233,7 @@ def show(
     )
     for i, m in enumerate(loaded.messages):
         typer.echo(f"#{i:<4} turn {m.turn:<3} {_role(m):<16} {_preview(_message_text(m))}")
-        for s in by_message.get(i, []):
+        for s in shown.by_message.get(i, []):
             im = s.image
             state = "live  " if s.live else "elided"
             typer.echo(
@@ -245,7 +254,7 @@ def show(
 
 
 def check(
-    session: Annotated[str, typer.Argument(help="Session id (see `visus session list`).")],
+    session: SessionArg,
     data: DataOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
