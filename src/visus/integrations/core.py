@@ -46,10 +46,12 @@ from typing import Any
 
 from visus import media, paths
 from visus.agent.options import VisionOptions
+from visus.agent.policy import own_places
 from visus.agent.tools import Tool, ToolContext, ToolRegistry
 from visus.errors import VisusError
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.models.spec import AnthropicPatches
+from visus.perception import Reach
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
 from visus.record.messages import (
@@ -299,7 +301,9 @@ class VisionCore:
     :class:`~visus.agent.options.VisionOptions` (its fields are documented there).
 
     ``roots`` bound what the tools may see (``render=False`` withholds rendering svg,
-    text and pdf); the retention knobs make :attr:`policy` (by default at most
+    text and pdf), never visus's own files whatever the roots
+    (:func:`~visus.agent.policy.own_places`: the data folder but its ``files``, the
+    configuration, the blob store); the retention knobs make :attr:`policy` (by default at most
     ``limits.RETENTION_LIVE_IMAGES`` tool images live, however long a run is). Blobs go
     to ``blobs`` if given, else under ``data`` (default: visus's data folder) in
     :func:`~visus.paths.integration_blobs_dir`. ``tools`` defaults to
@@ -312,12 +316,22 @@ class VisionCore:
 
     def __init__(self, options: VisionOptions) -> None:
         self.options = options
-        self.reach = options.reach()
         self.policy = options.retention()
+        folder = paths.data_dir(options.data)
         self.blobs: BlobStore = (
             options.blobs
             if options.blobs is not None
-            else FileBlobStore(paths.integration_blobs_dir(paths.data_dir(options.data)))
+            else FileBlobStore(paths.integration_blobs_dir(folder))
+        )
+        # The framework's model is a client like any other: visus's own files (the data
+        # folder, the configuration, this blob store) stay out of reach whatever the roots.
+        own = [folder, *([self.blobs.root] if isinstance(self.blobs, FileBlobStore) else [])]
+        reach = options.reach()
+        self.reach = Reach(
+            reach.roots,
+            render=reach.render,
+            deny=own_places(*own),
+            deny_except=[paths.files_dir(folder)],
         )
         tools = TOOL_NAMES if options.tools is None else options.tools
         unknown = sorted(set(tools) - set(TOOL_NAMES))
