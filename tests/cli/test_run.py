@@ -342,6 +342,29 @@ def test_chat_view_command_attaches_the_grid_to_the_next_message(env: Path) -> N
     assert re.search(r"turn 1: 600x260 image/png .*grid\.png", result.stdout)
 
 
+def test_chat_view_takes_a_region_as_visus_view_does(env: Path) -> None:
+    """``/view PATH --region x0,y0,x1,y1`` zooms as ``visus view --region`` and the
+    agent's ``view(region=...)`` do: words the plain view shrank past reading are read."""
+    from tests.zoomshot import REGION, WORDS, write_screen
+
+    write_screen(env, width=3840, height=2160)
+    box = ",".join(map(str, REGION))
+    script = (
+        "/view screen.png\nWhat does it say?\n"
+        f"/view screen.png --region {box}\nWhat does it say?\n"
+        "/view screen.png --region 1,2,3\n/view screen.png --region 0,0,5000,10\n/quit\n"
+    )
+    result = invoke("chat", "--data", str(env / "data"), input=script)
+    assert result.exit_code == 0, (result.stdout, result.exception)
+    plain, zoomed = (seen(a)["images"] for a in result.stdout.split("agent> ")[1:])
+    assert not set(WORDS) & {w["text"] for w in plain[-1]["words"]}
+    assert set(WORDS) <= {w["text"] for w in zoomed[-1]["words"]}
+    assert f"attached screen.png region=[{box}] of raster 3840x2160" in result.stdout
+    assert "usage: /view PATH [--region X0,Y0,X1,Y1]" in result.stdout
+    assert "cannot view: " in result.stdout
+    assert "outside the image, which is 3840x2160" in result.stdout
+
+
 def test_chat_view_of_a_missing_file_says_why_and_sends_nothing(env: Path) -> None:
     data = env / "data"
     result = invoke("chat", "--data", str(data), input="/view nothing.png\n/images\n/quit\n")

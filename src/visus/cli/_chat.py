@@ -48,7 +48,9 @@ __all__ = ["CHAT_HELP", "chat"]
 
 CHAT_HELP = """\
 /view PATH    see a file as the model would and attach it to your next message
-              (it leaves the context after a few turns; the model can view it again)
+              (it leaves the context after a few turns; the model can view it again);
+              /view PATH --region X0,Y0,X1,Y1 attaches only that part, zoomed in (the
+              source's pixels, as visus view --region and the view tool take it)
 /paste PATH   attach an image file as it is to your next message
 /images       the images in this session
 /usage        tokens and cost so far
@@ -57,6 +59,8 @@ CHAT_HELP = """\
 Ctrl-C while the agent works stops that turn; the session goes on."""
 
 _COMMAND = re.compile(r"/[A-Za-z?]+")
+#: ``/view PATH --region X0,Y0,X1,Y1`` (the path may hold spaces).
+_VIEW_REGION = re.compile(r"(?P<path>.+?)\s+--region(?:=|\s+)(?P<box>\S*)")
 
 
 def chat(
@@ -72,8 +76,9 @@ def chat(
     """Talk to the agent interactively.
 
     Commands: /usage (tokens and cost so far), /images (this session's images),
-    /view PATH (see a file and attach it to your next message), /paste PATH (attach an
-    image file as is), /help, /quit. Empty lines are not sent.
+    /view PATH [--region X0,Y0,X1,Y1] (see a file, or a zoomed part of it, and attach it
+    to your next message), /paste PATH (attach an image file as is), /help, /quit. Empty
+    lines are not sent.
     """
     from visus.cli._common import model_line
 
@@ -144,15 +149,27 @@ def _command(agent: Agent, sid: str, cmd: str, arg: str, pending: list[PastedIma
 
 
 def _attach_view(agent: Agent, arg: str, pending: list[PastedImage]) -> str:
-    """``/view PATH``: the file as the model would see it, attached to the next message."""
+    """``/view PATH [--region X0,Y0,X1,Y1]``: the file (or that part of it, zoomed, as
+    ``visus view --region`` spells it) as the model would see it, attached to the next
+    message."""
     from visus.agent import PastedImage
+    from visus.cli.view import parse_region
     from visus.perception import Refusal, view
 
-    result = view(arg, reach=agent.reach, model=agent.model)
+    path, region = arg, None
+    found = _VIEW_REGION.fullmatch(arg)
+    if found is not None:
+        path, region = found["path"], parse_region(found["box"])
+        if region is None:
+            return (
+                "usage: /view PATH [--region X0,Y0,X1,Y1] (four whole numbers, the "
+                f"source's pixels), not {found['box']!r}"
+            )
+    result = view(path, reach=agent.reach, model=agent.model, region=region)
     if isinstance(result, Refusal):
         return f"cannot view: {result.message}"
-    pending.append(PastedImage(result.data, result.media_type, arg))
-    return f"attached {result.describe()} to your next message"
+    pending.append(PastedImage(result.data, result.media_type, path))
+    return f"attached {result.describe(path)} to your next message"
 
 
 def _attach_file(arg: str, pending: list[PastedImage]) -> str:

@@ -21,7 +21,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from visus.perception import Perception, Reach, Refusal
 
-__all__ = ["register"]
+__all__ = ["parse_region", "register"]
 
 EXIT_REFUSAL = 3
 EXIT_OUT_FAILED = 1  # the work failed (visus --help's exit-code table)
@@ -123,16 +123,27 @@ def view_command(
     _emit_perception(result, as_json=as_json, out=out)
 
 
+def parse_region(text: str) -> list[int] | None:
+    """``x0,y0,x1,y1`` as four whole numbers (the CLI's and ``visus chat``'s spelling of
+    ``view``'s ``region``), or None when it is not that.
+
+    Example:
+        >>> parse_region("10, 20,300,400"), parse_region("1,2,3"), parse_region("a,b,c,d")
+        ([10, 20, 300, 400], None, None)
+    """
+    try:
+        box = [int(p.strip()) for p in text.split(",")]
+    except ValueError:
+        return None
+    return box if len(box) == 4 else None
+
+
 def _region(text: str | None) -> list[int] | None:
     """``--region x0,y0,x1,y1`` as four whole numbers; anything else is a usage error."""
     if text is None:
         return None
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        box = [int(p) for p in parts]
-    except ValueError:
-        box = []
-    if len(box) != 4:
+    box = parse_region(text)
+    if box is None:
         typer.echo(
             f"visus: --region takes x0,y0,x1,y1 (four whole numbers, the source's pixels), "
             f"not {text!r}",
