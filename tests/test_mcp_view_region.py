@@ -44,3 +44,48 @@ async def test_mcp_view_zooms_into_a_region(tmp_path: Path) -> None:
         assert inverted.is_error
         assert "empty or inverted" in _text(inverted)
     await tc.aclose()
+
+
+async def test_a_region_of_the_wrong_shape_is_a_typed_refusal_not_a_validation_dump(
+    tmp_path: Path,
+) -> None:
+    """Whatever a host sends as ``region`` (three items, strings, floats, booleans, an
+    object, a huge list), the result is visus's JSON refusal naming what region takes,
+    as for a region outside the image; the schema a host reads still says four integers."""
+    import json
+
+    write_screen(tmp_path)
+    tc = TetherClient("http://127.0.0.1:9", transport=httpx.MockTransport(httpx.Response))
+    server = build_server(tc, roots=[tmp_path])
+    bad: list[object] = [
+        [1, 2, 3],
+        ["a", "b", "c", "d"],
+        "1,2,3,4",
+        [1.5, 2, 3, 4],
+        [True, 0, 1, 1],
+        {"x0": 1},
+        list(range(100_000)),
+    ]
+    async with Client(server, mode="legacy") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        array = listed["view"].input_schema["properties"]["region"]["anyOf"][0]
+        assert array == {
+            "type": "array",
+            "items": {"type": "integer"},
+            "minItems": 4,
+            "maxItems": 4,
+        }
+        for region in bad:
+            result = await client.call_tool("view", {"path": "screen.png", "region": region})
+            assert result.is_error, region
+            refusal = json.loads(_text(result))
+            assert refusal["ok"] is False
+            assert refusal["reason"] == "invalid_input", refusal
+            assert "region must be [x0, y0, x1, y1], four whole numbers" in refusal["message"]
+            assert len(refusal["message"]) < 400, len(refusal["message"])
+        for region in ([-1, 0, 5, 5], [0, 0, 10**30, 5]):
+            result = await client.call_tool("view", {"path": "screen.png", "region": region})
+            refusal = json.loads(_text(result))
+            assert refusal["reason"] == "invalid_input"
+            assert f"which is {WIDTH}x{HEIGHT}" in refusal["message"]
+    await tc.aclose()

@@ -26,7 +26,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from visus import limits
 from visus.errors import VisusError
@@ -219,6 +219,15 @@ async def tether_instances(ctx: Call) -> str:
         raise _tether_error(e, client) from e
 
 
+#: ``view``'s ``region`` as a host reads it (checked by visus, not by the SDK).
+_REGION_SCHEMA: dict[str, Any] = {
+    "items": {"type": "integer"},
+    "maxItems": 4,
+    "minItems": 4,
+    "type": "array",
+}
+
+
 @plain_doc
 async def view(
     path: Annotated[
@@ -242,13 +251,12 @@ async def view(
         int | None,
         Field(description="text files: how many lines to show", json_schema_extra={"minimum": 1}),
     ] = None,
+    # Any value passes the SDK (the schema still says four integers): view_result checks
+    # it, so a wrong shape is visus's JSON refusal, not the SDK's validation dump.
     region: Annotated[
-        list[int] | None,
-        Field(
-            min_length=4,
-            max_length=4,
-            description="zoom: [x0, y0, x1, y1] in the source's pixels (pdf: points)",
-        ),
+        Any,
+        WithJsonSchema({"anyOf": [_REGION_SCHEMA, {"type": "null"}]}),
+        Field(description="zoom: [x0, y0, x1, y1] in the source's pixels (pdf: points)"),
     ] = None,
 ) -> CallToolResult:
     """See a file as an image (raster, svg, pdf page, or text rendered: offset and

@@ -15,8 +15,18 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 
 from visus import limits
 from visus.agent.policy import guarded_reach
+from visus.errors import InvalidInputError
+from visus.media import Region
 from visus.models import ModelSpec
-from visus.perception import Perception, Reach, Refusal, is_digest_ref, view, view_digest
+from visus.perception import (
+    Perception,
+    Reach,
+    Refusal,
+    as_region,
+    is_digest_ref,
+    view,
+    view_digest,
+)
 
 __all__ = ["SessionRecall", "view_result"]
 
@@ -64,7 +74,7 @@ class _Look:
     page: int | None
     offset: int | None
     limit: int | None
-    region: list[int] | None
+    region: Region | None
 
     def at(self, path: str) -> Perception | Refusal:
         return view(
@@ -106,7 +116,7 @@ def view_result(
     page: int | None = None,
     offset: int | None = None,
     limit: int | None = None,
-    region: list[int] | None = None,
+    region: object = None,
     recall: MutableMapping[str, bytes] | None = None,
     max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
 ) -> CallToolResult:
@@ -115,7 +125,8 @@ def view_result(
     ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
     description says which lines were shown of how many, so a host can page on.
     ``region`` (``[x0, y0, x1, y1]`` in the source's coordinates, which the description
-    states) zooms in.
+    states) zooms in; it is whatever the host sent, checked here, so a wrong shape is
+    the same JSON refusal as a region outside the image.
 
     ``roots`` is a :class:`~visus.perception.Reach`, or folders that become one that
     never reaches visus's own files (:func:`~visus.agent.policy.guarded_reach`).
@@ -127,8 +138,13 @@ def view_result(
     budget = (max_bytes - _VIEW_TEXT_RESERVE) * 3 // 4
     reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots))
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
-    look = _Look(reach, _host_model(budget), page, offset, limit, region)
-    seen = look.recalled(path, memory) if is_digest_ref(path) else look.at(path)
+    seen: Perception | Refusal
+    try:
+        look = _Look(reach, _host_model(budget), page, offset, limit, as_region(region))
+    except InvalidInputError as e:
+        seen = Refusal("invalid_input", f"Cannot view {path}: {e}", path)
+    else:
+        seen = look.recalled(path, memory) if is_digest_ref(path) else look.at(path)
     if seen.kind == "refusal":
         refusal = seen.to_json()
         refusal["message"] = _without_read_hint(refusal["message"])

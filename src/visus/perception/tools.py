@@ -183,8 +183,10 @@ def as_region(value: object) -> Region | None:
     ):
         x0, y0, x1, y1 = value
         return Region(x0, y0, x1, y1)
+    shown = repr(value)  # a hostile caller's list can be long: the message stays short
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     raise InvalidInputError(
-        f"region must be [x0, y0, x1, y1], four whole numbers in the source's pixels, got {value!r}"
+        f"region must be [x0, y0, x1, y1], four whole numbers in the source's pixels, got {shown}"
     )
 
 
