@@ -76,10 +76,18 @@ def test_anthropic_breakpoints_sit_at_the_head_the_window_and_the_end() -> None:
     blobs = MemoryBlobStore()
     body = _body(_screens(blobs, 23), CLAUDE, "anthropic", blobs)
     marks = _marked(body)
-    assert len(marks) == 3  # of the 4 the API takes
+    assert len(marks) == 4  # the 4 the API takes
     first_live = _first_image_message(body)
     last = len(body["messages"]) - 1
-    assert marks == [("system", 0), ("messages", first_live - 1), ("messages", last)]
+    # the ladder: the message holding the block 16 blocks (one each here) before the
+    # window's breakpoint, so their lookbacks overlap
+    ladder = first_live - 1 - 16
+    assert marks == [
+        ("system", 0),
+        ("messages", ladder),
+        ("messages", first_live - 1),
+        ("messages", last),
+    ]
     # the window's breakpoint ends the history whose images are descriptors by now
     before = json.dumps(body["messages"][:first_live])
     assert '"type": "image"' not in before
@@ -132,9 +140,10 @@ def test_openai_gets_the_session_cache_key_and_compatible_servers_do_not() -> No
         assert "prompt_cache_key" not in _body(record, other, wire, blobs)
 
 
-def _accounted(wire: Any, spec: ModelSpec, steps: int) -> list[tuple[int, int, int]]:
-    """(cache read, cache write, first live message) of each step of a screen agent under
-    visus's default retention, as the reference server's cache accounts them (the
+def _accounted(wire: Any, spec: ModelSpec, screens: list[int]) -> list[tuple[int, int, int]]:
+    """(cache read, cache write, first live message) of each step of a screen agent (step n
+    sees screen ``screens[n]``: equal numbers, an unchanged screen) under visus's default
+    retention, as the reference server's cache accounts them (the
     documented 20-block lookback, writes only at breakpoints). The system prompt and tool
     are under the model's minimum cacheable length, as visus's own agent's are."""
     from PIL import Image
@@ -149,9 +158,9 @@ def _accounted(wire: Any, spec: ModelSpec, steps: int) -> list[tuple[int, int, i
     cut = wire_anthropic.cache_blocks if wire == "anthropic" else wire_bedrock.cache_blocks
     shown = '"type": "image"' if wire == "anthropic" else '"image": {"format"'
     out: list[tuple[int, int, int]] = []
-    for step in range(1, steps + 1):
+    for step, screen in enumerate(screens, 1):
         buf = io.BytesIO()
-        Image.new("RGB", (1000, 625), (step * 7 % 256, 0, 0)).save(buf, "PNG")
+        Image.new("RGB", (1000, 625), (screen * 7 % 256, 0, 0)).save(buf, "PNG")
         digest = blobs.put(buf.getvalue(), "image/png")
         size = len(buf.getvalue())
         image = ImagePart(digest, "image/png", size, 1000, 625, PerceptionOrigin("s.png"))
@@ -183,7 +192,7 @@ def test_an_eviction_reads_the_history_the_last_window_cached_on_every_cache_wir
         ("anthropic", "claude-sonnet-4-5"),
         ("bedrock", "bedrock:anthropic.claude-sonnet-4-5-20250929-v1:0"),
     ):
-        steps = _accounted(wire, get_model(ref), 30)
+        steps = _accounted(wire, get_model(ref), list(range(1, 31)))
         evictions = [n for n in range(1, len(steps)) if steps[n][2] != steps[n - 1][2]]
         assert len(evictions) == 7, (wire, steps)
         # from the third eviction on, the history before the old window is past the
@@ -193,3 +202,29 @@ def test_an_eviction_reads_the_history_the_last_window_cached_on_every_cache_wir
             read, write, _ = steps[n]
             assert read > 0, (wire, n + 1, steps[n - 1], steps[n])
             assert write < read + 828, (wire, n + 1, steps[n - 1], steps[n])
+
+
+def test_an_eviction_reads_the_last_window_when_it_spanned_more_than_the_lookback() -> None:
+    """A slow screen (each one unchanged for a step) makes a window of four distinct images
+    span 8 steps, 24 blocks (the model says something, then calls view): past the 20-block
+    lookback of the breakpoint before the new window. The ladder breakpoint 16 blocks
+    before it still reaches what the last window cached (up to about 36 blocks back)."""
+    from visus.models import get_model
+
+    for wire, ref in (
+        ("anthropic", "claude-sonnet-4-5"),
+        ("bedrock", "bedrock:anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    ):
+        steps = _accounted(wire, get_model(ref), [n // 2 for n in range(2, 42)])
+        evictions = [n for n in range(1, len(steps)) if steps[n][2] != steps[n - 1][2]]
+        assert len(evictions) == 4, (wire, steps)
+        # Each eviction after the first reads the history the last window cached and
+        # writes only what changed (the batch's descriptors and the new window): the
+        # same amount each time. Without the ladder: nothing read, the whole history
+        # written again (3584, 4896, 6208 tokens on Anthropic, growing every eviction).
+        writes = [steps[n][1] for n in evictions[1:]]
+        assert all(steps[n][0] > 0 for n in evictions[1:]), (wire, steps)
+        assert max(writes) - min(writes) <= 2, (wire, writes)
+        for n in evictions[2:]:
+            read, write, _ = steps[n]
+            assert read > write, (wire, n + 1, steps[n - 1], steps[n])

@@ -34,6 +34,7 @@ from visus.record.messages import (
     ToolCall,
     Usage,
 )
+from visus.wire._cache import ladder_message
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     JSONValue,
@@ -239,7 +240,7 @@ def _ephemeral() -> CacheControl:
 
 
 def _mark_breakpoints(body: Request) -> None:
-    """Prompt-cache breakpoints (3 of the 4 the API allows), placed so that the retention
+    """Prompt-cache breakpoints (the 4 the API allows), placed so that the retention
     window's batch evictions rewrite as little as possible:
 
     1. the end of the stable head: the system prompt, else the last tool;
@@ -249,6 +250,9 @@ def _mark_breakpoints(body: Request) -> None:
        is marked even when that image is the newest message (right after an eviction):
        a prefix is written only at a breakpoint past the longest hit, and later steps
        hit further on, so this is the one request that caches it;
+    2b. a ladder 16 blocks before it (:mod:`visus.wire._cache`), so an eviction still
+       reaches the last window's breakpoint when that window spanned more blocks than the
+       API's 20-block lookback (an unchanged screen for many steps);
     3. the newest block: each step reads what the last one wrote (its breakpoint is a
        few blocks back, inside the API's 20-block lookback) and writes only the step.
 
@@ -262,7 +266,11 @@ def _mark_breakpoints(body: Request) -> None:
     media = [i for i, m in enumerate(messages) if _holds_media(m, in_results=True)]
     media = media or [i for i, m in enumerate(messages) if _holds_media(m, in_results=False)]
     if media and media[0] > 0:
-        messages[media[0] - 1]["content"][-1]["cache_control"] = _ephemeral()
+        window = media[0] - 1
+        messages[window]["content"][-1]["cache_control"] = _ephemeral()
+        ladder = ladder_message([len(m["content"]) for m in messages], window)
+        if ladder is not None:
+            messages[ladder]["content"][-1]["cache_control"] = _ephemeral()
     if messages:
         messages[-1]["content"][-1]["cache_control"] = _ephemeral()
 

@@ -45,6 +45,7 @@ from visus.record.messages import (
     ToolCall,
     Usage,
 )
+from visus.wire._cache import ladder_message
 from visus.wire._prepare import WireRules
 from visus.wire._prepared import (
     JSONValue,
@@ -333,8 +334,9 @@ def _cache_point() -> CachePointBlock:
 def _cache_points(body: Request) -> None:
     """Cache checkpoints where the Anthropic wire puts its breakpoints (see
     :func:`visus.wire.anthropic._mark_breakpoints`): after the system prompt (else the
-    tools), after the history before the first live tool image, after the newest
-    message. Three of the four a Claude request may carry."""
+    tools), after the history before the first live tool image and 16 blocks before that
+    (the ladder, :mod:`visus.wire._cache`), after the newest message: the four a Claude
+    request may carry."""
     if "system" in body:
         body["system"].append(_cache_point())
     elif "toolConfig" in body:
@@ -342,7 +344,11 @@ def _cache_points(body: Request) -> None:
     messages = body["messages"]
     media = [i for i, m in enumerate(messages) if any(_result_media(b) for b in m["content"])]
     if media and media[0] > 0:
-        messages[media[0] - 1]["content"].append(_cache_point())
+        window = media[0] - 1
+        ladder = ladder_message([len(m["content"]) for m in messages], window)
+        messages[window]["content"].append(_cache_point())
+        if ladder is not None:
+            messages[ladder]["content"].append(_cache_point())
     if messages:
         messages[-1]["content"].append(_cache_point())
 
