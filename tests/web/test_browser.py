@@ -86,6 +86,11 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
 
     @property
+    def files(self) -> Path:
+        """The served files folder (the operator's first root): where the agent reads."""
+        return Path(self.app.state.policy.roots[0])
+
+    @property
     def instance_dir(self) -> Path:
         iid = self.app.state.default_instance
         return Path(self.app.state.registry.get(iid).config.data_dir)
@@ -438,8 +443,7 @@ def test_limits_are_checked_in_the_page_and_nothing_is_sent(open_page: Any, serv
 
 
 def test_images_the_agent_sends_are_shown_and_openable(open_page: Any, served: Served) -> None:
-    files = served.instance_dir / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = served.files
     png = make_grid(1, 2, seed=31)[0]
     (files / "out.png").write_bytes(png)
     page = open_page(served.url)
@@ -505,8 +509,7 @@ def test_keyboard_and_phone_sized_screen(open_page: Any, served: Served) -> None
 
 
 def test_side_panel_shows_live_and_elided_images(open_page: Any, served: Served) -> None:
-    files = served.instance_dir / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = served.files
     for i in (1, 2):
         (files / f"seen{i}.png").write_bytes(make_grid(1, 1, seed=40 + i)[0])
     page = open_page(served.url, viewport={"width": 1280, "height": 860})
@@ -557,8 +560,7 @@ def test_sending_while_the_server_is_down_says_so(
 
 
 def test_an_image_that_loads_last_keeps_the_end_in_view(open_page: Any, served: Served) -> None:
-    files = served.instance_dir / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = served.files
     (files / "tall.png").write_bytes(make_grid(3, 1, seed=41)[0])
     page = open_page(served.url, viewport={"width": 1280, "height": 700})
     _new_chat(page)
@@ -722,8 +724,7 @@ def test_a_turn_in_flight_shows_elapsed_time_and_stop_really_stops_it(
 def test_an_image_the_agent_sends_shows_once_live_and_after_reload(
     open_page: Any, served: Served
 ) -> None:
-    files = served.instance_dir / "files"
-    files.mkdir(parents=True, exist_ok=True)
+    files = served.files
     (files / "once.png").write_bytes(make_grid(1, 1, seed=41)[0])
     page = open_page(served.url)
     _new_chat(page)
@@ -917,7 +918,7 @@ def test_a_dropped_file_says_where_it_went_and_a_too_big_one_where_to_put_it(
     text = page.inner_text("#notice")
     assert "attached files" in text
     assert page.get_attribute("#notice", "role") == "status"
-    files = str(served.app.state.policy.roots[0])
+    files = str(served.files)
     too_big = limits.WEB_FIT_MAX_BYTES + 1
     _drop(page, None, "huge.png", "image/png", size=too_big)
     page.wait_for_function(
@@ -1012,7 +1013,7 @@ def test_the_bubble_names_each_phase_and_shows_a_tool_call_as_it_starts(
 ) -> None:
     from tests.media.media_corpus import pdf_bytes
 
-    files = served.app.state.policy.roots[0]
+    files = served.files
     (files / "report.pdf").write_bytes(pdf_bytes(3))
     page = open_page(served.url)
     _new_chat(page)
