@@ -71,7 +71,8 @@ def _serve(data: Path, reference_url: str) -> tuple[uvicorn.Server, threading.Th
             raise SystemExit("the web app did not start")
         time.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
-    return server, thread, f"http://127.0.0.1:{port}"
+    # The URL visus serve prints: the page trades the token for its cookie.
+    return server, thread, f"http://127.0.0.1:{port}/?token={app.state.token}"
 
 
 def shoot(out: Path) -> None:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from visus.tether.runner import (
     RunnerFactory,
     TurnOutput,
 )
-from visus.tether.server import create_app
+from visus.tether.server import create_app, is_loopback
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -52,6 +53,7 @@ __all__ = [
     "create_main_app",
     "default_instance",
     "full_registry",
+    "serve_token",
 ]
 
 #: ``extra`` key marking the instance ``visus serve`` creates for its web chat.
@@ -279,10 +281,35 @@ def default_instance(app: FastAPI, model: str) -> str:
     return str(inst.config.id)
 
 
+def serve_token(token: str | None, *, no_token: bool, host: str) -> str | None:
+    """The token a server asks for: ``token``, else a random one, or None when the
+    operator opted out (``no_token``, allowed on a loopback ``host`` only).
+
+    Example:
+        >>> len(serve_token(None, no_token=False, host="127.0.0.1")) >= 32
+        True
+        >>> serve_token(None, no_token=True, host="0.0.0.0")
+        Traceback (most recent call last):
+        ...
+        visus.errors.ConfigError: --no-token is allowed on loopback only, not on '0.0.0.0'...
+    """
+    if no_token:
+        if token:
+            raise ConfigError("give a token or --no-token, not both")
+        if not is_loopback(host):
+            raise ConfigError(
+                f"--no-token is allowed on loopback only, not on {host!r}: anyone who can "
+                "reach the port would drive the agents"
+            )
+        return None
+    return token or secrets.token_urlsafe(32)
+
+
 def create_main_app(
     *,
     data: Path | str | None = None,
     token: str | None = None,
+    no_token: bool = False,
     model: str | None = None,
     settings: ProviderSettings | None = None,
     retention: RetentionPolicy | None = None,
@@ -297,6 +324,10 @@ def create_main_app(
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
 
+    Every route but the web chat's page needs ``token`` (bearer, or the page's cookie;
+    :class:`~visus.tether.server.TokenGate`); none given, a random one is made
+    (``app.state.token``), as Jupyter does. ``no_token=True`` opts out, on a loopback
+    ``host`` only (then only loopback names and the server's own origin are served).
     ``config`` (default: ``visus.toml``, read here, once) and the operator's choices
     make the :class:`~visus.agent.policy.OperatorPolicy` every instance lives within
     (``app.state.policy``): ``roots`` the folders agents may reach at most (default
@@ -308,6 +339,7 @@ def create_main_app(
     under the data folder.
     """
     cfg = config if config is not None else load_config()
+    token = serve_token(token, no_token=no_token, host=host)
     base = data_dir(data if data is not None else cfg.data_dir)
     folder = base / "serve"
     policy = OperatorPolicy.at_start(

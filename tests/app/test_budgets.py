@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests import served
 from tests.media.bombs import progressive_jpeg
 from visus import limits
 from visus.app import create_main_app
@@ -34,11 +35,7 @@ async def client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, FastA
         settings=ProviderSettings(reference_url="http://127.0.0.1:9", env={}),
         mcp=False,
     )
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
-    ):
+    async with app.router.lifespan_context(app), served.client(app, timeout=60) as c:
         yield c, app
 
 

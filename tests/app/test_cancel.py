@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.served import auth
 from visus.app import create_main_app
 from visus.providers import ProviderSettings
 from visus.record.sessions import SessionStore
@@ -39,7 +40,9 @@ async def client(
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as c,
     ):
         yield c, app
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.served import auth
 from visus import limits
 from visus.app import create_main_app
 from visus.providers import ProviderSettings
@@ -26,17 +27,20 @@ DEEP = {
 
 
 @asynccontextmanager
-async def _client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+async def _client(
+    tmp_path: Path, *, no_token: bool = False
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     app = create_main_app(
         data=tmp_path / "data",
         model="reference",
         settings=ProviderSettings(reference_url="http://127.0.0.1:9", env={}),
+        no_token=no_token,
     )
     # raise_app_exceptions=False: an escaping exception shows as the 500 a client sees.
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c,
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=auth(app)) as c,
     ):
         yield c, app.state.default_instance
 
@@ -84,7 +88,7 @@ async def test_nesting_at_the_bound_is_still_accepted_as_json(tmp_path: Path) ->
     ],
 )
 async def test_host_guard_takes_only_a_plain_host_and_port(tmp_path: Path, host: str) -> None:
-    async with _client(tmp_path) as (c, _iid):
+    async with _client(tmp_path, no_token=True) as (c, _iid):
         r = await c.get("/v1/instances", headers={"host": host})
         assert r.status_code == 421, r.text
         assert r.json()["error"]["code"] == "misdirected_request"

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.served import auth
 from visus.app import create_main_app
 from visus.providers import ProviderSettings
 from visus.reference.server import serve_in_background
@@ -53,7 +54,9 @@ async def test_unknown_tool_names_are_refused(tmp_path: Path, reference_url: str
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app)
+        ) as client,
     ):
         r = await client.post("/v1/instances", json={"model": "reference", "tools": ["viw"]})
         assert r.status_code == 400, r.text
@@ -82,7 +85,9 @@ async def test_named_roots_are_not_created_but_the_served_files_folder_is(
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as client,
     ):
         r = await client.post("/v1/instances", json={"model": "reference", "roots": [str(absent)]})
         assert r.status_code == 201, r.text
@@ -106,7 +111,9 @@ async def test_the_web_chats_instance_cannot_be_deleted(tmp_path: Path, referenc
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app)
+        ) as client,
     ):
         iid = app.state.default_instance
         r = await client.delete(f"/v1/instances/{iid}")

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.served import auth
 from tests.tether.doubles import live_server
 from visus.agent import McpServerSpec
 from visus.agent.mcp_client import McpMounts
@@ -99,7 +100,9 @@ async def test_serve_mcp_flag_and_create_request_servers(
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as client,
     ):
         # --mcp: the default instance mounts every operator server
         seen = await _answer(client, app.state.default_instance, "call peer__picture {}")
@@ -140,7 +143,9 @@ async def test_a_streamable_http_server_mounted_by_url(
         transport = httpx.ASGITransport(app=app)
         async with (
             app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
+            httpx.AsyncClient(
+                transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+            ) as c,
         ):
             body = {"model": "reference", "mcp_servers": [{"name": "web", "url": f"{base}/mcp"}]}
             r = await c.post("/v1/instances", json=body)

@@ -62,6 +62,10 @@ def slow_proxy(target: str) -> Starlette:
     return Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])])
 
 
+TOKEN = "replica-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,6 +86,7 @@ def cluster(pg_url: str, tmp_path: Path) -> Iterator[list[tuple[str, subprocess.
                 "VISUS_STORE__LEASE_SECONDS": str(LEASE),
                 "VISUS_REFERENCE_URL": proxy,
                 "VISUS_CONFIG": str(tmp_path / "visus.toml"),
+                "VISUS_TOKEN": TOKEN,  # replicas share one token, as the README says
             }
             log = open(tmp_path / f"r{k}.log", "wb")  # noqa: SIM115
             cli = "from visus.cli import main; main()"
@@ -93,7 +98,8 @@ def cluster(pg_url: str, tmp_path: Path) -> Iterator[list[tuple[str, subprocess.
             for url, proc in procs:
                 while True:
                     try:
-                        if httpx.get(f"{url}/v1/instances", timeout=2).status_code == 200:
+                        r = httpx.get(f"{url}/v1/instances", headers=AUTH, timeout=2)
+                        if r.status_code == 200:
                             break
                     except httpx.HTTPError:
                         pass
@@ -165,7 +171,7 @@ async def test_kill_9_mid_burst_and_mid_turn_loses_nothing(
     cluster: list[tuple[str, subprocess.Popen[bytes]]], pg_url: str
 ) -> None:
     urls = [u for u, _ in cluster]
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(headers=AUTH, timeout=30) as http:
         inst = (await http.post(f"{urls[0]}/v1/instances", json={"model": "reference"})).json()[
             "id"
         ]

@@ -23,13 +23,18 @@ from visus.app import create_main_app
 
 pytestmark = pytest.mark.slow
 
+#: Replicas share one token, as the README says.
+TOKEN = "replica-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 NOTES = b"first line\nthe zorblat is here\nlast line\n"
 
 
 @pytest.fixture
 def apps(pg_url: str, tmp_path: Path) -> Iterator[list[FastAPI]]:
     made = [
-        create_main_app(data=tmp_path / f"r{k}", model="reference", store=pg_url, mcp=False)
+        create_main_app(
+            data=tmp_path / f"r{k}", model="reference", store=pg_url, mcp=False, token=TOKEN
+        )
         for k in range(2)
     ]
     yield made
@@ -63,7 +68,7 @@ async def test_an_upload_to_one_replica_is_grepped_by_a_turn_another_runs(
     inst = a.state.default_instance
     assert b.state.default_instance == inst  # the one web-chat instance they share
     api = "/web/api/sessions/shared/attachments"
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
         with live_server(b) as url_b:
             with live_server(a) as url_a:
                 up = await http.post(
@@ -103,7 +108,7 @@ async def test_any_replica_lists_a_session_s_running_turns(apps: list[FastAPI]) 
     a, b = apps
     inst = a.state.default_instance
     sessions = "/web/api/sessions"
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
         with live_server(a) as url_a, live_server(b) as url_b:
 
             async def send(url: str, text: str) -> str:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.served import auth
 from visus.app import create_main_app
 from visus.providers import ProviderSettings
 from visus.reference.grid import make_grid, score_grid
@@ -61,7 +62,9 @@ async def test_pasted_image_reaches_the_model_through_tether(
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as client,
     ):
         iid = app.state.default_instance
         frame = {
@@ -116,7 +119,9 @@ async def test_send_image_comes_back_in_assistant_done(tmp_path: Path, reference
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as client,
     ):
         frame = {
             "v": 1,
@@ -143,7 +148,9 @@ async def _turn(app: FastAPI, session: str, payload: dict) -> list[dict]:  # typ
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as client,
     ):
         frame = {"v": 1, "type": "user.message", "session": session, "payload": payload}
         r = await client.post(f"/v1/instances/{iid}/tether", json=frame)

@@ -1,11 +1,13 @@
-"""``visus serve``'s banner names the folder the web chat's agent can read and view
-(no server is started)."""
+"""``visus serve``'s banner names the folder the web chat's agent can read and view and
+the web chat's URL with the token it made (no server is started: the app it would serve
+is kept and driven in-process)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -62,3 +64,88 @@ def test_the_banner_names_the_model_and_the_folder_mcp_view_reads(
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert f"/mcp   (its view tool reads {shared.resolve()}; --root sets it)" in result.stdout
     assert "  model      reference (offline, no provider key set)" in result.stdout
+
+
+@pytest.fixture
+def served_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Any]:
+    """The apps ``visus serve`` would run, kept instead of served."""
+    for name in ("VISUS_DATA", "VISUS_CONFIG", "VISUS_TOKEN", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    kept: list[Any] = []
+
+    def keep(app: Any, **kw: Any) -> _NoServer:
+        kept.append(app)
+        return _NoServer()
+
+    monkeypatch.setattr(tether_server_module, "tether_server", keep)
+    monkeypatch.chdir(tmp_path)
+    return kept
+
+
+async def test_serve_makes_a_token_prints_its_url_and_every_route_asks_for_it(
+    served_app: list[Any], tmp_path: Path
+) -> None:
+    args = ["serve", "--port", "8750", "--data", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    [served] = served_app
+    token = served.state.token
+    assert len(token or "") >= 32
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("  web chat")]
+    url = line.split()[-1]
+    assert url == f"http://127.0.0.1:8750/?token={token}"
+    iid = served.state.default_instance
+    routes = [
+        ("GET", "/v1/instances", None),
+        ("POST", "/v1/instances", {"model": "reference"}),
+        ("POST", f"/v1/instances/{iid}/tether", {"type": "user.message", "session": "s"}),
+        ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ("GET", "/web/api/config", None),
+        ("POST", "/web/api/sessions/web-t/attachments", {"filename": "a.txt"}),
+        ("POST", "/web/api/fit", None),
+    ]
+    transport = httpx.ASGITransport(app=served)
+    async with (
+        served.router.lifespan_context(served),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
+    ):
+        for method, path, body in routes:
+            r = await c.request(method, path, json=body)
+            assert r.status_code == 401, (method, path, r.text)
+            assert r.json()["error"]["code"] == "unauthorized"
+        assert (await c.get("/")).status_code == 200  # the page holds no data
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert (await c.get("/v1/instances", headers=bearer)).status_code == 200
+        # The printed URL signs the browser in: a cookie, and the token leaves the address.
+        signed = await c.get(url.removeprefix("http://127.0.0.1:8750"))
+        assert signed.status_code == 303
+        assert signed.headers["location"] == "/"
+        assert (await c.get("/web/api/config")).status_code == 200
+
+
+def test_a_given_token_is_kept_and_not_printed(
+    served_app: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VISUS_TOKEN", "my-own-token")
+    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--data", str(tmp_path / "d")])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert served_app[0].state.token == "my-own-token"
+    assert "my-own-token" not in result.stdout
+    assert "/?token=<your token>" in result.stdout
+
+
+def test_no_token_is_an_explicit_loopback_only_opt_out(
+    served_app: list[Any], tmp_path: Path
+) -> None:
+    args = ["serve", "--no-mcp", "--data", str(tmp_path / "d"), "--no-token"]
+    wide = CliRunner().invoke(app, [*args, "--host", "0.0.0.0"])
+    assert wide.exit_code == 2
+    assert "--no-token is allowed on loopback only" in wide.stderr
+    assert served_app == []
+    both = CliRunner().invoke(app, [*args, "--token", "t"])
+    assert both.exit_code == 2
+    loop = CliRunner().invoke(app, args)
+    assert loop.exit_code == 0, (loop.stdout, loop.stderr, loop.exception)
+    assert served_app[0].state.token is None
+    assert "token      none (--no-token)" in loop.stdout

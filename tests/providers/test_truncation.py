@@ -15,6 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.served import auth
 from visus.app import create_main_app
 from visus.cli import app as cli_app
 from visus.providers import ProviderSettings, resolve
@@ -100,7 +101,9 @@ async def test_tether_assistant_done_carries_the_stop_reason(tmp_path: Path, cut
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as http,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as http,
     ):
         iid = app.state.default_instance
         frame = {"type": "user.message", "session": "s", "payload": {"text": "hi"}}

@@ -115,7 +115,8 @@ async def bridge(
     """Run the gateway against ``fake`` and the tether ``app`` until the block ends."""
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with TetherClient("http://127.0.0.1", transport=transport) as tether:
+        token = getattr(app.state, "token", None)  # visus serve's app makes one
+        async with TetherClient("http://127.0.0.1", token, transport=transport) as tether:
             if instance is None:
                 instance = str((await tether.create_instance("scripted"))["id"])
             gw = Gateway(

@@ -1,4 +1,6 @@
-"""A token-less server refuses what a web page in the user's browser could send it."""
+"""A server refuses what a web page in the user's browser could send it: without a
+token, other host names (DNS rebinding); with or without one, any origin but its own
+and state-changing bodies that are not JSON."""
 
 from __future__ import annotations
 
@@ -64,3 +66,52 @@ async def test_with_a_token_any_host_is_served_to_the_bearer(tmp_path: Path) -> 
         assert (await c.get("/v1/instances")).status_code == 401
         ok = await c.get("/v1/instances", headers={"Authorization": "Bearer sekrit"})
         assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("token", [None, "sekrit"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:3000",  # another local web app: a loopback origin, another port
+        "http://localhost:8750",  # the same port under another name is another origin
+        "https://127.0.0.1:8750",  # another scheme
+        "http://127.0.0.1:8750.evil.example",
+        "null",
+    ],
+)
+async def test_only_the_servers_own_origin_is_served(
+    tmp_path: Path, token: str | None, origin: str
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with await _client(tmp_path, token, "127.0.0.1:8750") as c:
+        c.headers.update(headers)
+        r = await c.post("/v1/instances", json={"model": "m"}, headers={"Origin": origin})
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["code"] == "cross_origin"
+        assert (await c.get("/v1/instances")).json()["instances"] == []
+        own = await c.post(
+            "/v1/instances", json={"model": "m"}, headers={"Origin": "http://127.0.0.1:8750"}
+        )
+        assert own.status_code == 201, own.text
+
+
+@pytest.mark.parametrize("token", [None, "sekrit"])
+@pytest.mark.parametrize(
+    "kind", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None]
+)
+async def test_state_changing_bodies_must_be_json(
+    tmp_path: Path, token: str | None, kind: str | None
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with await _client(tmp_path, token, "127.0.0.1:8750") as c:
+        c.headers.update(headers)
+        iid = (await c.post("/v1/instances", json={"model": "m"})).json()["id"]
+        # No Origin at all (a client that is not a browser, or an old one): still refused.
+        sent = {"Content-Type": kind} if kind else {}
+        r = await c.post(f"/v1/instances/{iid}/tether", content=FRAME, headers=sent)
+        assert r.status_code == 415, r.text
+        assert r.json()["error"]["code"] == "unsupported_media_type"
+        page = (await c.get(f"/v1/instances/{iid}/tether/poll", params={"after_seq": 0})).json()
+        assert page["frames"] == []
+        # A DELETE without a body needs no type.
+        assert (await c.delete(f"/v1/instances/{iid}")).status_code == 204

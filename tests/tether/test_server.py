@@ -124,7 +124,9 @@ async def test_text_turn_streams_deltas_then_done(client: TetherClient, factory:
 async def test_no_images_keeps_the_posted_bytes(client: TetherClient) -> None:
     iid = (await client.create_instance("reference"))["id"]
     body = b'{"v":1,"type":"user.message","session":"s","msg_id":"m1","payload":{"text":"hi"}}'
-    resp = await client._http.post(f"/v1/instances/{iid}/tether", content=body)
+    resp = await client._http.post(
+        f"/v1/instances/{iid}/tether", content=body, headers={"Content-Type": "application/json"}
+    )
     assert resp.status_code == 202
     resp = await client._http.get(f"/v1/instances/{iid}/tether/poll", params={"limit": 1})
     frame = resp.json()["frames"][0]
@@ -223,7 +225,9 @@ async def test_bad_frames_are_400_naming_the_field(client: TetherClient) -> None
         resp = await client._http.post(url, json=body)
         assert resp.status_code == 400, body
         assert resp.json()["error"]["field"] == field
-    resp = await client._http.post(url, content=b"{not json")
+    resp = await client._http.post(
+        url, content=b"{not json", headers={"Content-Type": "application/json"}
+    )
     assert resp.status_code == 400
     assert resp.json()["error"]["field"] == "body"
     resp = await client._http.get(f"/v1/instances/{iid}/tether/poll", params={"after_seq": "x"})
@@ -348,7 +352,7 @@ def test_refuses_non_loopback_without_token(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="without a token"):
             check_bind(host, None)
         with pytest.raises(ConfigError, match="without a token"):
-            serve(host, 0, None, runner_factory=Factory(), data_dir=tmp_path)
+            serve(host, 0, None, runner_factory=Factory(), data_dir=tmp_path, no_token=True)
     for host in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
         check_bind(host, None)
     check_bind("0.0.0.0", "a-token")

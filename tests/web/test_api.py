@@ -18,8 +18,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.served import auth
 from visus import limits
 from visus.app import create_main_app
+from visus.errors import ConfigError
 from visus.providers import ProviderSettings
 from visus.reference.grid import make_grid
 
@@ -39,7 +41,9 @@ async def _running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app), timeout=60
+        ) as c,
     ):
         c.app = app  # type: ignore[attr-defined]
         yield c
@@ -259,7 +263,10 @@ async def _test_attachment_errors_are_clear(client: httpx.AsyncClient) -> None:
     r = await client.post(
         url,
         content=b"{}",
-        headers={"content-length": str(limits.WEB_ATTACHMENT_MAX_BODY_BYTES + 1)},
+        headers={
+            "content-type": "application/json",
+            "content-length": str(limits.WEB_ATTACHMENT_MAX_BODY_BYTES + 1),
+        },
     )
     assert r.status_code == 413
     listed = (await client.get(f"{url}")).json()["attachments"]
@@ -395,8 +402,15 @@ async def test_an_image_over_the_tether_bound_is_fitted_on_the_server(
         )
         assert over.status_code == 413
         assert "files folder" in over.json()["error"]["message"]
-        junk = await c.post("/web/api/fit", content=b"not an image")
+        junk = await c.post(
+            "/web/api/fit", content=b"not an image", headers={"Content-Type": "image/png"}
+        )
         assert junk.status_code == 400
+        # Raw bytes, but never of a type another origin's page may post blind.
+        for kind in ("text/plain", "multipart/form-data", None):
+            sent = {"Content-Type": kind} if kind else {}
+            blind = await c.post("/web/api/fit", content=big, headers=sent)
+            assert blind.status_code == 415, kind
 
 
 async def test_the_history_reads_from_postgresql(
@@ -418,3 +432,86 @@ async def test_the_history_reads_from_postgresql(
         await _test_blob_keys_are_validated(client)
         conv = (await client.get("/web/api/sessions/web-a")).json()
         assert conv["running"] == []  # no turn in flight on any replica
+
+
+def test_the_app_makes_a_token_unless_told_not_to(tmp_path: Path, reference_url: str) -> None:
+    made = _app(tmp_path / "a", reference_url)
+    again = _app(tmp_path / "b", reference_url)
+    assert len(made.state.token) >= 32
+    assert made.state.token != again.state.token
+    assert create_main_app(data=tmp_path / "c", no_token=True).state.token is None
+    with pytest.raises(ConfigError, match="loopback only"):
+        create_main_app(data=tmp_path / "d", no_token=True, host="0.0.0.0")
+
+
+async def test_the_page_trades_the_token_for_a_cookie(tmp_path: Path, reference_url: str) -> None:
+    app = _app(tmp_path / "data", reference_url, token="s3cret")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
+    ):
+        # A wrong token is not kept: the page is served, and it asks for the token.
+        wrong = await c.get("/?token=nope")
+        assert wrong.status_code == 200
+        assert "set-cookie" not in wrong.headers
+        # The right one: a cookie, and the token leaves the address (a redirect to /).
+        r = await c.get("/?token=s3cret")
+        assert r.status_code == 303
+        assert r.headers["location"] == "/"
+        cookie = r.headers["set-cookie"].lower()
+        assert cookie.startswith("visus-token-8750=s3cret;")
+        assert "httponly" in cookie
+        assert "samesite=strict" in cookie
+        assert c.cookies.get("visus-token-8750") == "s3cret"
+        for path in ("/web/api/config", "/v1/instances"):
+            assert (await c.get(path)).status_code == 200, path
+        # The page's own fetches carry Sec-Fetch-Site: same-origin; another site's
+        # (another port of the same host is same-site, and SameSite cookies go there)
+        # cannot use the cookie.
+        own = {"Sec-Fetch-Site": "same-origin"}
+        assert (await c.get("/web/api/config", headers=own)).status_code == 200
+        other = {"Sec-Fetch-Site": "same-site"}
+        r = await c.get("/web/api/config", headers=other)
+        assert r.status_code == 403
+        assert r.json()["error"]["code"] == "cross_origin"
+        # Another server's cookie on this host (another port) opens nothing here.
+        c.cookies.clear()
+        c.cookies.set("visus-token-8751", "s3cret")
+        assert (await c.get("/web/api/config")).status_code == 401
+        c.cookies.clear()
+        # The token dialog signs in the same way.
+        assert (await c.post("/web/login", json={"token": "nope"})).status_code == 401
+        assert (await c.get("/web/api/config")).status_code == 401
+        assert (await c.post("/web/login", json={"token": "s3cret"})).status_code == 204
+        assert (await c.get("/web/api/config")).status_code == 200
+
+
+async def test_another_origin_cannot_post_even_with_the_cookie(
+    tmp_path: Path, reference_url: str
+) -> None:
+    app = _app(tmp_path / "data", reference_url, token="s3cret")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
+    ):
+        await c.get("/?token=s3cret")
+        iid = app.state.default_instance
+        url = f"/v1/instances/{iid}/tether"
+        frame = json.dumps({"type": "user.message", "session": "web-o", "payload": {"text": "x"}})
+        # Another local web app (another port) posting blind, as a page may without a
+        # CORS preflight: refused for its origin, and for its text/plain body.
+        for origin in ("http://127.0.0.1:3000", "http://localhost:8750", "null"):
+            r = await c.post(
+                url, content=frame, headers={"Origin": origin, "Content-Type": "text/plain"}
+            )
+            assert r.status_code == 403, (origin, r.text)
+            assert r.json()["error"]["code"] == "cross_origin"
+        r = await c.post(url, content=frame, headers={"Content-Type": "text/plain"})
+        assert r.status_code == 415
+        assert "application/json" in r.json()["error"]["message"]
+        form = await c.post("/web/api/sessions/web-o/attachments", data={"filename": "a.txt"})
+        assert form.status_code == 415
+        same = {"Origin": "http://127.0.0.1:8750", "Content-Type": "application/json"}
+        assert (await c.post(url, content=frame, headers=same)).status_code == 202

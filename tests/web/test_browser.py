@@ -55,14 +55,22 @@ class Served:
     """The main app under uvicorn in a thread on a free loopback port."""
 
     def __init__(
-        self, data: Path, reference_url: str, *, token: str | None = None, port: int = 0
+        self,
+        data: Path,
+        reference_url: str,
+        *,
+        token: str | None = None,
+        make_token: bool = False,
+        port: int = 0,
     ) -> None:
         self.data = data
+        # Token-less (the explicit loopback opt-out) unless a test is about the token.
         self.app = create_main_app(
             data=data,
             model="reference",
             settings=ProviderSettings(reference_url=reference_url, env={}),
             token=token,
+            no_token=token is None and not make_token,
         )
         config = uvicorn.Config(
             self.app,
@@ -286,29 +294,41 @@ def test_drop_a_grid_ask_reload_and_restart(
         second.stop()
 
 
-def test_token_from_the_address_bar_is_kept_for_the_tab(
+def test_the_printed_url_signs_in_with_a_cookie_the_page_cannot_read(
     open_page: Any, tmp_path: Path, reference_url: str
 ) -> None:
-    served = Served(tmp_path / "data", reference_url, token="s3cret-token")
+    served = Served(tmp_path / "data", reference_url, make_token=True)  # as visus serve
+    token = served.app.state.token
     try:
-        page = open_page(f"{served.url}/?token=s3cret-token")
+        page = open_page(f"{served.url}/?token={token}")
         assert "token" not in page.url  # gone from the address bar (and history)
-        assert page.evaluate("sessionStorage.getItem('visus.token')") == "s3cret-token"
+        assert token not in page.evaluate("document.cookie + JSON.stringify(sessionStorage)")
+        [cookie] = page.context.cookies()
+        assert cookie["name"] == f"visus-token-{served.port}"
+        assert cookie["httpOnly"] is True
+        assert cookie["sameSite"] == "Strict"
         page.fill("#message", "hello")
         page.press("#message", "Enter")
         assert "I see no images" in _last_answer(page, ["I see no images"])
-        page.reload()  # same tab: still in
+        page.reload()  # same browser: still in
         page.wait_for_selector("body[data-ready=true]")
-        # Another tab without the token is asked for it, and nothing is shown before.
+        # Another browser without the cookie is asked for the token, and nothing is shown
+        # before.
         other = open_page(served.url, ready=False)
         other.wait_for_selector("#token-dialog[open]")
         assert other.locator("#session-list li").count() == 0
-        other.fill("#token-input", "s3cret-token")
+        other.fill("#token-input", token)
         other.press("#token-input", "Enter")
         other.wait_for_selector("body[data-ready=true]")
         assert other.locator("#session-list li").count() == 1
+        # A wrong token in the address is dropped from it and said so.
+        third = open_page(f"{served.url}/?token=wrong", ready=False)
+        third.wait_for_selector("#token-dialog[open]")
+        assert "token" not in third.url
+        assert not third.is_hidden("#token-error")
         page.context.close()
         other.context.close()
+        third.context.close()
     finally:
         served.stop()
 

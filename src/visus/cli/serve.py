@@ -27,8 +27,20 @@ def serve(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(envvar="VISUS_TOKEN", help="Bearer token (required beyond loopback)"),
+        typer.Option(
+            envvar="VISUS_TOKEN",
+            help="Token every client sends (default: [server] token, else a random one made "
+            "at start and printed in the web chat's URL)",
+        ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve without a token: loopback only, and then any local program can "
+            "drive the agents",
+        ),
+    ] = False,
     store: Annotated[
         str | None,
         typer.Option(
@@ -69,7 +81,9 @@ def serve(
     """Serve the tether API, the MCP endpoint and the web chat.
 
     Embedded defaults: the offline reference model (when no provider key is set), data
-    under the user's data folder (or --data / VISUS_DATA), loopback only. What clients
+    under the user's data folder (or --data / VISUS_DATA), loopback only, a random token
+    printed in the web chat's URL (open that URL; the page keeps the token in a cookie;
+    API clients send Authorization: Bearer <token>). What clients
     may reach is decided here, once: --root, --mcp and --allow-write over visus.toml;
     a create request only narrows it, and no agent reaches visus's own files.
     """
@@ -85,7 +99,7 @@ def serve(
     )
     from visus.cli.store import store_url
     from visus.errors import VisusError
-    from visus.tether.server import check_bind, tether_server
+    from visus.tether.server import tether_server
 
     # The same data folder as run, chat and session (data_dir in visus.toml counts).
     data = data_root(data)
@@ -96,11 +110,12 @@ def serve(
         cfg = config()  # read once: every gate below comes from this value
         server = cfg.server
         token = token or (server.token.get_secret_value() if server.token else None)
-        check_bind(host, token)
+        generated = token is None and not no_token
         url = store_url(store)
         app = create_main_app(
             data=data,
             token=token,
+            no_token=no_token,
             model=model,
             mcp=not no_mcp,
             host=host,
@@ -120,7 +135,20 @@ def serve(
         from visus.store.base import redact_url
 
         typer.echo(f"  store      {redact_url(url)}  (replica {app.state.registry.store.replica})")
-    typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
+    token = app.state.token
+    if generated:
+        # As Jupyter does: the URL to open, with the token this start made.
+        typer.echo(f"  web chat   {base}/?token={token}")
+        typer.echo(
+            "  token      made at start; API clients send Authorization: Bearer <token> "
+            "([server] token or VISUS_TOKEN keeps one)"
+        )
+    else:
+        typer.echo(f"  web chat   {base}/" + ("?token=<your token>" if token else ""))
+    if token is None:
+        typer.echo(
+            "  token      none (--no-token): any program on this machine can drive the agents"
+        )
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     policy = app.state.policy
     if not no_mcp:

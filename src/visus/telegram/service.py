@@ -91,7 +91,8 @@ async def tether_for(options: BotOptions) -> AsyncIterator[tuple[TetherClient, s
     app = create_main_app(data=options.data, model=options.model, web=False, mcp=False)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with TetherClient(f"http://{IN_PROCESS_HOST}", transport=transport) as client:
+        base = f"http://{IN_PROCESS_HOST}"
+        async with TetherClient(base, app.state.token, transport=transport) as client:
             yield client, str(app.state.default_instance)
 
 

@@ -33,6 +33,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ from visus.errors import (
 )
 from visus.store import Store
 from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
-from visus.tether.guard import LoopbackGuard
+from visus.tether.guard import LoopbackGuard, OriginGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
 from visus.tether.ring import Page
@@ -79,9 +80,10 @@ from visus.tether.shared import RawPage, frame_bytes
 __all__ = [
     "ERROR_STATUS",
     "FRAME_IN_SCHEMA",
-    "BearerGate",
     "InUseError",
+    "TokenGate",
     "check_bind",
+    "cookie_name",
     "create_app",
     "encode_page",
     "error_status",
@@ -92,6 +94,7 @@ __all__ = [
     "serve_dir",
     "stop_streams",
     "tether_server",
+    "token_matches",
 ]
 
 log = logging.getLogger(__name__)
@@ -205,7 +208,7 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     return _err(400, "invalid_input", f"{field}: {first.get('msg', 'invalid')}", field=field)
 
 
-# The bearer token is checked by BearerGate (ASGI middleware, before any body is read),
+# The bearer token is checked by TokenGate (ASGI middleware, before any body is read),
 # so this scheme never refuses anything: it is here only so that /openapi.json declares
 # the bearer security scheme on every /v1 route.
 _bearer = HTTPBearer(auto_error=False, description="VISUS_TOKEN, when the server has one")
@@ -418,10 +421,14 @@ def create_app(
     same database, see :mod:`visus.tether.shared`).
 
     ``runner_factory`` builds the agent behind each instance (see
-    :mod:`visus.tether.runner`). With ``token`` set every ``/v1`` route needs
-    ``Authorization: Bearer <token>`` (checked by :class:`BearerGate` before the
-    body is read). ``app.state.lifespan_hooks`` takes more async context managers
-    to run for the app's lifetime (``visus.mcp_server.mount_mcp`` uses it).
+    :mod:`visus.tether.runner`). With ``token`` set every route but the public ones
+    (``app.state.public_paths``, ``public_prefixes``) needs it (:class:`TokenGate`,
+    before the body is read); without one only loopback names are served
+    (:class:`~visus.tether.guard.LoopbackGuard`). Either way a request from another
+    origin, or a state-changing one whose body is not JSON, is refused
+    (:class:`~visus.tether.guard.OriginGuard`). ``app.state.lifespan_hooks`` takes more
+    async context managers to run for the app's lifetime (``visus.mcp_server.mount_mcp``
+    uses it).
     """
     app = FastAPI(
         title="visus tether",
@@ -446,42 +453,112 @@ def create_app(
     # Request bodies (/v1, /mcp, the web chat's uploads) count against the process's
     # memory budget (inside the gates: a request they refuse holds nothing).
     app.add_middleware(BodyBudget)
+    #: Paths (and path prefixes) served without the token: nothing there holds data.
+    app.state.public_paths = {"/openapi.json"}
+    app.state.public_prefixes = []
+    #: Paths taking raw bytes rather than JSON (OriginGuard still refuses the body
+    #: types a page may post blind there).
+    app.state.raw_body_paths = set()
+    # Another origin's page is refused whatever it carries (inside the gate: a request
+    # without the token hears 401 first).
+    app.add_middleware(OriginGuard)
     if token is not None:
-        app.add_middleware(BearerGate, token=token, prefixes=("/v1", "/mcp"))
+        app.add_middleware(TokenGate, token=token)
     else:
         # No token: only this machine's own clients, never a web page in its browser.
         app.add_middleware(LoopbackGuard)
     return app
 
 
-def _token_ok(headers: Any, token: str) -> bool:
+def cookie_name(host: str) -> str:
+    """The cookie holding the token for the server a ``Host`` header names: one per
+    port, because a browser shares a host's cookies across its ports and two servers on
+    one machine must not overwrite each other's.
+
+    Example:
+        >>> cookie_name("127.0.0.1:8750"), cookie_name("visus.example.com")
+        ('visus-token-8750', 'visus-token')
+    """
+    _, sep, port = host.rpartition(":")
+    return f"visus-token-{port}" if sep and port.isdigit() else "visus-token"
+
+
+def token_matches(given: str, token: str) -> bool:
+    """Constant-time comparison of a presented token with the server's."""
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _bearer_token(headers: Headers) -> str | None:
     scheme, _, given = (headers.get("authorization") or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+    return given if scheme.lower() == "bearer" else None
 
 
-class BearerGate:
-    """ASGI gate: a request under ``prefixes`` without the bearer token gets 401 before
-    anything reads its body (route dependencies run only after the body is parsed)."""
+def _cookie(headers: Headers, name: str) -> str | None:
+    from http.cookies import CookieError, SimpleCookie
 
-    def __init__(self, app: ASGIApp, *, token: str, prefixes: tuple[str, ...]) -> None:
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie") or "")
+    except CookieError:
+        return None
+    morsel = jar.get(name)
+    return None if morsel is None else morsel.value
+
+
+def _public(scope: Scope) -> bool:
+    state = scope["app"].state if "app" in scope else None
+    path = str(scope.get("path", ""))
+    paths: set[str] = getattr(state, "public_paths", set())
+    prefixes: list[str] = getattr(state, "public_prefixes", [])
+    return path in paths or any(path.startswith(p) for p in prefixes)
+
+
+class TokenGate:
+    """ASGI gate: every request but the public ones (``app.state.public_paths`` and
+    ``public_prefixes``: the web chat's page and files, ``/openapi.json``) needs the
+    token, as ``Authorization: Bearer <token>`` or in the web chat's cookie
+    (:func:`cookie_name`, HttpOnly, SameSite=Strict); a 401 comes before anything reads
+    the body (route dependencies run only after the body is parsed). A request that
+    carries the cookie alone must come from the server's own page: a browser marks
+    every other one with ``Sec-Fetch-Site`` (another port of the same host is
+    ``same-site``, and SameSite cookies still go there), and it is refused."""
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
         self.app = app
         self.token = token
-        self.prefixes = prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if (
-            scope["type"] == "http"
-            and any(path == p or path.startswith(p + "/") for p in self.prefixes)
-            and not _token_ok(Headers(scope=scope), self.token)
-        ):
+        if scope["type"] != "http" or _public(scope):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        bearer = _bearer_token(headers)
+        if bearer is not None:
+            ok = token_matches(bearer, self.token)
+        else:
+            cookie = _cookie(headers, cookie_name(headers.get("host", "")))
+            ok = cookie is not None and token_matches(cookie, self.token)
+            site = headers.get("sec-fetch-site")
+            if ok and site not in (None, "same-origin", "none"):
+                response = _err(
+                    403, "cross_origin", f"a {site} request cannot use this server's cookie"
+                )
+                await response(scope, receive, send)
+                return
+        if not ok:
             await _unauthorized()(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
 
 def _unauthorized() -> JSONResponse:
-    return _err(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer)")
+    return _err(
+        401,
+        "unauthorized",
+        "missing or wrong token: send Authorization: Bearer <token> (visus serve prints "
+        "it; [server] token or VISUS_TOKEN sets one), or open the web chat at the URL it "
+        "prints",
+    )
 
 
 async def _events(
@@ -576,18 +653,25 @@ def serve(
     runner_factory: RunnerFactory,
     data_dir: Path | None = None,
     log_level: str = "info",
+    no_token: bool = False,
 ) -> None:
     """Run the tether API alone until interrupted.
 
-    ``visus serve`` runs the composed app instead (tether, ``/mcp`` and the web
-    chat): :func:`visus.app.create_main_app`. Tether itself knows no surface above it.
+    Without ``token`` a random one is made and printed (``no_token=True`` opts out, on
+    loopback only). ``visus serve`` runs the composed app instead (tether, ``/mcp`` and
+    the web chat): :func:`visus.app.create_main_app`. Tether itself knows no surface
+    above it.
 
     Example:
         >>> # serve("127.0.0.1", 8750, runner_factory=lambda config: MyRunner())
     """
-    check_bind(host, token)
+    if not no_token:
+        token = token or secrets.token_urlsafe(32)
+    check_bind(host, token)  # no token: loopback only
     folder = serve_dir(data_dir)
     app = create_app(data_dir=folder, runner_factory=runner_factory, token=token)
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     print(f"visus tether API  {base}/v1  (OpenAPI: {base}/openapi.json)")
+    if token:
+        print(f"  token  {token}  (Authorization: Bearer <token>)")
     tether_server(app, host=host, port=port, log_level=log_level).run()

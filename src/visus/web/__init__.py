@@ -6,10 +6,11 @@ ingress (images inline as tether images), reads answers from the tether SSE stre
 uploads other files to the session's attachments and reads everything else from
 the small JSON API in :mod:`visus.web.api`.
 
-Auth: the page itself is public (it holds no data); with a token on the app, the
-page takes it once from ``?token=``, keeps it in ``sessionStorage`` and sends it as
-``Authorization: Bearer`` to ``/v1`` and ``/web/api``, which both refuse requests
-without it.
+Auth: the page and its files are public (they hold no data); with a token on the
+app, ``/?token=<token>`` trades it for an HttpOnly, SameSite=Strict cookie and
+redirects to ``/`` (:mod:`visus.web.auth`; the token dialog posts to ``/web/login``),
+and every other route (``/v1``, ``/web/api``, ``/mcp``) refuses a request without the
+cookie or the bearer token (:class:`visus.tether.server.TokenGate`).
 
 Example:
     >>> # app = create_main_app(data=Path(".visus-data"))   # mounts the chat itself
@@ -26,11 +27,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from visus.web import chats
-from visus.web.api import WebAuthError, api_router, error_response
+from visus.web.api import api_router
+from visus.web.auth import LOGIN_PATH, signed_in_redirect
+from visus.web.auth import router as auth_router
 
 __all__ = ["STATIC_DIR", "mount_web"]
 
@@ -51,28 +54,32 @@ _PAGE_HEADERS = {
 }
 
 
+async def page(request: Request) -> Response:
+    """The chat page; ``?token=`` with the server's token signs in first (a redirect)."""
+    signed_in = signed_in_redirect(request)
+    if signed_in is not None:
+        return signed_in
+    html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    return HTMLResponse(html, headers=_PAGE_HEADERS)
+
+
 def mount_web(app: FastAPI) -> None:
-    """Add the web chat to ``app``: ``GET /``, ``/web/static/*`` and ``/web/api/*``.
+    """Add the web chat to ``app``: ``GET /``, ``/web/static/*``, ``/web/login`` and
+    ``/web/api/*``.
 
     ``app`` is the main app (:func:`visus.app.create_main_app`): its state holds the
-    tether ``registry``, the ``default_instance`` id and the ``token`` (or None).
+    tether ``registry``, the ``default_instance`` id and the ``token`` (or None). The
+    page, its files and the sign-in are public; the rest needs the token.
     """
-
-    async def _unauthorized(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(
-            401,
-            "unauthorized",
-            "missing or wrong bearer token: open the page as /?token=<token> once",
-        )
-
-    app.add_exception_handler(WebAuthError, _unauthorized)
+    public_paths = getattr(app.state, "public_paths", None)
+    if public_paths is not None:  # a tether app: its TokenGate reads these
+        public_paths.update({"/", "/favicon.ico", LOGIN_PATH})
+        app.state.public_prefixes.append("/web/static/")
+        app.state.raw_body_paths.add(chats.FIT_PATH)  # an image's own bytes
     app.include_router(api_router())
     app.include_router(chats.router)
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> HTMLResponse:
-        html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
-        return HTMLResponse(html, headers=_PAGE_HEADERS)
+    app.include_router(auth_router)
+    app.add_api_route("/", page, methods=["GET"], include_in_schema=False)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:

@@ -9,7 +9,8 @@ policy, the session's attachments, the msg_ids of its turns still ``running`` so
 reloaded page shows them working, with Stop), the image blobs themselves, and attachment
 uploads ``{filename, contentBase64, mimeType}`` (the MIME type the browser gave).
 
-Routes (bearer-token protected when the app has ``app.state.token``):
+Routes (the app's token, bearer or the web chat's cookie, checked in front of them by
+:class:`visus.tether.server.TokenGate` when the app has one):
 
 - ``GET  /web/api/config``
 - ``GET  /web/api/sessions``
@@ -32,13 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,24 +71,18 @@ from visus.tether.limits import load_json
 __all__ = [
     "BLOB_PATH",
     "AttachmentUpload",
-    "WebAuthError",
     "WebStores",
     "api_router",
     "conversation",
     "error_from",
     "error_response",
     "read_capped",
-    "require_token",
     "session_list",
     "web_stores",
 ]
 
 #: Where the page fetches an image blob (``{digest}`` is a sha256).
 BLOB_PATH = "/web/api/blobs/{digest}"
-
-
-class WebAuthError(Exception):
-    """A ``/web/api`` request without the app's bearer token."""
 
 
 class AttachmentUpload(BaseModel):
@@ -351,15 +345,6 @@ def error_from(e: VisusError) -> JSONResponse:
     return error_response(400, "invalid_input", str(e))
 
 
-def require_token(request: Request) -> None:
-    token = getattr(request.app.state, "token", None)
-    if not token:
-        return
-    scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
-        raise WebAuthError
-
-
 async def _read_body(request: Request, cap: int) -> bytes | JSONResponse:
     too_big = error_response(
         413,
@@ -401,9 +386,9 @@ def _upload(body: bytes) -> AttachmentUpload:
 
 def api_router() -> APIRouter:
     """The ``/web/api`` routes; they read ``request.app.state`` (see :func:`web_stores`)."""
-    router = APIRouter(
-        prefix="/web/api", dependencies=[Depends(require_token)], include_in_schema=False
-    )
+    # The token is checked in front of every route (tether's TokenGate: the bearer, or
+    # the web chat's cookie), before a body is read.
+    router = APIRouter(prefix="/web/api", include_in_schema=False)
 
     @router.get("/config")
     async def config(request: Request) -> dict[str, Any]:

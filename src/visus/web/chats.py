@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from visus import limits, media
@@ -30,13 +30,12 @@ from visus.models import ModelSpec
 from visus.record.sessions import validate_session_id
 from visus.tether.instance import EGRESS_PROFILE
 from visus.tether.limits import load_json
-from visus.web.api import error_from, error_response, read_capped, require_token, web_stores
+from visus.web.api import error_from, error_response, read_capped, web_stores
 
-__all__ = ["fit_for_chat", "router"]
+__all__ = ["FIT_PATH", "fit_for_chat", "router"]
 
-router = APIRouter(
-    prefix="/web/api", dependencies=[Depends(require_token)], include_in_schema=False
-)
+# The token is checked in front of every route (tether's TokenGate).
+router = APIRouter(prefix="/web/api", include_in_schema=False)
 
 
 def fit_for_chat(data: bytes, model: ModelSpec) -> Fitted:
@@ -92,7 +91,11 @@ async def delete(sid: str, request: Request) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/fit", response_model=None)
+#: Where the page posts an image's raw bytes to be fitted.
+FIT_PATH = "/web/api/fit"
+
+
+@router.post(FIT_PATH.removeprefix("/web/api"), response_model=None)
 async def fit(request: Request) -> Response:
     """The posted image, fitted (see :func:`fit_for_chat`)."""
     stores = web_stores(request.app)

@@ -1,34 +1,37 @@
-// Talking to the server: the bearer token, JSON calls, blob URLs and the SSE reader.
-// EventSource cannot send an Authorization header, so the tether stream is read
-// with fetch and parsed here (ids, events, multi-line data, comments).
+// Talking to the server: signing in, JSON calls, blob URLs and the SSE reader.
+// The token lives in an HttpOnly cookie the server sets (from the printed /?token= URL,
+// or the token dialog through signIn); the page never holds it, and every same-origin
+// request carries the cookie. EventSource cannot be stopped cleanly mid-read, so the
+// tether stream is read with fetch and parsed here (ids, events, multi-line data,
+// comments).
 
-const TOKEN_KEY = "visus.token";
-
-/** Take ?token= from the address bar once, keep it for this tab, drop it from the URL. */
-export function takeTokenFromURL() {
+/**
+ * A `?token=` the server left in the address bar was not its token (a right one is
+ * traded for the cookie and redirected away): drop it from the URL and history, and say
+ * so, so the token dialog can tell the person.
+ */
+export function refusedTokenInURL() {
   const url = new URL(window.location.href);
-  if (!url.searchParams.has("token")) return;
-  const given = url.searchParams.get("token") || "";
-  if (given) sessionStorage.setItem(TOKEN_KEY, given);
+  if (!url.searchParams.has("token")) return false;
   url.searchParams.delete("token");
   history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  return true;
 }
 
-/** Whether this tab holds a token (one the server then refused, if it asks again). */
-export function hasToken() {
-  return Boolean(sessionStorage.getItem(TOKEN_KEY));
-}
-
-export function setToken(value) {
-  if (value) sessionStorage.setItem(TOKEN_KEY, value);
-  else sessionStorage.removeItem(TOKEN_KEY);
+/** Trade a token for the server's cookie; false when the server refused it. */
+export async function signIn(token) {
+  const response = await reach("/web/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token }),
+  });
+  if (response.status === 401) return false;
+  await checked(response);
+  return true;
 }
 
 function headers(extra = {}) {
-  const out = { ...extra };
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) out.Authorization = `Bearer ${token}`;
-  return out;
+  return { ...extra };
 }
 
 /** An error answer from the server: `{error: {code, message, limit?}}`. */

@@ -6,14 +6,13 @@
 import {
   ApiError,
   getJSON,
-  hasToken,
   postBytes,
   postJSON,
   postJSONWithProgress,
   readEvents,
+  refusedTokenInURL,
   sendJSON,
-  setToken,
-  takeTokenFromURL,
+  signIn,
 } from "./api.js";
 import { base64Of, human, isMessageImage, mb, needsFitting, refusal } from "./files.js";
 import {
@@ -616,11 +615,14 @@ function setPanel(which, open) {
 
 // --- auth -------------------------------------------------------------------------------
 
+// The server refused the last token given (in the address, or in the dialog).
+let tokenRefused = false;
+
 function askToken() {
   const dialog = $("token-dialog");
-  // Asked again while holding a token: that one was refused; say so, or the dialog
-  // just comes back as if the click had done nothing.
-  $("token-error").hidden = !hasToken();
+  // Asked again after a refusal: say so, or the dialog just comes back as if the click
+  // had done nothing.
+  $("token-error").hidden = !tokenRefused;
   if (!dialog.open) dialog.showModal();
   $("token-input").select();
 }
@@ -724,9 +726,15 @@ function wire() {
   $("rename-cancel").addEventListener("click", () => $("rename-dialog").close());
   $("delete-form").addEventListener("submit", () => submitDelete());
   $("delete-cancel").addEventListener("click", () => $("delete-dialog").close());
-  $("token-form").addEventListener("submit", () => {
-    setToken($("token-input").value.trim());
-    start();
+  $("token-form").addEventListener("submit", async () => {
+    try {
+      tokenRefused = !(await signIn($("token-input").value.trim()));
+    } catch (error) {
+      showError(error);
+      return;
+    }
+    if (tokenRefused) askToken();
+    else start();
   });
 }
 
@@ -765,7 +773,7 @@ async function start() {
   }
 }
 
-takeTokenFromURL();
+tokenRefused = refusedTokenInURL();
 wire();
 renderTray();
 start();
