@@ -91,6 +91,24 @@ def load(
             only("raster", page, offset, limit)
             with im:
                 return _decode(im, data, profile, region)
+    return _document(
+        data, profile, render, page=page, offset=offset, limit=limit, name=name, region=region
+    )
+
+
+def _document(
+    data: bytes,
+    profile: Profile,
+    render: bool,
+    *,
+    page: int | None,
+    offset: int | None,
+    limit: int | None,
+    name: str | None,
+    region: Region | None,
+) -> Fitted:
+    """A source that is no raster: a PDF, SVG or text rendered in the render worker,
+    or, with rendering withheld, its type decided here and refused."""
     if render:
         # Rendering can take any time and memory: a worker process bounds both. A
         # document with filters or masks starts in the heavy lane: a queue of those

@@ -69,49 +69,72 @@ def render_source(
     )
     if doc is not None:
         only("pdf", page, offset, limit)
-        if doc.image is None:
-            raise withheld("pdf")
-        enc = encode(doc.image, profile)
-        return Fitted(
-            data=enc.data,
-            media_type=enc.media_type,
-            width=enc.width,
-            height=enc.height,
-            source_width=max(1, round(doc.width_pt)),
-            source_height=max(1, round(doc.height_pt)),
-            source_kind="pdf",
-            page=doc.page,
-            page_count=doc.page_count,
-            region=region,
-        )
+        return _pdf_fitted(doc, profile, region)
     parsed = svg.parse_svg(data)
     if parsed is not None:
         only("svg", page, offset, limit)
         if not render:
             raise withheld("svg")
-        # Drawn straight at the fitted size into memory, then encoded once (line art
-        # as a lossless PNG of exactly those pixels); a region at the scale that fills it.
-        shown = parsed if region is None else svg.zoom_svg(parsed, region)
-        image = svg.render_svg(
-            shown, profile.max_edge, profile.max_pixels, enlarge=region is not None
-        )
-        enc = encode(image, profile)
-        return Fitted(
-            data=enc.data,
-            media_type=enc.media_type,
-            width=enc.width,
-            height=enc.height,
-            source_width=max(1, round(parsed.width)),
-            source_height=max(1, round(parsed.height)),
-            source_kind="svg",
-            region=region,
-        )
+        return _svg_fitted(parsed, profile, region)
     source = text.decode_text(data)
     if source is None:
         return None
     only("text", page, offset, limit)
     if not render:
         raise withheld("text")
+    return _text_fitted(data, source, profile, region, offset=offset, limit=limit, name=name)
+
+
+def _pdf_fitted(doc: pdf.PdfPage, profile: Profile, region: Region | None) -> Fitted:
+    """A PDF page PDFium rendered (already at the fitted size), encoded."""
+    if doc.image is None:
+        raise withheld("pdf")
+    enc = encode(doc.image, profile)
+    return Fitted(
+        data=enc.data,
+        media_type=enc.media_type,
+        width=enc.width,
+        height=enc.height,
+        source_width=max(1, round(doc.width_pt)),
+        source_height=max(1, round(doc.height_pt)),
+        source_kind="pdf",
+        page=doc.page,
+        page_count=doc.page_count,
+        region=region,
+    )
+
+
+def _svg_fitted(parsed: svg.ParsedSvg, profile: Profile, region: Region | None) -> Fitted:
+    """An SVG drawn and encoded."""
+    # Drawn straight at the fitted size into memory, then encoded once (line art
+    # as a lossless PNG of exactly those pixels); a region at the scale that fills it.
+    shown = parsed if region is None else svg.zoom_svg(parsed, region)
+    image = svg.render_svg(shown, profile.max_edge, profile.max_pixels, enlarge=region is not None)
+    enc = encode(image, profile)
+    return Fitted(
+        data=enc.data,
+        media_type=enc.media_type,
+        width=enc.width,
+        height=enc.height,
+        source_width=max(1, round(parsed.width)),
+        source_height=max(1, round(parsed.height)),
+        source_kind="svg",
+        region=region,
+    )
+
+
+def _text_fitted(
+    data: bytes,
+    source: str,
+    profile: Profile,
+    region: Region | None,
+    *,
+    offset: int | None,
+    limit: int | None,
+    name: str | None,
+) -> Fitted:
+    """Text drawn as a page (lines ``offset`` on, at most ``limit``), cropped to
+    ``region`` in the page's own pixels, encoded."""
     if len(data) > limits.MAX_TEXT_BYTES:
         raise TooLargeError(
             f"text of {len(data)} bytes is over {limits.MAX_TEXT_BYTES} for rendering"
