@@ -7,26 +7,52 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
 
 __all__ = ["register"]
 
 
+#: Said at start when no chat or user may talk to the agent yet.
+_NOBODY_ALLOWED = (
+    "visus telegram: no chat or user is allowed yet; everyone gets a refusal "
+    "naming their ids (add them with --allow-chat / --allow-user or "
+    "[telegram] allowed_chats / allowed_users)."
+)
+
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(help="Bot token (default: TELEGRAM_BOT_TOKEN or config telegram.bot_token)."),
+]
+ServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="URL of a visus serve to talk to (default: config telegram.server_url; "
+        "none: an instance in this process)."
+    ),
+]
+AllowChatOpt = Annotated[
+    list[int] | None,
+    typer.Option(
+        metavar="CHAT_ID",
+        help="Chat id allowed to talk to the agent (repeatable; adds to config).",
+    ),
+]
+AllowUserOpt = Annotated[
+    list[str] | None,
+    typer.Option(metavar="USER", help="User id or @username allowed (repeatable; adds to config)."),
+]
+
+
 def telegram_command(
-    token: Annotated[
-        str | None,
-        typer.Option(help="Bot token (default: TELEGRAM_BOT_TOKEN or config telegram.bot_token)."),
-    ] = None,
-    server: Annotated[
-        str | None,
-        typer.Option(
-            help="URL of a visus serve to talk to (default: config telegram.server_url; "
-            "none: an instance in this process)."
-        ),
-    ] = None,
+    token: TokenOpt = None,
+    server: ServerOpt = None,
     server_token: Annotated[
         str | None, typer.Option(help="Bearer token of that server (config telegram.server_token).")
     ] = None,
@@ -37,19 +63,8 @@ def telegram_command(
         str | None, typer.Option("--model", "-m", help="Model of a new instance.")
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Data folder (env VISUS_DATA).")] = None,
-    allow_chat: Annotated[
-        list[int] | None,
-        typer.Option(
-            metavar="CHAT_ID",
-            help="Chat id allowed to talk to the agent (repeatable; adds to config).",
-        ),
-    ] = None,
-    allow_user: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="USER", help="User id or @username allowed (repeatable; adds to config)."
-        ),
-    ] = None,
+    allow_chat: AllowChatOpt = None,
+    allow_user: AllowUserOpt = None,
     base_url: Annotated[
         str | None,
         typer.Option(help="Bot API server root (default https://api.telegram.org)."),
@@ -77,16 +92,12 @@ def telegram_command(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         cfg = load_config(config).telegram
-        bot_token = token or (cfg.bot_token.get_secret_value() if cfg.bot_token else None)
-        users: list[int | str] = list(cfg.allowed_users)
-        users += [int(u) if u.lstrip("-").isdigit() else u for u in allow_user or ()]
         options = BotOptions(
-            token=bot_token or "",
+            token=token or _secret(cfg.bot_token) or "",
             allowed_chats=(*cfg.allowed_chats, *(allow_chat or ())),
-            allowed_users=tuple(users),
+            allowed_users=(*cfg.allowed_users, *_users(allow_user or ())),
             server_url=server or cfg.server_url,
-            server_token=server_token
-            or (cfg.server_token.get_secret_value() if cfg.server_token else None),
+            server_token=server_token or _secret(cfg.server_token),
             instance=instance,
             model=model,
             data=data,
@@ -94,16 +105,25 @@ def telegram_command(
             webhook=Webhook(webhook_url, listen, port, webhook_secret) if webhook_url else None,
         )
         if not options.allowed_chats and not options.allowed_users:
-            typer.echo(
-                "visus telegram: no chat or user is allowed yet; everyone gets a refusal "
-                "naming their ids (add them with --allow-chat / --allow-user or "
-                "[telegram] allowed_chats / allowed_users).",
-                err=True,
-            )
+            typer.echo(_NOBODY_ALLOWED, err=True)
         asyncio.run(serve_bot(options))
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value else None
+
+
+def _users(given: Iterable[str]) -> list[int | str]:
+    """``--allow-user`` values: a numeric id as a number, a @username as it is.
+
+    Example:
+        >>> _users(["4242", "-7", "@ann"])
+        [4242, -7, '@ann']
+    """
+    return [int(u) if u.lstrip("-").isdigit() else u for u in given]
 
 
 def register(app: typer.Typer) -> None:

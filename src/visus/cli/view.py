@@ -27,14 +27,43 @@ EXIT_REFUSAL = 3
 EXIT_OUT_FAILED = 1  # the work failed (visus --help's exit-code table)
 
 
+PathArg = Annotated[
+    str,
+    typer.Argument(
+        help="File to view (under a --root), an https URL, or sha256:<hex> of an image "
+        "in the --session's record."
+    ),
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="X0,Y0,X1,Y1",
+        help="Zoom: show only this part, in the source's pixels (pdf: points), at up to "
+        "the model's full resolution.",
+    ),
+]
+RootOpt = Annotated[
+    list[Path] | None,
+    typer.Option(metavar="DIR", help="Allowed root (repeatable); default: the current directory."),
+]
+RenderOpt = Annotated[
+    bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
+]
+LoopbackOpt = Annotated[
+    bool,
+    typer.Option("--allow-loopback-http", help="Allow http:// URLs to loopback (testing)."),
+]
+SessionOpt = Annotated[
+    str | None,
+    typer.Option("--session", "-s", help="Session whose record a sha256: ref names."),
+]
+DataOpt = Annotated[
+    Path | None, typer.Option("--data", help="Data folder (default: visus.toml's).")
+]
+
+
 def view_command(
-    path: Annotated[
-        str,
-        typer.Argument(
-            help="File to view (under a --root), an https URL, or sha256:<hex> of an image "
-            "in the --session's record."
-        ),
-    ],
+    path: PathArg,
     model: Annotated[
         str,
         typer.Option("--model", "-m", help="Model to fit for."),
@@ -42,36 +71,14 @@ def view_command(
     page: Annotated[int | None, typer.Option(help="PDF page, 1-based.")] = None,
     offset: Annotated[int | None, typer.Option(help="Text: first line, 0-based.")] = None,
     limit: Annotated[int | None, typer.Option(help="Text: lines to render.")] = None,
-    region: Annotated[
-        str | None,
-        typer.Option(
-            metavar="X0,Y0,X1,Y1",
-            help="Zoom: show only this part, in the source's pixels (pdf: points), at up to "
-            "the model's full resolution.",
-        ),
-    ] = None,
+    region: RegionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     out: Annotated[Path | None, typer.Option(help="Write the fitted image here.")] = None,
-    root: Annotated[
-        list[Path] | None,
-        typer.Option(
-            metavar="DIR", help="Allowed root (repeatable); default: the current directory."
-        ),
-    ] = None,
-    render: Annotated[
-        bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
-    ] = True,
-    allow_loopback_http: Annotated[
-        bool,
-        typer.Option("--allow-loopback-http", help="Allow http:// URLs to loopback (testing)."),
-    ] = False,
-    session: Annotated[
-        str | None,
-        typer.Option("--session", "-s", help="Session whose record a sha256: ref names."),
-    ] = None,
-    data: Annotated[
-        Path | None, typer.Option("--data", help="Data folder (default: visus.toml's).")
-    ] = None,
+    root: RootOpt = None,
+    render: RenderOpt = True,
+    allow_loopback_http: LoopbackOpt = False,
+    session: SessionOpt = None,
+    data: DataOpt = None,
 ) -> None:
     """View a file or an https URL as an image fitted for a model, or say why it was refused.
 
@@ -109,17 +116,7 @@ def view_command(
         _emit_refusal(result, as_json=as_json)
         raise typer.Exit(EXIT_REFUSAL)
     if out is not None:
-        try:
-            out.write_bytes(result.data)
-        except OSError as e:
-            why = e.strerror or str(e)  # str(e) repeats the path the message already names
-            message = f"cannot write {out}: {why}"
-            failed = {"ok": False, "reason": "invalid_input", "message": message}
-            if as_json:
-                typer.echo(json.dumps(failed))
-            else:
-                typer.echo(f"visus: {message}", err=True)
-            raise typer.Exit(EXIT_OUT_FAILED) from None
+        _write_out(result.data, out, as_json=as_json)
     _emit_perception(result, as_json=as_json, out=out)
 
 
@@ -136,6 +133,22 @@ def parse_region(text: str) -> list[int] | None:
     except ValueError:
         return None
     return box if len(box) == 4 else None
+
+
+def _write_out(data: bytes, out: Path, *, as_json: bool) -> None:
+    """``--out``: the fitted image written; a failure is said (as JSON with ``--json``)
+    and exits 1."""
+    try:
+        out.write_bytes(data)
+    except OSError as e:
+        why = e.strerror or str(e)  # str(e) repeats the path the message already names
+        message = f"cannot write {out}: {why}"
+        failed = {"ok": False, "reason": "invalid_input", "message": message}
+        if as_json:
+            typer.echo(json.dumps(failed))
+        else:
+            typer.echo(f"visus: {message}", err=True)
+        raise typer.Exit(EXIT_OUT_FAILED) from None
 
 
 def _region(text: str | None) -> list[int] | None:
