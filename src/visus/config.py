@@ -64,6 +64,7 @@ from visus.models.spec import ModelSpec, Provider
 
 if TYPE_CHECKING:
     from visus.providers import ProviderSettings as ClientSettings
+    from visus.retention import RetentionPolicy
 
 __all__ = [
     "CONFIG_ENV",
@@ -151,6 +152,24 @@ class RetentionSettings(_Frozen):
     def images_window(self) -> int | None:
         """``live_images`` as :class:`~visus.retention.RetentionPolicy` takes it."""
         return self.live_images or None
+
+    def policy(self) -> RetentionPolicy:
+        """These settings as the policy the agent applies.
+
+        Example:
+            >>> RetentionSettings(live_turns=2, live_images=0).policy().live_images is None
+            True
+        """
+        from visus.retention import RetentionPolicy
+
+        return RetentionPolicy(
+            live_turns=self.live_turns,
+            chunk=self.chunk,
+            image_token_budget=self.image_token_budget,
+            attachments_live_turns=self.attachments_window,
+            live_images=self.images_window,
+            image_chunk=self.image_chunk,
+        )
 
 
 class AgentSettings(_Frozen):

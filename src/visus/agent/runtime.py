@@ -22,7 +22,7 @@ from visus.agent.loop import Agent
 from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.policy import guarded_reach
 from visus.agent.tools import MemoryResultCache, ToolRegistry
-from visus.config import VisusConfig, load_config
+from visus.config import McpServerEntry, VisusConfig, load_config
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderSettings, resolve
@@ -97,43 +97,24 @@ def build_agent(
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
-    settings = settings or cfg.provider_settings()
     ref = model or cfg.default_model
-    is_reference = ref.split(":", 1)[0] in ("reference", "reference-pdf")
-    if is_reference and not settings.url("reference"):
-        settings = replace(settings, reference_url=ensure_reference_server())
-    client, spec = resolve(ref, config=settings)
+    client, spec = resolve(ref, config=_with_reference(ref, settings or cfg.provider_settings()))
     root = data_dir(data if data is not None else cfg.data_dir)
-    reach_roots: Sequence[Path | str] = roots or cfg.reach.roots or [Path.cwd()]
-    retention = cfg.retention
-    base = tools or ToolRegistry.builtin()
-    registry = base.only(base.names())  # mounted MCP tools join a copy, never a shared one
-    configured = cfg.mcp.servers if config_mcp_servers else ()
-    servers = {s.name: McpServerSpec.from_settings(s) for s in configured}
-    servers.update((s.name, s) for s in mcp_servers)
     if reach is None:
-        reach = guarded_reach(
-            list(reach_roots), render=cfg.reach.render if render is None else render, data=[root]
-        )
+        reach = _reach(cfg, roots, render, data=root)
+    base = tools or ToolRegistry.builtin()
+    configured = cfg.mcp.servers if config_mcp_servers else ()
     agent = Agent(
         client=client,
         model=spec,
         sessions=sessions if sessions is not None else SessionStore(sessions_dir(root)),
         blobs=blobs if blobs is not None else FileBlobStore(blobs_dir(root)),
         reach=reach,
-        tools=registry,
-        policy=policy
-        or RetentionPolicy(
-            live_turns=retention.live_turns,
-            chunk=retention.chunk,
-            image_token_budget=retention.image_token_budget,
-            attachments_live_turns=retention.attachments_window,
-            live_images=retention.images_window,
-            image_chunk=retention.image_chunk,
-        ),
+        tools=base.only(base.names()),  # mounted MCP tools join a copy, never a shared one
+        policy=policy or cfg.retention.policy(),
         refit_cache=RefitCache(refit_index(root)),
         model_ref=ref,
-        mcp=McpMounts(servers.values(), log_dir=root / "logs") if servers else None,
+        mcp=_mounts(configured, mcp_servers, log_dir=root / "logs"),
         config=cfg,
         result_cache=MemoryResultCache(),
         max_steps=max_steps if max_steps is not None else cfg.agent.max_steps,
@@ -141,3 +122,34 @@ def build_agent(
     if system is not None:
         agent.system = system
     return agent
+
+
+def _with_reference(ref: str, settings: ProviderSettings) -> ProviderSettings:
+    """``settings``, with the in-process reference server's URL when ``ref`` is the
+    offline reference model and no reference server is configured."""
+    is_reference = ref.split(":", 1)[0] in ("reference", "reference-pdf")
+    if is_reference and not settings.url("reference"):
+        return replace(settings, reference_url=ensure_reference_server())
+    return settings
+
+
+def _reach(
+    cfg: VisusConfig, roots: Sequence[Path | str], render: bool | None, *, data: Path
+) -> Reach:
+    """``roots`` (default: ``[reach] roots``, else the working directory), never
+    reaching visus's own files under ``data``."""
+    return guarded_reach(
+        list(roots or cfg.reach.roots or [Path.cwd()]),
+        render=cfg.reach.render if render is None else render,
+        data=[data],
+    )
+
+
+def _mounts(
+    configured: Sequence[McpServerEntry], given: Sequence[McpServerSpec], *, log_dir: Path
+) -> McpMounts | None:
+    """The MCP servers to mount: the configuration's, then ``given`` (a same-named one
+    replaces the configured); ``None`` when there are none."""
+    servers = {s.name: McpServerSpec.from_settings(s) for s in configured}
+    servers.update((s.name, s) for s in given)
+    return McpMounts(servers.values(), log_dir=log_dir) if servers else None

@@ -172,18 +172,17 @@ def retention(
     live_turns: int | None, chunk: int | None, budget: int | None = None
 ) -> RetentionPolicy:
     """The retention ``visus run`` applies (``[retention]``), with the options given over it."""
+    from dataclasses import replace
+
     from visus.errors import VisusError
-    from visus.retention import RetentionPolicy
 
     settings = config().retention
     try:
-        return RetentionPolicy(
+        return replace(
+            settings.policy(),
             live_turns=settings.live_turns if live_turns is None else live_turns,
             chunk=settings.chunk if chunk is None else chunk,
             image_token_budget=settings.image_token_budget if budget is None else budget,
-            attachments_live_turns=settings.attachments_window,
-            live_images=settings.images_window,
-            image_chunk=settings.image_chunk,
         )
     except VisusError as e:
         fail(str(e))
