@@ -138,13 +138,7 @@ async def video_analyze(
     )
     record = Recording(session, sessions, cfg, prompt, tool="video_analyze")
     if takes_video and len(loaded.data) <= limits.ANALYZE_VIDEO_INLINE_BYTES:
-        media_type = await asyncio.to_thread(video_media_type, loaded.data)
-        text, usage = await ask_gemini_video(
-            loaded.data, media_type, prompt, spec=spec, settings=target.settings
-        )
-        if on_usage is not None:
-            on_usage(usage)
-        summary = f"video: {loaded.label}, sent natively as {media_type}"
+        text, usage, summary = await _ask_natively(target, loaded, prompt, on_usage)
     else:
         text, usage, summary = await _ask_keyframes(
             target, loaded, prompt, client, max_frames=max_frames, on_usage=on_usage
@@ -152,6 +146,19 @@ async def video_analyze(
     result = AnalyzeResult.answered(text, usage, spec.name)
     record(summary, result)
     return result
+
+
+async def _ask_natively(
+    target: Target, loaded: Loaded, prompt: str, on_usage: UsageSink | None
+) -> tuple[str, Usage, str]:
+    """The answer from the video itself, inline (Gemini): text, usage, what was sent."""
+    media_type = await asyncio.to_thread(video_media_type, loaded.data)
+    text, usage = await ask_gemini_video(
+        loaded.data, media_type, prompt, spec=target.spec, settings=target.settings
+    )
+    if on_usage is not None:
+        on_usage(usage)
+    return text, usage, f"video: {loaded.label}, sent natively as {media_type}"
 
 
 async def _ask_keyframes(

@@ -340,8 +340,7 @@ async def vision_analyze(
     cfg = config if config is not None else load_config()
     target = _vision_target(model, cfg)
     reach = reach if reach is not None else default_reach(cfg)
-    load = functools.partial(load_source, reach=reach, allow_loopback_http=allow_loopback_http)
-    loaded = [await load(source) for source in sources]
+    loaded = await _load_all(sources, reach, allow_loopback_http)
     question = _Question(tuple(loaded), prompt, schema, render=reach.render, pages=pages)
     summary = "files: " + ", ".join(item.label for item in loaded)
     record = Recording(session, sessions, cfg, prompt)
@@ -350,6 +349,22 @@ async def vision_analyze(
     if hit is not None:
         record(summary + " (cached)", hit)
         return hit
+    result = await _answered(target, question, client, on_usage, record, summary)
+    slot.put(result)
+    record(summary, result)
+    return result
+
+
+async def _answered(
+    target: Target,
+    question: _Question,
+    client: ProviderClient | None,
+    on_usage: UsageSink | None,
+    record: Recording,
+    summary: str,
+) -> AnalyzeResult:
+    """The model's answer to ``question``; a call that fails after spending is recorded
+    with its cost before the error goes on."""
     spent = _Spent(on_usage)
     try:
         text, parsed, usage = await _ask(target, question, client, spent.count)
@@ -357,12 +372,17 @@ async def vision_analyze(
         if spent.usages:  # a failed call may still have cost something: count it
             record(summary, spent.failed(str(e), target.spec.name))
         raise
-    result = AnalyzeResult.answered(
-        text, usage, target.spec.name, parsed=parsed, structured=schema is not None
+    return AnalyzeResult.answered(
+        text, usage, target.spec.name, parsed=parsed, structured=question.schema is not None
     )
-    slot.put(result)
-    record(summary, result)
-    return result
+
+
+async def _load_all(
+    sources: Sequence[FileSource], reach: Reach, allow_loopback_http: bool
+) -> list[Loaded]:
+    """Each source's bytes, in order (the first that cannot be had stops the call)."""
+    load = functools.partial(load_source, reach=reach, allow_loopback_http=allow_loopback_http)
+    return [await load(source) for source in sources]
 
 
 def default_reach(cfg: VisusConfig) -> Reach:
