@@ -2,58 +2,68 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from visus.proxy import ProxyConfig
+
+
+UpstreamOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Provider base URL to forward to, e.g. https://api.anthropic.com "
+        "(default: \\[proxy] upstream in visus.toml)"
+    ),
+]
+LiveTurnsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--live-turns",
+        min=1,
+        help="Keep images of the last N turns only; older ones become descriptors "
+        "(default: off, every image is kept)",
+    ),
+]
+LiveImagesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--live-images",
+        min=1,
+        help="Keep at most N images live; older ones become descriptors, leaving "
+        "--chunk at a time (default: off; the provider's own cap always applies)",
+    ),
+]
+ChunkOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Move the retention window N turns (or N images) at a time, so the "
+        "forwarded prefix changes rarely (prompt caches)",
+    ),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="VISUS_PROXY_TOKEN",
+        help="Token clients send in x-visus-token (required beyond loopback)",
+    ),
+]
+
 
 def proxy(
-    upstream: Annotated[
-        str | None,
-        typer.Option(
-            help="Provider base URL to forward to, e.g. https://api.anthropic.com "
-            "(default: \\[proxy] upstream in visus.toml)"
-        ),
-    ] = None,
+    upstream: UpstreamOpt = None,
     host: Annotated[
         str | None, typer.Option(help="Address to listen on (default 127.0.0.1)")
     ] = None,
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Port to listen on (default 8790)")
     ] = None,
-    live_turns: Annotated[
-        int | None,
-        typer.Option(
-            "--live-turns",
-            min=1,
-            help="Keep images of the last N turns only; older ones become descriptors "
-            "(default: off, every image is kept)",
-        ),
-    ] = None,
-    live_images: Annotated[
-        int | None,
-        typer.Option(
-            "--live-images",
-            min=1,
-            help="Keep at most N images live; older ones become descriptors, leaving "
-            "--chunk at a time (default: off; the provider's own cap always applies)",
-        ),
-    ] = None,
-    chunk: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Move the retention window N turns (or N images) at a time, so the "
-            "forwarded prefix changes rarely (prompt caches)",
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="VISUS_PROXY_TOKEN",
-            help="Token clients send in x-visus-token (required beyond loopback)",
-        ),
-    ] = None,
+    live_turns: LiveTurnsOpt = None,
+    live_images: LiveImagesOpt = None,
+    chunk: ChunkOpt = None,
+    token: TokenOpt = None,
 ) -> None:
     """Serve Anthropic Messages, OpenAI Chat Completions and Responses in front of UPSTREAM.
 
@@ -83,31 +93,34 @@ def proxy(
             "(or --token, or [proxy] token) and send it in x-visus-token, or bind 127.0.0.1"
         )
     try:
-        app = create_proxy_app(
-            ProxyConfig(
-                upstream=upstream,
-                live_turns=live_turns or settings.live_turns,
-                live_images=live_images or settings.live_images,
-                chunk=chunk or settings.chunk,
-                token=token,
-            )
+        proxied = ProxyConfig(
+            upstream=upstream,
+            live_turns=live_turns or settings.live_turns,
+            live_images=live_images or settings.live_images,
+            chunk=chunk or settings.chunk,
+            token=token,
         )
+        app = create_proxy_app(proxied)
     except VisusError as e:
         fail(str(e))
     check_listen(host, port)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("visus.proxy").setLevel(logging.INFO)
+    _banner(proxied, host, port)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **UVICORN_OPTIONS)
+
+
+def _banner(proxied: ProxyConfig, host: str, port: int) -> None:
+    """What ``visus proxy`` prints at start: where it listens, what it keeps, its stats."""
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
-    typer.echo(f"visus proxy · {base} -> {upstream}")
-    window = live_turns or settings.live_turns
-    count = live_images or settings.live_images
+    typer.echo(f"visus proxy · {base} -> {proxied.upstream}")
+    window, count = proxied.live_turns, proxied.live_images
     kept = ([f"last {window} turn(s)"] if window else []) + (
         [f"at most {count} images"] if count else []
     )
     typer.echo(f"  retention  {', '.join(kept) if kept else 'off'}")
     typer.echo(f"  stats      {base}/stats")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **UVICORN_OPTIONS)
 
 
 def register(app: typer.Typer) -> None:
