@@ -42,6 +42,7 @@ from visus import limits
 from visus.errors import BlockedURLError, HTTPStatusError, NetError, UnreachableError
 
 __all__ = [
+    "CheckedURL",
     "Fetched",
     "Resolver",
     "acheck_url",
@@ -224,6 +225,23 @@ class _Hop:
     pinned: httpx.URL
     headers: Mapping[str, str]
     extensions: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedURL:
+    """A URL checked once, with the addresses its host was checked at: a client that
+    connects to one of ``addresses`` (and to nothing else) talks to what was checked,
+    whatever the name resolves to later (:func:`acheck_url`).
+
+    ``host`` is the URL's host as sent (lowercase, IDNA, no brackets), ``port`` the
+    port it connects to (the scheme's default when the URL names none).
+    """
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    addresses: tuple[str, ...]
 
 
 def _parse_url(url: str | httpx.URL) -> httpx.URL:
@@ -440,14 +458,15 @@ def fetch(
         raise NetError(f"{current}: {type(e).__name__}: {e}") from e
 
 
-async def acheck_url(url: str, *, resolver: Resolver | None = None) -> None:
-    """Raise :class:`BlockedURLError` unless ``url`` is https to public addresses only.
+async def acheck_url(url: str, *, resolver: Resolver | None = None) -> CheckedURL:
+    """Check ``url`` once (https to public addresses only) and say where it may connect.
 
-    For URLs another library will connect to (an MCP server named by a remote
-    client): the same scheme, host and address checks as :func:`afetch`, every
-    address the name resolves to included. The library resolves the name again when
-    it connects, so unlike :func:`afetch` this cannot pin the checked address: it
-    stops a request naming an internal host, not a hostile DNS server.
+    For URLs another library connects to (an MCP server named by a remote client): the
+    same scheme, host and address checks as :func:`afetch`, every address the name
+    resolves to included, and :class:`BlockedURLError` if any fails. The caller then
+    connects to the returned addresses only (``visus.agent.pinned_http``), never
+    resolving the name again: a DNS answer that changes after the check (rebinding to
+    127.0.0.1) is never consulted.
 
     Example:
         >>> import asyncio
@@ -455,18 +474,33 @@ async def acheck_url(url: str, *, resolver: Resolver | None = None) -> None:
         Traceback (most recent call last):
         ...
         visus.errors.BlockedURLError: refused https://169.254.169.254/mcp: 169.254.169.254 is ...
+        >>> public = lambda host, port: ["1.1.1.1"]
+        >>> checked = asyncio.run(acheck_url("https://MCP.example/x", resolver=public))
+        >>> checked.host, checked.port, checked.addresses
+        ('mcp.example', 443, ('1.1.1.1',))
     """
     resolve = resolver or _system_resolver
     current = _parse_url(url)
     ip = _check_url(current, allow_loopback_http=False)
+    host = current.raw_host.decode("ascii").lower()
     if ip is not None:
-        return
-    host = current.raw_host.decode()
-    for address in await asyncio.to_thread(resolve, host, _port(current)):
-        try:
-            check_address(address)
-        except BlockedURLError as e:
-            raise BlockedURLError(f"refused {url}: {host} resolves to {e}") from None
+        addresses: list[str] = [str(ip)]
+    else:
+        addresses = []
+        for address in await asyncio.to_thread(resolve, host, _port(current)):
+            try:
+                addresses.append(str(check_address(address.split("%", 1)[0])))
+            except BlockedURLError as e:
+                raise BlockedURLError(f"refused {url}: {host} resolves to {e}") from None
+        if not addresses:
+            raise NetError(f"{host} resolved to no address")
+    return CheckedURL(
+        url=str(current),
+        scheme=current.scheme,
+        host=host,
+        port=_port(current),
+        addresses=tuple(dict.fromkeys(addresses)),
+    )
 
 
 async def afetch(

@@ -40,7 +40,7 @@ import logging
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -49,7 +49,7 @@ from visus import limits
 from visus.agent.tools import Tool, ToolContext, ToolOutcome
 from visus.errors import InvalidInputError, McpServerError, MediaError
 from visus.media import fit
-from visus.net import acheck_url
+from visus.net import CheckedURL, acheck_url
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class McpServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = limits.MCP_CLIENT_CALL_SECONDS
     #: Named by a remote client (a tether create request): the URL must pass
-    #: :func:`visus.net.acheck_url` (https, public addresses) before it is connected.
+    #: :func:`visus.net.acheck_url` (https, public addresses) before it is connected,
+    #: and is connected at the addresses checked (:mod:`visus.agent.pinned_http`).
     public_only: bool = False
 
     def __post_init__(self) -> None:
@@ -160,7 +161,9 @@ class _Connection:
             self.error = f"did not start within {limits.MCP_CLIENT_START_SECONDS:g} s"
             await self.aclose()
 
-    def _transport(self) -> Any:
+    def _transport(self, checked: CheckedURL | None) -> Any:
+        """The SDK transport; an HTTP one connects only to ``checked``'s addresses when
+        the URL was checked (a client's), so the name is not resolved a second time."""
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         spec = self.spec
@@ -168,17 +171,23 @@ class _Connection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from visus.agent.pinned_http import pinned_client
+
             async def note_status(response: httpx2.Response) -> None:
                 # POSTs only: a 405 to the SDK's optional GET stream is no failure.
                 if response.status_code >= 400 and response.request.method == "POST":
                     self.http_error = f"HTTP {response.status_code} {response.reason_phrase}"
 
-            http = httpx2.AsyncClient(
-                headers=dict(spec.headers),
-                timeout=spec.timeout,
-                event_hooks={"response": [note_status]},
-            )
-            return streamable_http_client(spec.url, http_client=http)
+            hooks = {"response": [note_status]}
+            if checked is not None:
+                http = pinned_client(
+                    checked, headers=spec.headers, timeout=spec.timeout, event_hooks=hooks
+                )
+            else:
+                http = httpx2.AsyncClient(
+                    headers=dict(spec.headers), timeout=spec.timeout, event_hooks=hooks
+                )
+            return _owning(http, streamable_http_client(spec.url, http_client=http))
         env = {**os.environ, **spec.env} if spec.env else None
         params = StdioServerParameters(command=spec.command or "", args=list(spec.args), env=env)
         self._errlog = self._open_log()
@@ -194,9 +203,10 @@ class _Connection:
         from mcp import Client
 
         try:
+            checked = None
             if self.spec.public_only and self.spec.url is not None:
-                await acheck_url(self.spec.url)
-            async with Client(self._transport(), mode="legacy") as client:
+                checked = await acheck_url(self.spec.url)
+            async with Client(self._transport(checked), mode="legacy") as client:
                 self.tools = await _list_tools(client)
                 self.client = client
                 self._ready.set()
@@ -256,6 +266,14 @@ class _Connection:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+@contextlib.asynccontextmanager
+async def _owning(http: Any, transport: Any) -> AsyncIterator[Any]:
+    """``transport``'s streams, closing ``http`` after it: the SDK leaves a client it
+    was handed open (its connections, an SSE stream, would outlive the session)."""
+    async with http, transport as streams:
+        yield streams
 
 
 async def _list_tools(client: Client) -> list[Any]:
