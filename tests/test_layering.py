@@ -25,7 +25,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "visus"
 
-FOUNDATION = ("errors", "limits", "paths", "budget")
+FOUNDATION = ("errors", "limits", "paths", "budget", "schema")
 #: The pipeline's core, in DESIGN.md's order: each may import the ones before it.
 #: ``models`` holds data (catalog, specs, token formulas); it sits right after
 #: ``media`` because a spec carries a media ``Profile``, and everything from
@@ -66,6 +66,8 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     **{name: frozenset() for name in FOUNDATION},
     # the process-wide memory budget: its bound (limits) and refusals (errors)
     "budget": frozenset(("errors", "limits")),
+    # JSON Schema checks of a client's schema, its patterns under a time bound
+    "schema": frozenset(("errors", "limits")),
     **{name: _below(name) for name in CORE},
     "net": frozenset(FOUNDATION),
     "config": frozenset((*FOUNDATION, *CORE)),

@@ -187,6 +187,9 @@ GREP_MAX_PATTERN_CHARS: Final = 500
 GREP_MAX_LINE_CHARS: Final = 10_000
 #: Wall-clock budget of one grep call (seconds); catastrophic patterns stop here.
 GREP_TIME_BUDGET_SECONDS: Final = 2.0
+#: Wall-clock budget of the regular expressions of one JSON Schema check (a client's
+#: ``format`` against a model's answer): ``re`` would backtrack without bound.
+SCHEMA_MATCH_SECONDS: Final = 0.5
 #: Longest stored attachment name (UTF-8 bytes), leaving room for a " (N)" suffix.
 ATTACHMENT_MAX_NAME_BYTES: Final = 200
 

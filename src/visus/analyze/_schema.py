@@ -22,6 +22,8 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from visus.analyze._values import fail
+from visus.errors import InvalidInputError
+from visus.schema import bounded_validator
 
 __all__ = ["find_json", "instructions", "normalise_format", "retry_prompt"]
 
@@ -51,6 +53,10 @@ def normalise_format(fmt: object) -> dict[str, Any]:
         jsonschema.validators.validator_for(plain).check_schema(plain)
     except SchemaError as e:
         raise fail("INVALID_INPUT", f"format is not a valid JSON Schema: {e.message}") from e
+    try:
+        bounded_validator(plain)  # what it cannot check in bounded time, refused now
+    except InvalidInputError as e:
+        raise fail("INVALID_INPUT", f"format: {e}") from e
     assert isinstance(plain, dict)
     return plain
 
@@ -87,16 +93,22 @@ def find_json(text: str, schema: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The first JSON value in ``text`` that validates: ``(value, None)``.
 
     Otherwise ``(None, problem)``, the problem naming the best candidate's first
-    validation error (or that no JSON was found), for the retry prompt.
+    validation error (or that no JSON was found), for the retry prompt. A pattern of
+    the schema that runs past ``limits.SCHEMA_MATCH_SECONDS`` is ``INVALID_INPUT``
+    (:mod:`visus.schema`).
     """
-    validator = jsonschema.validators.validator_for(schema)(schema)
     problem: str | None = None
     for candidate in _candidates(text):
         try:
             value = json.loads(candidate)
         except (ValueError, RecursionError):
             continue
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        try:
+            # The client's patterns against text the client can steer: bounded.
+            errors = list(bounded_validator(schema).iter_errors(value))
+        except InvalidInputError as e:
+            raise fail("INVALID_INPUT", f"format: {e}") from e
+        error = jsonschema.exceptions.best_match(errors)
         if error is None:
             return value, None
         if problem is None:

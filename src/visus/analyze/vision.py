@@ -243,13 +243,14 @@ async def ask_model(
     text = await call()
     if schema is None:
         return text, None, total
-    value, problem = find_json(text, schema)
+    # Off the loop: the client's patterns may use the whole schema budget.
+    value, problem = await asyncio.to_thread(find_json, text, schema)
     if problem is None:
         return text, value, total
     messages.append(AssistantMessage(parts=(TextPart(text or "(no answer)"),), model=spec.name))
     messages.append(UserMessage(parts=(TextPart(retry_prompt(problem)),), turn=1))
     text = await call()
-    value, problem = find_json(text, schema)
+    value, problem = await asyncio.to_thread(find_json, text, schema)
     if problem is not None:
         raise fail("RESPONSE_NOT_JSON", f"{spec.name} gave no valid JSON twice: {problem}")
     return text, value, total

@@ -30,12 +30,17 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
+from visus.errors import InvalidInputError
 from visus.reference.vision import SeenImage, SeenWord
+from visus.schema import bounded_validator
 
 __all__ = ["answer", "fill", "requested_schema"]
 
 _ASKS = re.compile(r"JSON[ -]Schema", re.IGNORECASE)
 _MAX_DEPTH = 8
+#: Most values and characters one answer builds: a schema asking for more
+#: (``minLength: 1e9``, ``minItems`` nested) is told it cannot be filled.
+_MAX_FILL = 10_000
 _COLOUR_NAME = re.compile(r"colou?r", re.IGNORECASE)
 _TEXT_NAME = re.compile(r"text|word|label|title|name|caption|content", re.IGNORECASE)
 
@@ -84,6 +89,24 @@ def _of(images: Sequence[SeenImage]) -> _Seen:
     return _Seen(words, colours)
 
 
+class _TooBig(Exception):
+    """The schema asks for a value larger than :data:`_MAX_FILL`."""
+
+
+class _Build:
+    """One fill's root schema (what ``$ref`` names) and what it may still build: values
+    and characters together at most :data:`_MAX_FILL`, however the schema nests."""
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.left = _MAX_FILL
+
+    def spend(self, amount: int = 1) -> None:
+        self.left -= amount
+        if self.left < 0:
+            raise _TooBig
+
+
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
     ref = schema.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#/"):
@@ -99,7 +122,7 @@ def _enum(options: Sequence[Any], seen: _Seen) -> Any:
     return next((o for o in options if isinstance(o, str) and o.lower() in said), options[0])
 
 
-def _string(schema: Mapping[str, Any], name: str, seen: _Seen) -> str:
+def _string(schema: Mapping[str, Any], name: str, seen: _Seen, build: _Build) -> str:
     if _COLOUR_NAME.search(name) and seen.colours:
         text = seen.colours[0]
     else:
@@ -107,6 +130,7 @@ def _string(schema: Mapping[str, Any], name: str, seen: _Seen) -> str:
     low = schema.get("minLength", 0)
     high = schema.get("maxLength")
     if isinstance(low, int) and len(text) < low:
+        build.spend(low - len(text))
         text = text.ljust(low, ".")
     if isinstance(high, int) and len(text) > high:
         text = text[:high]
@@ -130,20 +154,20 @@ def _number(schema: Mapping[str, Any], name: str, seen: _Seen, integer: bool) ->
 
 
 def _array(
-    schema: Mapping[str, Any], name: str, seen: _Seen, root: Mapping[str, Any], depth: int
+    schema: Mapping[str, Any], name: str, seen: _Seen, build: _Build, depth: int
 ) -> list[Any]:
-    items = _resolve(schema.get("items") or {}, root)
+    items = _resolve(schema.get("items") or {}, build.root)
     kind = _type(items)
     if kind in ("object", "array"):
         parts = [_Seen((w,), (w.color,)) for w in seen.words] or [seen]
-        out = [_value(items, name, part, root, depth + 1) for part in parts]
+        out = [_value(items, name, part, build, depth + 1) for part in parts]
     elif kind == "string" and "enum" not in items and "const" not in items:
-        out = [_string(items, name, _Seen((w,), (w.color,))) for w in seen.words]
+        out = [_string(items, name, _Seen((w,), (w.color,)), build) for w in seen.words]
     else:
-        out = [_value(items, name, seen, root, depth + 1)]
+        out = [_value(items, name, seen, build, depth + 1)]
     low, high = schema.get("minItems", 0), schema.get("maxItems")
     while isinstance(low, int) and len(out) < low:
-        out.append(_value(items, name, seen, root, depth + 1))
+        out.append(_value(items, name, seen, build, depth + 1))
     if isinstance(high, int):
         out = out[:high]
     if schema.get("uniqueItems"):
@@ -160,10 +184,9 @@ def _type(schema: Mapping[str, Any]) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _value(
-    schema: Mapping[str, Any], name: str, seen: _Seen, root: Mapping[str, Any], depth: int = 0
-) -> Any:
-    schema = _resolve(schema, root)
+def _value(schema: Mapping[str, Any], name: str, seen: _Seen, build: _Build, depth: int = 0) -> Any:
+    build.spend()
+    schema = _resolve(schema, build.root)
     if depth > _MAX_DEPTH:
         return None
     if "const" in schema:
@@ -174,37 +197,48 @@ def _value(
         branches = schema.get(key)
         if isinstance(branches, list) and branches:
             usable = [b for b in branches if isinstance(b, Mapping) and b.get("type") != "null"]
-            return _value(usable[0] if usable else branches[0], name, seen, root, depth + 1)
+            return _value(usable[0] if usable else branches[0], name, seen, build, depth + 1)
     kind = _type(schema)
     if kind == "object":
         props = schema.get("properties") or {}
-        return {key: _value(sub, key, seen, root, depth + 1) for key, sub in props.items()}
+        return {key: _value(sub, key, seen, build, depth + 1) for key, sub in props.items()}
     if kind == "array":
-        return _array(schema, name, seen, root, depth)
+        return _array(schema, name, seen, build, depth)
     if kind in ("integer", "number"):
         return _number(schema, name, seen, integer=kind == "integer")
     if kind == "boolean":
         return bool(seen.words)
     if kind == "null":
         return None
-    return _string(schema, name, seen)
+    return _string(schema, name, seen, build)
 
 
 def fill(schema: Mapping[str, Any], images: Sequence[SeenImage]) -> Any:
-    """A value for ``schema`` built from what was seen in ``images`` (not yet validated)."""
-    return _value(schema, "", _of(images), schema)
+    """A value for ``schema`` built from what was seen in ``images`` (not yet validated).
+
+    Raises ``_TooBig`` when the schema asks for more than ``_MAX_FILL`` values and
+    characters (``minItems: 1e9``, nested).
+    """
+    return _value(schema, "", _of(images), _Build(schema))
 
 
 def answer(
     schema: Mapping[str, Any], images: Sequence[SeenImage], observed: Mapping[str, Any]
 ) -> str:
     """The reply to a schema request: one fenced JSON value that validates, or why not."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    for candidate in (dict(observed), fill(schema, images)):
-        if validator.is_valid(candidate):
-            return "```json\n" + json.dumps(candidate, ensure_ascii=False) + "\n```"
-    error = jsonschema.exceptions.best_match(validator.iter_errors(fill(schema, images)))
-    why = error.message if error is not None else "it asks for more than I can see"
+    try:
+        # The schema is the client's, the value built from it: a pattern is matched
+        # under a deadline (visus serve runs this model in-process).
+        for candidate in (dict(observed), fill(schema, images)):
+            if bounded_validator(schema).is_valid(candidate):
+                return "```json\n" + json.dumps(candidate, ensure_ascii=False) + "\n```"
+        errors = bounded_validator(schema).iter_errors(fill(schema, images))
+        error = jsonschema.exceptions.best_match(errors)
+        why = error.message if error is not None else "it asks for more than I can see"
+    except InvalidInputError as e:
+        why = str(e)
+    except _TooBig:
+        why = f"it asks for a value of more than {_MAX_FILL} parts and characters"
     return (
         f"I cannot fill this JSON Schema from what I see ({why[:200]}). The reference model "
         "only reads words and colours; a real model (--model openai:gpt-4.1, ...) can."
