@@ -89,3 +89,28 @@ async def test_a_region_of_the_wrong_shape_is_a_typed_refusal_not_a_validation_d
             assert refusal["reason"] == "invalid_input"
             assert f"which is {WIDTH}x{HEIGHT}" in refusal["message"]
     await tc.aclose()
+
+
+async def test_a_page_offset_or_limit_of_the_wrong_type_is_a_typed_refusal(
+    tmp_path: Path,
+) -> None:
+    """The same for view's whole-number arguments: a string, a float, a boolean or a list
+    is visus's JSON refusal naming the argument; the schema still says integer."""
+    import json
+
+    write_screen(tmp_path)
+    tc = TetherClient("http://127.0.0.1:9", transport=httpx.MockTransport(httpx.Response))
+    server = build_server(tc, roots=[tmp_path])
+    async with Client(server, mode="legacy") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        properties = listed["view"].input_schema["properties"]
+        for name in ("page", "offset", "limit"):
+            assert properties[name]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
+            for value in ("2", 1.5, True, [1], "x" * 10_000):
+                result = await client.call_tool("view", {"path": "screen.png", name: value})
+                assert result.is_error, (name, value)
+                refusal = json.loads(_text(result))
+                assert refusal["reason"] == "invalid_input", refusal
+                assert f"{name} must be a whole number" in refusal["message"]
+                assert len(refusal["message"]) < 200
+    await tc.aclose()

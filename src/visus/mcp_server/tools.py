@@ -219,6 +219,8 @@ async def tether_instances(ctx: Call) -> str:
         raise _tether_error(e, client) from e
 
 
+#: ``view``'s page, offset and limit as a host reads them (checked by visus).
+_WHOLE_OR_NULL = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "null"}]})
 #: ``view``'s ``region`` as a host reads it (checked by visus, not by the SDK).
 _REGION_SCHEMA: dict[str, Any] = {
     "items": {"type": "integer"},
@@ -235,24 +237,27 @@ async def view(
         Field(description="file under the allowed roots, or sha256:<hex> of an earlier view"),
     ],
     ctx: Call,
-    # Bounds in the schema only: visus's own check answers a JSON refusal a host can
-    # read, where the SDK's would be a raw validation error.
+    # Types and bounds in the schema only: any value passes the SDK and view_result
+    # checks it, so a wrong one is visus's JSON refusal a host can read, where the SDK's
+    # would be a raw validation error.
     page: Annotated[
-        int | None, Field(description="pdf page, 1-based", json_schema_extra={"minimum": 1})
+        Any,
+        _WHOLE_OR_NULL,
+        Field(description="pdf page, 1-based", json_schema_extra={"minimum": 1}),
     ] = None,
     offset: Annotated[
-        int | None,
+        Any,
+        _WHOLE_OR_NULL,
         Field(
             description="text files: the first line to show, 0-based",
             json_schema_extra={"minimum": 0},
         ),
     ] = None,
     limit: Annotated[
-        int | None,
+        Any,
+        _WHOLE_OR_NULL,
         Field(description="text files: how many lines to show", json_schema_extra={"minimum": 1}),
     ] = None,
-    # Any value passes the SDK (the schema still says four integers): view_result checks
-    # it, so a wrong shape is visus's JSON refusal, not the SDK's validation dump.
     region: Annotated[
         Any,
         WithJsonSchema({"anyOf": [_REGION_SCHEMA, {"type": "null"}]}),

@@ -100,6 +100,25 @@ class _Look:
         )
 
 
+def _whole(name: str, value: object) -> int | None:
+    """``value`` as ``view``'s whole-number argument ``name`` (None: not given).
+
+    Example:
+        >>> _whole("page", 2), _whole("page", None)
+        (2, None)
+        >>> try:
+        ...     _whole("page", True)
+        ... except InvalidInputError as e:
+        ...     print(e)
+        page must be a whole number, got True
+    """
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    shown = repr(value)  # a hostile host's value can be long: the message stays short
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise InvalidInputError(f"{name} must be a whole number, got {shown}")
+
+
 def _remember(memory: MutableMapping[str, bytes], seen: Perception) -> None:
     """Keep what was shown for ``view("sha256:...")``: the latest last, the oldest
     leaving past ``MCP_VIEW_RECALL_IMAGES``."""
@@ -113,9 +132,9 @@ def view_result(
     path: str,
     *,
     roots: Sequence[Path | str] | Reach,
-    page: int | None = None,
-    offset: int | None = None,
-    limit: int | None = None,
+    page: object = None,
+    offset: object = None,
+    limit: object = None,
     region: object = None,
     recall: MutableMapping[str, bytes] | None = None,
     max_bytes: int = limits.MCP_MAX_RESULT_BYTES,
@@ -125,8 +144,8 @@ def view_result(
     ``offset`` (0-based first line) and ``limit`` pick the lines of a text file; the
     description says which lines were shown of how many, so a host can page on.
     ``region`` (``[x0, y0, x1, y1]`` in the source's coordinates, which the description
-    states) zooms in; it is whatever the host sent, checked here, so a wrong shape is
-    the same JSON refusal as a region outside the image.
+    states) zooms in. These are whatever the host sent, checked here: a wrong type or
+    shape is the same JSON refusal as a page or region outside the source.
 
     ``roots`` is a :class:`~visus.perception.Reach`, or folders that become one that
     never reaches visus's own files (:func:`~visus.agent.policy.guarded_reach`).
@@ -140,7 +159,8 @@ def view_result(
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
     seen: Perception | Refusal
     try:
-        look = _Look(reach, _host_model(budget), page, offset, limit, as_region(region))
+        whole = (_whole("page", page), _whole("offset", offset), _whole("limit", limit))
+        look = _Look(reach, _host_model(budget), *whole, as_region(region))
     except InvalidInputError as e:
         seen = Refusal("invalid_input", f"Cannot view {path}: {e}", path)
     else:
