@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from visus import limits
 from visus.agent.tools import Tool, ToolContext, ToolOutcome
-from visus.errors import InvalidInputError, McpServerError, MediaError
+from visus.errors import ConfigError, InvalidInputError, McpServerError, MediaError
 from visus.media import fit
 from visus.net import CheckedURL, acheck_url
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     from visus.config import McpServerEntry
 
-__all__ = ["McpMounts", "McpServerSpec"]
+__all__ = ["McpMounts", "McpServerSpec", "expand_env"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 #: Provider tool names: OpenAI and Bedrock take ``[A-Za-z0-9_-]{1,64}``.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_DESCRIPTION = 1024
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +114,20 @@ class McpServerSpec:
         return cls(name=name.strip(), command=words[0], args=tuple(words[1:]))
 
     @classmethod
-    def from_settings(cls, entry: McpServerEntry) -> McpServerSpec:
-        """A ``[[mcp.servers]]`` entry of ``visus.toml``."""
+    def from_settings(
+        cls, entry: McpServerEntry, environ: Mapping[str, str] | None = None
+    ) -> McpServerSpec:
+        """A ``[[mcp.servers]]`` entry of ``visus.toml``, its ``headers`` and ``env``
+        values with each ``${NAME}`` read from the environment (``environ``, default
+        ``os.environ``), once, here: a config names a secret instead of holding it."""
+        where = f"[[mcp.servers]] {entry.name!r}"
         return cls(
             name=entry.name,
             command=entry.command,
             args=tuple(entry.args),
-            env=dict(entry.env),
+            env=expand_env(entry.env, f"{where} env", environ),
             url=entry.url,
-            headers=dict(entry.headers),
+            headers=expand_env(entry.headers, f"{where} headers", environ),
             timeout=entry.timeout_seconds,
         )
 
@@ -129,6 +135,39 @@ class McpServerSpec:
         if self.url is not None:
             return self.url
         return shlex.join([self.command or "", *self.args])
+
+
+#: ``${NAME}`` in a ``[[mcp.servers]]`` header or env value: an environment variable.
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(
+    values: Mapping[str, str], where: str, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``values`` with each ``${NAME}`` replaced by the environment variable ``NAME``;
+    one that is not set is a :class:`~visus.errors.ConfigError` naming it.
+
+    Example:
+        >>> env = {"DOCS_TOKEN": "s3cret"}
+        >>> expand_env({"Authorization": "Bearer ${DOCS_TOKEN}"}, "docs headers", env)
+        {'Authorization': 'Bearer s3cret'}
+        >>> expand_env({"Authorization": "Bearer ${NOPE}"}, "docs headers", env)
+        Traceback (most recent call last):
+        ...
+        visus.errors.ConfigError: docs headers.Authorization: ${NOPE} is not set in the environment
+    """
+    env = os.environ if environ is None else environ
+
+    def one(key: str, value: str) -> str:
+        def lookup(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise ConfigError(f"{where}.{key}: ${{{name}}} is not set in the environment")
+            return env[name]
+
+        return _ENV_REF.sub(lookup, value)
+
+    return {key: one(key, value) for key, value in values.items()}
 
 
 class _Connection:
@@ -197,7 +236,9 @@ class _Connection:
         if self.log_dir is None:
             return open(os.devnull, "w")
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        return (self.log_dir / f"mcp-{self.spec.name}.log").open("a", encoding="utf-8")
+        # The owner's only: a server's stderr may echo what its tools were given.
+        fd = os.open(self.log_dir / f"mcp-{self.spec.name}.log", _APPEND_FLAGS, 0o600)
+        return open(fd, "a", encoding="utf-8")
 
     async def _run(self) -> None:
         from mcp import Client

@@ -293,7 +293,8 @@ class SessionStore:
         target = self.path(sid)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            # The owner's only: a record holds the conversation and every tool result.
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError as e:
             raise StoreError(f"session {sid!r} already exists in {self.root}") from e
         except OSError as e:
@@ -481,7 +482,10 @@ class SessionStore:
             return
         tmp = target.with_name(f".{target.name}.tmp")
         try:
-            tmp.write_text(clean, encoding="utf-8")
+            tmp.unlink(missing_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with open(fd, "w", encoding="utf-8") as f:
+                f.write(clean)
             os.replace(tmp, target)
         except OSError as e:
             raise StoreError(f"cannot set the title of session {session_id!r}: {e}") from e
