@@ -40,7 +40,7 @@ import dataclasses
 import re
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,7 @@ __all__ = [
     "NO_VIEW",
     "TOOL_NAMES",
     "HeldImage",
+    "ImageTally",
     "Seen",
     "ToolImage",
     "ViewCall",
@@ -289,6 +290,29 @@ class ToolImage:
     @property
     def tagged_digest(self) -> str:
         return f"sha256:{self.digest}"
+
+
+@dataclass(slots=True)
+class ImageTally:
+    """One request's tool images as an integration prepares it: how many stay live,
+    are elided or repeat a live one, the live ones' tokens, and the count window's
+    fates (:meth:`VisionCore.plan`) for the images of the turn window still to come.
+
+    Example:
+        >>> tally = ImageTally(fates=iter([ImageFate("live"), ImageFate("repeat")]))
+        >>> tally.fate(True), tally.fate(False), tally.fate(True)
+        ('live', 'evicted', 'repeat')
+    """
+
+    live: int = 0
+    elided: int = 0
+    tokens: int = 0
+    repeated: int = 0
+    fates: Iterator[ImageFate] = dataclasses.field(default_factory=lambda: iter(()))
+
+    def fate(self, in_window: bool) -> str:
+        """The next image's fate: the plan's for one the turn window keeps, else evicted."""
+        return next(self.fates).kind if in_window else "evicted"
 
 
 # Fitted tool images kept per process: a framework sends its whole history with every

@@ -43,6 +43,7 @@ from visus.integrations.core import (
     CONSERVATIVE,
     NO_VIEW,
     HeldImage,
+    ImageTally,
     ViewCall,
     VisionCore,
     image_in_text,
@@ -292,10 +293,9 @@ class VisionMiddleware(AgentMiddleware):
             if t >= first_live
             for b in _tool_image_blocks(m)
         ]
-        fates = iter(self.core.plan(digests))
+        tally = ImageTally(fates=iter(self.core.plan(digests)))
         out: list[AnyMessage] = []
         pending: list[Any] = []
-        live = elided = tokens = repeated = 0
         for m, t in zip(prepared, turns, strict=True):
             if pending and not isinstance(m, ToolMessage):
                 out.append(HumanMessage(content=pending))
@@ -304,51 +304,71 @@ class VisionMiddleware(AgentMiddleware):
             if not images or not isinstance(m, ToolMessage):
                 out.append(m)
                 continue
-            meta = _visus_artifact(m)
-            texts = [
-                b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"
-            ]
-            swap: dict[int, dict[str, Any]] = {}  # id(image block) -> what is sent instead
-            notes: list[str] = []
-            sent: list[dict[str, Any]] = []
-            for b in images:
-                kind = next(fates).kind if t >= first_live else "evicted"
-                if kind == "live":
-                    # A view's was fitted for the model that asked; this one may need less.
-                    swap[id(b)] = self._fitted(b, model)
-                    sent.append(swap[id(b)])
-                    continue
-                repeat = kind == "repeat"
-                note = self._repeat(b, meta, t) if repeat else self._descriptor(b, meta, t)
-                swap[id(b)] = {"type": "text", "text": note}
-                notes.append(note)
-                repeated += repeat
-                elided += not repeat
-            if not sent:
-                # One plain string: every chat model reads it as the tool's text.
-                out.append(m.model_copy(update={"content": "\n".join(texts + notes)}))
-                continue
-            live += len(sent)
-            for b in sent:
-                found = _image_bytes(b)
-                tokens += self.core.tokens(model, found[0]) if found else 0
-            if not hoist:
-                content = [swap.get(id(b), b) for b in m.content]
-                changed = any(swap[id(b)] is not b for b in images)
-                out.append(m.model_copy(update={"content": content}) if changed else m)
-                continue
-            texts += notes
-            texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
-            out.append(m.model_copy(update={"content": "\n".join(texts)}))
-            for b in sent:
-                pending.append({"type": "text", "text": f"Image from tool call {m.tool_call_id}:"})
-                pending.append(b)
+            fates = [tally.fate(t >= first_live) for _ in images]
+            sent, hoisted = self._tool_message(m, images, fates, t, model, tally, hoist=hoist)
+            out.append(sent)
+            pending += hoisted
         if pending:
             out.append(HumanMessage(content=pending))
         self.last_request = RequestImages(
-            model.name, current, live, elided, live if hoist else 0, tokens, repeated
+            model.name,
+            current,
+            tally.live,
+            tally.elided,
+            tally.live if hoist else 0,
+            tally.tokens,
+            tally.repeated,
         )
         return out
+
+    def _tool_message(
+        self,
+        m: ToolMessage,
+        images: Sequence[dict[str, Any]],
+        fates: Sequence[str],
+        turn: int,
+        model: ModelSpec,
+        tally: ImageTally,
+        *,
+        hoist: bool,
+    ) -> tuple[ToolMessage, list[Any]]:
+        """One tool message with images as sent (each live one fitted, the others as
+        notes), and what it hoists into the next user message."""
+        meta = _visus_artifact(m)
+        texts = [b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"]
+        swap: dict[int, dict[str, Any]] = {}  # id(image block) -> what is sent instead
+        notes: list[str] = []
+        sent: list[dict[str, Any]] = []
+        for b, fate in zip(images, fates, strict=True):
+            if fate == "live":
+                # A view's was fitted for the model that asked; this one may need less.
+                swap[id(b)] = self._fitted(b, model)
+                sent.append(swap[id(b)])
+                continue
+            repeat = fate == "repeat"
+            note = self._repeat(b, meta, turn) if repeat else self._descriptor(b, meta, turn)
+            swap[id(b)] = {"type": "text", "text": note}
+            notes.append(note)
+            tally.repeated += repeat
+            tally.elided += not repeat
+        if not sent:
+            # One plain string: every chat model reads it as the tool's text.
+            return m.model_copy(update={"content": "\n".join(texts + notes)}), []
+        tally.live += len(sent)
+        for b in sent:
+            found = _image_bytes(b)
+            tally.tokens += self.core.tokens(model, found[0]) if found else 0
+        if not hoist:
+            content = [swap.get(id(b), b) for b in m.content]
+            changed = any(swap[id(b)] is not b for b in images)
+            return (m.model_copy(update={"content": content}) if changed else m), []
+        texts += notes
+        texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
+        hoisted: list[Any] = []
+        for b in sent:
+            hoisted.append({"type": "text", "text": f"Image from tool call {m.tool_call_id}:"})
+            hoisted.append(b)
+        return m.model_copy(update={"content": "\n".join(texts)}), hoisted
 
     def _digest(self, block: dict[str, Any], meta: dict[str, Any] | None) -> str:
         """What tells two tool images apart: the bytes' digest (a view's names the same),

@@ -51,6 +51,7 @@ from visus.errors import ConfigError
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
+    ImageTally,
     ViewCall,
     VisionCore,
     VisionWarning,
@@ -300,10 +301,9 @@ class Vision:
             if t >= first_live and _is_output(item)
             for image in _images(item)
         ]
-        fates = iter(self.core.plan(digests))
+        tally = ImageTally(fates=iter(self.core.plan(digests)))
         out: list[Item] = []
         pending: list[Item] = []  # hoisted content waiting for the end of a run of outputs
-        live = elided = tokens = repeated = 0
         for item, t in zip(prepared, turns, strict=True):
             is_output = _is_output(item)
             if pending and not is_output:
@@ -313,46 +313,69 @@ class Vision:
             if not images:
                 out.append(item)
                 continue
-            texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
+            fates = [tally.fate(t >= first_live) for _ in images]
             view = self._view_args(calls.get(item.get("call_id"), {}))
-            swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
-            kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
-            notes: list[str] = []
-            for image in images:
-                kind = next(fates).kind if t >= first_live else "evicted"
-                if kind == "live":
-                    url = self._live(image, model)
-                    tokens += self.core.tokens(model, _decode(url))
-                    swap[id(image.part)] = {**image.part, "image_url": url}
-                    kept.append((image, url))
-                    continue
-                repeat = kind == "repeat"
-                note = self._descriptor(image, t, view, repeat=repeat)
-                swap[id(image.part)] = {"type": "input_text", "text": note}
-                notes.append(note)
-                repeated += repeat
-                elided += not repeat
-            if not kept:
-                out.append({**item, "output": "\n".join(texts + notes)})
-                continue
-            live += len(kept)
-            if not hoist:
-                out.append({**item, "output": [swap.get(id(c), c) for c in item["output"]]})
-                continue
-            call_id = item.get("call_id")
-            texts += notes
-            texts.append(f"(the image is in the next user message, labelled {call_id})")
-            out.append({**item, "output": "\n".join(texts)})
-            for image, url in kept:
-                pending.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
-                detail = image.part.get("detail") or "auto"
-                pending.append({"type": "input_image", "image_url": url, "detail": detail})
+            sent, hoisted = self._output(item, images, fates, t, view, model, tally, hoist=hoist)
+            out.append(sent)
+            pending += hoisted
         if pending:
             out.append({"role": "user", "content": pending})
         self.last_request = RequestImages(
-            model.name, current, live, elided, live if hoist else 0, tokens, repeated
+            model.name,
+            current,
+            tally.live,
+            tally.elided,
+            tally.live if hoist else 0,
+            tally.tokens,
+            tally.repeated,
         )
         return out
+
+    def _output(
+        self,
+        item: Item,
+        images: Sequence[_Image],
+        fates: Sequence[str],
+        turn: int,
+        view: ViewCall,
+        model: ModelSpec,
+        tally: ImageTally,
+        *,
+        hoist: bool,
+    ) -> tuple[Item, list[Item]]:
+        """One tool output with images as sent (each live one fitted, the others as
+        notes), and what it hoists into the next user message."""
+        texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
+        swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
+        kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
+        notes: list[str] = []
+        for image, fate in zip(images, fates, strict=True):
+            if fate == "live":
+                url = self._live(image, model)
+                tally.tokens += self.core.tokens(model, _decode(url))
+                swap[id(image.part)] = {**image.part, "image_url": url}
+                kept.append((image, url))
+                continue
+            repeat = fate == "repeat"
+            note = self._descriptor(image, turn, view, repeat=repeat)
+            swap[id(image.part)] = {"type": "input_text", "text": note}
+            notes.append(note)
+            tally.repeated += repeat
+            tally.elided += not repeat
+        if not kept:
+            return {**item, "output": "\n".join(texts + notes)}, []
+        tally.live += len(kept)
+        if not hoist:
+            return {**item, "output": [swap.get(id(c), c) for c in item["output"]]}, []
+        call_id = item.get("call_id")
+        texts += notes
+        texts.append(f"(the image is in the next user message, labelled {call_id})")
+        hoisted: list[Item] = []
+        for image, url in kept:
+            hoisted.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
+            detail = image.part.get("detail") or "auto"
+            hoisted.append({"type": "input_image", "image_url": url, "detail": detail})
+        return {**item, "output": "\n".join(texts)}, hoisted
 
     def _live(self, image: _Image, model: ModelSpec) -> str:
         """The URL a live image is sent as: a data URL fitted to ``model`` (a view's

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeGuard, Unpack
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
@@ -44,6 +44,7 @@ from visus.errors import ConfigError
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
+    ImageTally,
     ViewCall,
     VisionCore,
     image_in_text,
@@ -52,7 +53,6 @@ from visus.integrations.core import (
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
-from visus.retention import ImageFate
 
 try:
     from pydantic_ai import RunContext
@@ -211,7 +211,7 @@ class Vision(AbstractCapability[Any]):
         current = max(turns, default=1)
         first_live = self.core.live_from(current)
         calls = _calls(messages)
-        tally = _Tally()
+        tally = ImageTally()
         # Tool images the turn window keeps, in order: the count window decides them.
         digests = [
             self._digest(i)
@@ -264,7 +264,7 @@ class Vision(AbstractCapability[Any]):
         turn: int,
         model: ModelSpec,
         calls: Mapping[str, ToolCallPart],
-        tally: _Tally,
+        tally: ImageTally,
     ) -> tuple[ToolReturnPart, list[str]]:
         """The tool return as sent, and descriptors to send after it as plain text.
 
@@ -300,7 +300,7 @@ class Vision(AbstractCapability[Any]):
         return dataclasses.replace(part, content=new), []
 
     def _prompt_part(
-        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: _Tally
+        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: ImageTally
     ) -> UserPromptPart:
         """A tool's ``ToolReturn(content=...)``: its images fitted, or elided when old."""
         if isinstance(part.content, str) or not any(_is_image(i) for i in part.content):
@@ -317,15 +317,15 @@ class Vision(AbstractCapability[Any]):
         live: bool,
         turn: int,
         model: ModelSpec,
-        tally: _Tally,
+        tally: ImageTally,
         view: ViewCall = NO_VIEW,
     ) -> Image | str:
         """A tool image as this request carries it: live (fitted), its descriptor, or a
         note that a live image has the same bytes."""
-        fate = next(tally.fates) if live else _OLD
-        if fate.kind == "live":
+        fate = tally.fate(live)
+        if fate == "live":
             return self._live(image, model, tally)
-        if fate.kind == "repeat":
+        if fate == "repeat":
             tally.repeated += 1
             digest = self._digest(image)
             if digest.startswith(("http:", "https:")):
@@ -333,7 +333,7 @@ class Vision(AbstractCapability[Any]):
             return self.core.repeat_descriptor(digest, turn, view)
         return self._elided(image, turn, tally, view)
 
-    def _live(self, image: Image, model: ModelSpec, tally: _Tally) -> Image:
+    def _live(self, image: Image, model: ModelSpec, tally: ImageTally) -> Image:
         """A live image as sent: fitted to ``model`` (a view's already is, unless this
         request calls another model than the one that asked for it)."""
         tally.live += 1
@@ -355,7 +355,7 @@ class Vision(AbstractCapability[Any]):
         self,
         image: Image,
         turn: int,
-        tally: _Tally,
+        tally: ImageTally,
         view: ViewCall = NO_VIEW,
     ) -> str:
         tally.elided += 1
@@ -372,21 +372,6 @@ class Vision(AbstractCapability[Any]):
 
 
 Image = BinaryContent | ImageUrl
-
-
-@dataclass(slots=True)
-class _Tally:
-    """One request's images: live, elided, repeated, the live ones' tokens, and the
-    count window's fates for the images still to come."""
-
-    live: int = 0
-    elided: int = 0
-    tokens: int = 0
-    repeated: int = 0
-    fates: Iterator[ImageFate] = field(default_factory=lambda: iter(()))
-
-
-_OLD = ImageFate("evicted")
 
 
 def _tool_images(request: ModelRequest) -> list[Image]:
