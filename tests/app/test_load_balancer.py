@@ -2,7 +2,8 @@
 packages; a test skips, saying so, when its server is not installed) in front of three
 replicas on one PostgreSQL database. Through the balancer: the token is asked for,
 an image frame over nginx's 1 MB default body cap passes, an SSE stream and a long
-poll see a frame at once (not at their timeouts), turns spread over the replicas."""
+poll see a frame at once (not at their timeouts), turns spread over the replicas, and
+a post from the balancer's own origin is taken (another origin's is not)."""
 
 from __future__ import annotations
 
@@ -165,9 +166,21 @@ async def test_three_replicas_behind_the_documented_balancer(balanced: str, pg_u
             small = {"type": "user.message", "session": f"s{k}", "payload": {"text": "hi"}}
             assert (await http.post(base, json=small)).status_code == 202
         await _answered(http, base, 9)
+        await _origins_through_the_balancer(http, balanced, base)
     with psycopg.connect(pg_url) as conn:
         owners = conn.execute("SELECT DISTINCT owner FROM visus_turns").fetchall()
     assert len(owners) >= 2  # the balancer spread the messages, so the turns
+
+
+async def _origins_through_the_balancer(http: httpx.AsyncClient, balanced: str, base: str) -> None:
+    """A browser's post from the balancer's own origin (its port included) is taken, one
+    from another origin is not: the balancer must pass the Host header with its port,
+    or the replicas cannot tell their own origin."""
+    message = {"type": "user.message", "session": "web-b", "payload": {"text": "hi"}}
+    own = await http.post(base, json=message, headers={"Origin": balanced})
+    assert own.status_code == 202, own.text
+    other = await http.post(base, json=message, headers={"Origin": "http://127.0.0.1:1"})
+    assert other.status_code == 403, other.text
 
 
 async def _answered(http: httpx.AsyncClient, base: str, want: int) -> None:
