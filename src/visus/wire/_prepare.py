@@ -31,6 +31,7 @@ Only the blobs of images and documents that are sent are read.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TypeAlias, assert_never
 
@@ -434,26 +435,8 @@ def prepare(
 ) -> Prepared:
     """Resolve every image of ``request`` for ``spec`` under ``rules``."""
     images = _images(request)
-    cap = max_images(spec, rules)
-    excess = len(images) - max(cap, 0)
-    capped = set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
-    count = len(images) - len(capped)
-    resolver = _Resolver(
-        spec,
-        (profile_for(spec, rules, count), accepted_for(spec, rules, count)),
-        blobs,
-        refit_cache if refit_cache is not None else RefitCache(),
-    )
-    resolved: dict[_Position, WirePart] = {}
-    for at, part, turn in images:
-        if not spec.vision:
-            resolved[at] = _note(_no_vision_note(part, spec))
-        elif at in capped:
-            resolved[at] = _note(
-                _over_note(part, turn, f"over the {cap}-image limit of {spec.name}")
-            )
-        else:
-            resolved[at] = resolver.resolve(part)
+    cache = refit_cache if refit_cache is not None else RefitCache()
+    resolved = _resolved_images(images, spec, rules, blobs, cache)
     documents = _documents(request, spec, rules, blobs)
     if rules.max_request_image_bytes is not None:
         budget = rules.max_request_image_bytes
@@ -466,6 +449,52 @@ def prepare(
             )
         _apply_byte_budget(images, resolved, rules, max(budget, 0))
     resolved.update(documents)
+    return Prepared(
+        messages=_wire_messages(request, resolved),
+        system=request.system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        model=spec,
+        cache_key=request.cache_key,
+    )
+
+
+def _resolved_images(
+    images: list[tuple[_Position, ImagePart, int]],
+    spec: ModelSpec,
+    rules: WireRules,
+    blobs: BlobReader,
+    refit_cache: RefitCache,
+) -> dict[_Position, WirePart]:
+    """Each image as sent: fitted for ``spec``, or a note (a text-only model, an image
+    over the wire's count cap)."""
+    cap = max_images(spec, rules)
+    excess = len(images) - max(cap, 0)
+    capped = set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
+    count = len(images) - len(capped)
+    resolver = _Resolver(
+        spec,
+        (profile_for(spec, rules, count), accepted_for(spec, rules, count)),
+        blobs,
+        refit_cache,
+    )
+    resolved: dict[_Position, WirePart] = {}
+    for at, part, turn in images:
+        if not spec.vision:
+            resolved[at] = _note(_no_vision_note(part, spec))
+        elif at in capped:
+            resolved[at] = _note(
+                _over_note(part, turn, f"over the {cap}-image limit of {spec.name}")
+            )
+        else:
+            resolved[at] = resolver.resolve(part)
+    return resolved
+
+
+def _wire_messages(
+    request: ModelRequest, resolved: Mapping[_Position, WirePart]
+) -> tuple[WireMessage, ...]:
+    """The request's messages with every image and document part replaced as resolved."""
 
     def part_for(mi: int, pi: int, part: Part) -> WirePart:
         if isinstance(part, TextPart):
@@ -486,11 +515,4 @@ def prepare(
             out.append(message)
         else:
             assert_never(message)
-    return Prepared(
-        messages=tuple(out),
-        system=request.system,
-        tools=request.tools,
-        max_tokens=request.max_tokens,
-        model=spec,
-        cache_key=request.cache_key,
-    )
+    return tuple(out)
