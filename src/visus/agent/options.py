@@ -1,11 +1,17 @@
-"""One options value for every surface: what visus may see, and how long images stay live.
+"""One options value for code that embeds visus: what it may see, how long images stay live.
 
-The integrations (pydantic-ai, the Agents SDK, LangChain), the agent's runtime, the
-MCP server and the proxy share these knobs; they are documented here once, on
-:class:`VisionOptions`. A surface takes the value itself (``options=``) or the same
-fields as keywords (``**options: Unpack[VisionKeywords]``), and reads the fields it
-uses: :meth:`VisionOptions.reach` and :meth:`VisionOptions.retention` build the values
-the pipeline runs on.
+The integrations (pydantic-ai, the Agents SDK, LangChain) share these knobs; they are
+documented here once, on :class:`VisionOptions`. ``VisionCore`` takes the value itself,
+each framework's adapter the same fields as keywords (``**options:
+Unpack[VisionKeywords]``). :meth:`VisionOptions.reach` and
+:meth:`VisionOptions.retention` build the values the pipeline runs on.
+
+The operator's surfaces are configured from ``visus.toml`` instead, and take those
+values, not the knobs: :func:`~visus.agent.runtime.build_agent` a
+:class:`~visus.perception.Reach` and a :class:`~visus.retention.RetentionPolicy`
+(``[retention]`` made one by ``RetentionSettings.policy()``), the MCP server a reach
+only (it holds no conversation, so no retention). The proxy's retention is its own:
+off unless asked, one ``chunk`` for its turn and image windows (``ProxyConfig``).
 
 Example:
     >>> o = VisionOptions.of(["/tmp"], live_images=8, image_chunk=4)
