@@ -36,8 +36,9 @@ _SYSTEM = (
 )
 
 
-def request_body(data: bytes, media_type: str, prompt: str) -> dict[str, Any]:
-    """The generateContent body: the video inline, then the prompt."""
+def request_body(data: bytes, media_type: str, prompt: str) -> gemini.Request:
+    """The generateContent body (the Gemini wire's own request type): the video inline,
+    then the prompt."""
     return {
         "systemInstruction": {"parts": [{"text": _SYSTEM}]},
         "contents": [

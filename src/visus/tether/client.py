@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import httpx
 
@@ -79,6 +79,25 @@ def _raise_for(resp: httpx.Response) -> None:
     raise TetherHTTPError(message, status=resp.status_code)
 
 
+class NewInstance(TypedDict, total=False):
+    """``POST /v1/instances``' body as this client sends it (the server's
+    ``InstanceCreate``, whose ``mcp_servers`` it does not send)."""
+
+    model: Required[str]
+    tools: list[str]
+    roots: list[str]
+
+
+class PollQuery(TypedDict, total=False):
+    """``GET /v1/instances/{id}/tether/poll``'s query."""
+
+    after_seq: Required[int]
+    wait: Required[float]
+    session: str
+    limit: int
+    max_bytes: int
+
+
 class TetherClient:
     """Talks to one tether server. ``transport`` lets tests or an in-process host
     pass ``httpx.ASGITransport(app)``; the network is not needed then."""
@@ -127,7 +146,7 @@ class TetherClient:
     async def create_instance(
         self, model: str, *, tools: Sequence[str] | None = None, roots: Sequence[str] | None = None
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model}
+        body: NewInstance = {"model": model}
         if tools is not None:
             body["tools"] = list(tools)
         if roots is not None:
@@ -189,7 +208,7 @@ class TetherClient:
         max_bytes: int | None = None,
     ) -> dict[str, Any]:
         """The poll answer as parsed JSON, unchecked (see :meth:`poll`)."""
-        params: dict[str, Any] = {"after_seq": after_seq, "wait": wait}
+        params: PollQuery = {"after_seq": after_seq, "wait": wait}
         if session is not None:
             params["session"] = session
         if limit is not None:
