@@ -253,6 +253,33 @@ def test_every_unit_is_placed_in_the_table() -> None:
     assert not stale, f"ALLOWED rows for units that no longer exist: {stale}"
 
 
+def _design_layers() -> list[tuple[str, str]]:
+    """(layer, unit) of each row of docs/DESIGN.md's "Layers" table, in order."""
+    text = (SRC.parents[1] / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ")]
+    return [(layer.strip(), unit.strip().strip("`")) for layer, unit in rows[2:]]
+
+
+def test_design_names_every_unit_in_its_layer() -> None:
+    """docs/DESIGN.md's picture of the layers stays true to this table: every unit once,
+    in the layer the table gives it, the core in its import order."""
+    rows = _design_layers()
+    units = [unit for _, unit in rows]
+    assert sorted(units) == sorted(_units(SRC) - {"__init__"})
+    layers = {unit: layer for layer, unit in rows}
+    expected = {
+        **{u: "foundation" for u in FOUNDATION},
+        **{u: "core" for u in CORE},
+        **{u: "library" for u in LIBRARY if u not in FOUNDATION + CORE},
+        "agent": "agent",
+        "reference": "test peer",
+    }
+    for unit in units:
+        assert layers[unit] == expected.get(unit, "surface"), unit
+    assert [u for u in units if layers[u] == "core"] == list(CORE)
+
+
 def test_the_table_is_one_way() -> None:
     """No cycle in the allowed graph: the table itself describes a layering."""
     state: dict[str, int] = {}
