@@ -269,8 +269,8 @@ def test_design_names_every_unit_in_its_layer() -> None:
     assert sorted(units) == sorted(_units(SRC) - {"__init__"})
     layers = {unit: layer for layer, unit in rows}
     expected = {
-        **{u: "foundation" for u in FOUNDATION},
-        **{u: "core" for u in CORE},
+        **dict.fromkeys(FOUNDATION, "foundation"),
+        **dict.fromkeys(CORE, "core"),
         **{u: "library" for u in LIBRARY if u not in FOUNDATION + CORE},
         "agent": "agent",
         "reference": "test peer",
