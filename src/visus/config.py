@@ -175,7 +175,7 @@ class RetentionSettings(_Frozen):
 class AgentSettings(_Frozen):
     """``[agent]``: the operator's budget for one turn of the agent."""
 
-    #: Model calls one turn may make before it stops and says so (exit 3 in ``visus run``).
+    #: Model calls one turn may make before it stops and says so (exit 4 in ``visus run``).
     max_steps: int = Field(limits.AGENT_MAX_STEPS, ge=1)
 
 

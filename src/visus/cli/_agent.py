@@ -94,7 +94,7 @@ MaxStepsOpt = Annotated[
         "--max-steps",
         min=1,
         help="Model calls one turn may make (default: [agent] max_steps in visus.toml, else "
-        "200); a turn that uses them all without answering says so and exits 3",
+        "200); a turn that uses them all without answering says so and exits 4",
         show_default=False,
     ),
 ]

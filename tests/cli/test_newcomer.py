@@ -1,0 +1,124 @@
+"""Wrong turns a newcomer took copying the README and docs (issue 27, from outside).
+
+Help says what the code does, at a plain 80-column terminal: nothing cut to "…", no
+``<token>`` swallowed as HTML, the exit-code table whole; docs name only commands and
+flags that exist.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from visus.cli import app
+from visus.cli._help import EXIT_CODES
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _commands() -> list[tuple[list[str], Any]]:
+    found: list[tuple[list[str], Any]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        found.append((path, command))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def _flat(text: str) -> str:
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def _help(path: list[str], columns: int = 80) -> str:
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, (path, result.stdout)
+    return result.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_no_help_text_is_cut_at_a_plain_terminal(columns: int) -> None:
+    for path, _ in _commands():
+        shown = _help(path, columns)
+        assert "…" not in shown, (path, [ln for ln in shown.splitlines() if "…" in ln])
+
+
+def test_angle_bracket_words_in_help_are_shown_not_taken_for_html() -> None:
+    checked = 0
+    for path, command in _commands():
+        texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+        words = {w for t in texts for w in re.findall(r"<[a-z][a-z_ -]*>", t)}
+        flat = _flat(_help(path, 200))
+        for word in words:
+            checked += 1
+            assert word in flat, (path, word)
+    assert checked >= 2  # serve's <token> and <data> at least
+
+
+def test_the_exit_code_table_has_every_code_the_commands_use() -> None:
+    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4, 130]
+    flat = _flat(_help([], 100))
+    assert "4 the step budget ran out" in flat
+    run = _flat(_help(["run"], 200))
+    assert "says so and exits 4" in run
+    assert "exits 3" not in run
+
+
+# --- the docs name only commands and flags that exist ----------------------------------------
+
+_FENCE = re.compile(r"```([^\n]*)\n(.*?)```", re.DOTALL)
+_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _command_lines(text: str) -> list[str]:
+    """Shell lines of fenced blocks, and inline code spans, that run ``visus``."""
+    shell = [body for lang, body in _FENCE.findall(text) if lang in ("", "sh", "bash", "console")]
+    lines = [ln for body in shell for ln in body.replace("\\\n", " ").splitlines()]
+    spans = re.findall(r"`(visus [^`\n]+)`", _FENCE.sub("", text))
+    found = []
+    for line in [*lines, *spans]:
+        line = line.split(" #")[0].strip()
+        start = re.search(r"(?:^|[\s(])visus\s+[a-z-]", line)
+        if start:
+            found.append(line[start.start() :].strip(" (").split("|")[0].split("&")[0])
+    return found
+
+
+def _unknown(words: list[str], root: Any) -> list[str]:
+    command, depth = root, 1
+    while depth < len(words) and words[depth] in getattr(command, "commands", {}):
+        command = command.commands[words[depth]]
+        depth += 1
+    rest = words[depth:]
+    if hasattr(command, "commands") and rest and not rest[0].startswith("-"):
+        return [f"no command {rest[0]!r}"]
+    known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+    flags = [w.split("=")[0] for w in rest if re.match(r"^--?[A-Za-z]", w)]
+    return [f"no option {f}" for f in flags if f not in known]
+
+
+def test_every_visus_command_the_docs_show_exists_with_its_flags() -> None:
+    root = typer.main.get_command(app)
+    seen, wrong = 0, []
+    for doc in _DOCS:
+        for line in _command_lines(doc.read_text(encoding="utf-8")):
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                words = line.split()
+            # Global options come before the command.
+            while len(words) > 2 and words[1] in ("--config",):
+                del words[1:3]
+            seen += 1
+            wrong += [f"{doc.name}: {line}: {why}" for why in _unknown(words, root)]
+    assert seen > 40
+    assert not wrong, "\n".join(wrong)
