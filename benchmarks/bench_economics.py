@@ -31,7 +31,8 @@ tokens from step 3 on are cache reads; no request of any strategy breaks a provi
 limit (images per request, request bytes, context window). A sweep over
 ``live_images``/``image_chunk`` pairs shows why the defaults are what they are.
 
-Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it).
+Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it;
+``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps).
 """
 
 from __future__ import annotations
@@ -165,8 +166,13 @@ def _screen(seed: int, nonce: int = 0) -> bytes:
 _LIST = 3 * int(os.environ.get("VISUS_ECONOMICS_STEPS", "100"))
 
 
+#: ``VISUS_ECONOMICS_HOLD=k`` (k > 1): each screen stays k steps (a page loading), so a
+#: window of 4 distinct screens spans 4k steps; unset, every third screen is the one before.
+_HOLD = int(os.environ.get("VISUS_ECONOMICS_HOLD", "0"))
+
+
 def _unchanged(step: int) -> bool:
-    return step % 3 == 0
+    return step % _HOLD != 0 if _HOLD > 1 else step % 3 == 0
 
 
 class Session:
