@@ -55,6 +55,12 @@ RASTER_INPROCESS_MAX_PIXELS: Final = 40_000_000
 RASTER_INPROCESS_MAX_SCAN_PIXELS: Final = 300_000_000
 #: Estimated decode buffers (bytes): the pixels, a progressive JPEG's coefficients...
 RASTER_INPROCESS_MAX_BYTES: Final = 128 * MB
+#: Reads Pillow may make parsing one raster's header (about one per PNG chunk, GIF
+#: block or TIFF directory; ~0.5 s of Python at this bound): past it the header is
+#: refused, or a frame count stops there. 57 MB of tiny PNG chunks took 28 s unbounded.
+RASTER_HEADER_MAX_READS: Final = 100_000
+#: Chunks a PNG may have (a 64 MB PNG in libpng's 8 KB IDATs has ~8,000).
+RASTER_PNG_MAX_CHUNKS: Final = 100_000
 
 # --- memory budget: what one process holds for its callers (budget.py) ----------------
 #: Bytes of decoded pixels (raster decodes in the process) and request bodies (visus

@@ -32,6 +32,9 @@ import zlib
 
 from PIL import PngImagePlugin
 
+from visus import limits
+from visus.errors import TooLargeError
+
 __all__ = ["without_unusable_chunks"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -87,7 +90,14 @@ def without_unusable_chunks(data: bytes) -> bytes:
     dropped = False
     total = 0
     pos = len(_SIGNATURE)
+    chunks = 0
     while pos + 8 <= len(data):
+        chunks += 1
+        if chunks > limits.RASTER_PNG_MAX_CHUNKS:
+            raise TooLargeError(
+                f"the PNG header has more than {limits.RASTER_PNG_MAX_CHUNKS:,} chunks "
+                "(limits.RASTER_PNG_MAX_CHUNKS)"
+            )
         (length,) = struct.unpack(">I", data[pos : pos + 4])
         kind = data[pos + 4 : pos + 8]
         end = pos + 12 + length

@@ -247,7 +247,5 @@ page_count=None, frame_count=None, line_total=2)
             )
         source = text.decode_text(data)
         if source is not None:
-            return Probe(
-                kind="text", media_type="text/plain", line_total=len(text.split_lines(source))
-            )
+            return Probe(kind="text", media_type="text/plain", line_total=text.count_lines(source))
     raise UnsupportedTypeError(_UNKNOWN)

@@ -59,17 +59,67 @@ class Header:
     orientation: int
 
 
+class _HeaderTooLong(TooLargeError):
+    """Pillow read a header past ``limits.RASTER_HEADER_MAX_READS``."""
+
+
+class _Metered(io.BytesIO):
+    """The bytes Pillow parses a header from, counting its reads.
+
+    Pillow reads a header in Python, one read (or a few) per PNG chunk, GIF block or
+    TIFF directory: millions of tiny parts would hold the caller for minutes, outside
+    any budget. Past ``limits.RASTER_HEADER_MAX_READS`` reads the parse stops with a
+    :class:`TooLargeError`; :func:`read_header` lifts the bound once the header is read
+    (the decode's reads are bounded by its own costing, :mod:`visus.media._cost`).
+    """
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.reads_left: int | None = limits.RASTER_HEADER_MAX_READS
+
+    def _count(self) -> None:
+        if self.reads_left is not None:
+            self.reads_left -= 1
+            if self.reads_left < 0:
+                raise _HeaderTooLong(
+                    f"the image header has more than {limits.RASTER_HEADER_MAX_READS:,} "
+                    "parts before its pixels (limits.RASTER_HEADER_MAX_READS)"
+                )
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        self._count()
+        return super().read(size)
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        self._count()
+        return super().readline(size)
+
+
+def _openable() -> tuple[str, ...]:
+    """The Pillow plugins we open: all but those that would run an outside program
+    (EPS: Ghostscript), read any text as a header with no signature to check first
+    (IM, IM Tools: a text file is parsed line by line as one), or only identify a
+    file they cannot decode (BUFR, GRIB, HDF5, MPEG, WMF)."""
+    Image.init()
+    refused = {"EPS", "IM", "IMT", "BUFR", "GRIB", "HDF5", "MPEG", "WMF"}
+    return tuple(f for f in Image.OPEN if f not in refused)
+
+
+_OPENABLE = _openable()
+
+
 def identify(data: bytes) -> Image.Image | None:
     """Pillow's header parse of ``data``, or ``None`` when no Pillow plugin accepts it.
 
-    Raises :class:`TooLargeError` in our words when Pillow's own bomb guard fires.
+    Raises :class:`TooLargeError` in our words when Pillow's own bomb guard fires, or
+    when the header takes more than ``limits.RASTER_HEADER_MAX_READS`` reads.
     """
     try:
         with warnings.catch_warnings():
             # Past our bound (and below twice it) Pillow only warns, on stderr; the
             # refusal is read_header's, which runs next on the same size.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return Image.open(io.BytesIO(data))
+            return Image.open(_Metered(data), formats=_OPENABLE)
     except UnidentifiedImageError:
         return None
     except Image.DecompressionBombError as e:
@@ -77,6 +127,27 @@ def identify(data: bytes) -> Image.Image | None:
             f"image header is far past the decode bound ({limits.MAX_SOURCE_PIXELS:,} "
             f"pixels, {limits.MAX_SOURCE_EDGE:,} px per side)"
         ) from e
+
+
+def _meter(im: Image.Image, reads: int | None) -> None:
+    """Let Pillow read ``reads`` more times from ``im``'s bytes (None: no bound)."""
+    fp = getattr(im, "fp", None)
+    if isinstance(fp, _Metered):
+        fp.reads_left = reads
+
+
+def _frames(im: Image.Image) -> int:
+    """How many frames ``im`` has, left at its first. Counting walks every frame's
+    header (GIF, TIFF): when that passes the header's read bound, the frames counted
+    so far (at least two) are reported rather than the image refused."""
+    try:
+        frames = int(getattr(im, "n_frames", 1) or 1)
+    except _HeaderTooLong:
+        frames = max(2, im.tell() + 1)
+        _meter(im, limits.RASTER_HEADER_MAX_READS)  # fresh, to go back to the first
+    if frames > 1:
+        im.seek(0)
+    return frames
 
 
 def _orientation(im: Image.Image) -> int:
@@ -102,10 +173,9 @@ def read_header(im: Image.Image) -> Header:
             f"{im.format} of {w} x {h} pixels is past the decode bound "
             f"({limits.MAX_SOURCE_PIXELS:,} pixels, {limits.MAX_SOURCE_EDGE:,} px per side)"
         )
-    frames = int(getattr(im, "n_frames", 1) or 1)
-    if frames > 1:
-        im.seek(0)
+    frames = _frames(im)
     orientation = _orientation(im)
+    _meter(im, None)  # the header is read: the decode is costed apart
     if orientation in SWAPS_AXES:
         w, h = h, w
     fmt = im.format or "unknown"
