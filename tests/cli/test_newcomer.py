@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,56 @@ def test_every_visus_command_the_docs_show_exists_with_its_flags() -> None:
             wrong += [f"{doc.name}: {line}: {why}" for why in _unknown(words, root)]
     assert seen > 40
     assert not wrong, "\n".join(wrong)
+
+
+# --- a wrong command line is one line too -----------------------------------------------------
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    from visus.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["visus", *args])
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as leaving:
+        main()
+    code = leaving.value.code
+    return code if isinstance(code, int) else (0 if code is None else 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--bogus", "hi"], "visus: run: no such option: --bogus (visus run --help)"),
+        (
+            ["sesion", "list"],
+            "visus: no such command 'sesion'. Did you mean 'session'? (visus --help)",
+        ),
+        (["view"], "visus: view: missing argument 'path' (visus view --help)"),
+        (["run", "--max-steps", "0", "hi"], "visus: run: invalid value for '--max-steps': "),
+        (
+            ["session", "show", "a", "b"],
+            "visus: session show: got unexpected extra argument(s) (b)",
+        ),
+    ],
+)
+def test_a_wrong_command_line_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    said: str,
+) -> None:
+    assert _main(monkeypatch, *args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(said), err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args", [[], ["session"], ["config"], ["run", "--help"], ["--version"]])
+def test_asking_for_help_or_a_group_alone_prints_it_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    assert _main(monkeypatch, *args) == 0
+    out, err = capsys.readouterr()
+    assert ("Usage: visus" in out) or out.startswith("visus "), out
+    assert err == ""

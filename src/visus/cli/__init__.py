@@ -86,21 +86,57 @@ def _register_all() -> None:
 _register_all()
 
 
+def usage_error(e: Exception) -> str:
+    """A wrong command line in the CLI's one error style: one line naming the command
+    and where its help is (click draws a box under a usage line instead).
+
+    Example:
+        >>> from typer.core import TyperCommand
+        >>> from typer._click import Context
+        >>> from typer._click.exceptions import UsageError
+        >>> ctx = Context(TyperCommand("run"), info_name="visus run")
+        >>> usage_error(UsageError("No such option: --bogus", ctx=ctx))
+        'visus: run: no such option: --bogus (visus run --help)'
+    """
+    from typer._click.exceptions import ClickException
+
+    message = e.format_message() if isinstance(e, ClickException) else str(e)
+    message = message.rstrip(".") if message.count(".") == 1 else message
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None else "visus"
+    command = where.split(" ", 1)[1] + ": " if " " in where else ""
+    return f"visus: {command}{message} ({where} --help)"
+
+
 def main() -> None:
     """Console-script entry point: the exit codes of ``visus --help``'s table."""
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
     try:
-        app()
+        # Not standalone: a wrong command line comes here to be said in one line.
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError:
+        code = 0  # a group named alone (`visus session`): its help is out, as `visus` alone
+    except ClickException as e:
+        typer.echo(usage_error(e), err=True)
+        code = e.exit_code
+    except typer.Abort:
+        typer.echo("visus: aborted", err=True)
+        code = 1
     except SystemExit as e:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
             # Click (typer's vendored copy) met a closed stdout (`visus ... | head`),
             # swapped sys.stdout for this wrapper and exits 1; the reader leaving early
             # is not a failure.
             raise SystemExit(0) from None
-        if e.code == 130:
-            # Stopped with Ctrl-C: the line saying so is out and the session recorded.
-            # Leave now; interpreter shutdown would tear down daemon threads (the
-            # embedded reference server mid-request, the OCR engine) with tracebacks.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        raise
+        code = e.code
+    if code == 130:
+        # Stopped with Ctrl-C: the line saying so is out and the session recorded.
+        # Leave now; interpreter shutdown would tear down daemon threads (the
+        # embedded reference server mid-request, the OCR engine) with tracebacks.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    # Not standalone, typer hands back what a command returned (None) or an Exit's code.
+    raise SystemExit(code if isinstance(code, int | str) else 0)

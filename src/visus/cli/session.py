@@ -359,7 +359,9 @@ def remove(
 def register(app: typer.Typer) -> None:
     from visus.cli._help import DATA
 
-    group = typer.Typer(name="session", help="Inspect recorded sessions.", no_args_is_help=True)
+    group = typer.Typer(
+        name="session", help="Inspect and remove recorded sessions.", no_args_is_help=True
+    )
     group.command("show")(show)
     group.command("list")(list_sessions)
     group.command("check")(check)
