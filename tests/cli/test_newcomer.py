@@ -176,3 +176,36 @@ def test_asking_for_help_or_a_group_alone_prints_it_and_exits_0(
     out, err = capsys.readouterr()
     assert ("Usage: visus" in out) or out.startswith("visus "), out
     assert err == ""
+
+
+# --- removing a session, then gc -------------------------------------------------------------
+
+
+def test_gc_right_after_session_rm_says_why_the_images_stayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from visus.record.messages import ImagePart, PerceptionOrigin, UserMessage
+    from visus.store import FileStore
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("VISUS_DATA", str(data))
+    monkeypatch.setenv("VISUS_CONFIG", "/dev/null")
+    store = FileStore(data)
+    digest = store.blobs().put(b"\x89PNG\r\n\x1a\n" + b"x" * 32, "image/png")
+    store.sessions().create("demo")
+    image = ImagePart(digest, "image/png", 4, 2, 2, PerceptionOrigin("chart.png"))
+    store.sessions().append("demo", UserMessage(parts=(image,), turn=1))
+
+    removed = runner.invoke(app, ["session", "rm", "demo"])
+    assert removed.exit_code == 0, removed.stderr
+    assert "`visus gc --grace 0`" in removed.stdout
+    first = runner.invoke(app, ["gc"])
+    assert first.exit_code == 0, first.stderr
+    assert "removed 0 unreferenced blobs" in first.stdout
+    assert "kept 1 unreferenced blob written in the last 3600 s" in _flat(first.stdout)
+    assert "--grace 0 removes them" in _flat(first.stdout)
+    assert store.blobs().has(digest)
+    now = runner.invoke(app, ["gc", "--grace", "0"])
+    assert "removed 1 unreferenced blob from" in now.stdout
+    assert "kept" not in now.stdout
+    assert not store.blobs().has(digest)

@@ -27,7 +27,7 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
-from visus.store import FileStore, Store
+from visus.store import Collected, FileStore, Store
 
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
 JPEG = b"\xff\xd8\xff" + os.urandom(64)
@@ -196,9 +196,10 @@ def test_gc_removes_only_unreferenced_blobs_past_the_grace(opener: Opener) -> No
     dead = blobs.put(JPEG, "image/jpeg")
     log.create("s")
     log.append("s", UserMessage(parts=(_image(kept),), turn=1))
-    assert store.gc(grace_seconds=3600) == 0  # both are fresh: a turn may still use them
+    # Both are fresh: a turn may still record the one no session names yet.
+    assert store.gc(grace_seconds=3600) == Collected(removed=0, young=1)
     time.sleep(0.05)
-    assert store.gc(grace_seconds=0.01) == 1
+    assert store.gc(grace_seconds=0.01) == Collected(removed=1, young=0)
     assert blobs.has(kept)
     assert not blobs.has(dead)
     assert log.load("s", blobs=blobs).problems == ()
@@ -221,7 +222,7 @@ def test_a_deleted_session_is_gone_with_its_attachments_and_its_blobs_go_at_gc(
     assert [i.id for i in log.list()] == ["b"]
     assert store.attachments("", "a").list() == []
     time.sleep(0.05)
-    assert store.gc(grace_seconds=0.01) == 1  # the blob only "a" used
+    assert store.gc(grace_seconds=0.01).removed == 1  # the blob only "a" used
     assert blobs.has(shared)
     assert not blobs.has(own)
 

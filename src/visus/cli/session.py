@@ -353,7 +353,10 @@ def remove(
     for f in found:
         remove(f)
         typer.echo(f"removed session {f.ref} ({f.place.label})")
-    typer.echo("its images go at the next `visus gc` unless another session holds them")
+    typer.echo(
+        "its images go at the next `visus gc` unless another session holds them (images "
+        "written in the last hour wait for a later one, or `visus gc --grace 0`)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -89,18 +89,30 @@ def gc(
     url = store_url(store)
     root = data_root(data)
     try:
-        removed = 0
+        removed = young = 0
         # Local files: the data folder's own sessions and those of `visus serve`.
         for folder in [root] if url else [root, root / "serve"]:
             opened = open_store(url, folder)
             try:
-                removed += opened.gc(grace_seconds=grace)
+                done = opened.gc(grace_seconds=grace)
             finally:
                 opened.close()
+            removed, young = removed + done.removed, young + done.young
     except (VisusError, ImportError) as e:
         fail(str(e))
     where = "the database" if url else str(root)
-    typer.echo(f"removed {removed} unreferenced blob{'s' if removed != 1 else ''} from {where}")
+    typer.echo(f"removed {_blobs(removed)} from {where}")
+    if young:
+        # Else a newcomer who just ran `visus session rm` sees "removed 0" and no why.
+        typer.echo(
+            f"kept {_blobs(young)} written in the last {grace:g} s (a "
+            "running turn may not have recorded them yet): --grace 0 removes them when "
+            "no turn runs"
+        )
+
+
+def _blobs(count: int) -> str:
+    return f"{count} unreferenced blob{'s' if count != 1 else ''}"
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ Example:
 from visus.store.base import (
     STORE_ENV,
     ClaimedTurn,
+    Collected,
     FramePage,
     NewFrame,
     RingStats,
@@ -32,6 +33,7 @@ from visus.store.files import FileStore
 __all__ = [
     "STORE_ENV",
     "ClaimedTurn",
+    "Collected",
     "FileStore",
     "FramePage",
     "NewFrame",

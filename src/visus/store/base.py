@@ -67,6 +67,16 @@ def is_database_url(url: str | None) -> bool:
     return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
 
 
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """What a store's ``gc`` did: blobs ``removed``, and ``young`` ones no session names
+    that stayed because they were written within the grace period (a turn may store an
+    image before it records the message naming it)."""
+
+    removed: int
+    young: int = 0
+
+
 @runtime_checkable
 class Store(Protocol):
     """Instances, sessions, their attachments and blobs. Every method is synchronous
@@ -94,7 +104,7 @@ class Store(Protocol):
 
     def delete_instance(self, instance_id: str) -> bool: ...
 
-    def gc(self, *, grace_seconds: float = 3600.0) -> int: ...
+    def gc(self, *, grace_seconds: float = 3600.0) -> Collected: ...
 
     def close(self) -> None: ...
 

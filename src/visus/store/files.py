@@ -31,7 +31,7 @@ from visus.errors import StoreError
 from visus.paths import blobs_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
 from visus.record.sessions import SessionStore
-from visus.store.base import validate_namespace
+from visus.store.base import Collected, validate_namespace
 
 __all__ = ["FileStore"]
 
@@ -127,23 +127,25 @@ class FileStore:
             found += [f"instances/{p.name}" for p in sorted(inst.iterdir()) if p.is_dir()]
         return found
 
-    def gc(self, *, grace_seconds: float = 3600.0) -> int:
-        """Remove blobs no session of their namespace names; return how many went.
+    def gc(self, *, grace_seconds: float = 3600.0) -> Collected:
+        """Remove blobs no session of their namespace names; say how many went.
 
         Blobs written in the last ``grace_seconds`` stay (a turn may have stored an
-        image it has not yet recorded in a message).
+        image it has not yet recorded in a message); they are counted as ``young``.
         """
-        removed = 0
+        removed = young = 0
         cutoff = time.time() - grace_seconds
         for ns in self.namespaces():
             blobs = self.blobs(ns)
-            live = set(self.sessions(ns).referenced_digests())
+            named = set(self.sessions(ns).referenced_digests())
+            live = set(named)
             for digest in blobs.digests():
                 path = blobs.path(digest)
                 if path is not None and path.stat().st_mtime > cutoff:
                     live.add(digest)
+                    young += digest not in named
             removed += blobs.gc(live)
-        return removed
+        return Collected(removed, young)
 
     def close(self) -> None:
         """Nothing to close: every call opens and closes its own files."""

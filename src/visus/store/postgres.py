@@ -20,7 +20,7 @@ from typing import Any
 
 from visus import limits
 from visus.record.sessions import validate_session_id
-from visus.store.base import redact_url, validate_namespace
+from visus.store.base import Collected, redact_url, validate_namespace
 from visus.store.pg_attachments import PgAttachments
 from visus.store.pg_blobs import BlobCache, PgBlobs
 from visus.store.pg_conn import Database, check_version, migrate_schema, translate
@@ -140,17 +140,23 @@ class PostgresStore(PgRing):
             conn.execute("SELECT pg_notify('visus_instances', %s)", (instance_id,))
             return cur.rowcount > 0
 
-    def gc(self, *, grace_seconds: float = 3600.0) -> int:
+    def gc(self, *, grace_seconds: float = 3600.0) -> Collected:
         """Delete blobs no session message names and older than ``grace_seconds`` (a
-        turn may have stored an image it has not yet recorded); return how many went."""
+        turn may have stored an image it has not yet recorded); say how many went and
+        how many unnamed ones stayed for being younger."""
+        unnamed = "NOT EXISTS (SELECT 1 FROM visus_message_blobs m WHERE m.digest = b.digest)"
         with self.db.conn("cannot collect blobs") as conn:
             cur = conn.execute(
                 "DELETE FROM visus_blobs b WHERE b.created < now() - make_interval(secs => %s) "
-                "AND NOT EXISTS (SELECT 1 FROM visus_message_blobs m WHERE m.digest = b.digest)",
+                f"AND {unnamed}",
                 (float(grace_seconds),),
             )
+            removed = cur.rowcount
+            row = conn.execute(
+                f"SELECT count(*) FROM visus_blobs b WHERE {unnamed}"  # what the grace kept
+            ).fetchone()
         self._blob_cache.clear()
-        return cur.rowcount
+        return Collected(removed, int(row[0]) if row else 0)
 
     def close(self) -> None:
         self.db.close()
