@@ -554,7 +554,25 @@ class VisusConfig(BaseSettings):
         """
         result = _plain(self.model_dump())
         assert isinstance(result, dict)
+        for server in result["mcp"]["servers"]:
+            # A stdio server's env and an HTTP server's headers carry its credentials.
+            for field in ("env", "headers"):
+                server[field] = {k: _mask_literal(v) for k, v in server[field].items()}
         return result
+
+
+#: ``${NAME}``: a ``[[mcp.servers]]`` header or env value read from the environment.
+_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _mask_literal(value: str) -> str:
+    """A header or env value masked, unless it names its secret by ``${NAME}``.
+
+    Example:
+        >>> _mask_literal("Bearer ${DOCS_TOKEN}"), _mask_literal("Bearer sk-live-0123456789")
+        ('Bearer ${DOCS_TOKEN}', 'Bea…6789')
+    """
+    return value if _ENV_REFERENCE.search(value) else mask_secret(value)
 
 
 def _plain(value: Any) -> Any:

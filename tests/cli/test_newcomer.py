@@ -209,3 +209,30 @@ def test_gc_right_after_session_rm_says_why_the_images_stayed(
     assert "removed 1 unreferenced blob from" in now.stdout
     assert "kept" not in now.stdout
     assert not store.blobs().has(digest)
+
+
+# --- config show -----------------------------------------------------------------------------
+
+
+def test_config_show_masks_the_mcp_servers_headers_and_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomllib
+
+    config = tmp_path / "visus.toml"
+    config.write_text(
+        '[[mcp.servers]]\nname = "gh"\ncommand = "gh-mcp"\n'
+        'env = { GITHUB_TOKEN = "ghp_LEAK0123456789abcdef" }\n'
+        '[[mcp.servers]]\nname = "docs"\nurl = "https://mcp.example.com/mcp"\n'
+        'headers = { Authorization = "Bearer sk-LEAK-0123456789", X-Key = "${DOCS_KEY}" }\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("VISUS_CONFIG", str(config))
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        shown = runner.invoke(app, args)
+        assert shown.exit_code == 0, shown.stderr
+        assert "LEAK" not in shown.stdout
+        assert "${DOCS_KEY}" in shown.stdout  # a reference is not the secret: it stays
+    servers = tomllib.loads(runner.invoke(app, ["config", "show"]).stdout)["mcp"]["servers"]
+    assert servers[0]["env"] == {"GITHUB_TOKEN": "ghp…cdef"}
+    assert servers[1]["headers"] == {"Authorization": "Bea…6789", "X-Key": "${DOCS_KEY}"}
