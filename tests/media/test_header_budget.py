@@ -114,3 +114,33 @@ def test_ordinary_rasters_and_animations_still_count_their_frames() -> None:
     assert media.probe(long_gif.getvalue()).frame_count == 2000
     assert media.probe(png_of_tiny_chunks(1000)).kind == "raster"
     assert getattr(limits, "RASTER_HEADER_MAX_READS", 10**6) > 2000
+
+
+def _pdf(*objects: bytes) -> bytes:
+    out, offsets = b"%PDF-1.7\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    trailer = f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+    return out + trailer.encode()
+
+
+def test_probing_a_pdf_reads_no_page_content() -> None:
+    # Three million drawing operators in 300 KB: PDFium parses them when a page loads
+    # (19 s here, holding the process-wide PDFium lock); a probe needs only the size.
+    ops = zlib.compress(b"0 0 m 14400 14400 l 0 14400 l h f\n" * 3_000_000, 9)
+    stream = b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(ops), ops)
+    data = _pdf(
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /CropBox [10 10 310 410] "
+        b"/Rotate 90 /Contents 4 0 R >>",
+        stream,
+    )
+    started = time.monotonic()
+    found = media.probe(data)
+    assert time.monotonic() - started < BOUND
+    assert (found.kind, found.width, found.height, found.page_count) == ("pdf", 400, 300, 1)
