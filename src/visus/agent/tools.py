@@ -15,7 +15,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
+import stat
+import tempfile
 from collections import OrderedDict
 from collections.abc import (
     Awaitable,
@@ -533,9 +537,23 @@ async def _edit(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.visus-tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    """Replace ``path`` with ``data`` through a fresh temporary file beside it.
+
+    The temporary name is new (``mkstemp``: created exclusively, never an existing
+    file or symlink someone planted in the root), takes the target's permissions, and
+    is renamed over the target: nothing is written through a symlink.
+    """
+    mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".visus-tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 EDIT = Tool(
