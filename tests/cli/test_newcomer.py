@@ -236,3 +236,43 @@ def test_config_show_masks_the_mcp_servers_headers_and_env(
     servers = tomllib.loads(runner.invoke(app, ["config", "show"]).stdout)["mcp"]["servers"]
     assert servers[0]["env"] == {"GITHUB_TOKEN": "ghp…cdef"}
     assert servers[1]["headers"] == {"Authorization": "Bea…6789", "X-Key": "${DOCS_KEY}"}
+
+
+def test_a_missing_key_says_where_a_key_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "VISUS_DEFAULT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VISUS_CONFIG", "/dev/null")
+    monkeypatch.setenv("VISUS_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", "--model", "openai:gpt-4.1", "hi"])
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr == (
+        "visus: openai:gpt-4.1 needs an API key: set OPENAI_API_KEY, or api_key under "
+        "[providers.openai] in visus.toml (--model reference runs the offline model)\n"
+    )
+
+
+def test_every_model_visus_models_lists_is_one_model_takes(tmp_path: Path) -> None:
+    import json
+
+    from visus.cli._common import check_model_ref
+    from visus.models import get_model
+
+    listed = json.loads(runner.invoke(app, ["models", "--json"]).stdout)
+    refs = [row["model"] for row in listed]
+    assert "reference" in refs  # not reference:reference
+    assert "reference-pdf" in refs
+    for ref in refs:
+        check_model_ref(ref)  # exits 2 on a spelling --model refuses
+        assert get_model(ref).ref == ref
+
+    log = tmp_path / "sessions"
+    log.mkdir()
+    from visus.record.sessions import SessionStore
+
+    SessionStore(log).create("s", meta={"model": "reference"})
+    shown = runner.invoke(app, ["session", "show", "s", "--data", str(tmp_path)])
+    assert shown.exit_code == 0, shown.stderr
+    assert "model reference;" in shown.stdout

@@ -16,9 +16,9 @@ import typer
 __all__ = ["register"]
 
 
-def _row(name: str, provider: str, spec: Any) -> dict[str, Any]:
+def _row(spec: Any) -> dict[str, Any]:
     return {
-        "model": f"{provider}:{name}",
+        "model": spec.ref,
         "vision": spec.vision,
         "pdf": spec.pdf,
         "video": spec.video,
@@ -53,8 +53,8 @@ def models(
     from visus.models.catalog import CATALOG
 
     rows = [
-        _row(name, spec.provider, spec)
-        for name, spec in sorted(CATALOG.items(), key=lambda kv: (kv[1].provider, kv[0]))
+        _row(spec)
+        for spec in sorted(CATALOG.values(), key=lambda s: (s.provider, s.name))
         if provider is None or spec.provider == provider
     ]
     if as_json:

@@ -197,7 +197,7 @@ def _show_json(shown: _Shown) -> dict[str, Any]:
     return {
         "id": loaded.id,
         "meta": dict(loaded.meta),
-        "model": f"{spec.provider}:{spec.name}",
+        "model": spec.ref,
         "policy": {
             "live_turns": policy.live_turns,
             "chunk": policy.chunk,
@@ -224,7 +224,7 @@ def _show_text(shown: _Shown) -> None:
     loaded, policy, spec, totals = shown.loaded, shown.policy, shown.spec, shown.totals
     typer.echo(
         f"session {loaded.id}: {len(loaded.messages)} messages, {loaded.turn_count} turns; "
-        f"model {spec.provider}:{spec.name}; live_turns {policy.live_turns}, chunk {policy.chunk}"
+        f"model {spec.ref}; live_turns {policy.live_turns}, chunk {policy.chunk}"
         + (
             f", image-token budget {policy.image_token_budget}"
             if policy.image_token_budget is not None
@@ -246,7 +246,7 @@ def _show_text(shown: _Shown) -> None:
         f"(all images kept: ~{totals['all_tokens']})"
     )
     if not spec.vision:
-        typer.echo(f"note: {spec.provider}:{spec.name} is not known to take images")
+        typer.echo(f"note: {spec.ref} is not known to take images")
     if loaded.problems:
         typer.echo(f"problems ({len(loaded.problems)}):")
         for p in loaded.problems:

@@ -152,6 +152,19 @@ class ModelSpec:
     #: The shortest prefix the provider caches (tokens).
     cache_min_tokens: int = 1024
 
+    @property
+    def ref(self) -> str:
+        """What ``--model`` takes for this model: ``provider:name``, or the bare name of
+        the offline reference models (``reference:reference`` names a wire instead).
+
+        Example:
+            >>> ModelSpec(name="gpt-4.1", provider="openai").ref
+            'openai:gpt-4.1'
+            >>> ModelSpec(name="reference-pdf", provider="reference").ref
+            'reference-pdf'
+        """
+        return self.name if self.provider == "reference" else f"{self.provider}:{self.name}"
+
     def profile(self) -> Profile:
         """The fitting profile images for this model must meet."""
         return Profile(

@@ -101,7 +101,8 @@ def _config(settings: ProviderSettings, provider: str, model_ref: str) -> Provid
 def _missing_key(provider: str, ref: str) -> AuthError:
     names = " or ".join(PROFILES[provider].key_env)
     return AuthError(
-        f"{ref} needs an API key: set {names} (or give it in the provider settings)",
+        f"{ref} needs an API key: set {names}, or api_key under [providers.{provider}] "
+        "in visus.toml (--model reference runs the offline model)",
         provider=provider,
     )
 
