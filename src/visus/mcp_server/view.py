@@ -17,7 +17,7 @@ from visus import limits
 from visus.agent.policy import guarded_reach
 from visus.errors import InvalidInputError
 from visus.media import Region
-from visus.models import ModelSpec
+from visus.models import AnthropicPatches, ModelSpec
 from visus.perception import (
     Perception,
     Reach,
@@ -36,7 +36,8 @@ _VIEW_TEXT_RESERVE = 16 * limits.KB
 
 def _host_model(max_bytes: int) -> ModelSpec:
     # An MCP host forwards images to its own model: fit like Claude's native edge,
-    # and in bytes so that base64 plus the text item stay under the result cap.
+    # and in bytes so that base64 plus the text item stay under the result cap; the
+    # tokens it states are Claude's for that size (not a flat figure for every image).
     return ModelSpec(
         name="mcp-host",
         provider="reference",
@@ -44,6 +45,7 @@ def _host_model(max_bytes: int) -> ModelSpec:
         max_edge=1568,
         max_pixels=1568 * 1568,
         max_image_bytes=max_bytes,
+        tokens=AnthropicPatches(),
     )
 
 
