@@ -180,6 +180,10 @@ ANALYZE_VIDEO_MAX_FRAMES: Final = 16
 ANALYZE_VIDEO_FRAME_EDGE: Final = 1280
 #: Largest video sent inline to a model that takes video natively (Gemini's inline cap).
 ANALYZE_VIDEO_INLINE_BYTES: Final = 20 * MB
+#: Wall-clock budget of sampling one video's keyframes (decoded in the calling
+#: process, checked after each frame; a frame itself is bounded by MAX_SOURCE_PIXELS):
+#: 30 frames of 12000 x 12000 in a 5 MB file took 43 s unbounded.
+VIDEO_DECODE_SECONDS: Final = 20.0
 #: Result cache entries kept in memory by the in-memory analyze cache.
 ANALYZE_CACHE_MAX_ENTRIES: Final = 256
 

@@ -38,7 +38,7 @@ from visus.analyze.vision import (
     resolve_target,
 )
 from visus.config import VisusConfig, load_config
-from visus.errors import InvalidInputError, MediaError
+from visus.errors import InvalidInputError, MediaError, TooLargeError
 from visus.media import video
 from visus.media.video import Keyframe, format_time
 from visus.perception import Reach
@@ -87,6 +87,8 @@ def _video_errors() -> Iterator[None]:
         yield
     except InvalidInputError as e:
         raise fail("INVALID_INPUT", str(e)) from e
+    except TooLargeError as e:
+        raise fail("FILE_TOO_LARGE", str(e)) from e
     except MediaError as e:
         raise fail("UNSUPPORTED_FILE_TYPE", str(e)) from e
 

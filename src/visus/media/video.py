@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import io
 import math
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from visus import limits
-from visus.errors import InvalidInputError, UnsupportedTypeError
+from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 
 if TYPE_CHECKING:
     import av.container
@@ -98,13 +99,41 @@ def _frame_time(frame: Any, base: Fraction, start: float) -> float:
     return float(frame.pts * base) - start if frame.pts is not None else 0.0
 
 
+def _in_time(deadline: float) -> None:
+    """Refuse once sampling has run past its budget (checked after each decoded frame)."""
+    if time.monotonic() > deadline:
+        raise TooLargeError(
+            f"sampling keyframes took longer than the {limits.VIDEO_DECODE_SECONDS:g} s "
+            "budget (limits.VIDEO_DECODE_SECONDS)"
+        )
+
+
+def _check_size(stream: Any) -> None:
+    """Refuse frames past the raster bounds before one is decoded, and have FFmpeg refuse
+    any frame inside the stream larger than they allow."""
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width * height > limits.MAX_SOURCE_PIXELS or max(width, height) > limits.MAX_SOURCE_EDGE:
+        raise TooLargeError(
+            f"video frames of {width} x {height} pixels are past the decode bound "
+            f"({limits.MAX_SOURCE_PIXELS:,} pixels, {limits.MAX_SOURCE_EDGE:,} px per side)"
+        )
+    stream.codec_context.options = {"max_pixels": str(limits.MAX_SOURCE_PIXELS)}
+
+
 def _straight(
-    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+    av: Any,
+    container: Any,
+    stream: Any,
+    times: list[float],
+    start: float,
+    max_edge: int,
+    deadline: float,
 ) -> list[Keyframe]:
     base: Fraction = stream.time_base
     out: list[Keyframe] = []
     wanted = list(times)
     for frame in container.decode(stream):
+        _in_time(deadline)
         if len(out) >= len(wanted):
             break
         at = _frame_time(frame, base, start)
@@ -118,13 +147,20 @@ def _straight(
 
 
 def _seeking(
-    av: Any, container: Any, stream: Any, times: list[float], start: float, max_edge: int
+    av: Any,
+    container: Any,
+    stream: Any,
+    times: list[float],
+    start: float,
+    max_edge: int,
+    deadline: float,
 ) -> list[Keyframe]:
     base: Fraction = stream.time_base
     out: list[Keyframe] = []
     for t in times:
         container.seek(int((t + start) / base), stream=stream, backward=True, any_frame=False)
         for frame in container.decode(stream):
+            _in_time(deadline)
             at = _frame_time(frame, base, start)
             if at + _EPSILON >= t:
                 if not out or at > out[-1].seconds + _EPSILON:
@@ -147,7 +183,9 @@ def keyframes(
     About one frame per second (``ceil(duration)``), at most ``max_frames``; frame
     ``i`` is the first whose time is at or after ``i * duration / n``. Short spacings
     decode straight through; long videos seek to each time. Raises
-    :class:`~visus.errors.UnsupportedTypeError` for bytes FFmpeg cannot decode as video.
+    :class:`~visus.errors.UnsupportedTypeError` for bytes FFmpeg cannot decode as video,
+    :class:`~visus.errors.TooLargeError` for frames past the raster bounds or sampling
+    past ``limits.VIDEO_DECODE_SECONDS``.
 
     Example:
         >>> frames, seconds = keyframes(mp4_bytes, max_frames=8)  # doctest: +SKIP
@@ -155,6 +193,7 @@ def keyframes(
         ('0:00', b'\\x89PNG')
     """
     av = _av()
+    deadline = time.monotonic() + limits.VIDEO_DECODE_SECONDS
     if max_frames < 1:
         raise InvalidInputError(f"max_frames must be at least 1, got {max_frames}")
     try:
@@ -162,6 +201,7 @@ def keyframes(
             if not container.streams.video:
                 raise UnsupportedTypeError("no video stream in the file")
             stream = container.streams.video[0]
+            _check_size(stream)
             stream.thread_type = "AUTO"
             if stream.time_base is None:
                 raise UnsupportedTypeError("the video stream has no time base")
@@ -171,8 +211,8 @@ def keyframes(
             times = [i * (duration or 0) / count for i in range(count)]
             spacing = (duration or 0) / count
             sample = _seeking if spacing >= _SEEK_SPACING_SECONDS else _straight
-            out = sample(av, container, stream, times, start, max_edge)
-    except UnsupportedTypeError:
+            out = sample(av, container, stream, times, start, max_edge, deadline)
+    except (UnsupportedTypeError, TooLargeError):
         raise
     except (av.FFmpegError, ValueError, IndexError, OSError) as e:
         raise UnsupportedTypeError(f"not a video FFmpeg can decode: {_reason(e)}") from e
