@@ -276,3 +276,34 @@ def test_every_model_visus_models_lists_is_one_model_takes(tmp_path: Path) -> No
     shown = runner.invoke(app, ["session", "show", "s", "--data", str(tmp_path)])
     assert shown.exit_code == 0, shown.stderr
     assert "model reference;" in shown.stdout
+
+
+# --- the README's --save-images example, offline ---------------------------------------------
+
+
+def test_the_readmes_save_images_example_saves_the_image_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from visus.reference.server import serve_in_background
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(ln for ln in readme.splitlines() if ln.startswith("visus run --save-images"))
+    args = shlex.split(line.split("  #")[0])[1:]
+    (tmp_path / "docs" / "examples").mkdir(parents=True)
+    shutil.copy(ROOT / "docs" / "examples" / "sign.png", tmp_path / "docs" / "examples")
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VISUS_CONFIG", "/dev/null")
+    monkeypatch.setenv("VISUS_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    with serve_in_background() as url:
+        monkeypatch.setenv("VISUS_REFERENCE_URL", url)
+        result = runner.invoke(app, args)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    saved = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert saved == ["1-sign.png"], result.stderr
+    assert (tmp_path / "out" / "1-sign.png").read_bytes() == (
+        tmp_path / "docs" / "examples" / "sign.png"
+    ).read_bytes()

@@ -53,6 +53,18 @@ def _calls(text: str, tools: tuple[str, ...] = TOOLS) -> list[tuple[str, dict[st
         ),
         # Not files: abbreviations, model names, versions.
         ("e.g. gpt-4.1 or v1.2.3, Mr.Smith", []),
+        # "send" an image: the README's --save-images example, offline.
+        ("Send me docs/examples/sign.png", [("send_image", {"path": "docs/examples/sign.png"})]),
+        (
+            "please send logo.png and chart.svg back",
+            [
+                ("send_image", {"path": "logo.png"}),
+                ("send_image", {"path": "chart.svg"}),
+            ],
+        ),
+        # Not an image: read it; "sent" is not a request.
+        ("send me notes.txt", [("read", {"path": "notes.txt"})]),
+        ("what did I say in the photo I sent, a.png?", [("view", {"path": "a.png"})]),
     ],
 )
 def test_a_named_file_calls_the_tool_that_opens_it(text: str, calls: list[object]) -> None:

@@ -9,6 +9,7 @@ real model:
   PDFs and URLs go to ``view`` (``page N`` in the message picks the page), other files to
   ``read``; files the user attached to the session (the web chat names them in
   ``[attached to this session: ...]``) go to ``view_attachment``/``read_attachment``;
+  asked to *send* an image ("send me logo.png"), it calls ``send_image``;
 * a question about an image ("what did it say?") when the latest image has left the
   context (an ``[image elided: ...]`` note) calls what the note says brings it back;
 * a tool result that says to call another tool (``read`` of an image answers "Call
@@ -47,6 +48,7 @@ _BARE = re.compile(
 )
 _PAGE = re.compile(r"\bpage\s+(\d{1,5})\b", re.IGNORECASE)
 _VIEW_WORDS = re.compile(r"\b(view|screenshot|render|as an image)\b", re.IGNORECASE)
+_SEND_WORDS = re.compile(r"\bsend\b", re.IGNORECASE)
 _ATTACHED = re.compile(r"\[attached to this session: ([^\]\n]*)\]")
 _ATTACHED_NAME = re.compile(r"\s*(.+?) \([^()]*, \d+ bytes\)\s*(?:,|$)")
 #: What a descriptor or a refusal says to call: ``call view("a.png")``,
@@ -129,8 +131,12 @@ def _calls_for(text: str, conv: Conversation) -> list[Call]:
     attached = _attached(conv)
     pages = [int(p) for p in _PAGE.findall(text)]
     as_image = bool(_VIEW_WORDS.search(text))
+    send = bool(_SEND_WORDS.search(text)) and "send_image" in conv.tools
     calls: list[Call] = []
     for name in names:
+        if send and _is_image(name) and name not in attached:
+            calls.append(("send_image", {"path": name}))
+            continue
         call = _call_for(name, conv.tools, attached=name in attached, as_image=as_image)
         if call is None:
             continue
@@ -139,6 +145,10 @@ def _calls_for(text: str, conv: Conversation) -> list[Call]:
             args["page"] = pages[0]
         calls.append(call)
     return calls
+
+
+def _is_image(name: str) -> bool:
+    return (mimetypes.guess_type(name)[0] or "").startswith("image/")
 
 
 def _call_for(
