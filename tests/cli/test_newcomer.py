@@ -307,3 +307,16 @@ def test_the_readmes_save_images_example_saves_the_image_offline(
     assert (tmp_path / "out" / "1-sign.png").read_bytes() == (
         tmp_path / "docs" / "examples" / "sign.png"
     ).read_bytes()
+
+
+def test_no_doc_or_hint_installs_visus_from_pypi() -> None:
+    """visus is not on PyPI: `pip install 'visus[postgres]'` fails; the checkout's
+    `pip install -e '.[postgres]'` works."""
+    said = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in [*_DOCS, *sorted((ROOT / "src").rglob("*.py")), *(ROOT / "scripts").iterdir()]
+        if path.is_file()
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if re.search(r"pip install\s+['\"]?visus\b", line)
+    ]
+    assert not said, "\n".join(said)

@@ -32,7 +32,9 @@ from visus.store.pg_conn import Database
 try:
     import psycopg
 except ImportError as e:  # pragma: no cover - the extra is missing
-    raise ImportError("the PostgreSQL store needs psycopg: pip install 'visus[postgres]'") from e
+    raise ImportError(
+        "the PostgreSQL store needs psycopg: pip install -e '.[postgres]' in the checkout"
+    ) from e
 
 __all__ = ["STREAM_OVER", "BlobCache", "PgBlobs"]
 
