@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -120,52 +121,54 @@ def _check_size(stream: Any) -> None:
     stream.codec_context.options = {"max_pixels": str(limits.MAX_SOURCE_PIXELS)}
 
 
-def _straight(
-    av: Any,
-    container: Any,
-    stream: Any,
-    times: list[float],
-    start: float,
-    max_edge: int,
-    deadline: float,
-) -> list[Keyframe]:
-    base: Fraction = stream.time_base
+@dataclass(frozen=True, slots=True)
+class _Sampling:
+    """One video being sampled: its stream, where its time starts, the frames' edge,
+    and the moment the sampling's budget ends."""
+
+    av: Any
+    container: Any
+    stream: Any
+    start: float
+    max_edge: int
+    deadline: float
+
+    def frames(self) -> Iterator[tuple[Any, float]]:
+        """Decoded frames from where the container stands, with their times; past the
+        budget, :class:`TooLargeError`."""
+        base: Fraction = self.stream.time_base
+        for frame in self.container.decode(self.stream):
+            _in_time(self.deadline)
+            yield frame, _frame_time(frame, base, self.start)
+
+    def keyframe(self, frame: Any, at: float) -> Keyframe:
+        png, w, h = _png(self.av, frame, self.max_edge)
+        return Keyframe(max(at, 0.0), png, w, h)
+
+
+def _straight(s: _Sampling, times: list[float]) -> list[Keyframe]:
     out: list[Keyframe] = []
     wanted = list(times)
-    for frame in container.decode(stream):
-        _in_time(deadline)
+    for frame, at in s.frames():
         if len(out) >= len(wanted):
             break
-        at = _frame_time(frame, base, start)
         if at + _EPSILON >= wanted[len(out)]:
-            png, w, h = _png(av, frame, max_edge)
-            out.append(Keyframe(max(at, 0.0), png, w, h))
+            out.append(s.keyframe(frame, at))
             # A long gap between frames may cover several sample times: one frame each.
             while len(out) < len(wanted) and at + _EPSILON >= wanted[len(out)]:
                 wanted.pop(len(out))
     return out
 
 
-def _seeking(
-    av: Any,
-    container: Any,
-    stream: Any,
-    times: list[float],
-    start: float,
-    max_edge: int,
-    deadline: float,
-) -> list[Keyframe]:
-    base: Fraction = stream.time_base
+def _seeking(s: _Sampling, times: list[float]) -> list[Keyframe]:
+    base: Fraction = s.stream.time_base
     out: list[Keyframe] = []
     for t in times:
-        container.seek(int((t + start) / base), stream=stream, backward=True, any_frame=False)
-        for frame in container.decode(stream):
-            _in_time(deadline)
-            at = _frame_time(frame, base, start)
+        s.container.seek(int((t + s.start) / base), stream=s.stream, backward=True, any_frame=False)
+        for frame, at in s.frames():
             if at + _EPSILON >= t:
                 if not out or at > out[-1].seconds + _EPSILON:
-                    png, w, h = _png(av, frame, max_edge)
-                    out.append(Keyframe(max(at, 0.0), png, w, h))
+                    out.append(s.keyframe(frame, at))
                 break
         else:
             break  # past the last frame
@@ -211,7 +214,8 @@ def keyframes(
             times = [i * (duration or 0) / count for i in range(count)]
             spacing = (duration or 0) / count
             sample = _seeking if spacing >= _SEEK_SPACING_SECONDS else _straight
-            out = sample(av, container, stream, times, start, max_edge, deadline)
+            sampling = _Sampling(av, container, stream, start, max_edge, deadline)
+            out = sample(sampling, times)
     except (UnsupportedTypeError, TooLargeError):
         raise
     except (av.FFmpegError, ValueError, IndexError, OSError) as e:
