@@ -320,3 +320,43 @@ def test_no_doc_or_hint_installs_visus_from_pypi() -> None:
         if re.search(r"pip install\s+['\"]?visus\b", line)
     ]
     assert not said, "\n".join(said)
+
+
+# --- visus proxy's banner says what to point clients at --------------------------------------
+
+
+@pytest.mark.parametrize("token", [None, "s3cret-proxy-token"])
+def test_the_proxy_banner_names_the_base_urls_and_its_mcp(
+    token: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from starlette.testclient import TestClient
+
+    from visus.cli.proxy import _banner
+    from visus.proxy.app import ProxyConfig, create_proxy_app
+
+    config = ProxyConfig(upstream="http://127.0.0.1:9", token=token)
+    _banner(config, "127.0.0.1", 8790)
+    shown = capsys.readouterr().out
+    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8790 " in shown
+    assert "OPENAI_BASE_URL=http://127.0.0.1:8790/v1" in shown
+    assert "http://127.0.0.1:8790/mcp  (restore_image" in shown
+    assert ("x-visus-token" in shown) == (token is not None)
+    assert token is None or token not in shown
+    headers = {"x-visus-token": token} if token else {}
+    app = create_proxy_app(config)
+    with TestClient(app, base_url="http://127.0.0.1:8790") as client:  # the /mcp it names
+        listed = client.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            headers={**headers, "accept": "application/json, text/event-stream"},
+        )
+        assert listed.status_code == 200, listed.text

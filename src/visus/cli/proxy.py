@@ -120,6 +120,11 @@ def _banner(proxied: ProxyConfig, host: str, port: int) -> None:
         [f"at most {count} images"] if count else []
     )
     typer.echo(f"  retention  {', '.join(kept) if kept else 'off'}")
+    # What to point clients at (README: "Any agent, one base URL"), said where it runs.
+    typer.echo(f"  clients    ANTHROPIC_BASE_URL={base}  OPENAI_BASE_URL={base}/v1")
+    if proxied.token:
+        typer.echo("  token      clients send it in the x-visus-token header")
+    typer.echo(f"  mcp        {base}/mcp  (restore_image: an image the proxy left out)")
     typer.echo(f"  stats      {base}/stats")
 
 
