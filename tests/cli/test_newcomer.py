@@ -360,3 +360,14 @@ def test_the_proxy_banner_names_the_base_urls_and_its_mcp(
             headers={**headers, "accept": "application/json, text/event-stream"},
         )
         assert listed.status_code == 200, listed.text
+
+
+def test_telegram_without_a_token_says_only_that(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    monkeypatch.setenv("VISUS_CONFIG", "/dev/null")
+    result = runner.invoke(app, ["telegram", "--data", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("visus: telegram.bot_token: no bot token; set ")
+    assert result.stderr.count("\n") == 1, result.stderr

@@ -104,7 +104,8 @@ def telegram_command(
             base_url=base_url,
             webhook=Webhook(webhook_url, listen, port, webhook_secret) if webhook_url else None,
         )
-        if not options.allowed_chats and not options.allowed_users:
+        if options.token and not options.allowed_chats and not options.allowed_users:
+            # (Without a token serve_bot stops at once: that error is the one line to read.)
             typer.echo(_NOBODY_ALLOWED, err=True)
         asyncio.run(serve_bot(options))
     except VisusError as e:
