@@ -5,9 +5,10 @@ one of the resolved roots and under none of the denied places (``deny``: visus's
 config, data folder, blobs, records and logs), unless it also lies under one of the
 folders carved out of them (``deny_except``: the files folder visus hands its agents).
 A root that contains a denied place does not open it: the deny-list holds whatever
-the roots. Relative refs are taken from the first root. Rendering (svg, text and pdf
-become pixels) is a second capability the host may withhold; raster images are
-viewable either way.
+the roots, and whatever the spelling (a denied folder is known by its device and inode
+too, so a case-insensitive file system or a second mount does not open it). Relative
+refs are taken from the first root. Rendering (svg, text and pdf become pixels) is a
+second capability the host may withhold; raster images are viewable either way.
 
 Errors (``visus.errors``): a path outside every root, whether by ``../`` or by a
 symlink, is a ``ReachError`` and never says whether the target exists; a missing
@@ -65,6 +66,27 @@ def _under(path: Path, places: tuple[Path, ...]) -> bool:
     return any(path == place or path.is_relative_to(place) for place in places)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _identities(places: tuple[Path, ...]) -> set[tuple[int, int]]:
+    """The (device, inode) of each place that exists now."""
+    return {i for i in map(_identity, places) if i is not None}
+
+
+def _first_of(path: Path, places: set[tuple[int, int]]) -> int | None:
+    """How many levels up from ``path`` the nearest folder of ``places`` is, or None."""
+    for level, folder in enumerate((path, *path.parents)):
+        if _identity(folder) in places:
+            return level
+    return None
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Reach:
     """Allowed roots, denied places and their carve-outs (all resolved once, after
@@ -96,12 +118,22 @@ class Reach:
     def denies(self, path: Path) -> bool:
         """Whether an already-resolved ``path`` is one of the denied places.
 
+        By spelling, and by what the folders are (device and inode): on a
+        case-insensitive file system (macOS, Windows) or through a second mount, another
+        spelling of a denied folder is still that folder.
+
         Example:
             >>> Reach(["/srv"], deny=["/srv/data"], deny_except=["/srv/data/files"]).denies(
             ...     Path("/srv/data/files/a.png"))
             False
         """
-        return _under(path, self.deny) and not _under(path, self.deny_except)
+        if _under(path, self.deny) and not _under(path, self.deny_except):
+            return True
+        denied = _first_of(path, _identities(self.deny))
+        if denied is None:
+            return False
+        carved = _first_of(path, _identities(self.deny_except))
+        return carved is None or carved > denied  # a carve-out counts only inside the denial
 
     def contains(self, path: Path) -> bool:
         """Whether an already-resolved ``path`` lies under a root and is not denied."""
