@@ -61,3 +61,60 @@ def test_the_screenshot_is_of_the_page_and_its_script_is_in_the_repo() -> None:
     script = (ROOT / "scripts" / "screenshot_web.py").read_text(encoding="utf-8")
     assert "create_main_app" in script  # the real page, not a mock-up
     assert "docs/examples/sign.png" in readme
+
+
+def test_the_tether_shell_example_gets_the_answer(tmp_path: Path) -> None:
+    """README's curl example, run by bash as written against `visus serve`'s app on
+    loopback (only the port and the token differ): the posted image is answered."""
+    import json
+    import os
+    import subprocess
+    import threading
+    import time
+
+    import uvicorn
+
+    from visus.app import create_main_app
+    from visus.providers import ProviderSettings
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", readme, re.DOTALL) if "/tether" in b)
+    with serve_in_background() as reference:
+        app = create_main_app(
+            data=tmp_path / "data",
+            model="reference",
+            settings=ProviderSettings(reference_url=reference, env={}),
+            token="readme-token-0123456789",
+        )
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none")
+        server = uvicorn.Server(config)
+        config.timeout_graceful_shutdown = 1
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        script = block.replace("127.0.0.1:8750", f"127.0.0.1:{port}")
+        env = {**os.environ, "TOKEN": "readme-token-0123456789"}
+        shell = subprocess.Popen(
+            ["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert shell.stdout is not None
+            posted = json.loads(shell.stdout.readline())
+            assert posted["seq"] == 1
+            done = None
+            for line in shell.stdout:  # the stream stays open: read up to the answer
+                if line.startswith("data:") and '"assistant.done"' in line:
+                    done = json.loads(line[len("data:") :])
+                    break
+        finally:
+            shell.kill()
+            shell.wait()
+            server.should_exit = True
+            thread.join(timeout=10)
+    assert done is not None
+    assert "LANTERN" in done["payload"]["text"]
