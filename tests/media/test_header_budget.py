@@ -16,7 +16,7 @@ import time
 import zlib
 
 import pytest
-from PIL import Image
+from PIL import Image, ImageFile
 
 from visus import limits, media
 from visus.errors import TooLargeError
@@ -144,3 +144,26 @@ def test_probing_a_pdf_reads_no_page_content() -> None:
     found = media.probe(data)
     assert time.monotonic() - started < BOUND
     assert (found.kind, found.width, found.height, found.page_count) == ("pdf", 400, 300, 1)
+
+
+class _LaterPlugin(ImageFile.ImageFile):
+    """A format an application registers after visus is imported (as pillow-heif does)."""
+
+    format = "VISUSTESTFMT"
+
+    def _open(self) -> None:
+        assert self.fp is not None
+        if self.fp.read(12) != b"VISUSTESTFMT":
+            raise SyntaxError("not this format")
+        self._mode, self._size = "L", (3, 2)
+        self.tile = [ImageFile._Tile("raw", (0, 0, 3, 2), 12, ("L", 0, 1))]
+
+
+def test_a_plugin_registered_later_is_opened_too() -> None:
+    Image.register_open(_LaterPlugin.format, _LaterPlugin)
+    try:
+        found = media.probe(b"VISUSTESTFMT" + bytes(6))
+    finally:
+        Image.OPEN.pop(_LaterPlugin.format)
+        Image.ID.remove(_LaterPlugin.format)
+    assert (found.kind, found.width, found.height) == ("raster", 3, 2)

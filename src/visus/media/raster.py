@@ -95,17 +95,17 @@ class _Metered(io.BytesIO):
         return super().readline(size)
 
 
+#: Pillow plugins we never open: EPS runs an outside program (Ghostscript) on load; IM
+#: and IM Tools read any text as a header, with no signature to check first (a text
+#: file is parsed line by line as one); the rest only identify files they cannot decode.
+_REFUSED_PLUGINS = frozenset({"EPS", "IM", "IMT", "BUFR", "GRIB", "HDF5", "MPEG", "WMF"})
+
+
 def _openable() -> tuple[str, ...]:
-    """The Pillow plugins we open: all but those that would run an outside program
-    (EPS: Ghostscript), read any text as a header with no signature to check first
-    (IM, IM Tools: a text file is parsed line by line as one), or only identify a
-    file they cannot decode (BUFR, GRIB, HDF5, MPEG, WMF)."""
+    """The Pillow plugins registered now (a plugin an application registers later, such
+    as pillow-heif's, included) but the refused ones."""
     Image.init()
-    refused = {"EPS", "IM", "IMT", "BUFR", "GRIB", "HDF5", "MPEG", "WMF"}
-    return tuple(f for f in Image.OPEN if f not in refused)
-
-
-_OPENABLE = _openable()
+    return tuple(f for f in Image.OPEN if f not in _REFUSED_PLUGINS)
 
 
 def identify(data: bytes) -> Image.Image | None:
@@ -119,7 +119,7 @@ def identify(data: bytes) -> Image.Image | None:
             # Past our bound (and below twice it) Pillow only warns, on stderr; the
             # refusal is read_header's, which runs next on the same size.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return Image.open(_Metered(data), formats=_OPENABLE)
+            return Image.open(_Metered(data), formats=_openable())
     except UnidentifiedImageError:
         return None
     except Image.DecompressionBombError as e:
