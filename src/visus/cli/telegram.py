@@ -37,6 +37,12 @@ ServerOpt = Annotated[
         "none: an instance in this process)."
     ),
 ]
+ServerTokenOpt = Annotated[
+    str | None, typer.Option(help="Bearer token of that server (config telegram.server_token).")
+]
+InstanceOpt = Annotated[
+    str | None, typer.Option(help="Instance id on that server (default: one of our own).")
+]
 AllowChatOpt = Annotated[
     list[int] | None,
     typer.Option(
@@ -53,12 +59,8 @@ AllowUserOpt = Annotated[
 def telegram_command(
     token: TokenOpt = None,
     server: ServerOpt = None,
-    server_token: Annotated[
-        str | None, typer.Option(help="Bearer token of that server (config telegram.server_token).")
-    ] = None,
-    instance: Annotated[
-        str | None, typer.Option(help="Instance id on that server (default: one of our own).")
-    ] = None,
+    server_token: ServerTokenOpt = None,
+    instance: InstanceOpt = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model of a new instance.")
     ] = None,
