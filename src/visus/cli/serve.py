@@ -2,81 +2,100 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from visus.cli._common import MODEL_HELP
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from visus.config import VisusConfig
+
+
+DataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)"
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help=f"The web chat's model. {MODEL_HELP}", show_default=False),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="VISUS_TOKEN",
+        help="Token every client sends (default: [server] token, else a random one made "
+        "at start and printed in the web chat's URL)",
+    ),
+]
+NoTokenOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-token",
+        help="Serve without a token: loopback only, and then any local program can "
+        "drive the agents",
+    ),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="postgresql://user@host/db: instances, sessions, blobs and the tether ring "
+        "in that database, shared by every replica on it (default: [store] url in "
+        "visus.toml, $VISUS_STORE; none: local files)",
+        show_default=False,
+    ),
+]
+MountOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="NAME=COMMAND ARGS...|NAME=URL",
+        help="MCP server every instance's agent mounts as tools NAME__TOOL (repeatable)",
+    ),
+]
+RootOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--root",
+        metavar="DIR",
+        help="Folder the agents (and /mcp's view) may reach, at most: a create request "
+        "only narrows these (repeatable; default: [server] roots, else <data>/files)",
+    ),
+]
+AllowWriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-write",
+        help="Give the agents the edit tool (default: [server] write_tools, off)",
+    ),
+]
+
+
+HostOpt = Annotated[str, typer.Option(help="Address to listen on")]
+PortOpt = Annotated[int, typer.Option(help="Port to listen on")]
+NoMcpOpt = Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")]
+
 
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on")] = 8750,
-    data: Annotated[
-        Path | None,
-        typer.Option(
-            "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)"
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", "-m", help=f"The web chat's model. {MODEL_HELP}", show_default=False
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="VISUS_TOKEN",
-            help="Token every client sends (default: [server] token, else a random one made "
-            "at start and printed in the web chat's URL)",
-        ),
-    ] = None,
-    no_token: Annotated[
-        bool,
-        typer.Option(
-            "--no-token",
-            help="Serve without a token: loopback only, and then any local program can "
-            "drive the agents",
-        ),
-    ] = False,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            metavar="URL",
-            help="postgresql://user@host/db: instances, sessions, blobs and the tether ring "
-            "in that database, shared by every replica on it (default: [store] url in "
-            "visus.toml, $VISUS_STORE; none: local files)",
-            show_default=False,
-        ),
-    ] = None,
-    no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve /mcp")] = False,
-    mount: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--mcp",
-            metavar="NAME=COMMAND ARGS...|NAME=URL",
-            help="MCP server every instance's agent mounts as tools NAME__TOOL (repeatable)",
-        ),
-    ] = None,
-    root: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--root",
-            metavar="DIR",
-            help="Folder the agents (and /mcp's view) may reach, at most: a create request "
-            "only narrows these (repeatable; default: [server] roots, else <data>/files)",
-        ),
-    ] = None,
-    allow_write: Annotated[
-        bool,
-        typer.Option(
-            "--allow-write",
-            help="Give the agents the edit tool (default: [server] write_tools, off)",
-        ),
-    ] = False,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8750,
+    data: DataOpt = None,
+    model: ModelOpt = None,
+    token: TokenOpt = None,
+    no_token: NoTokenOpt = False,
+    store: StoreOpt = None,
+    no_mcp: NoMcpOpt = False,
+    mount: MountOpt = None,
+    root: RootOpt = None,
+    allow_write: AllowWriteOpt = False,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
@@ -89,14 +108,7 @@ def serve(
     """
     from visus.agent import McpServerSpec
     from visus.app import create_main_app
-    from visus.cli._common import (
-        check_listen,
-        check_model_ref,
-        check_roots,
-        config,
-        data_root,
-        model_line,
-    )
+    from visus.cli._common import check_listen, check_model_ref, check_roots, config, data_root
     from visus.cli.store import store_url
     from visus.errors import VisusError
     from visus.tether.server import tether_server
@@ -108,9 +120,8 @@ def serve(
     check_listen(host, port)
     try:
         cfg = config()  # read once: every gate below comes from this value
-        server = cfg.server
-        token = token or (server.token.get_secret_value() if server.token else None)
-        generated = token is None and not no_token
+        kept = cfg.server.token
+        token = token or (kept.get_secret_value() if kept else None)
         url = store_url(store)
         app = create_main_app(
             data=data,
@@ -128,15 +139,42 @@ def serve(
     except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
+    generated = token is None and not no_token
+    _banner(app, _Started(host, port, data, url, model, cfg, generated, mcp=not no_mcp))
+    # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
+    tether_server(app, host=host, port=port, log_level="warning").run()
+
+
+@dataclass(frozen=True)
+class _Started:
+    """What this start was given, as the banner tells it."""
+
+    host: str
+    port: int
+    data: Path
+    store: str | None
+    model: str | None
+    config: VisusConfig
+    generated: bool  # the token was made at this start
+    mcp: bool
+
+
+def _banner(app: FastAPI, started: _Started) -> None:
+    """What ``visus serve`` prints at start: where to open the web chat (with the token
+    this start made), the API and /mcp, the model, and what the agents may reach."""
+    from visus.cli._common import model_line
+
+    host = started.host
     shown = f"[{host}]" if ":" in host else host
-    base = f"http://{shown}:{port}"
-    typer.echo(f"visus serve · data {data}")
-    if url:
+    base = f"http://{shown}:{started.port}"
+    typer.echo(f"visus serve · data {started.data}")
+    if started.store:
         from visus.store.base import redact_url
 
-        typer.echo(f"  store      {redact_url(url)}  (replica {app.state.registry.store.replica})")
+        replica = app.state.registry.store.replica
+        typer.echo(f"  store      {redact_url(started.store)}  (replica {replica})")
     token = app.state.token
-    if generated:
+    if started.generated:
         # As Jupyter does: the URL to open, with the token this start made.
         typer.echo(f"  web chat   {base}/?token={token}")
         typer.echo(
@@ -151,18 +189,17 @@ def serve(
         )
     typer.echo(f"  tether API {base}/v1   (OpenAPI {base}/openapi.json)")
     policy = app.state.policy
-    if not no_mcp:
+    if started.mcp:
         seen = ", ".join(str(r) for r in policy.roots)
         typer.echo(f"  MCP        {base}/mcp   (its view tool reads {seen}; --root sets it)")
-    typer.echo(f"  model      {model_line(model, cfg).removeprefix('model ')}")
+    line = model_line(started.model, started.config).removeprefix("model ")
+    typer.echo(f"  model      {line}")
     typer.echo(f"  instance   {app.state.default_instance} (the web chat's)")
     for shown_root in policy.roots:
         # Where to put what the agents should read or view (their roots, at most).
         typer.echo(f"  files      {shown_root}  (agents read and view files here)")
     if policy.write_tools:
         typer.echo("  edit       on: agents may change files under these roots")
-    # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
-    tether_server(app, host=host, port=port, log_level="warning").run()
 
 
 def register(app: typer.Typer) -> None:
