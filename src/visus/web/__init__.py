@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from visus.web import chats
-from visus.web.api import api_router
+from visus.web.api import router as api_router
 from visus.web.auth import LOGIN_PATH, signed_in_redirect
 from visus.web.auth import router as auth_router
 
@@ -76,7 +76,7 @@ def mount_web(app: FastAPI) -> None:
         public_paths.update({"/", "/favicon.ico", LOGIN_PATH})
         app.state.public_prefixes.append("/web/static/")
         app.state.raw_body_paths.add(chats.FIT_PATH)  # an image's own bytes
-    app.include_router(api_router())
+    app.include_router(api_router)
     app.include_router(chats.router)
     app.include_router(auth_router)
     app.add_api_route("/", page, methods=["GET"], include_in_schema=False)

@@ -24,7 +24,6 @@ Renaming and deleting a session, and fitting a large image, are :mod:`visus.web.
 Errors are JSON ``{"error": {"code", "message", "limit"?}}`` like tether's.
 
 Example:
-    >>> router = api_router()
     >>> sorted({r.path for r in router.routes})[:2]
     ['/web/api/blobs/{digest}', '/web/api/config']
 """
@@ -72,11 +71,11 @@ __all__ = [
     "BLOB_PATH",
     "AttachmentUpload",
     "WebStores",
-    "api_router",
     "conversation",
     "error_from",
     "error_response",
     "read_capped",
+    "router",
     "session_list",
     "web_stores",
 ]
@@ -384,77 +383,80 @@ def _upload(body: bytes) -> AttachmentUpload:
 # --- the router -------------------------------------------------------------------------
 
 
-def api_router() -> APIRouter:
-    """The ``/web/api`` routes; they read ``request.app.state`` (see :func:`web_stores`)."""
-    # The token is checked in front of every route (tether's TokenGate: the bearer, or
-    # the web chat's cookie), before a body is read.
-    router = APIRouter(prefix="/web/api", include_in_schema=False)
+# The ``/web/api`` routes; they read ``request.app.state`` (see :func:`web_stores`).
+# The token is checked in front of every route (tether's TokenGate: the bearer, or
+# the web chat's cookie), before a body is read.
+router = APIRouter(prefix="/web/api", include_in_schema=False)
 
-    @router.get("/config")
-    async def config(request: Request) -> dict[str, Any]:
-        return _config(request.app, web_stores(request.app))
 
-    @router.get("/sessions")
-    async def sessions(request: Request) -> dict[str, Any]:
-        stores = web_stores(request.app)
-        return {"sessions": await asyncio.to_thread(session_list, stores)}
+@router.get("/config")
+async def config(request: Request) -> dict[str, Any]:
+    return _config(request.app, web_stores(request.app))
 
-    @router.get("/sessions/{sid}", response_model=None)
-    async def session(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
-        stores = web_stores(request.app)  # last_seq first: a turn ending after it streams
-        try:
-            conv = await asyncio.to_thread(conversation, stores, sid)
-            inst = request.app.state.registry.get(stores.instance)
-            conv["running"] = await inst.turns_in_flight(sid)
-        except VisusError as e:
-            return error_from(e)
-        return conv
 
-    @router.get("/sessions/{sid}/attachments", response_model=None)
-    async def attachments(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
-        stores = web_stores(request.app)
-        try:
-            validate_session_id(sid)
-            # Off the loop: with a database store this is a query.
-            return {"attachments": await asyncio.to_thread(_attachments, stores, sid)}
-        except VisusError as e:
-            return error_from(e)
+@router.get("/sessions")
+async def sessions(request: Request) -> dict[str, Any]:
+    stores = web_stores(request.app)
+    return {"sessions": await asyncio.to_thread(session_list, stores)}
 
-    @router.post("/sessions/{sid}/attachments", status_code=201, response_model=None)
-    async def upload(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
-        stores = web_stores(request.app)
-        try:
-            validate_session_id(sid)
-            body = await _read_body(request, limits.WEB_ATTACHMENT_MAX_BODY_BYTES)
-            if isinstance(body, JSONResponse):
-                return body
-            up = _upload(body)
-            store = stores.attachments(sid)
-            info: AttachmentInfo = await asyncio.to_thread(
-                store.put, up.filename, up.contentBase64, up.mimeType
-            )
-        except VisusError as e:
-            return error_from(e)
-        return info.to_json()
 
-    @router.get("/blobs/{digest}", response_model=None)
-    async def blob(digest: str, request: Request) -> Response:
-        stores = web_stores(request.app)
-        try:
-            key = validate_digest(digest)
-            data = await asyncio.to_thread(stores.blobs.get, key)  # verified against the key
-            media_type = await asyncio.to_thread(stores.blobs.media_type, key)
-            media_type = media_type or "application/octet-stream"
-        except InvalidKeyError as e:
-            return error_response(400, "invalid_input", str(e))
-        except VisusError as e:
-            return error_from(e)
-        headers: Mapping[str, str] = {
-            "Cache-Control": "private, max-age=31536000, immutable",
-            "X-Content-Type-Options": "nosniff",
-            # A blob opened in its own tab runs nothing, whatever its type (an SVG).
-            "Content-Security-Policy": "default-src 'none'; sandbox",
-        }
-        return Response(data, media_type=media_type, headers=dict(headers))
+@router.get("/sessions/{sid}", response_model=None)
+async def session(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
+    stores = web_stores(request.app)  # last_seq first: a turn ending after it streams
+    try:
+        conv = await asyncio.to_thread(conversation, stores, sid)
+        inst = request.app.state.registry.get(stores.instance)
+        conv["running"] = await inst.turns_in_flight(sid)
+    except VisusError as e:
+        return error_from(e)
+    return conv
 
-    return router
+
+@router.get("/sessions/{sid}/attachments", response_model=None)
+async def attachments(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
+    stores = web_stores(request.app)
+    try:
+        validate_session_id(sid)
+        # Off the loop: with a database store this is a query.
+        return {"attachments": await asyncio.to_thread(_attachments, stores, sid)}
+    except VisusError as e:
+        return error_from(e)
+
+
+@router.post("/sessions/{sid}/attachments", status_code=201, response_model=None)
+async def upload(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
+    stores = web_stores(request.app)
+    try:
+        validate_session_id(sid)
+        body = await _read_body(request, limits.WEB_ATTACHMENT_MAX_BODY_BYTES)
+        if isinstance(body, JSONResponse):
+            return body
+        up = _upload(body)
+        store = stores.attachments(sid)
+        info: AttachmentInfo = await asyncio.to_thread(
+            store.put, up.filename, up.contentBase64, up.mimeType
+        )
+    except VisusError as e:
+        return error_from(e)
+    return info.to_json()
+
+
+@router.get("/blobs/{digest}", response_model=None)
+async def blob(digest: str, request: Request) -> Response:
+    stores = web_stores(request.app)
+    try:
+        key = validate_digest(digest)
+        data = await asyncio.to_thread(stores.blobs.get, key)  # verified against the key
+        media_type = await asyncio.to_thread(stores.blobs.media_type, key)
+        media_type = media_type or "application/octet-stream"
+    except InvalidKeyError as e:
+        return error_response(400, "invalid_input", str(e))
+    except VisusError as e:
+        return error_from(e)
+    headers: Mapping[str, str] = {
+        "Cache-Control": "private, max-age=31536000, immutable",
+        "X-Content-Type-Options": "nosniff",
+        # A blob opened in its own tab runs nothing, whatever its type (an SVG).
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+    }
+    return Response(data, media_type=media_type, headers=dict(headers))
