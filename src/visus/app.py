@@ -348,20 +348,7 @@ def create_main_app(
     files = files_dir(base).resolve()
     if files in policy.roots:  # the default root: where the operator puts files for agents
         files.mkdir(parents=True, exist_ok=True)
-    if store is None:
-        configured = cfg.store.url
-        store = configured.get_secret_value() if configured is not None else ""
-    shared = (
-        open_store(
-            store,
-            folder,
-            lease_seconds=cfg.store.lease_seconds,
-            pool_size=cfg.store.pool_size,
-            max_turns=cfg.store.max_turns,
-        )
-        if is_database_url(store)
-        else None
-    )
+    shared = _shared_store(cfg, store, folder)
     app = create_app(
         data_dir=folder,
         runner_factory=agent_runner_factory(
@@ -373,6 +360,31 @@ def create_main_app(
     app.state.policy = policy
     app.state.default_model = model or cfg.default_model
     app.state.default_instance = default_instance(app, app.state.default_model)
+    _mount_surfaces(app, policy, mcp=mcp, web=web, host=host)
+    return app
+
+
+def _shared_store(cfg: VisusConfig, store: str | None, folder: Path) -> Store | None:
+    """The database every replica shares, when ``store`` (else ``[store] url`` /
+    ``$VISUS_STORE``) is a ``postgresql://`` URL; None: local files under ``folder``."""
+    if store is None:
+        configured = cfg.store.url
+        store = configured.get_secret_value() if configured is not None else ""
+    if not is_database_url(store):
+        return None
+    return open_store(
+        store,
+        folder,
+        lease_seconds=cfg.store.lease_seconds,
+        pool_size=cfg.store.pool_size,
+        max_turns=cfg.store.max_turns,
+    )
+
+
+def _mount_surfaces(
+    app: FastAPI, policy: OperatorPolicy, *, mcp: bool, web: bool, host: str
+) -> None:
+    """``/mcp`` and the web chat on the tether app, within the operator's policy."""
     if web:
         # Deleting it over the API would leave the open page talking to nothing.
         app.state.protected_instances[app.state.default_instance] = "the web chat's instance"
@@ -386,4 +398,3 @@ def create_main_app(
         from visus.web import mount_web
 
         mount_web(app)
-    return app
