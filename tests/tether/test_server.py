@@ -100,6 +100,23 @@ async def test_create_errors_are_400_naming_the_field(client: TetherClient) -> N
     assert await client.list_instances() == []
 
 
+async def test_a_huge_create_request_is_refused_short_and_stores_nothing(
+    client: TetherClient,
+) -> None:
+    # redteam: a 20 MB model name came back twice in a 40 MB error (and a long list of
+    # tools or roots would be held and stored): each field is bounded, the answer short.
+    for body, field in (
+        ({"model": "m" * 2_000_000}, "model"),
+        ({"model": "reference", "tools": ["view"] * 10_000}, "tools"),
+        ({"model": "reference", "roots": ["/" + "a" * 10_000]}, "roots"),
+    ):
+        resp = await client._http.post("/v1/instances", json=body)
+        assert resp.status_code == 400, (field, resp.status_code)
+        assert len(resp.content) < 1000, (field, len(resp.content))
+        assert resp.json()["error"]["field"].startswith(f"body.{field}")
+    assert await client.list_instances() == []
+
+
 async def test_text_turn_streams_deltas_then_done(client: TetherClient, factory: Factory) -> None:
     iid = (await client.create_instance("reference"))["id"]
     sent = await client.send(iid, "hello tether world", session="chat-1", user={"id": "7"})

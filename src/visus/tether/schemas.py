@@ -137,10 +137,16 @@ class McpServerIn(BaseModel):
 
 
 class InstanceCreate(BaseModel):
-    model: str = Field(min_length=1, pattern=r"\S", description="catalog id of the model")
-    tools: list[str] | None = Field(None, description="tool names; null: the agent's defaults")
-    roots: list[Annotated[str, Field(pattern="^/")]] | None = Field(
+    # Bounded so a request cannot make the server hold, store and echo megabytes.
+    model: str = Field(
+        min_length=1, max_length=200, pattern=r"\S", description="catalog id of the model"
+    )
+    tools: list[Annotated[str, Field(max_length=200)]] | None = Field(
+        None, max_length=64, description="tool names; null: the agent's defaults"
+    )
+    roots: list[Annotated[str, Field(pattern="^/", max_length=4096)]] | None = Field(
         None,
+        max_length=64,
         description="absolute folders the tools may reach, each inside a root the server "
         "allows (null: all of those)",
     )
