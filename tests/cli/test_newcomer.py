@@ -53,6 +53,14 @@ def test_no_help_text_is_cut_at_a_plain_terminal(columns: int) -> None:
         assert "…" not in shown, (path, [ln for ln in shown.splitlines() if "…" in ln])
 
 
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_the_model_rule_reads_whole_at_80_columns(command: str) -> None:
+    """The options' help column is wide enough for a model id on one line."""
+    shown = _help([command], 80)
+    for model in ("(anthropic:claude-sonnet-4-6),", "(openai-compatible:openai/gpt-4.1);"):
+        assert model in shown, shown
+
+
 def test_angle_bracket_words_in_help_are_shown_not_taken_for_html() -> None:
     checked = 0
     for path, command in _commands():

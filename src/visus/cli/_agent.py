@@ -47,6 +47,7 @@ DataOpt = Annotated[
     Path | None,
     typer.Option(
         "--data",
+        metavar="DIR",
         help="Data folder (default: data_dir in visus.toml, else $VISUS_DATA, else the user's)",
         show_default=False,
     ),
@@ -84,8 +85,10 @@ McpOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--mcp",
-        metavar="NAME=COMMAND ARGS...|NAME=URL",
-        help="Mount an MCP server's tools as NAME__TOOL (repeatable; also [[mcp.servers]])",
+        # A short metavar keeps the help column readable at 80 columns.
+        metavar="NAME=CMD|URL",
+        help="Mount an MCP server's tools as NAME__TOOL: NAME=COMMAND ARGS... starts a stdio "
+        "server, NAME=https://.../mcp connects to one (repeatable; also [[mcp.servers]])",
     ),
 ]
 MaxStepsOpt = Annotated[
@@ -93,6 +96,7 @@ MaxStepsOpt = Annotated[
     typer.Option(
         "--max-steps",
         min=1,
+        metavar="N",
         help="Model calls one turn may make (default: [agent] max_steps in visus.toml, else "
         "200); a turn that uses them all without answering says so and exits 4",
         show_default=False,

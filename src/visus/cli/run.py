@@ -59,6 +59,7 @@ SaveImagesOpt = Annotated[
     Path | None,
     typer.Option(
         "--save-images",
+        metavar="DIR",
         help="Folder to write the images the agent sends out (send_image)",
         show_default=False,
     ),
