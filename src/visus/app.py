@@ -360,7 +360,7 @@ def create_main_app(
     app.state.policy = policy
     app.state.default_model = model or cfg.default_model
     app.state.default_instance = default_instance(app, app.state.default_model)
-    _mount_surfaces(app, policy, mcp=mcp, web=web, host=host)
+    _mount_surfaces(app, policy, cfg, mcp=mcp, web=web, host=host)
     return app
 
 
@@ -382,9 +382,11 @@ def _shared_store(cfg: VisusConfig, store: str | None, folder: Path) -> Store | 
 
 
 def _mount_surfaces(
-    app: FastAPI, policy: OperatorPolicy, *, mcp: bool, web: bool, host: str
+    app: FastAPI, policy: OperatorPolicy, cfg: VisusConfig, *, mcp: bool, web: bool, host: str
 ) -> None:
-    """``/mcp`` and the web chat on the tether app, within the operator's policy."""
+    """``/mcp`` and the web chat on the tether app, within the operator's policy and the
+    configuration read at start (``/mcp``'s ``vision_analyze`` resolves models with it:
+    nothing an agent writes to visus.toml later changes it)."""
     if web:
         # Deleting it over the API would leave the open page talking to nothing.
         app.state.protected_instances[app.state.default_instance] = "the web chat's instance"
@@ -393,7 +395,7 @@ def _mount_surfaces(
 
         # MCP's view tool reaches what agents do; ``host`` feeds the SDK's
         # DNS-rebinding check.
-        mount_mcp(app, roots=policy.reach(), host=host)
+        mount_mcp(app, roots=policy.reach(), host=host, config=cfg)
     if web:
         from visus.web import mount_web
 

@@ -261,3 +261,30 @@ async def test_a_create_request_cannot_start_a_program(
         assert r.status_code == 403, r.text
         assert "no MCP server named 'nope'" in r.json()["error"]["message"]
     assert not marker.exists()
+
+
+async def test_mcp_vision_analyze_keeps_the_configuration_read_at_start(
+    places: dict[str, Path], reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/mcp's vision_analyze re-read visus.toml on every call (redteam): whatever was
+    written there later decided its model and provider. It resolves with the start's."""
+    from mcp import Client
+
+    monkeypatch.setenv("VISUS_PROVIDERS__REFERENCE__BASE_URL", reference_url)
+    app = create_main_app(
+        data=places["data"],
+        model="reference",
+        settings=ProviderSettings(reference_url=reference_url, env={}),
+        web=False,
+        roots=[places["allowed"]],
+    )
+    # Written after the start (by an agent's edit, say): not valid TOML, another URL.
+    places["config"].write_text("[providers.reference\nbase_url = 'http://10.0.0.1'\n")
+    monkeypatch.setenv("VISUS_PROVIDERS__REFERENCE__BASE_URL", "http://127.0.0.1:9")
+    async with Client(app.state.mcp_server, mode="legacy") as client:
+        r = await client.call_tool(
+            "vision_analyze", {"prompt": "What colour is it?", "file_path": "pic.png"}
+        )
+    text = "".join(getattr(c, "text", "") for c in r.content)
+    assert not r.is_error, text
+    assert json.loads(text)["model"] == "reference"

@@ -80,11 +80,14 @@ def mount_mcp(
     roots: Sequence[Path | str] | Reach | None = None,
     host: str = "127.0.0.1",
     path: str = "/mcp",
+    config: VisusConfig | None = None,
 ) -> MCPServer:
     """Serve the MCP server over streamable HTTP at ``path`` inside a tether ``app``.
 
     The tools reach the tether API in-process (no socket), with the app's token.
-    The app's bearer gate also covers ``/mcp`` when a token is set.
+    The app's bearer gate also covers ``/mcp`` when a token is set. ``config`` is the
+    configuration read at the server's start; ``vision_analyze`` resolves its model with
+    it (None: ``load_config()`` at each call, as a stdio ``visus mcp`` does).
 
     Example:
         >>> import tempfile
@@ -103,7 +106,7 @@ def mount_mcp(
     client = TetherClient(
         f"http://{IN_PROCESS_HOST}", app.state.token, transport=httpx.ASGITransport(app=app)
     )
-    server = build_server(client, roots=roots)
+    server = build_server(client, roots=roots, analyze_config=config)
     cap = limits.MCP_MAX_REQUEST_BYTES
     # The SDK's own cap (4 MiB by default) would refuse a 3 MB image with an opaque
     # -32603; ours sits in front of it with the same number and says which bound.
@@ -115,4 +118,5 @@ def mount_mcp(
             route.app = McpBodyGate(route.app, cap)
     app.router.routes.extend(sub.routes)
     app.state.lifespan_hooks.append(server.session_manager.run)
+    app.state.mcp_server = server
     return server
