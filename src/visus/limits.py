@@ -141,6 +141,10 @@ TETHER_MAX_WIRE_BYTES: Final = 28 * MB  # one frame as sent
 TETHER_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 RING_MAX_FRAMES: Final = 1000
 RING_MAX_BYTES: Final = 128 * MB
+#: Longest a connection to visus serve may wait for a request's headers (seconds) before
+#: it is closed: half-sent requests would otherwise hold sockets (and descriptors) for
+#: ever. A request being answered is not cut by it.
+HTTP_HEADERS_TIMEOUT_SECONDS: Final = 30.0
 #: Longest a tether long poll (or MCP tether_read) may hold the request open (seconds).
 TETHER_POLL_MAX_WAIT_SECONDS: Final = 60.0
 #: Payload bytes one poll answer carries when the caller gives no max_bytes (one frame

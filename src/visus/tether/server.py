@@ -611,6 +611,11 @@ def tether_server(app: FastAPI, **config: Any) -> Any:
             super().handle_exit(sig, frame)
             stop_streams(app)
 
+    from visus.tether.headers_timeout import HeadersTimeoutH11
+
+    # Half-sent requests are closed after HTTP_HEADERS_TIMEOUT_SECONDS (uvicorn has no
+    # such bound of its own).
+    config.setdefault("http", HeadersTimeoutH11)
     return _Server(uvicorn.Config(app, **config))
 
 
