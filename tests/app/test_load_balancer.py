@@ -24,6 +24,7 @@ import pytest
 
 from tests.app.replicas import replica_apps
 from tests.tether.doubles import live_server
+from visus import limits
 
 pytestmark = pytest.mark.slow
 
@@ -162,10 +163,13 @@ async def test_three_replicas_behind_the_documented_balancer(balanced: str, pg_u
         assert page["frames"][0]["type"] == "user.message"
         await asyncio.wait_for(stream, 10)
         assert sse[0] - sent < 5  # the frame itself, not a timeout or a buffer's end
-        for k in range(1, 9):
+        # Seven more: with the first still running that is the instance's
+        # TETHER_MAX_PENDING_TURNS (8), so none is refused for capacity (a ninth was,
+        # 429, whenever the first turn had not finished yet).
+        for k in range(1, limits.TETHER_MAX_PENDING_TURNS):
             small = {"type": "user.message", "session": f"s{k}", "payload": {"text": "hi"}}
             assert (await http.post(base, json=small)).status_code == 202
-        await _answered(http, base, 9)
+        await _answered(http, base, limits.TETHER_MAX_PENDING_TURNS)
         await _origins_through_the_balancer(http, balanced, base)
     with psycopg.connect(pg_url) as conn:
         owners = conn.execute("SELECT DISTINCT owner FROM visus_turns").fetchall()
