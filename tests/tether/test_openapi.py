@@ -7,6 +7,11 @@ from typing import Any
 
 import httpx
 import schemathesis
+
+# Imported at collection, not lazily by from_dict mid-suite: pytest rewrites a plugin's
+# modules on first import, and CPython 3.11.7's ast.parse then failed once with
+# "AST constructor recursion depth mismatch" after many tests' threads had run.
+import schemathesis.specs.openapi.schemas
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
