@@ -21,6 +21,7 @@ from visus.providers.base import (
     classify_http,
     parse_retry_after,
     sdk_fields,
+    tls_context,
 )
 from visus.record.messages import JSONObject
 
@@ -66,6 +67,7 @@ class AnthropicTransport:
             timeout=config.timeout,
             max_retries=0,  # the Client owns retrying, the same way for every provider
             default_headers=dict(config.headers) or None,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
         )
 
     async def aclose(self) -> None:

@@ -26,6 +26,7 @@ from visus.providers.base import (
     classify_http,
     parse_retry_after,
     sdk_fields,
+    tls_context,
 )
 from visus.record.messages import JSONObject
 
@@ -92,6 +93,7 @@ class OpenAITransport:
             timeout=config.timeout,
             max_retries=0,  # the Client owns retrying, the same way for every provider
             default_headers=dict(config.headers) or None,
+            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
         )
 
     async def aclose(self) -> None:
