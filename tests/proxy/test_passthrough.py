@@ -10,7 +10,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -129,6 +131,49 @@ def test_browser_pages_and_missing_tokens_are_refused(tap: tuple[Tap, str]) -> N
     assert "x-visus-token" not in headers  # the proxy's own token stays with the proxy
     with pytest.raises(ConfigError, match="upstream"):
         ProxyConfig(upstream="file:///etc/passwd")
+
+
+@pytest.mark.parametrize("token", [None, "tok-proxy-123"])
+def test_only_the_proxys_own_origin_is_served_and_sdk_clients_keep_working(
+    tap: tuple[Tap, str], token: str | None
+) -> None:
+    """Issue 23: any loopback origin was accepted, so another local web app (a dev server
+    on :3000, a page served by anything on the machine) could drive the proxy from the
+    user's browser. Only the proxy's own origin counts now, as for `visus serve`."""
+    t, upstream = tap
+    keyed = {"x-visus-token": token} if token else {}
+    with serve_proxy(ProxyConfig(upstream=upstream, token=token)) as url:
+        port = url.rsplit(":", 1)[1]
+        pages = ["http://127.0.0.1:3000", "http://localhost:5173", f"https://127.0.0.1:{port}"]
+        pages += [f"http://localhost:{port}", "null"]
+        for origin in pages:
+            for kind in ("text/plain", "application/json"):
+                r = httpx.post(
+                    f"{url}/v1/messages",
+                    content=b'{"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": []}',
+                    headers={"origin": origin, "content-type": kind, **keyed},
+                )
+                assert r.status_code == 403, (origin, r.status_code, r.text)
+                assert r.json()["error"]["code"] == "cross_origin"
+        # A browser's preflight from another origin gets no CORS answer from upstream.
+        pre = httpx.options(
+            f"{url}/v1/messages",
+            headers={"origin": "http://127.0.0.1:3000", "access-control-request-method": "POST"},
+        )
+        assert pre.status_code in {401, 403}
+        assert t.seen == []  # nothing reached the upstream
+        # The proxy's own origin, and SDK clients (no Origin at all), pass.
+        own = httpx.get(f"{url}/v1/models", headers={"origin": url, **keyed})
+        assert own.status_code == 200, own.text
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", default_headers=keyed)
+        assert client.models.with_raw_response.retrieve("gpt-4.1").status_code == 200
+        sdk = anthropic.Anthropic(base_url=url, api_key="sk-ant-test", default_headers=keyed)
+        raw = sdk.messages.with_raw_response.create(
+            model="claude-sonnet-4-6", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
+        assert raw.status_code == 200
+    paths = [p for _, p, _, _ in t.seen]
+    assert paths == ["/v1/models", "/v1/models/gpt-4.1", "/v1/messages"]
 
 
 def test_a_refused_image_is_named_and_counted(reference_url: str) -> None:

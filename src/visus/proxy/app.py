@@ -14,7 +14,9 @@ compressed it), lets its protocol module edit the image parts (in a worker threa
 fitting is CPU work), and forwards the original bytes when nothing was touched. The
 upstream's answer is awaited as long as the client waits for it. Without a token the
 app answers loopback names only (:class:`~visus.tether.guard.LoopbackGuard`, as
-``visus serve``); with one, every request must carry it in ``x-visus-token``.
+``visus serve``); with one, every request must carry it in ``x-visus-token``. Either
+way a request whose ``Origin`` is not the proxy's own is refused
+(:class:`~visus.tether.guard.OriginGuard`); SDK clients send none.
 
 Example:
     >>> app = create_proxy_app(ProxyConfig(upstream="https://api.anthropic.com"))
@@ -61,7 +63,7 @@ from visus.proxy.transport import (
     stream_body,
 )
 from visus.retention import RetentionPolicy, evicted_images
-from visus.tether.guard import LoopbackGuard
+from visus.tether.guard import LoopbackGuard, OriginGuard
 
 __all__ = ["UVICORN_OPTIONS", "ProxyConfig", "create_proxy_app"]
 
@@ -413,6 +415,11 @@ def create_proxy_app(config: ProxyConfig) -> Starlette:
     # Request bodies count against the process's memory budget (inside the gates:
     # a request they refuse holds nothing).
     app.add_middleware(BodyBudget, error_body=_budget_error)
+    # The proxy serves no page: a browser request from any origin but its own is a page
+    # on another site or port driving it (with the user's provider, or a keyless local
+    # upstream). SDK clients send no Origin. Bodies go on as their clients typed them
+    # (an OpenAI file upload is a form), so only the origin is checked.
+    app.add_middleware(OriginGuard, json_bodies=False)
     if config.token:
         app.add_middleware(TokenGate, token=config.token)
     else:

@@ -13,9 +13,10 @@ page in the user's own browser can reach it too, in two ways this guard closes:
   :data:`IN_PROCESS_HOST`, the name in-process clients use) are served (421).
 
 With a token neither applies: the bearer token is the gate, and the server may be
-reached by any name. Either way :class:`OriginGuard` (``visus serve``) refuses any
-``Origin`` but the server's own (scheme, host and port: another local web app on
-another port is another origin) and state-changing requests whose body is not JSON.
+reached by any name. Either way :class:`OriginGuard` (``visus serve``, ``visus proxy``)
+refuses any ``Origin`` but the server's own (scheme, host and port: another local web
+app on another port is another origin) and (``visus serve``) state-changing requests
+whose body is not JSON.
 
 Example:
     >>> _host_ok("127.0.0.1:8750"), _host_ok("localhost"), _host_ok("evil.example")
@@ -189,10 +190,15 @@ class OriginGuard:
       ``unsupported_media_type``. A path that takes raw bytes (the web chat's image
       fitting: ``app.state.raw_body_paths``) takes any type but those a page may send
       blind.
+
+    ``json_bodies=False`` keeps the origin check only: ``visus proxy`` forwards any body
+    type its API clients send (an OpenAI file upload is a form), and a page's blind
+    post carries an ``Origin``, refused anyway.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, json_bodies: bool = True) -> None:
         self.app = app
+        self.json_bodies = json_bodies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in {"http", "websocket"}:
@@ -206,7 +212,12 @@ class OriginGuard:
                 )(scope, receive, send)
                 return
             method = str(scope.get("method", "GET")).upper()
-            if method in _STATE_CHANGING and _has_body(headers) and not _body_ok(scope, headers):
+            if (
+                self.json_bodies
+                and method in _STATE_CHANGING
+                and _has_body(headers)
+                and not _body_ok(scope, headers)
+            ):
                 got = _kind(headers) or "none"
                 await _refuse(
                     415,
