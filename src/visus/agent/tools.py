@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
+from visus.agent import pinned_folder
+from visus.agent.pinned_folder import PinnedFolder
 from visus.errors import InvalidInputError, NetError, UnsupportedTypeError, VisusError
 from visus.media import load, offload, probe
 from visus.media.types import Fitted, Profile, Region
@@ -516,44 +518,68 @@ async def _edit(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             "(viewing it as an image does not count)",
             is_error=True,
         )
-    data = resolved.read_bytes()
-    if hashlib.sha256(data).hexdigest() != seen:
-        return ToolOutcome.text(
-            f"refused: {path!r} changed since you last read it; read it again first",
-            is_error=True,
-        )
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return ToolOutcome.text(f"refused: {path!r} is not UTF-8 text", is_error=True)
-    count = text.count(old) if old else 0
-    if count != 1:
-        what = "not found" if count == 0 else f"found {count} times; give more context"
-        return ToolOutcome.text(f"error: old_string {what} in {path!r}", is_error=True)
-    updated = text.replace(old, new, 1).encode("utf-8")
-    _write_atomic(resolved, updated)
+        with _folder_of(resolved, ctx.reach) as folder:
+            data = folder.read(resolved.name)
+            if hashlib.sha256(data).hexdigest() != seen:
+                return ToolOutcome.text(
+                    f"refused: {path!r} changed since you last read it; read it again first",
+                    is_error=True,
+                )
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return ToolOutcome.text(f"refused: {path!r} is not UTF-8 text", is_error=True)
+            count = text.count(old) if old else 0
+            if count != 1:
+                what = "not found" if count == 0 else f"found {count} times; give more context"
+                return ToolOutcome.text(f"error: old_string {what} in {path!r}", is_error=True)
+            updated = text.replace(old, new, 1).encode("utf-8")
+            folder.replace(resolved.name, updated)
+    except VisusError as e:
+        return ToolOutcome.text(f"refused: {e}", is_error=True)
     ctx.read_digests[key] = hashlib.sha256(updated).hexdigest()
     return ToolOutcome.text(f"edited {path!r}: replaced 1 occurrence")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` through a fresh temporary file beside it.
+def _folder_of(path: Path, reach: Reach) -> contextlib.AbstractContextManager[_Folder]:
+    """``path``'s folder held by descriptor (:mod:`visus.agent.pinned_folder`), so a
+    folder swapped for a symlink after the reach check cannot move the write; by name
+    where the OS has no ``dir_fd`` (Windows, where symlinks need an administrator)."""
+    if pinned_folder.SUPPORTED:
+        return PinnedFolder.of(path, reach)
+    return contextlib.nullcontext(_NamedFolder(path.parent))
 
-    The temporary name is new (``mkstemp``: created exclusively, never an existing
-    file or symlink someone planted in the root), takes the target's permissions, and
-    is renamed over the target: nothing is written through a symlink.
-    """
-    mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".visus-tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+class _Folder(Protocol):
+    def read(self, name: str) -> bytes: ...
+    def replace(self, name: str, data: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _NamedFolder:
+    """A folder by its path: reads and writes by name (where no ``dir_fd`` exists)."""
+
+    path: Path
+
+    def read(self, name: str) -> bytes:
+        return (self.path / name).read_bytes()
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Replace ``name`` through a fresh temporary file beside it (``mkstemp``:
+        created exclusively, never a planted name), with its permissions."""
+        target = self.path / name
+        mode = stat.S_IMODE(target.stat().st_mode)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".visus-tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), mode)
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 EDIT = Tool(
