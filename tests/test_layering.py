@@ -89,8 +89,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "telegram": frozenset((*BASE, "tether", "app")),
     # an HTTP proxy in front of a provider: it edits image parts with media (fit),
     # models (limits), retention (descriptors, chunking) and wire (each wire's caps and
-    # hoisting rule), and serves like `visus serve` (tether's loopback guard, bind check)
-    "proxy": frozenset((*BASE, "tether")),
+    # hoisting rule), and serves like `visus serve` (tether's loopback guard, bind check);
+    # its /mcp refuses a bad call as visus's MCP server does (mcp_server.refusals)
+    "proxy": frozenset((*BASE, "tether", "mcp_server")),
     # every command group; `visus reference` serves the reference model
     "cli": frozenset(
         (*BASE, "analyze", "tether", "mcp_server", "web", "app", "telegram", "reference", "proxy")

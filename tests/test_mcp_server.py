@@ -411,7 +411,9 @@ async def test_vision_analyze_asks_the_reference_model(tmp_path: Path) -> None:
             assert "LANTERN" in envelope["text"]
             r = await client.call_tool("vision_analyze", {"prompt": "?", "file_path": "nope.png"})
             assert r.is_error
-            assert "FILE_NOT_FOUND: nope.png" in text_of(r)
+            refusal = json.loads(text_of(r))  # analyze's code, spelled as view's reasons
+            assert (refusal["reason"], refusal["ok"]) == ("file_not_found", False)
+            assert "nope.png" in refusal["message"]
         await tc.aclose()
 
 

@@ -212,3 +212,14 @@ class AnalyzeError(VisusError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+    @property
+    def reason(self) -> str:
+        """The code as the servers and the CLI spell every refusal reason (lower case,
+        as ``view``'s): ``FILE_NOT_FOUND`` -> ``file_not_found``.
+
+        Example:
+            >>> AnalyzeError("URL_BLOCKED", "private address").reason
+            'url_blocked'
+        """
+        return self.code.lower()

@@ -234,6 +234,9 @@ MCP_MAX_REQUEST_BYTES: Final = (
 )
 #: Images an MCP client session's view("sha256:...") can bring back (its latest views).
 MCP_VIEW_RECALL_IMAGES: Final = 32
+#: Longest path an MCP client may name (Linux's PATH_MAX): a longer one is refused
+#: without being quoted back (a refusal echoing a megabyte path would break the host).
+MCP_MAX_PATH_CHARS: Final = 4096
 #: A mounted MCP server: seconds to start (spawn, initialize, list tools), seconds per
 #: tool call (a hang becomes a tool error), and what one result may carry.
 MCP_CLIENT_START_SECONDS: Final = 30.0

@@ -86,9 +86,9 @@ def test_refused_inputs_exit_3_with_the_code(tmp_path: Path, config_file: Path) 
         "analyze", str(tmp_path / "nope.png"), "-p", "?", "--config", str(config_file)
     )
     assert code == 3
-    assert err.startswith("visus: refused (FILE_NOT_FOUND): ")
+    assert err.startswith("visus: refused (file_not_found): ")
     code, _, err = run("analyze", "https://10.0.0.1/x.png", "-p", "?", "--config", str(config_file))
-    assert (code, err.split(":")[1]) == (3, " refused (URL_BLOCKED)")
+    assert (code, err.split(":")[1]) == (3, " refused (url_blocked)")
 
 
 def test_usage_errors_exit_2(tmp_path: Path, config_file: Path) -> None:
@@ -106,7 +106,7 @@ def test_url_needs_the_loopback_flag(tmp_path: Path, config_file: Path) -> None:
     with StaticServer({"/s.png": (word_png("BEACON"), "image/png")}) as server:
         url = f"{server.url}/s.png"
         code, _, err = run("analyze", url, "-p", "?", "--config", str(config_file))
-        assert (code, err.split(":")[1]) == (3, " refused (URL_BLOCKED)")
+        assert (code, err.split(":")[1]) == (3, " refused (url_blocked)")
         code, out, _ = run(
             "analyze",
             url,

@@ -178,7 +178,7 @@ def test_commands_are_grouped_and_the_exit_codes_are_listed(env: Path) -> None:
     ("args", "code", "said"),
     [
         (["view", "nothere.png"], 3, "visus: refused (not_found): nothere.png does not exist"),
-        (["analyze", "nothere.png", "-p", "hi"], 3, "visus: refused (FILE_NOT_FOUND): "),
+        (["analyze", "nothere.png", "-p", "hi"], 3, "visus: refused (file_not_found): "),
         (["run", "--image", "nothere.png", "hi"], 3, "visus: refused (not_found): --image"),
         (
             ["run", "--image", "https://127.0.0.1/cat.png", "hi"],

@@ -399,14 +399,14 @@ def test_unreachable_provider_names_its_url(env: Path, monkeypatch: pytest.Monke
 def test_blocked_loopback_http_url_names_the_option(env: Path, command: str) -> None:
     result = invoke(command, "http://127.0.0.1:9/x.png", "-p", "what?")
     assert result.exit_code == 3
-    assert result.stderr.startswith("visus: refused (URL_BLOCKED): ")
+    assert result.stderr.startswith("visus: refused (url_blocked): ")
     assert "pass --allow-loopback-http" in result.stderr
 
 
 def test_blocked_public_http_url_gets_no_loopback_hint(env: Path) -> None:
     result = invoke("analyze", "http://example.com/x.png", "-p", "what?")
     assert result.exit_code == 3
-    assert result.stderr.startswith("visus: refused (URL_BLOCKED): ")
+    assert result.stderr.startswith("visus: refused (url_blocked): ")
     assert "--allow-loopback-http" not in result.stderr
 
 

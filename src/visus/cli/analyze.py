@@ -3,8 +3,9 @@
 A source starting with ``https://`` is a URL (``http://`` only to loopback, with
 ``--allow-loopback-http``); anything else is a path, and the reach is the file's
 own folder (the user named the file). An input refused prints ``visus: refused
-(CODE): ...`` and exits 3, a model that failed ``visus: (CODE): ...`` and exits 1, bad
-command-line values exit 2 (``visus --help`` has the table).
+(code): ...`` and exits 3, a model that failed ``visus: (code): ...`` and exits 1, bad
+command-line values exit 2 (``visus --help`` has the table). The code is the analyze
+error's in lower case (``file_not_found``), as every command spells a refusal.
 
 Example:
     $ visus analyze shot.png --prompt "What error is shown?" --json
@@ -188,10 +189,11 @@ _REFUSED_CODES = frozenset(
 
 
 def _analyze_failed(e: AnalyzeError, source: str, allowed: bool) -> NoReturn:
-    """``visus: refused (CODE): ...`` (exit 3) or ``visus: CODE: ...`` (exit 1)."""
+    """``visus: refused (code): ...`` (exit 3) or ``visus: (code): ...`` (exit 1), the
+    code in lower case as every other command spells a refusal (``refused (not_found)``)."""
     text = _error_text(e, source, allowed).removeprefix(f"{e.code}: ")
     refused = e.code in _REFUSED_CODES
-    typer.echo(f"visus: {'refused ' if refused else ''}({e.code}): {text}", err=True)
+    typer.echo(f"visus: {'refused ' if refused else ''}({e.reason}): {text}", err=True)
     raise typer.Exit(3 if refused else 1) from e
 
 

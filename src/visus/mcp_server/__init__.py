@@ -26,7 +26,9 @@ This face only re-exports. ``tools`` holds the tools, module-level functions ove
 one :class:`ToolContext` (the server's lifespan state); ``server`` registers them
 (:func:`build_server`) and mounts them (:func:`mount_mcp`); ``results`` keeps every
 result under the host's cap (:func:`read_result`); ``view`` is ``view`` over MCP
-and each session's recall; ``gate`` checks a request body before the SDK reads it.
+and each session's recall; ``gate`` checks a request body before the SDK reads it;
+``refusals`` makes every failed call (a bad argument included) one JSON refusal
+``{"ok": false, "reason", "message", "field"?}``.
 
 Example:
     >>> from visus.tether.client import TetherClient

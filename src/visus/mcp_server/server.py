@@ -14,6 +14,7 @@ from visus import limits
 from visus.agent.policy import guarded_reach
 from visus.mcp_server import tools
 from visus.mcp_server.gate import McpBodyGate
+from visus.mcp_server.refusals import RefusingServer
 from visus.mcp_server.results import max_result_bytes
 from visus.mcp_server.tools import ToolContext
 from visus.perception import Reach
@@ -58,10 +59,11 @@ def build_server(
     default: the current directory), never visus's own files.
     ``analyze_config`` is the configuration ``vision_analyze`` resolves its model
     with (default: ``load_config()`` at call time). Every tool result stays within
-    ``result_bytes`` (default: :func:`max_result_bytes`)."""
+    ``result_bytes`` (default: :func:`max_result_bytes`). A call that fails is a JSON
+    refusal whatever failed (:class:`~visus.mcp_server.refusals.RefusingServer`)."""
     reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots or [Path.cwd()]))
     context = ToolContext(client, reach, max_result_bytes(result_bytes), analyze_config)
-    server = MCPServer(
+    server = RefusingServer[ToolContext](
         name,
         # The SDK configures the root logger at this level; INFO would log every
         # HTTP request the tools make.

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from visus import limits
-from visus.errors import VisusError
+from visus.errors import AnalyzeError, LimitError, VisusError
+from visus.mcp_server.refusals import Refused, path_too_long, reason_of
 from visus.mcp_server.results import read_result
 from visus.mcp_server.view import SessionRecall, view_result
 from visus.perception import Reach
@@ -109,14 +109,42 @@ def _decode_args(images: Sequence[McpImage]) -> list[ImageIn]:
     return out
 
 
-def _tether_error(e: VisusError, client: TetherClient) -> ToolError:
+#: What an instance id may be (visus makes ``i-<hex>`` and ``i-webchat``); anything else
+#: is refused before it becomes part of a request path (``..``, ``/``, NUL).
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+
+#: The tether server's statuses the client has no error class for -> refusal reason.
+_STATUS_REASONS = {401: "unauthorized", 403: "forbidden", 409: "in_use", 429: "busy"}
+
+
+def _instance(value: str) -> str:
+    """``value`` as an instance id, or :class:`Refused` (``invalid_input``)."""
+    if _INSTANCE_ID.fullmatch(value):
+        return value
+    shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    raise Refused(
+        "invalid_input",
+        f"instance: {shown} is not an instance id (tether_instances lists them)",
+        field="instance",
+    )
+
+
+def _tether_error(e: VisusError, client: TetherClient) -> Refused:
     """A tether call's failure for the host; no server at all says how to start one."""
     if isinstance(e, TetherHTTPError) and e.status == 0:
-        return ToolError(
+        return Refused(
+            "unreachable",
             f"no visus server answers at {client.base_url}: start one with `visus serve` "
-            "(or give `visus mcp --url` the address of yours). view works without one."
+            "(or give `visus mcp --url` the address of yours). view works without one.",
         )
-    return ToolError(str(e))
+    reason = reason_of(e)
+    if isinstance(e, TetherHTTPError):
+        reason = _STATUS_REASONS.get(e.status, reason)
+    elif isinstance(e, LimitError) and str(e).startswith("429"):
+        reason = "busy"  # the client reads 413 and 429 alike as a LimitError
+    elif reason == "failed" and "tether token" in str(e):
+        reason = "unauthorized"  # a 401 is the client's ConfigError
+    return Refused(reason, str(e))
 
 
 #: Frame types that end a turn: tether_read's until_done waits for one of these.
@@ -157,7 +185,7 @@ async def tether_send(
     client = context_of(ctx).client
     try:
         decoded = _decode_args(images or [])
-        sent = await client.send(instance, text, decoded, session=session_id)
+        sent = await client.send(_instance(instance), text, decoded, session=session_id)
     except VisusError as e:
         raise _tether_error(e, client) from e
     return json.dumps(sent)
@@ -193,6 +221,7 @@ async def tether_read(
     state = context_of(ctx)
     client, cap = state.client, state.cap
     wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
+    instance = _instance(instance)
     try:
         if until_done:
             answer = await _read_until_done(client, instance, after_seq, session_id, wait, cap)
@@ -309,14 +338,17 @@ async def vision_analyze(
 
     state = context_of(ctx)
     if path is not None and file_path is not None and path != file_path:
-        raise ToolError("INVALID_INPUT: give path or file_path, not both")
+        raise Refused("invalid_input", "give path or file_path, not both", field="file_path")
+    named = path if path is not None else file_path
+    if named is not None and len(named) > limits.MCP_MAX_PATH_CHARS:
+        raise Refused("invalid_input", path_too_long(len(named)), field="path")
     pages = None
     if first_page is not None or last_page is not None:
         pages = (first_page or 1, last_page or first_page or 1)
     try:
         result = await analyze(
             prompt,
-            file_path=path if path is not None else file_path,
+            file_path=named,
             file_url=file_url,
             file_base64=file_base64,
             model=model,
@@ -325,6 +357,8 @@ async def vision_analyze(
             reach=state.reach,
             config=state.analyze_config,
         )
+    except AnalyzeError as e:
+        raise Refused(e.reason, e.message) from e
     except VisusError as e:
-        raise ToolError(str(e)) from e
+        raise Refused(reason_of(e), str(e)) from e
     return json.dumps(result.to_dict())

@@ -4,7 +4,6 @@ session's recall of what it viewed (``view("sha256:...")``)."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 import weakref
 from collections.abc import MutableMapping, Sequence
@@ -16,6 +15,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from visus import limits
 from visus.agent.policy import guarded_reach
 from visus.errors import InvalidInputError
+from visus.mcp_server.refusals import path_too_long, refusal_result
 from visus.media import Region
 from visus.models import AnthropicPatches, ModelSpec
 from visus.perception import (
@@ -160,6 +160,8 @@ def view_result(
     reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots))
     memory: MutableMapping[str, bytes] = {} if recall is None else recall
     seen: Perception | Refusal
+    if len(path) > limits.MCP_MAX_PATH_CHARS:
+        return refusal_result("invalid_input", path_too_long(len(path)), "path")
     try:
         whole = (_whole("page", page), _whole("offset", offset), _whole("limit", limit))
         look = _Look(reach, _host_model(budget), *whole, as_region(region))
@@ -168,17 +170,13 @@ def view_result(
     else:
         seen = look.recalled(path, memory) if is_digest_ref(path) else look.at(path)
     if seen.kind == "refusal":
-        refusal = seen.to_json()
-        refusal["message"] = _without_read_hint(refusal["message"])
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(refusal))], is_error=True
-        )
+        return refusal_result(seen.reason, _without_read_hint(seen.message))
     _remember(memory, seen)
     data = base64.b64encode(seen.data).decode("ascii")
     note = _view_note(seen)
     if len(data) + len(note) > max_bytes:  # fit promised less; refuse
-        msg = f"{path}: fitted image is still over MCP_MAX_RESULT_BYTES"
-        return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
+        msg = f"Cannot view {path}: the fitted image is still over MCP_MAX_RESULT_BYTES"
+        return refusal_result("too_large", msg)
     return CallToolResult(
         content=[
             TextContent(type="text", text=note),

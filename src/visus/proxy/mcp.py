@@ -23,11 +23,11 @@ import re
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, ImageContent
 from starlette.routing import BaseRoute
 
+from visus.mcp_server.refusals import RefusingServer, refusal_result
 from visus.proxy.cache import ElidedImages
 
 __all__ = ["TOOL", "RestoreServer", "Restorer", "restore_tool"]
@@ -78,7 +78,7 @@ class Restorer:
                 f"no image {digest!r} here: give the full sha256:<64 hex> an [image elided] "
                 "note names (the proxy holds images only while their conversation goes on)"
             )
-            return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+            return refusal_result("not_found", message, "digest")
         media_type, b64 = found
         return CallToolResult(content=[ImageContent(type="image", data=b64, mime_type=media_type)])
 
@@ -87,7 +87,9 @@ class RestoreServer:
     """The MCP server with ``restore_image`` over ``images``: its routes and lifespan."""
 
     def __init__(self, images: ElidedImages) -> None:
-        self.server = MCPServer(
+        # A refusing server: a call without a digest (or any failed call) is visus's JSON
+        # refusal, as on visus's other MCP servers.
+        self.server = RefusingServer[None](
             "visus-proxy",
             log_level="WARNING",
             instructions=(
