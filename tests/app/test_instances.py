@@ -3,6 +3,7 @@ client names are checked, never trusted to create anything."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -124,3 +125,44 @@ async def test_the_web_chats_instance_cannot_be_deleted(tmp_path: Path, referenc
         other = (await client.post("/v1/instances", json={"model": "reference"})).json()["id"]
         assert (await client.delete(f"/v1/instances/{other}")).status_code == 204
         assert (await client.delete("/v1/instances/i-nope")).status_code == 404
+
+
+async def test_instances_list_the_roots_their_agents_reach(tmp_path: Path) -> None:
+    """The web chat's instance (no roots named: every root the operator allows) was listed
+    with ``"roots": []`` by ``GET /v1/instances`` and MCP ``tether_instances``, though its
+    agent reads ``<data>/files``; a named root is listed as the agent resolves it."""
+    from mcp import Client
+
+    from visus.mcp_server import build_server
+    from visus.tether.client import TetherClient
+
+    app = create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url="http://127.0.0.1:9", env={}),
+        web=False,
+        mcp=False,
+    )
+    files = str((tmp_path / "data" / "files").resolve())
+    (tmp_path / "data" / "files" / "shots").mkdir()
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app)
+        ) as client,
+    ):
+        named = f"{tmp_path}/data/files/./shots/"
+        r = await client.post("/v1/instances", json={"model": "reference", "roots": [named]})
+        assert r.status_code == 201, r.text
+        assert r.json()["roots"] == [f"{files}/shots"]
+        instances = (await client.get("/v1/instances")).json()["instances"]
+        listed = {i["id"]: i["roots"] for i in instances}
+        assert listed == {app.state.default_instance: [files], r.json()["id"]: [f"{files}/shots"]}
+        webchat = (await client.get(f"/v1/instances/{app.state.default_instance}")).json()
+        assert webchat["roots"] == [files]
+        tether = TetherClient("http://127.0.0.1", app.state.token, transport=transport)
+        async with tether, Client(build_server(tether), mode="legacy") as mcp:
+            answer = await mcp.call_tool("tether_instances", {})
+        seen = {i["id"]: i["roots"] for i in json.loads(answer.content[0].text)}  # type: ignore[union-attr]
+        assert seen == listed

@@ -239,8 +239,8 @@ async def tether_read(
 
 @plain_doc
 async def tether_instances(ctx: Call) -> str:
-    """The agent instances of the running `visus serve` (id, model, tools, roots);
-    the web chat's is i-webchat."""
+    """The agent instances of the running `visus serve` (id, model, tools, and the
+    roots: the folders its agent reaches); the web chat's is i-webchat."""
     client = context_of(ctx).client
     try:
         return json.dumps(await client.list_instances())

@@ -196,12 +196,16 @@ class Instance:
         self._stopping: set[tuple[str, str]] = set()
 
     def describe(self) -> dict[str, Any]:
+        """The instance as the API lists it. ``roots`` are the folders its agent reaches:
+        the runner's ``roots`` when it has them (a config naming none reaches every root
+        the operator allows), else the config's."""
         c = self.config
+        reached = getattr(self.runner, "roots", None)
         return {
             "id": c.id,
             "model": c.model,
             "tools": None if c.tools is None else list(c.tools),
-            "roots": list(c.roots),
+            "roots": [str(r) for r in (c.roots if reached is None else reached)],
             "created": c.created,
             "last_seq": self.ring.last_seq,
             "frames": len(self.ring),

@@ -91,6 +91,9 @@ class TurnRunner(Protocol):
     on egress; images past a limit are dropped with an ``error`` frame naming it.
     Storing the user message and its images (as blobs) is the runner's job.
 
+    A runner with a ``roots`` attribute (the folders its tools reach, after the
+    operator's policy) has them listed as the instance's ``roots``.
+
     A runner whose class sets ``reports_status = True`` also gets
     ``emit_status(text, tool)``, which appends an ``assistant.status`` frame: the phase
     the turn is in, and the tool call that starts (``{"id", "name", "arguments"}``).

@@ -162,7 +162,10 @@ class InstanceOut(BaseModel):
     id: str
     model: str
     tools: list[str] | None
-    roots: list[str]
+    roots: list[str] = Field(
+        description="the folders the instance's tools reach: those its create request "
+        "named, else every root the server's operator allows"
+    )
     created: str
     last_seq: int
     frames: int
