@@ -73,15 +73,31 @@ class AnthropicTransport:
     async def aclose(self) -> None:
         await self._client.close()
 
+    # The codec's body is the request's JSON and the codec reads plain JSON back: the
+    # SDK's ``post`` sends it (auth, headers, errors, SSE and its ``error`` events) and
+    # ``cast_to=object`` hands back what the server sent, with no pydantic model built
+    # per stream event only to be dumped to a dict again (as the OpenAI transport).
+
     async def call(self, body: Body, model: str) -> JSONObject:
-        reply = await self._client.messages.create(**sdk_fields(body, model))
-        out: JSONObject = reply.model_dump(mode="json", exclude_unset=True)
-        return out
+        reply = await self._client.post(
+            "/v1/messages", body=dict(sdk_fields(body, model)), cast_to=object
+        )
+        if not isinstance(reply, dict):
+            raise ProviderError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
+        return reply
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
-        stream = await self._client.messages.create(**sdk_fields(body, model), stream=True)
+        stream = await self._client.post(
+            "/v1/messages",
+            body=dict(sdk_fields(body, model), stream=True),
+            cast_to=object,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[object],
+        )
         async for event in stream:
-            yield event.model_dump(mode="json", exclude_unset=True)
+            if not isinstance(event, dict):
+                raise ProviderError(f"a stream event is not a JSON object: {str(event)[:200]!r}")
+            yield event
 
     def map_error(self, e: Exception, provider: str) -> MappedError | None:
         return map_anthropic_error(e, provider=provider)

@@ -3,8 +3,9 @@
 The only module that imports the ``openai`` SDK. The same transport talks to OpenAI,
 OpenRouter, vLLM, LM Studio, Ollama's ``/v1`` and the reference server: only the
 base URL and key differ. The shapes are :mod:`visus.wire.openai_chat`'s and
-:mod:`visus.wire.openai_responses`'s; this module only calls the SDK (replies and
-stream events as plain dicts) and maps its errors.
+:mod:`visus.wire.openai_responses`'s; this module only sends the codec's body with
+the SDK (replies and stream events come back as the server's plain JSON) and maps
+its errors.
 
 Example:
     >>> client = OpenAIClient(ProviderConfig(api_key="x", base_url="http://127.0.0.1:1/v1"))
@@ -110,29 +111,40 @@ class OpenAITransport:
             return sdk_fields(renamed, model, **{self._token_param: body["max_tokens"]})
         return sdk_fields(body, model)
 
+    # The wire codec's body is already the request's JSON, and the codec reads replies
+    # as plain JSON: so the body goes through the SDK's ``post`` (its auth, headers,
+    # errors and SSE decoding) and replies come back as the dicts the server sent
+    # (``cast_to=object``). ``create()`` would walk the whole body against the SDK's
+    # TypedDicts on every call (the history grows each step) and build a pydantic
+    # model per stream chunk that was dumped back to a dict here: about 40% of a tether
+    # replica's CPU per turn (py-spy, ``python -m benchmarks store``).
+
+    def _path(self) -> str:
+        return "/chat/completions" if self.wire == "openai-chat" else "/responses"
+
     async def call(self, body: Body, model: str) -> JSONObject:
-        fields = self._fields(body, model)
-        # exclude_unset: the reply's JSON as sent (opaque items go back without nulls).
-        if self.wire == "openai-chat":
-            chat = await self._client.chat.completions.create(**fields)
-            out: JSONObject = chat.model_dump(mode="json", exclude_unset=True)
-        else:
-            response = await self._client.responses.create(**fields)
-            out = response.model_dump(mode="json", exclude_unset=True)
-        return out
+        reply = await self._client.post(
+            self._path(), body=dict(self._fields(body, model)), cast_to=object
+        )
+        if not isinstance(reply, dict):
+            raise ProviderError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
+        return reply
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
-        fields = self._fields(body, model)
+        fields = dict(self._fields(body, model), stream=True)
         if self.wire == "openai-chat":
-            chunks = await self._client.chat.completions.create(
-                **fields, stream=True, stream_options={"include_usage": True}
-            )
-            async for chunk in chunks:
-                yield chunk.model_dump(mode="json", exclude_unset=True)
-        else:
-            events = await self._client.responses.create(**fields, stream=True)
-            async for event in events:
-                yield event.model_dump(mode="json", exclude_unset=True)
+            fields["stream_options"] = {"include_usage": True}
+        stream = await self._client.post(
+            self._path(),
+            body=fields,
+            cast_to=object,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
+        )
+        async for event in stream:
+            if not isinstance(event, dict):
+                raise ProviderError(f"a stream event is not a JSON object: {str(event)[:200]!r}")
+            yield event
 
     def map_error(self, e: Exception, provider: str) -> MappedError | None:
         return map_openai_error(e, provider=provider)
