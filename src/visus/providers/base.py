@@ -58,6 +58,8 @@ __all__ = [
     "backoff_delay",
     "classify_http",
     "decode_arguments",
+    "json_events",
+    "json_object",
     "new_call_id",
     "parse_retry_after",
     "request_turn",
@@ -333,6 +335,28 @@ def sdk_fields(body: Body, model: str, **override: object) -> Mapping[str, Any]:
     fields["model"] = model
     fields.update(override)
     return fields
+
+
+def json_object(reply: object, what: str = "the reply") -> JSONObject:
+    """``reply`` (JSON an SDK handed back untyped) as an object, or a clear error.
+
+    Example:
+        >>> json_object({"id": "r1"})
+        {'id': 'r1'}
+        >>> json_object([1])
+        Traceback (most recent call last):
+        ...
+        visus.errors.ProviderError: the reply is not a JSON object: '[1]'
+    """
+    if not isinstance(reply, dict):
+        raise ProviderError(f"{what} is not a JSON object: {str(reply)[:200]!r}")
+    return reply
+
+
+async def json_events(stream: AsyncIterator[object]) -> AsyncIterator[JSONObject]:
+    """An SDK stream's events (JSON handed back untyped), each checked an object."""
+    async for event in stream:
+        yield json_object(event, "a stream event")
 
 
 class Transport(Protocol):

@@ -25,6 +25,8 @@ from visus.providers.base import (
     MappedError,
     ProviderConfig,
     classify_http,
+    json_events,
+    json_object,
     parse_retry_after,
     sdk_fields,
     tls_context,
@@ -126,9 +128,7 @@ class OpenAITransport:
         reply = await self._client.post(
             self._path(), body=dict(self._fields(body, model)), cast_to=object
         )
-        if not isinstance(reply, dict):
-            raise ProviderError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
-        return reply
+        return json_object(reply)
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
         fields = dict(self._fields(body, model), stream=True)
@@ -141,9 +141,7 @@ class OpenAITransport:
             stream=True,
             stream_cls=openai.AsyncStream[object],
         )
-        async for event in stream:
-            if not isinstance(event, dict):
-                raise ProviderError(f"a stream event is not a JSON object: {str(event)[:200]!r}")
+        async for event in json_events(stream):
             yield event
 
     def map_error(self, e: Exception, provider: str) -> MappedError | None:
