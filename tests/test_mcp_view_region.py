@@ -4,6 +4,7 @@ and a region outside the image is refused with its size."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -114,3 +115,44 @@ async def test_a_page_offset_or_limit_of_the_wrong_type_is_a_typed_refusal(
                 assert f"{name} must be a whole number" in refusal["message"]
                 assert len(refusal["message"]) < 200
     await tc.aclose()
+
+
+async def test_a_strip_of_a_huge_svg_is_drawn_or_refused_in_plain_words(tmp_path: Path) -> None:
+    """A region thinner than a pixel once fitted ([0,0,30000,1] of a 30000 x 30000 SVG)
+    was ``undecodable`` with libvips's "unable to call svgload_buffer: zero-sized image";
+    it is drawn 1 px thick as the same strip of a PNG is, and a strip no drawing can
+    hold (over MAX_SOURCE_EDGE to one) is refused saying why."""
+    import io
+
+    from PIL import Image
+
+    for side in (30_000, 100_000):
+        (tmp_path / f"big{side}.svg").write_text(
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{side}" height="{side}">'
+            f'<rect width="{side}" height="{side}" fill="red"/>'
+            f'<rect width="{side}" height="1" fill="blue"/></svg>'
+        )
+    tc = TetherClient("http://127.0.0.1:9", transport=httpx.MockTransport(httpx.Response))
+    async with Client(build_server(tc, roots=[tmp_path]), mode="legacy") as client:
+        strips = (
+            ([0, 0, 30_000, 1], (1568, 1), (0, 0, 255)),  # the blue top row, not red
+            ([0, 0, 1, 30_000], (1, 1568), (255, 0, 0)),  # a column: red at its foot
+        )
+        for region, size, colour in strips:
+            strip = await client.call_tool("view", {"path": "big30000.svg", "region": region})
+            assert not strip.is_error, strip
+            seen = Image.open(io.BytesIO(_image(strip))).convert("RGB")
+            assert seen.size == size
+            assert seen.getpixel((size[0] - 1, size[1] - 1)) == colour
+        thick = await client.call_tool(
+            "view", {"path": "big30000.svg", "region": [0, 0, 30_000, 3]}
+        )
+        assert not thick.is_error, thick
+        too_thin = await client.call_tool(
+            "view", {"path": "big100000.svg", "region": [0, 0, 100_000, 1]}
+        )
+    refusal = json.loads(_text(too_thin))
+    assert refusal["reason"] == "invalid_input"
+    assert "too thin to draw" in refusal["message"]
+    assert "MAX_SOURCE_EDGE" in refusal["message"]
+    assert "svgload" not in refusal["message"]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from visus import limits
-from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
+from visus.errors import InvalidInputError, TooLargeError, UndecodableError, UnsupportedTypeError
 from visus.media import _vips
 from visus.media.fitting import target_size
 from visus.media.types import Region
@@ -375,7 +375,15 @@ def _librsvg(svg: ParsedSvg, width: int, height: int) -> Image.Image:
     # the scale, so its rounding never lands a pixel past our bounds.
     head = vips.Image.svgload_buffer(data)
     scale = min(width / max(1, head.width), height / max(1, head.height))
+    thin = min(head.width, head.height) * scale < 1
+    if thin:
+        # A strip thinner than a pixel at this scale (a 30000 x 1 region fitted to 1568
+        # px): librsvg would draw it 0 px thick. Draw it 1 px thick, then shrink its
+        # length to the size asked.
+        scale = _strip_scale(head.width, head.height)
     im = vips.Image.svgload_buffer(data, scale=scale)
+    if thin and (im.width > width or im.height > height):
+        im = im.resize(min(1.0, width / im.width), vscale=min(1.0, height / im.height))
     if im.width > width or im.height > height:
         im = im.crop(0, 0, min(im.width, width), min(im.height, height))
     if im.bands != 4 or im.format != "uchar":
@@ -392,6 +400,29 @@ def _librsvg(svg: ParsedSvg, width: int, height: int) -> Image.Image:
             + " ".join(str(e).split())
         ) from e
     return Image.frombytes("RGBA", (im.width, im.height), pixels)
+
+
+def _strip_scale(width: int, height: int) -> float:
+    """The scale that draws a ``width`` x ``height`` strip 1 px thick, or
+    :class:`InvalidInputError` when its length would then pass ``MAX_SOURCE_EDGE``.
+
+    Example:
+        >>> _strip_scale(30_000, 1)
+        1.0
+        >>> try:
+        ...     _strip_scale(30_000, 0)
+        ... except InvalidInputError as e:
+        ...     print(e)
+        the SVG (or its region) is 30000 x 0 px: too thin to draw (at 1 px thick it would be over 30000 px long, MAX_SOURCE_EDGE); ask for a region at most 30000 times as long as it is thick
+    """  # noqa: E501
+    short, long = min(width, height), max(width, height)
+    if short <= 0 or long / short > limits.MAX_SOURCE_EDGE:
+        raise InvalidInputError(
+            f"the SVG (or its region) is {width} x {height} px: too thin to draw (at 1 px "
+            f"thick it would be over {limits.MAX_SOURCE_EDGE} px long, MAX_SOURCE_EDGE); ask "
+            f"for a region at most {limits.MAX_SOURCE_EDGE} times as long as it is thick"
+        )
+    return 1 / short
 
 
 def render_svg(
