@@ -30,7 +30,7 @@ from visus.agent.policy import OperatorPolicy
 from visus.attachments import AttachmentStore, SessionAttachments
 from visus.config import VisusConfig, load_config
 from visus.errors import ConfigError
-from visus.paths import data_dir, files_dir
+from visus.paths import data_dir, files_dir, private_dir
 from visus.providers import ProviderSettings
 from visus.record.messages import ToolCall
 from visus.retention import RetentionPolicy
@@ -347,7 +347,7 @@ def create_main_app(
     )
     files = files_dir(base).resolve()
     if files in policy.roots:  # the default root: where the operator puts files for agents
-        files.mkdir(parents=True, exist_ok=True)
+        private_dir(files)
     shared = _shared_store(cfg, store, folder)
     app = create_app(
         data_dir=folder,

@@ -2,7 +2,10 @@
 
 The data folder is chosen once: an explicit argument (``--data DIR``), else the
 ``VISUS_DATA`` environment variable, else the user's data dir from platformdirs.
-Nothing here creates folders; the stores do that when they first write.
+The stores create their folders when they first write, through :func:`private_dir`:
+0700, like the 0600 records in them (the names of sessions and instances, and which
+images exist, are the owner's business too). A folder that already exists is left as
+it is; ``visus serve`` warns when group or others may read one (:func:`exposed`).
 
 Layout::
 
@@ -23,16 +26,21 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 import platformdirs
 
 __all__ = [
     "DATA_ENV",
+    "PRIVATE_DIR_MODE",
     "blobs_dir",
     "data_dir",
+    "exposed",
     "files_dir",
     "integration_blobs_dir",
+    "private_dir",
     "refit_index",
     "sessions_dir",
 ]
@@ -103,3 +111,53 @@ def refit_index(data: Path | str) -> Path:
         '/srv/visus/blobs/refit-index.json'
     """
     return blobs_dir(data) / "refit-index.json"
+
+
+#: The mode of every folder visus creates for its data: its owner's only.
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_dir(path: Path | str) -> Path:
+    """``path`` as a folder, created with every missing parent 0700 (an existing one is
+    left as it is). ``Path.mkdir(parents=True, mode=...)`` would give the parents the
+    default 0755, so each level is made here.
+
+    Example:
+        >>> import tempfile
+        >>> made = private_dir(Path(tempfile.mkdtemp()) / "data" / "sessions")
+        >>> oct(made.stat().st_mode & 0o777), oct(made.parent.stat().st_mode & 0o777)
+        ('0o700', '0o700')
+    """
+    path = Path(path)
+    missing: list[Path] = []
+    for level in (path, *path.parents):
+        if level.is_dir():
+            break
+        missing.append(level)
+    for level in reversed(missing):
+        try:
+            level.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            if not level.is_dir():  # a file in the way: say so as mkdir would
+                raise
+    return path
+
+
+def exposed(folders: Iterable[Path]) -> list[Path]:
+    """Those of ``folders`` that exist and that group or others may read, list or enter.
+
+    Example:
+        >>> import tempfile
+        >>> shared = Path(tempfile.mkdtemp()); shared.chmod(0o755)
+        >>> exposed([shared, shared / "missing"]) == [shared]
+        True
+    """
+    out: list[Path] = []
+    for folder in folders:
+        try:
+            mode = folder.stat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode) and mode & 0o077:
+            out.append(folder)
+    return out

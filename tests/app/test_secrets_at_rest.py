@@ -129,10 +129,12 @@ def test_a_header_naming_an_unset_variable_is_refused_at_start(
 
 
 def _not_private(data: Path) -> list[str]:
+    """Every file and folder under ``data`` (and ``data`` itself) that its group or
+    others may read, list or enter (issue 23: folders were 0755, naming every session)."""
     return [
         f"{p.relative_to(data)} {stat.filemode(p.stat().st_mode)}"
-        for p in sorted(data.rglob("*"))
-        if p.is_file() and p.stat().st_mode & 0o077
+        for p in [data, *sorted(data.rglob("*"))]
+        if (p.is_file() or p.is_dir()) and p.stat().st_mode & 0o077
     ]
 
 
@@ -189,3 +191,4 @@ def test_an_mcp_servers_log_is_the_owners_only(tmp_path: Path) -> None:
     log = _Connection(spec, tmp_path / "logs")._open_log()
     log.close()
     assert stat.S_IMODE((tmp_path / "logs" / "mcp-peer.log").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700

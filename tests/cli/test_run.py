@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,11 @@ def test_run_views_through_the_tool_inside_root(env: Path) -> None:
     store = SessionStore(env / "data" / "sessions")
     kinds = [m.kind for m in store.load(out["session"]).messages]
     assert kinds == ["user", "assistant", "tool", "assistant"]
+    # Issue 23: the folders visus makes for its data (sessions, blobs and their fan-out)
+    # are its owner's only, like the records in them.
+    folders = [env / "data", *(p for p in (env / "data").rglob("*") if p.is_dir())]
+    assert {p.name for p in folders} >= {"data", "sessions", "blobs"}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in folders} == {"0o700"}
 
 
 def test_run_view_outside_root_is_refused_not_seen(env: Path) -> None:

@@ -38,6 +38,42 @@ def test_the_banner_names_the_agents_files_folder(no_server: Any, tmp_path: Path
     assert "edit " not in result.stdout  # write tools stay off unless asked for
 
 
+def test_a_data_folder_others_can_read_is_warned_about_and_a_new_one_is_private(
+    no_server: Any, tmp_path: Path
+) -> None:
+    """Issue 23: data folders were created 0755 (every session's and instance's name
+    visible to other users). New ones are 0700; an existing readable one is named on
+    stderr with the command that closes it, and left as the operator made it."""
+    fresh = tmp_path / "fresh" / "d"
+    args = ["serve", "--no-mcp", "--port", "0", "--data"]
+    result = CliRunner().invoke(app, [*args, str(fresh)])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert "warning" not in result.stderr
+    made = [fresh.parent, fresh, *(p for p in fresh.rglob("*") if p.is_dir())]
+    assert {p.relative_to(tmp_path).as_posix() for p in made} >= {
+        "fresh",
+        "fresh/d",
+        "fresh/d/files",
+        "fresh/d/serve",
+        "fresh/d/serve/instances",
+    }
+    assert {oct(p.stat().st_mode & 0o777) for p in made} == {"0o700"}
+
+    old = tmp_path / "old"
+    (old / "sessions").mkdir(parents=True)
+    for folder in (old, old / "sessions"):
+        folder.chmod(0o755)
+    result = CliRunner().invoke(app, [*args, str(old)])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    warned = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert warned == [
+        f"visus: warning: {folder} is drwxr-xr-x: other users can list the sessions, "
+        f"instances and images in it (the files are 0600); chmod 700 {folder}"
+        for folder in (old, old / "sessions")
+    ]
+    assert old.stat().st_mode & 0o777 == 0o755  # the operator's choice is left alone
+
+
 def test_the_banner_names_the_roots_and_edit_when_the_operator_allows_them(
     no_server: Any, tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ from visus.agent.tools import Tool, ToolContext, ToolOutcome
 from visus.errors import ConfigError, InvalidInputError, McpServerError, MediaError
 from visus.media import fit
 from visus.net import CheckedURL, acheck_url
+from visus.paths import private_dir
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
 
 if TYPE_CHECKING:
@@ -235,7 +236,7 @@ class _Connection:
     def _open_log(self) -> TextIO:
         if self.log_dir is None:
             return open(os.devnull, "w")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.log_dir)
         # The owner's only: a server's stderr may echo what its tools were given.
         fd = os.open(self.log_dir / f"mcp-{self.spec.name}.log", _APPEND_FLAGS, 0o600)
         return open(fd, "a", encoding="utf-8")

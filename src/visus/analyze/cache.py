@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from visus import limits
+from visus.paths import private_dir
 
 __all__ = ["AnalyzeCache", "FileAnalyzeCache", "MemoryAnalyzeCache", "cache_key"]
 
@@ -118,7 +119,7 @@ class FileAnalyzeCache:
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

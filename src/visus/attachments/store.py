@@ -33,6 +33,7 @@ from visus.errors import (
     StoreError,
     TooLargeError,
 )
+from visus.paths import private_dir
 
 __all__ = [
     "AttachmentCaps",
@@ -387,7 +388,7 @@ def _unclashed(name: str, taken: set[str]) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -200,6 +200,29 @@ def _banner(app: FastAPI, started: _Started) -> None:
         typer.echo(f"  files      {shown_root}  (agents read and view files here)")
     if policy.write_tools:
         typer.echo("  edit       on: agents may change files under these roots")
+    _warn_exposed(started.data)
+
+
+#: The data folder's own subfolders (records, blobs, instances, logs) ``visus serve``
+#: checks at start; ``files`` is the operator's to share.
+_OWN_FOLDERS = ("", "sessions", "blobs", "serve", "serve/instances", "logs", "integrations")
+
+
+def _warn_exposed(data: Path) -> None:
+    """Warn about data folders that group or others may read. visus creates them 0700;
+    one made before (0755), or by hand, is left as it is: the operator may share it on
+    purpose (a backup group), so this says what to run instead of changing it."""
+    import stat
+
+    from visus.paths import exposed
+
+    for folder in exposed(data / name for name in _OWN_FOLDERS):
+        mode = stat.filemode(folder.stat().st_mode)
+        typer.echo(
+            f"visus: warning: {folder} is {mode}: other users can list the sessions, "
+            f"instances and images in it (the files are 0600); chmod 700 {folder}",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from visus.errors import IntegrityError, InvalidKeyError, NotFoundError, StoreError
+from visus.paths import private_dir
 
 __all__ = [
     "BlobStore",
@@ -206,7 +207,7 @@ class FileBlobStore:
             leaf = self._leaf(digest)
             target = leaf / f"{digest}.{extension_for(media_type)}"
             try:
-                leaf.mkdir(parents=True, exist_ok=True)
+                private_dir(leaf)
                 self._write_atomically(leaf, target, data)
                 if existing is not None and existing != target:
                     existing.unlink(missing_ok=True)

@@ -46,6 +46,7 @@ from visus.errors import (
     StoreError,
     VisusError,
 )
+from visus.paths import private_dir
 from visus.record.blobs import BlobStore
 from visus.record.codec import RECORD_VERSION, message_from_dict, message_to_dict
 from visus.record.messages import DocumentPart, ImagePart, Message, Part, TextPart
@@ -292,7 +293,7 @@ class SessionStore:
         line = _encode_line(header)
         target = self.path(sid)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dir(self.root)
             # The owner's only: a record holds the conversation and every tool result.
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError as e:

@@ -28,7 +28,7 @@ from typing import Any
 
 from visus.attachments import AttachmentStore
 from visus.errors import StoreError
-from visus.paths import blobs_dir, sessions_dir
+from visus.paths import blobs_dir, private_dir, sessions_dir
 from visus.record.blobs import FileBlobStore
 from visus.record.sessions import SessionStore
 from visus.store.base import Collected, validate_namespace
@@ -76,7 +76,7 @@ class FileStore:
         """
         path = self._instance_file(str(config["id"]))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
             tmp = path.with_suffix(".tmp")
             tmp.unlink(missing_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

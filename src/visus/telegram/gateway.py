@@ -34,6 +34,7 @@ from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from visus import limits
 from visus.errors import VisusError
+from visus.paths import private_dir
 from visus.telegram.egress import ChatReply
 from visus.telegram.ingress import (
     AlbumCollector,
@@ -230,7 +231,7 @@ class Gateway:
         if self.cursor_file is None:
             return
         try:
-            self.cursor_file.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.cursor_file.parent)
             tmp = self.cursor_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"instance": self.instance, "next_seq": next_seq}))
             os.replace(tmp, self.cursor_file)

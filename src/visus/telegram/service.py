@@ -28,7 +28,7 @@ import httpx
 
 from visus import limits
 from visus.errors import ConfigError, NotFoundError
-from visus.paths import data_dir
+from visus.paths import data_dir, private_dir
 from visus.telegram.bot import Webhook, build_application, run_gateway
 from visus.telegram.gateway import Gateway
 from visus.tether.client import TetherClient
@@ -67,7 +67,7 @@ def _remembered(data: Path, server_url: str) -> str | None:
 
 def _remember(data: Path, server_url: str, instance: str) -> None:
     path = data / "telegram" / "instances.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from visus.errors import ConfigError, NotFoundError, VisusError
+from visus.paths import PRIVATE_DIR_MODE, private_dir
 from visus.store import FileStore, SharedRingStore, Store
 from visus.tether.frames import now_ts
 from visus.tether.instance import (
@@ -78,7 +79,7 @@ class Registry:
         self.worker: Any = None
         self._instances: dict[str, Instance] = {}
         self._closing: set[asyncio.Task[None]] = set()
-        (self.data_dir / "instances").mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir / "instances")
         for data in self.store.list_instances():
             self._load(data)
 
@@ -185,7 +186,8 @@ class Registry:
             extra=dict(extra or {}),
         )
         runner = self.factory(config)
-        folder.mkdir(parents=True, exist_ok=instance_id is not None)
+        private_dir(folder.parent)
+        folder.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=instance_id is not None)
         data = asdict(config)
         data["extra"] = dict(config.extra)
         self.store.put_instance(data)

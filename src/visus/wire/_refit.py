@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from visus.errors import StoreError
 from visus.media.types import Profile
+from visus.paths import private_dir
 
 __all__ = ["BlobReader", "BlobWriter", "RefitCache", "RefitEntry", "profile_key"]
 
@@ -133,7 +134,7 @@ def _load_index(path: Path) -> dict[str, RefitEntry]:
 def _write_index(path: Path, entries: dict[str, RefitEntry]) -> None:
     body = json.dumps({k: asdict(v) for k, v in sorted(entries.items())}, indent=1)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".refit-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(body)
