@@ -321,6 +321,7 @@ def create_main_app(
     write_tools: bool | None = None,
     store: str | None = None,
     config: VisusConfig | None = None,
+    fetch_urls: bool | None = None,
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
 
@@ -333,17 +334,23 @@ def create_main_app(
     (``app.state.policy``): ``roots`` the folders agents may reach at most (default
     ``[server] roots``, else ``<data>/files``, created here), ``mcp_servers`` mounted
     besides ``[[mcp.servers]]``, ``write_tools`` whether agents get ``edit`` (default
-    ``[server] write_tools``, off). ``store``: a ``postgresql://`` URL puts instances,
-    sessions, blobs and the tether ring in that database (any number of replicas may
-    share it); ``None`` takes ``[store] url`` / ``$VISUS_STORE``; empty: local files
-    under the data folder.
+    ``[server] write_tools``, off), ``fetch_urls`` whether the agents' tools and
+    ``/mcp``'s fetch https URLs a client names (default ``[server] fetch_urls``, on).
+    ``store``: a ``postgresql://`` URL puts instances, sessions, blobs and the tether
+    ring in that database (any number of replicas may share it); ``None`` takes
+    ``[store] url`` / ``$VISUS_STORE``; empty: local files under the data folder.
     """
     cfg = config if config is not None else load_config()
     token = serve_token(token, no_token=no_token, host=host)
     base = data_dir(data if data is not None else cfg.data_dir)
     folder = base / "serve"
     policy = OperatorPolicy.at_start(
-        cfg, data=base, roots=roots, mcp_servers=mcp_servers, write_tools=write_tools
+        cfg,
+        data=base,
+        roots=roots,
+        mcp_servers=mcp_servers,
+        write_tools=write_tools,
+        fetch_urls=fetch_urls,
     )
     files = files_dir(base).resolve()
     if files in policy.roots:  # the default root: where the operator puts files for agents

@@ -195,13 +195,15 @@ class ServerSettings(_Frozen):
     """``[server]``: ``visus serve``'s address, token and boundary (its options override
     these). ``roots``: the folders its agents may reach, at most (a create request only
     narrows them; empty: the data folder's ``files``). ``write_tools``: whether its
-    agents get ``edit``."""
+    agents get ``edit``. ``fetch_urls``: whether its tools (the agents', ``/mcp``'s, and
+    ``visus mcp``'s) fetch https URLs a client names, through the SSRF gate."""
 
     host: str = "127.0.0.1"
     port: int = Field(8750, ge=1, le=65535)
     token: SecretStr | None = None
     roots: tuple[Path, ...] = ()
     write_tools: bool = False
+    fetch_urls: bool = True
 
     @field_validator("roots")
     @classmethod

@@ -15,6 +15,11 @@ A client's request may narrow it, never widen it:
   then through the SSRF gate, connected to the address that was checked.
 - **tools**: write tools (``edit``) only when the operator turned them on
   (``--allow-write``, ``[server] write_tools``).
+- **URLs**: whether tools fetch an https URL a client (or its agent) names
+  (``view("https://...")``, ``vision_analyze``'s ``file_url``; ``--no-fetch-urls``,
+  ``[server] fetch_urls``, on by default: every fetch goes through the SSRF gate of
+  :mod:`visus.net`, public addresses only, so it reaches what the client could fetch
+  itself; an operator whose egress address someone trusts turns it off).
 
 Whatever the roots, visus's own places stay out of every agent's reach
 (:func:`own_places`: the configuration file and folder, the data folder with its blobs,
@@ -70,10 +75,15 @@ def own_places(*data: Path | str) -> tuple[Path, ...]:
 
 
 def guarded_reach(
-    roots: Sequence[Path | str], *, render: bool = True, data: Sequence[Path | str] = ()
+    roots: Sequence[Path | str],
+    *,
+    render: bool = True,
+    data: Sequence[Path | str] = (),
+    urls: bool = True,
 ) -> Reach:
     """A :class:`Reach` over ``roots`` that never reaches :func:`own_places` (of the data
-    folders ``data`` too), except each data folder's ``files`` folder.
+    folders ``data`` too), except each data folder's ``files`` folder; ``urls``: whether
+    its tools fetch https URLs.
 
     Example:
         >>> reach = guarded_reach(["/"], data=["/srv/visus-data"])
@@ -87,6 +97,7 @@ def guarded_reach(
         render=render,
         deny=own_places(*data),
         deny_except=[files_dir(d) for d in data],
+        urls=urls,
     )
 
 
@@ -111,6 +122,8 @@ class OperatorPolicy:
     private_mcp_urls: bool = False
     render: bool = True
     data: tuple[Path, ...] = field(default=())
+    #: Tools fetch https URLs a client or its agent names (through the SSRF gate).
+    fetch_urls: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "roots", tuple(Path(r).expanduser().resolve() for r in self.roots))
@@ -128,11 +141,13 @@ class OperatorPolicy:
         roots: Sequence[Path | str] | None = None,
         mcp_servers: Sequence[McpServerSpec] = (),
         write_tools: bool | None = None,
+        fetch_urls: bool | None = None,
     ) -> OperatorPolicy:
         """The policy of a server over the data folder ``data``: the command line's
-        values (``roots``, ``mcp_servers``, ``write_tools``) over ``config``'s
-        (``[server] roots``/``write_tools``, ``[[mcp.servers]]``, ``[mcp]``, ``[reach]
-        render``). A ``--mcp`` server replaces a configured one of the same name."""
+        values (``roots``, ``mcp_servers``, ``write_tools``, ``fetch_urls``) over
+        ``config``'s (``[server] roots``/``write_tools``/``fetch_urls``,
+        ``[[mcp.servers]]``, ``[mcp]``, ``[reach] render``). A ``--mcp`` server replaces
+        a configured one of the same name."""
         servers = {s.name: McpServerSpec.from_settings(s) for s in config.mcp.servers}
         servers.update((s.name, s) for s in mcp_servers)
         chosen = list(roots or config.server.roots or [files_dir(data)])
@@ -144,12 +159,15 @@ class OperatorPolicy:
             private_mcp_urls=config.mcp.allow_private_urls,
             render=config.reach.render,
             data=(Path(data),),
+            fetch_urls=config.server.fetch_urls if fetch_urls is None else fetch_urls,
         )
 
     def reach(self, roots: Sequence[Path] | None = None) -> Reach:
         """The agent's reach over ``roots`` (default: every allowed root), never over
         visus's own places."""
-        return guarded_reach(list(roots or self.roots), render=self.render, data=self.data)
+        return guarded_reach(
+            list(roots or self.roots), render=self.render, data=self.data, urls=self.fetch_urls
+        )
 
     def narrow_roots(self, requested: Sequence[str] | None) -> tuple[Path, ...]:
         """The roots an instance gets: ``requested`` (each inside an allowed root after

@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from visus import limits
 from visus.agent import pinned_folder
 from visus.agent.pinned_folder import PinnedFolder
-from visus.errors import InvalidInputError, NetError, UnsupportedTypeError, VisusError
+from visus.errors import (
+    InvalidInputError,
+    NetError,
+    ReachError,
+    UnsupportedTypeError,
+    VisusError,
+)
 from visus.media import load, offload, probe
 from visus.media.types import Fitted, Profile, Region
 from visus.models import ModelSpec
@@ -440,8 +446,13 @@ async def _fetch_for_view(url: str, ctx: ToolContext) -> bytes | Refusal:
     """A URL's bytes through the SSRF gate (net.py), or the refusal the model reads.
 
     ``ctx.allow_loopback_http`` lets tests and local setups fetch plain http
-    from loopback; nothing else gets past the gate.
+    from loopback; nothing else gets past the gate. A reach without URLs (the
+    operator's ``fetch_urls = false``) fetches nothing: ``outside_reach``.
     """
+    try:
+        ctx.reach.check_url(url)
+    except ReachError as e:
+        return Refusal("outside_reach", str(e), source=url)
     try:
         fetched = await afetch(
             url,

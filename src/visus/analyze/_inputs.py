@@ -153,6 +153,10 @@ async def load_source(
             url = source.url.strip()
             if not url.lower().startswith(("https://", "http://")):
                 raise fail("URL_BLOCKED", f"{label}: only https URLs are fetched")
+            try:
+                reach.check_url(url)  # the operator's [server] fetch_urls
+            except ReachError as e:
+                raise fail("URL_BLOCKED", str(e)) from e
             fetched = await afetch(
                 url, max_bytes=max_bytes, allow_loopback_http=allow_loopback_http
             )

@@ -75,6 +75,15 @@ def mcp_command(
             help="Largest tool result in bytes (default 1 MB: what Claude's hosts take).",
         ),
     ] = None,
+    fetch_urls: Annotated[
+        bool | None,
+        typer.Option(
+            "--fetch-urls/--no-fetch-urls",
+            help="Whether vision_analyze fetches an https file_url (public addresses only) "
+            "(default: [server] fetch_urls in visus.toml, on).",
+            show_default=False,
+        ),
+    ] = None,
     print_config: Annotated[
         bool,
         typer.Option(
@@ -87,7 +96,7 @@ def mcp_command(
     """Run the MCP server on stdio: tether_send/read/instances, view, vision_analyze."""
     import anyio
 
-    from visus.cli._common import check_roots, data_root
+    from visus.cli._common import check_roots, config, data_root
 
     check_roots(root)
     if print_config:
@@ -99,7 +108,8 @@ def mcp_command(
     from visus.tether.client import TetherClient
 
     # view never shows visus's own files, the data folder of this configuration included.
-    reach = guarded_reach(list(root or [Path.cwd()]), data=[data_root(None)])
+    urls = config().server.fetch_urls if fetch_urls is None else fetch_urls
+    reach = guarded_reach(list(root or [Path.cwd()]), data=[data_root(None)], urls=urls)
 
     async def main() -> None:
         async with TetherClient(url, token) as client:

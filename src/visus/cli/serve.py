@@ -77,6 +77,16 @@ AllowWriteOpt = Annotated[
         help="Give the agents the edit tool (default: [server] write_tools, off)",
     ),
 ]
+FetchUrlsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fetch-urls/--no-fetch-urls",
+        help="Whether the agents' tools and /mcp's fetch https URLs a client names "
+        "(view, vision_analyze's file_url; public addresses only) (default: [server] "
+        "fetch_urls, on)",
+        show_default=False,
+    ),
+]
 
 
 HostOpt = Annotated[str, typer.Option(help="Address to listen on")]
@@ -96,6 +106,7 @@ def serve(
     mount: MountOpt = None,
     root: RootOpt = None,
     allow_write: AllowWriteOpt = False,
+    fetch_urls: FetchUrlsOpt = None,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
@@ -103,7 +114,8 @@ def serve(
     under the user's data folder (or --data / VISUS_DATA), loopback only, a random token
     printed in the web chat's URL (open that URL; the page keeps the token in a cookie;
     API clients send Authorization: Bearer <token>). What clients
-    may reach is decided here, once: --root, --mcp and --allow-write over visus.toml;
+    may reach is decided here, once: --root, --mcp, --allow-write and --no-fetch-urls
+    over visus.toml;
     a create request only narrows it, and no agent reaches visus's own files.
     """
     from visus.agent import McpServerSpec
@@ -135,6 +147,7 @@ def serve(
             write_tools=True if allow_write else None,
             store=url,
             config=cfg,
+            fetch_urls=fetch_urls,
         )
     except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
@@ -200,6 +213,8 @@ def _banner(app: FastAPI, started: _Started) -> None:
         typer.echo(f"  files      {shown_root}  (agents read and view files here)")
     if policy.write_tools:
         typer.echo("  edit       on: agents may change files under these roots")
+    if not policy.fetch_urls:
+        typer.echo("  URLs       off: no tool fetches an https URL a client names")
     _warn_exposed(started.data)
 
 

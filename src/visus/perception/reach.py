@@ -1,4 +1,5 @@
-"""Reach: the roots a tool may see, what it may never see, and whether it may render.
+"""Reach: the roots a tool may see, what it may never see, whether it may render, and
+whether it may fetch URLs.
 
 A ref reaches a file only if the file, resolved after every symlink, lies under
 one of the resolved roots and under none of the denied places (``deny``: visus's own
@@ -9,6 +10,9 @@ the roots, and whatever the spelling (a denied folder is known by its device and
 too, so a case-insensitive file system or a second mount does not open it). Relative
 refs are taken from the first root. Rendering (svg, text and pdf become pixels) is a
 second capability the host may withhold; raster images are viewable either way.
+Fetching an https URL a tool is given (``view("https://...")``, ``vision_analyze``'s
+``file_url``, through :mod:`visus.net`'s SSRF gate) is a third: a server's operator may
+turn it off (``[server] fetch_urls = false``), and :meth:`Reach.check_url` says so.
 
 Errors (``visus.errors``): a path outside every root, whether by ``../`` or by a
 symlink, is a ``ReachError`` and never says whether the target exists; a missing
@@ -90,12 +94,13 @@ def _first_of(path: Path, places: set[tuple[int, int]]) -> int | None:
 @dataclass(frozen=True, slots=True, init=False)
 class Reach:
     """Allowed roots, denied places and their carve-outs (all resolved once, after
-    symlinks), and the render capability."""
+    symlinks), and the render and URL capabilities."""
 
     roots: tuple[Path, ...]
     render: bool
     deny: tuple[Path, ...]
     deny_except: tuple[Path, ...]
+    urls: bool
 
     def __init__(
         self,
@@ -104,9 +109,11 @@ class Reach:
         *,
         deny: Sequence[Path | str] = (),
         deny_except: Sequence[Path | str] = (),
+        urls: bool = True,
     ) -> None:
         object.__setattr__(self, "roots", _resolved(roots, "root"))
         object.__setattr__(self, "render", bool(render))
+        object.__setattr__(self, "urls", bool(urls))
         object.__setattr__(self, "deny", _resolved(deny, "denied place"))
         object.__setattr__(self, "deny_except", _resolved(deny_except, "carve-out"))
 
@@ -134,6 +141,24 @@ class Reach:
             return False
         carved = _first_of(path, _identities(self.deny_except))
         return carved is None or carved > denied  # a carve-out counts only inside the denial
+
+    def check_url(self, url: str) -> None:
+        """Raise :class:`ReachError` when this reach may not fetch ``url`` (URL fetches
+        are off); whether the URL itself may be fetched is :mod:`visus.net`'s to say.
+
+        Example:
+            >>> Reach(["/srv"], urls=False).check_url("https://example.com/a.png")
+            Traceback (most recent call last):
+            ...
+            visus.errors.ReachError: 'https://example.com/a.png': this server fetches no URLs...
+        """
+        if not self.urls:
+            shown = url if len(url) <= 200 else url[:200] + "..."
+            raise ReachError(
+                f"{shown!r}: this server fetches no URLs; its operator turned them off "
+                "([server] fetch_urls = false, or --no-fetch-urls). Give a file under the "
+                "roots (or its bytes) instead"
+            )
 
     def contains(self, path: Path) -> bool:
         """Whether an already-resolved ``path`` lies under a root and is not denied."""

@@ -1,0 +1,157 @@
+"""Issue 23's follow-ups, replayed from outside against a real `visus serve` app over
+HTTP: the operator's switch for URL fetches (`[server] fetch_urls`, `--no-fetch-urls`)
+holds on every surface that fetches a URL a client names: the agents' `view` and
+`vision_analyze` tools (tether API) and `/mcp`'s `vision_analyze` (the official MCP
+client), and `visus mcp` over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from fastapi import FastAPI
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from tests.app.test_boundary import _tool_results as _results
+from tests.app.test_boundary import _turn
+from tests.tether.doubles import live_server
+from visus.app import create_main_app
+from visus.config import load_config
+from visus.providers import ProviderSettings
+from visus.reference.server import serve_in_background
+
+#: A public https URL: with fetches on, the SSRF gate lets it through to the network
+#: (which the tests block); with them off, nothing is tried.
+PUBLIC = "https://images.example.com/chart.png"
+#: A loopback https URL: with fetches on, the SSRF gate refuses it by its address.
+LOOPBACK = "https://127.0.0.1:9/chart.png"
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty visus.toml of the test's own (the operator's config)."""
+    toml = tmp_path / "conf" / "visus.toml"
+    toml.parent.mkdir()
+    toml.write_text("")
+    monkeypatch.setenv("VISUS_CONFIG", str(toml))
+    monkeypatch.delenv("VISUS_DATA", raising=False)
+    return toml
+
+
+def _app(tmp_path: Path, url: str, **kw: Any) -> FastAPI:
+    return create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url=url, env={}),
+        web=False,
+        **kw,
+    )
+
+
+@asynccontextmanager
+async def _served(app: FastAPI) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    """``app`` on a loopback port (uvicorn), and an HTTP client carrying its token."""
+    with live_server(app) as base:
+        headers = {"Authorization": f"Bearer {app.state.token}"}
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+            yield base, client
+
+
+def _calls(*calls: tuple[str, dict[str, Any]]) -> str:
+    return "\n".join(f"call {tool} {json.dumps(args)}" for tool, args in calls)
+
+
+def _text(result: CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def _mcp(base: str, token: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(f"{base}/mcp", http_client=http))
+
+
+URL_CALLS = (
+    ("view", {"path": PUBLIC}),
+    ("vision_analyze", {"prompt": "what is it?", "file_url": PUBLIC}),
+    ("video_analyze", {"prompt": "what happens?", "file_url": PUBLIC}),
+)
+
+
+@pytest.mark.parametrize("where", ["config", "command line"])
+async def test_an_operator_who_turns_url_fetches_off_gets_no_fetch_from_any_surface(
+    tmp_path: Path, config_file: Path, reference_url: str, where: str
+) -> None:
+    if where == "config":
+        config_file.write_text("[server]\nfetch_urls = false\n")
+        app = _app(tmp_path, reference_url, config=load_config())
+    else:
+        app = _app(tmp_path, reference_url, fetch_urls=False)
+    assert app.state.policy.fetch_urls is False
+    async with _served(app) as (base, client):
+        iid = app.state.default_instance
+        done = await _turn(client, iid, _calls(*URL_CALLS))
+        assert done["type"] == "assistant.done", done
+        results = _results(app, iid)
+        assert [r.is_error for r in results] == [True, True, True], results
+        for r in results:
+            assert "this server fetches no URLs" in r.text, r.text
+            assert "fetch_urls = false" in r.text
+            assert "--no-fetch-urls" in r.text
+        assert results[0].text.startswith("refused (outside_reach)")
+        assert all(r.text.startswith("URL_BLOCKED") for r in results[1:])
+
+        async with _mcp(base, app.state.token) as mcp:
+            r = await mcp.call_tool("vision_analyze", {"prompt": "what?", "file_url": PUBLIC})
+            assert r.is_error
+            assert "url_blocked" in _text(r).lower(), _text(r)
+            assert "fetch_urls = false" in _text(r)
+
+
+async def test_url_fetches_are_on_by_default_and_go_through_the_ssrf_gate(
+    tmp_path: Path, config_file: Path, reference_url: str
+) -> None:
+    app = _app(tmp_path, reference_url, config=load_config())
+    assert app.state.policy.fetch_urls is True
+    async with _served(app) as (base, client):
+        iid = app.state.default_instance
+        await _turn(client, iid, _calls(("view", {"path": LOOPBACK})))
+        [result] = _results(app, iid)
+        assert result.is_error
+        assert "loopback" in result.text, result.text
+        assert "fetch_urls" not in result.text
+        async with _mcp(base, app.state.token) as mcp:
+            r = await mcp.call_tool("vision_analyze", {"prompt": "what?", "file_url": LOOPBACK})
+            assert r.is_error
+            assert "loopback" in _text(r), _text(r)
+            assert "fetch_urls" not in _text(r)
+
+
+async def test_visus_mcp_over_stdio_takes_the_switch(tmp_path: Path, config_file: Path) -> None:
+    visus = Path(sys.executable).with_name("visus")
+    params = StdioServerParameters(
+        command=str(visus),
+        args=["mcp", "--root", str(tmp_path), "--no-fetch-urls"],
+        env={**os.environ, "VISUS_CONFIG": str(config_file)},
+    )
+    async with Client(params) as mcp:
+        r = await mcp.call_tool("vision_analyze", {"prompt": "what?", "file_url": PUBLIC})
+        assert r.is_error
+        assert "url_blocked" in _text(r).lower(), _text(r)
+        assert "--no-fetch-urls" in _text(r)
