@@ -160,8 +160,11 @@ TETHER_MAX_PENDING_TURNS: Final = 8
 TETHER_SMALL_FRAME_BYTES: Final = 4096
 #: Streamed answer text is sent as one ``assistant.delta`` per this many seconds (from
 #: its first unsent piece) or per TETHER_DELTA_MAX_BYTES of it, whichever comes first:
-#: fewer frames (on PostgreSQL, fewer transactions) for a wait no reader notices.
-TETHER_DELTA_WINDOW_SECONDS: Final = 0.025
+#: fewer frames (on PostgreSQL, fewer transactions, and fewer reads by the replicas
+#: serving the streams) at ten updates a second, a pace text still reads as it comes.
+#: 25 ms here cost three PostgreSQL replicas 24.9 ms of CPU per turn, 100 ms 16.5
+#: (``python -m benchmarks store``'s model-bound turns, 12 words 20 ms apart).
+TETHER_DELTA_WINDOW_SECONDS: Final = 0.1
 TETHER_DELTA_MAX_BYTES: Final = 16 * 1024
 #: Blob bytes a PostgreSQL store keeps in memory per process (the blobs it wrote or read
 #: and verified, newest first): a turn lowers its live images again on every step.
