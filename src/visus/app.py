@@ -107,6 +107,7 @@ class AgentRunner:
         self._folder = folder
         self._store = store
         self._namespace = f"instances/{config.id}"
+        policy.models.check(config.model)  # a client's pick, paid with the operator's keys
         roots = policy.narrow_roots(config.roots)
         registry = policy.narrow_tools(
             _tools(full_registry(self.attachments), config), config.tools
@@ -127,6 +128,7 @@ class AgentRunner:
             mcp_servers=mcp,
             config_mcp_servers=False,  # the policy holds the operator's servers
             reach=policy.reach(list(roots)),
+            models=policy.models,
             sessions=None if store is None else store.sessions(ns),
             blobs=None if store is None else store.blobs(ns),
         )
@@ -351,6 +353,7 @@ def create_main_app(
         mcp_servers=mcp_servers,
         write_tools=write_tools,
         fetch_urls=fetch_urls,
+        model=model,
     )
     files = files_dir(base).resolve()
     if files in policy.roots:  # the default root: where the operator puts files for agents
@@ -402,7 +405,7 @@ def _mount_surfaces(
 
         # MCP's view tool reaches what agents do; ``host`` feeds the SDK's
         # DNS-rebinding check.
-        mount_mcp(app, roots=policy.reach(), host=host, config=cfg)
+        mount_mcp(app, roots=policy.reach(), host=host, config=cfg, models=policy.models)
     if web:
         from visus.web import mount_web
 

@@ -196,7 +196,8 @@ class ServerSettings(_Frozen):
     these). ``roots``: the folders its agents may reach, at most (a create request only
     narrows them; empty: the data folder's ``files``). ``write_tools``: whether its
     agents get ``edit``. ``fetch_urls``: whether its tools (the agents', ``/mcp``'s, and
-    ``visus mcp``'s) fetch https URLs a client names, through the SSRF gate."""
+    ``visus mcp``'s) fetch https URLs a client names, through the SSRF gate. ``models``:
+    the models a client may name besides the server's own (``"*"``: any)."""
 
     host: str = "127.0.0.1"
     port: int = Field(8750, ge=1, le=65535)
@@ -204,6 +205,7 @@ class ServerSettings(_Frozen):
     roots: tuple[Path, ...] = ()
     write_tools: bool = False
     fetch_urls: bool = True
+    models: tuple[str, ...] = ("reference",)
 
     @field_validator("roots")
     @classmethod

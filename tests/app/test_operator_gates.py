@@ -2,7 +2,9 @@
 HTTP: the operator's switch for URL fetches (`[server] fetch_urls`, `--no-fetch-urls`)
 holds on every surface that fetches a URL a client names: the agents' `view` and
 `vision_analyze` tools (tether API) and `/mcp`'s `vision_analyze` (the official MCP
-client), and `visus mcp` over stdio."""
+client), and `visus mcp` over stdio; and the operator's list of the models a client
+may pick (`[server] models`) holds on instance creation, `/mcp`'s `vision_analyze` and
+the agents' own analyze tools."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+# anyio is a pytest plugin, so pytest rewrites its modules on first import; when the
+# stdio client first imports this one mid-test, CPython 3.11.7's ast.parse can fail
+# there ("AST constructor recursion depth mismatch", as in tether/test_openapi.py).
+import anyio._core._subprocesses  # noqa: F401
 import httpx
 import httpx2
 import pytest
@@ -24,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.app.test_boundary import _tool_results as _results
-from tests.app.test_boundary import _turn
+from tests.app.test_boundary import _turn, png
 from tests.tether.doubles import live_server
 from visus.app import create_main_app
 from visus.config import load_config
@@ -36,6 +42,7 @@ from visus.reference.server import serve_in_background
 PUBLIC = "https://images.example.com/chart.png"
 #: A loopback https URL: with fetches on, the SSRF gate refuses it by its address.
 LOOPBACK = "https://127.0.0.1:9/chart.png"
+KEYS = {"anthropic": "sk-ant-test-0000", "openai": "sk-test-0000"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +66,8 @@ def _app(tmp_path: Path, url: str, **kw: Any) -> FastAPI:
     return create_main_app(
         data=tmp_path / "data",
         model="reference",
-        settings=ProviderSettings(reference_url=url, env={}),
+        # Keys the operator pays with (never used: no turn runs on these models).
+        settings=ProviderSettings(reference_url=url, env={}, api_keys=KEYS),
         web=False,
         **kw,
     )
@@ -155,3 +163,72 @@ async def test_visus_mcp_over_stdio_takes_the_switch(tmp_path: Path, config_file
         assert r.is_error
         assert "url_blocked" in _text(r).lower(), _text(r)
         assert "--no-fetch-urls" in _text(r)
+
+
+# --- the models a client may pick ------------------------------------------------------
+
+OPUS = "anthropic:claude-opus-4-1"
+
+
+async def test_a_client_picks_only_the_models_the_operator_allows(
+    tmp_path: Path, config_file: Path, reference_url: str
+) -> None:
+    """Issue 23 (left open): a token holder could create an instance on, or have
+    vision_analyze ask, any configured model, paid with the operator's keys. By default
+    only the server's own model and the offline reference model may be named."""
+    app = _app(tmp_path, reference_url, config=load_config())
+    files = tmp_path / "data" / "files"
+    (files / "pic.png").write_bytes(png())
+    async with _served(app) as (base, client):
+        r = await client.post("/v1/instances", json={"model": OPUS})
+        assert r.status_code == 403, r.text
+        error = r.json()["error"]
+        assert error["code"] == "forbidden"
+        assert (
+            f"{OPUS!r} is not a model this server's operator lets clients pick"
+            in (error["message"])
+        )
+        assert "allowed: reference ([server] models in visus.toml)" in error["message"]
+        assert (await client.post("/v1/instances", json={"model": "reference"})).status_code == 201
+
+        async with _mcp(base, app.state.token) as mcp:
+            asked = {"prompt": "what colour?", "path": "pic.png"}
+            r = await mcp.call_tool("vision_analyze", {**asked, "model": OPUS})
+            assert r.is_error
+            refusal = json.loads(_text(r))
+            assert (refusal["reason"], refusal["field"]) == ("forbidden", "model")
+            assert "allowed: reference" in refusal["message"]
+            ok = await mcp.call_tool("vision_analyze", {**asked, "model": "reference"})
+            assert not ok.is_error, _text(ok)
+
+        # The agents' own analyze tools: a prompt cannot pick another model either.
+        iid = app.state.default_instance
+        call = {"prompt": "what colour?", "file_path": "pic.png", "model": OPUS}
+        await _turn(client, iid, _calls(("vision_analyze", call)))
+        [result] = _results(app, iid)
+        assert result.is_error
+        assert result.text.startswith("refused (forbidden): model: "), result.text
+        assert "allowed: reference" in result.text
+
+
+async def test_the_operators_list_names_the_models_clients_may_pick(
+    tmp_path: Path, config_file: Path, reference_url: str
+) -> None:
+    config_file.write_text('[server]\nmodels = ["claude-opus-4-1"]\n')
+    app = _app(tmp_path, reference_url, config=load_config())
+    assert app.state.policy.models.refs == ("claude-opus-4-1", "reference")
+    async with _served(app) as (_, client):
+        # Spelled with its provider or without, it is the listed model.
+        r = await client.post("/v1/instances", json={"model": OPUS})
+        assert r.status_code == 201, r.text
+        # The server's own model stays allowed; the others are refused.
+        assert (await client.post("/v1/instances", json={"model": "reference"})).status_code == 201
+        r = await client.post("/v1/instances", json={"model": "gpt-4.1"})
+        assert r.status_code == 403
+        assert "allowed: claude-opus-4-1, reference" in r.json()["error"]["message"]
+
+    config_file.write_text('[server]\nmodels = ["*"]\n')
+    anything = _app(tmp_path / "any", reference_url, config=load_config())
+    async with _served(anything) as (_, client):
+        r = await client.post("/v1/instances", json={"model": "gpt-4.1"})
+        assert r.status_code == 201, r.text

@@ -28,6 +28,7 @@ from visus.errors import ImageRejectedError, InvalidInputError, MediaError, Visu
 from visus.media import fit, offload
 from visus.media.types import Profile
 from visus.models import ModelSpec
+from visus.models.allowed import AllowedModels
 from visus.perception import Reach
 from visus.providers.base import OnDelta, ProviderClient, aclose
 from visus.record.blobs import BlobStore
@@ -190,6 +191,8 @@ class Agent:
     config: VisusConfig | None = None
     #: Answers its tools paid for (vision_analyze), kept across turns.
     result_cache: ResultCache | None = None
+    #: The models its tools may be asked for (a served agent: the operator's list).
+    models: AllowedModels | None = None
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # session id -> (log file signature after our last write, the messages it holds)
     _cache: dict[str, tuple[Hashable, list[Message]]] = field(default_factory=dict, repr=False)
@@ -293,6 +296,7 @@ class Agent:
             record=history,  # the list grows as the turn goes: digest refs see it all
             config=self.config,
             result_cache=self.result_cache,
+            models=self.models,
         )
 
     async def _step(

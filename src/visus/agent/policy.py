@@ -15,6 +15,11 @@ A client's request may narrow it, never widen it:
   then through the SSRF gate, connected to the address that was checked.
 - **tools**: write tools (``edit``) only when the operator turned them on
   (``--allow-write``, ``[server] write_tools``).
+- **models**: the models a client may name (an instance's ``model``, ``vision_analyze``'s
+  and ``video_analyze``'s ``model`` on ``/mcp`` and in the agents' tools), each paid
+  with the operator's keys: the server's own (its web chat's, ``--model`` or
+  ``default_model``, and ``[auxiliary.vision] model``) and ``[server] models``
+  (default ``["reference"]``, the offline model that spends nothing; ``"*"``: any).
 - **URLs**: whether tools fetch an https URL a client (or its agent) names
   (``view("https://...")``, ``vision_analyze``'s ``file_url``; ``--no-fetch-urls``,
   ``[server] fetch_urls``, on by default: every fetch goes through the SSRF gate of
@@ -51,6 +56,7 @@ from visus.agent.mcp_client import McpServerSpec
 from visus.agent.tools import ToolRegistry
 from visus.config import VisusConfig, config_path
 from visus.errors import ConfigError, PolicyError, ReachError
+from visus.models.allowed import AllowedModels
 from visus.paths import data_dir, files_dir
 from visus.perception import Reach
 
@@ -124,6 +130,8 @@ class OperatorPolicy:
     data: tuple[Path, ...] = field(default=())
     #: Tools fetch https URLs a client or its agent names (through the SSRF gate).
     fetch_urls: bool = True
+    #: The models a client may name (an instance's, an analyze call's).
+    models: AllowedModels = field(default_factory=lambda: AllowedModels(("reference",)))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "roots", tuple(Path(r).expanduser().resolve() for r in self.roots))
@@ -142,12 +150,14 @@ class OperatorPolicy:
         mcp_servers: Sequence[McpServerSpec] = (),
         write_tools: bool | None = None,
         fetch_urls: bool | None = None,
+        model: str | None = None,
     ) -> OperatorPolicy:
         """The policy of a server over the data folder ``data``: the command line's
         values (``roots``, ``mcp_servers``, ``write_tools``, ``fetch_urls``) over
         ``config``'s (``[server] roots``/``write_tools``/``fetch_urls``,
         ``[[mcp.servers]]``, ``[mcp]``, ``[reach] render``). A ``--mcp`` server replaces
-        a configured one of the same name."""
+        a configured one of the same name. ``model`` is the server's own (its web chat's;
+        default ``default_model``): clients may name it and ``[server] models``."""
         servers = {s.name: McpServerSpec.from_settings(s) for s in config.mcp.servers}
         servers.update((s.name, s) for s in mcp_servers)
         chosen = list(roots or config.server.roots or [files_dir(data)])
@@ -160,6 +170,11 @@ class OperatorPolicy:
             render=config.reach.render,
             data=(Path(data),),
             fetch_urls=config.server.fetch_urls if fetch_urls is None else fetch_urls,
+            models=AllowedModels.of(
+                config.server.models,
+                model or config.default_model,
+                config.auxiliary.vision.model,
+            ),
         )
 
     def reach(self, roots: Sequence[Path] | None = None) -> Reach:

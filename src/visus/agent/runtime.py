@@ -23,6 +23,7 @@ from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.policy import guarded_reach
 from visus.agent.tools import MemoryResultCache, ToolRegistry
 from visus.config import McpServerEntry, VisusConfig, load_config
+from visus.models.allowed import AllowedModels
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderSettings, resolve
@@ -79,6 +80,7 @@ def build_agent(
     max_steps: int | None = None,
     config_mcp_servers: bool = True,
     reach: Reach | None = None,
+    models: AllowedModels | None = None,
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
@@ -93,7 +95,8 @@ def build_agent(
     budget of model calls per turn. ``reach`` replaces the one made from ``roots``
     (default: ``[reach] roots``, else the working directory), which never reaches
     visus's own files (:func:`visus.agent.policy.guarded_reach`: the configuration, the
-    data folder but its ``files``).
+    data folder but its ``files``). ``models``: the models its tools may be asked for
+    (a served agent's: the operator's list; None: any).
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -118,6 +121,7 @@ def build_agent(
         config=cfg,
         result_cache=MemoryResultCache(),
         max_steps=max_steps if max_steps is not None else cfg.agent.max_steps,
+        models=models,
     )
     if system is not None:
         agent.system = system

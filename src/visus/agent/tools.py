@@ -47,6 +47,7 @@ from visus.errors import (
 from visus.media import load, offload, probe
 from visus.media.types import Fitted, Profile, Region
 from visus.models import ModelSpec
+from visus.models.allowed import AllowedModels
 from visus.net import afetch
 from visus.perception import (
     Perception,
@@ -169,6 +170,8 @@ class ToolContext:
     result_cache: ResultCache | None = None
     #: Let URL tools fetch plain http from loopback (tests, local setups).
     allow_loopback_http: bool = False
+    #: The models a tool may be asked for (vision_analyze's ``model``); None: any.
+    models: AllowedModels | None = None
     record: Sequence[Message] = ()
 
     def record_digests(self) -> Iterator[str]:

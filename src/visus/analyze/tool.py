@@ -25,7 +25,7 @@ from visus.analyze._values import fail
 from visus.analyze.video import DEFAULT_VIDEO_PROMPT, video_analyze
 from visus.analyze.vision import vision_analyze
 from visus.config import VisusConfig, load_config
-from visus.errors import AnalyzeError
+from visus.errors import AnalyzeError, PolicyError
 from visus.record.messages import ToolSpec, Usage
 
 __all__ = ["TOOL_USAGE_KEY", "VIDEO_ANALYZE", "VISION_ANALYZE", "tool_usage"]
@@ -72,6 +72,15 @@ def _opt_str(args: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
+def _model(args: Mapping[str, Any], ctx: ToolContext) -> str | None:
+    """The ``model`` argument, when the agent's operator lets clients pick it
+    (:class:`~visus.errors.PolicyError` naming the allowed ones otherwise)."""
+    model = _opt_str(args, "model")
+    if model is not None and ctx.models is not None:
+        ctx.models.check(model)
+    return model
+
+
 def _pages(args: Mapping[str, Any]) -> tuple[int, int] | None:
     value = args.get("pages")
     if value is None:
@@ -102,7 +111,7 @@ async def _vision(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
             file_url=_opt_str(args, "file_url"),
             file_base64=_opt_str(args, "file_base64"),
             files=files,
-            model=_opt_str(args, "model"),
+            model=_model(args, ctx),
             format=fmt,
             pages=_pages(args),
             reach=ctx.reach,
@@ -113,6 +122,8 @@ async def _vision(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         )
     except AnalyzeError as e:
         return ToolOutcome.text(str(e), is_error=True)
+    except PolicyError as e:
+        return ToolOutcome.text(f"refused (forbidden): {e}", is_error=True)
     return ToolOutcome.text(result.to_json())
 
 
@@ -124,7 +135,7 @@ async def _video(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         result = await video_analyze(
             _opt_str(args, "file_url"),
             prompt,
-            _opt_str(args, "model"),
+            _model(args, ctx),
             file_path=_opt_str(args, "file_path"),
             reach=ctx.reach,
             config=_config(ctx),
@@ -133,6 +144,8 @@ async def _video(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         )
     except AnalyzeError as e:
         return ToolOutcome.text(str(e), is_error=True)
+    except PolicyError as e:
+        return ToolOutcome.text(f"refused (forbidden): {e}", is_error=True)
     return ToolOutcome.text(result.to_json())
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from visus.config import VisusConfig
+    from visus.models.allowed import AllowedModels
     from visus.tether.client import TetherClient
 
 __all__ = ["TOOLS", "build_server", "mount_mcp"]
@@ -53,16 +54,21 @@ def build_server(
     name: str = "visus",
     analyze_config: VisusConfig | None = None,
     result_bytes: int | None = None,
+    models: AllowedModels | None = None,
 ) -> MCPServer[ToolContext]:
     """An MCP server whose tether tools go through ``client``; ``view`` and
     ``vision_analyze`` see ``roots`` (a :class:`~visus.perception.Reach`, or folders;
     default: the current directory), never visus's own files.
     ``analyze_config`` is the configuration ``vision_analyze`` resolves its model
-    with (default: ``load_config()`` at call time). Every tool result stays within
+    with (default: ``load_config()`` at call time) and ``models`` the models a client
+    may name in it (None: any; ``visus serve`` gives its operator's). Every tool result
+    stays within
     ``result_bytes`` (default: :func:`max_result_bytes`). A call that fails is a JSON
     refusal whatever failed (:class:`~visus.mcp_server.refusals.RefusingServer`)."""
     reach = roots if isinstance(roots, Reach) else guarded_reach(list(roots or [Path.cwd()]))
-    context = ToolContext(client, reach, max_result_bytes(result_bytes), analyze_config)
+    context = ToolContext(
+        client, reach, max_result_bytes(result_bytes), analyze_config, models=models
+    )
     server = RefusingServer[ToolContext](
         name,
         # The SDK configures the root logger at this level; INFO would log every
@@ -83,13 +89,15 @@ def mount_mcp(
     host: str = "127.0.0.1",
     path: str = "/mcp",
     config: VisusConfig | None = None,
+    models: AllowedModels | None = None,
 ) -> MCPServer:
     """Serve the MCP server over streamable HTTP at ``path`` inside a tether ``app``.
 
     The tools reach the tether API in-process (no socket), with the app's token.
     The app's bearer gate also covers ``/mcp`` when a token is set. ``config`` is the
     configuration read at the server's start; ``vision_analyze`` resolves its model with
-    it (None: ``load_config()`` at each call, as a stdio ``visus mcp`` does).
+    it (None: ``load_config()`` at each call, as a stdio ``visus mcp`` does), and
+    ``models`` the models a client may name there (None: any).
 
     Example:
         >>> import tempfile
@@ -108,7 +116,7 @@ def mount_mcp(
     client = TetherClient(
         f"http://{IN_PROCESS_HOST}", app.state.token, transport=httpx.ASGITransport(app=app)
     )
-    server = build_server(client, roots=roots, analyze_config=config)
+    server = build_server(client, roots=roots, analyze_config=config, models=models)
     cap = limits.MCP_MAX_REQUEST_BYTES
     # The SDK's own cap (4 MiB by default) would refuse a 3 MB image with an opaque
     # -32603; ours sits in front of it with the same number and says which bound.

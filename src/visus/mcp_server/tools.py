@@ -28,7 +28,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from visus import limits
-from visus.errors import AnalyzeError, LimitError, VisusError
+from visus.errors import AnalyzeError, LimitError, PolicyError, VisusError
 from visus.mcp_server.refusals import Refused, path_too_long, reason_of
 from visus.mcp_server.results import read_result
 from visus.mcp_server.view import SessionRecall, view_result
@@ -40,6 +40,7 @@ from visus.tether.runner import ImageIn
 
 if TYPE_CHECKING:
     from visus.config import VisusConfig
+    from visus.models.allowed import AllowedModels
     from visus.tether.client import TetherClient
 
 __all__ = [
@@ -61,14 +62,15 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 class ToolContext:
     """What every tool works over: the tether client, the reach ``view`` and
     ``vision_analyze`` see, the result cap, the configuration ``vision_analyze``
-    resolves its model with (None: ``load_config()`` at call time) and each client
-    session's viewed images."""
+    resolves its model with (None: ``load_config()`` at call time), the models a
+    client may name there (None: any) and each client session's viewed images."""
 
     client: TetherClient
     reach: Reach
     cap: int
     analyze_config: VisusConfig | None = None
     recall: SessionRecall = field(default_factory=SessionRecall)
+    models: AllowedModels | None = None
 
     def lifespan(self, _server: object) -> AbstractAsyncContextManager[ToolContext]:
         """The server's lifespan: it holds nothing open, its state is this context."""
@@ -342,6 +344,11 @@ async def vision_analyze(
     named = path if path is not None else file_path
     if named is not None and len(named) > limits.MCP_MAX_PATH_CHARS:
         raise Refused("invalid_input", path_too_long(len(named)), field="path")
+    if model is not None and state.models is not None:
+        try:
+            state.models.check(model)
+        except PolicyError as e:  # the operator's keys pay for it: their list decides
+            raise Refused("forbidden", str(e), field="model") from e
     pages = None
     if first_page is not None or last_page is not None:
         pages = (first_page or 1, last_page or first_page or 1)
