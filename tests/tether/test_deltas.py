@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from visus.tether.deltas import DeltaWriter
-from visus.tether.frames import AssistantDone, ErrorPayload, Frame, Payload
+from visus.tether.frames import AssistantDone, AssistantStatus, ErrorPayload, Frame, Payload
 
 
 class Sink:
@@ -89,3 +89,24 @@ async def test_aclose_drops_held_text_and_waits_for_the_write_in_flight() -> Non
     assert sink.writes == [(["assistant.delta:sent"], False)]  # and nothing after
     await asyncio.sleep(0.1)
     assert len(sink.writes) == 1
+
+
+async def test_a_status_is_held_in_order_and_a_quick_turn_is_one_write() -> None:
+    sink = Sink()
+    out = DeltaWriter(sink, make, window=60.0)
+    await out.delta("a")
+    await out.hold(make(AssistantStatus("viewing x.png")))
+    await out.delta("b")
+    await out.delta("c")
+    assert sink.writes == []  # held: nothing written yet
+    await out.send(make(AssistantDone("abc")), final=True)
+    want = ["assistant.delta:a", "assistant.status", "assistant.delta:bc", "assistant.done"]
+    assert sink.writes == [(want, True)]
+
+
+async def test_a_held_status_leaves_on_its_own_within_the_window() -> None:
+    sink = Sink()
+    out = DeltaWriter(sink, make, window=0.05)
+    await out.hold(make(AssistantStatus("waiting for the model")))
+    await asyncio.sleep(0.3)  # a slow model: the phase shows without waiting for text
+    assert sink.writes == [(["assistant.status"], False)]

@@ -6,8 +6,11 @@ would be one ring append each (on PostgreSQL one transaction each). A
 :data:`~visus.limits.TETHER_DELTA_WINDOW_SECONDS` of the first unsent piece (or until
 :data:`~visus.limits.TETHER_DELTA_MAX_BYTES` of it) and sends it as one delta; a
 turn's other frames (its ``assistant.done``, an ``error``) take the text still held
-with them in the same write. Order is kept (one write at a time, in call order), so
-a client sees the same text, in fewer frames, at most one window later.
+with them in the same write. Status frames (the turn's phase, a tool call starting)
+are held the same way (:meth:`DeltaWriter.hold`): a model that answers at once sends
+its status, text and ``assistant.done`` in one write. Order is kept (one write at a
+time, in call order), so a client sees the same frames, fewer of them, at most one
+window later.
 
 Example:
     >>> import asyncio
@@ -60,7 +63,8 @@ class DeltaWriter:
         self._frame = frame
         self.window = window
         self.max_bytes = max_bytes
-        self._held: list[str] = []
+        #: Text pieces and held frames, in call order (text runs become one delta each).
+        self._held: list[str | Frame] = []
         self._size = 0
         self._lock = asyncio.Lock()
         #: The task waiting out the window; None while nothing waits (or it is writing).
@@ -80,6 +84,14 @@ class DeltaWriter:
         elif self._timer is None:
             self._timer = asyncio.create_task(self._after_window())
 
+    async def hold(self, frame: Frame) -> None:
+        """Hold ``frame`` (a status) after the text held so far; it leaves with them
+        within the window, or with the next :meth:`send`."""
+        self._raise_failure()
+        self._held.append(frame)
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._after_window())
+
     async def send(self, *frames: Frame, final: bool = False) -> None:
         """Write the held text (as one delta) and ``frames`` after it, in one write."""
         self._raise_failure()
@@ -93,6 +105,22 @@ class DeltaWriter:
         self._held, self._size = [], 0
         async with self._lock:
             pass
+
+    def _flushed(self) -> list[Frame]:
+        """The held pieces as frames: each run of text one delta, held frames as held."""
+        out: list[Frame] = []
+        text: list[str] = []
+        for piece in self._held:
+            if isinstance(piece, str):
+                text.append(piece)
+                continue
+            if text:
+                out.append(self._frame(AssistantDelta("".join(text))))
+                text = []
+            out.append(piece)
+        if text:
+            out.append(self._frame(AssistantDelta("".join(text))))
+        return out
 
     def _raise_failure(self) -> None:
         if self._failed is not None:
@@ -114,9 +142,7 @@ class DeltaWriter:
 
     async def _write(self, frames: Sequence[Frame], final: bool = False) -> None:
         async with self._lock:
-            out = list(frames)
-            if self._held:
-                out.insert(0, self._frame(AssistantDelta("".join(self._held))))
-                self._held, self._size = [], 0
+            out = [*self._flushed(), *frames]
+            self._held, self._size = [], 0
             if out:
                 await self._emit(out, final)

@@ -343,8 +343,9 @@ class Instance:
         resume: bool,
     ) -> None:
         async def emit_status(text: str, tool: Mapping[str, Any] | None = None) -> None:
-            # After the text held so far: a client sees the phase where it began.
-            await out.send(reply.frame(AssistantStatus(text, tool)))
+            # After the text held so far: a client sees the phase where it began. Held
+            # like text (at most one window): a quick turn is one write, not two.
+            await out.hold(reply.frame(AssistantStatus(text, tool)))
 
         try:
             result = await self._answer(
