@@ -166,3 +166,42 @@ async def test_instances_list_the_roots_their_agents_reach(tmp_path: Path) -> No
             answer = await mcp.call_tool("tether_instances", {})
         seen = {i["id"]: i["roots"] for i in json.loads(answer.content[0].text)}  # type: ignore[union-attr]
         assert seen == listed
+
+
+async def test_odd_create_and_poll_arguments_are_400_naming_the_field(tmp_path: Path) -> None:
+    """A NUL in a root was a 500 (``ValueError: embedded null byte`` in the policy); a
+    misspelt field (``root``) was dropped, giving the instance every root the operator
+    allows instead of the one meant; a session with a NUL was 200 on files and a
+    PostgreSQL ``DataError`` on the database."""
+    app = create_main_app(
+        data=tmp_path / "data",
+        model="reference",
+        settings=ProviderSettings(reference_url="http://127.0.0.1:9", env={}),
+        web=False,
+        mcp=False,
+    )
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=auth(app)
+        ) as client,
+    ):
+        for body, field in (
+            ({"model": "reference", "roots": [f"{tmp_path}/\x00x"]}, "body.roots.0"),
+            ({"model": "reference", "root": [str(tmp_path)]}, "body.root"),
+            ({"model": "reference", "tool": ["view"]}, "body.tool"),
+        ):
+            r = await client.post("/v1/instances", json=body)
+            assert r.status_code == 400, (body, r.status_code, r.text)
+            assert r.json()["error"]["field"] == field, r.text
+        instances = (await client.get("/v1/instances")).json()["instances"]
+        assert [i["id"] for i in instances] == [app.state.default_instance]
+        poll = f"/v1/instances/{app.state.default_instance}/tether"
+        for route in ("poll", "stream"):
+            for session in ("\x00", "a/b", "s" * 500):
+                r = await client.get(f"{poll}/{route}", params={"session": session})
+                assert r.status_code == 400, (route, session, r.text)
+                assert r.json()["error"]["field"] == "query.session", r.text
+        r = await client.get(f"{poll}/poll", params={"session": "s1"})
+        assert r.status_code == 200, r.text

@@ -22,6 +22,7 @@ __all__ = [
     "FORBIDDEN",
     "FRAME_IN_SCHEMA",
     "MESSAGE_IN_SCHEMA",
+    "SESSION_PATTERN",
     "Accepted",
     "ErrorBody",
     "ErrorDetail",
@@ -136,7 +137,14 @@ class McpServerIn(BaseModel):
         return data
 
 
+#: A session (or message) id as a query parameter: what frames.py takes in a frame.
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+
+
 class InstanceCreate(BaseModel):
+    # A misspelt field ("root") is refused, not dropped: dropped, it would give the
+    # instance every root the operator allows instead of the one the client meant.
+    model_config = ConfigDict(extra="forbid")
     # Bounded so a request cannot make the server hold, store and echo megabytes.
     model: str = Field(
         min_length=1, max_length=200, pattern=r"\S", description="catalog id of the model"
@@ -144,7 +152,8 @@ class InstanceCreate(BaseModel):
     tools: list[Annotated[str, Field(max_length=200)]] | None = Field(
         None, max_length=64, description="tool names; null: the agent's defaults"
     )
-    roots: list[Annotated[str, Field(pattern="^/", max_length=4096)]] | None = Field(
+    # No NUL: no path holds one (the policy's resolve raised ValueError, a 500).
+    roots: list[Annotated[str, Field(pattern="^/[^\x00]*$", max_length=4096)]] | None = Field(
         None,
         max_length=64,
         description="absolute folders the tools may reach, each inside a root the server "

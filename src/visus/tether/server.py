@@ -68,6 +68,7 @@ from visus.tether.runner import MCP_SERVERS_KEY, RunnerFactory
 from visus.tether.schemas import (
     FORBIDDEN,
     FRAME_IN_SCHEMA,
+    SESSION_PATTERN,
     Accepted,
     ErrorBody,
     InstanceCreate,
@@ -227,6 +228,16 @@ def get_registry(request: Request) -> Registry:
 
 
 Reg = Annotated[Registry, Depends(get_registry)]
+#: A poll's or stream's ``session`` filter, spelled as a frame's (a NUL was a PostgreSQL
+#: DataError on a shared store, and matched nothing on files).
+_Session = Annotated[
+    str | None,
+    Query(
+        pattern=SESSION_PATTERN,
+        max_length=limits.TETHER_MAX_ID_CHARS,
+        description="only this session",
+    ),
+]
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(_openapi_bearer)], responses={401: _E[401]})
 
@@ -334,7 +345,7 @@ async def poll(
     instance_id: str,
     registry: Reg,
     after_seq: Annotated[int, Query(ge=0)] = 0,
-    session: str | None = None,
+    session: _Session = None,
     wait: Annotated[float, Query(ge=0, le=limits.TETHER_POLL_MAX_WAIT_SECONDS)] = 0.0,
     limit: Annotated[int | None, Query(ge=1, le=limits.RING_MAX_FRAMES)] = None,
     max_bytes: Annotated[
@@ -367,7 +378,7 @@ async def stream(
     instance_id: str,
     registry: Reg,
     after_seq: Annotated[int | None, Query(ge=0)] = None,
-    session: str | None = None,
+    session: _Session = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """Frames as server-sent events from ``after_seq`` (or ``Last-Event-ID``, else 0)."""
