@@ -154,3 +154,51 @@ async def test_the_proxys_mcp_refuses_bad_calls_as_json() -> None:
                 body = refusal(await mcp.call_tool("restore_image", args))
                 assert (body["reason"], body.get("field")) == (reason, field), body
                 assert words in body["message"], body
+
+
+def test_a_body_that_is_not_one_json_rpc_message_is_a_short_json_rpc_error(
+    tmp_path: Path,
+) -> None:
+    """A batch (a JSON array: MCP 2025-03-26 clients may send one, 2025-06-18 dropped
+    them), a bare value or an object id got the SDK's 400 holding pydantic's dump of
+    four union members, or a silent 202; on serve's /mcp and the proxy's alike."""
+    import asyncio
+
+    import httpx
+
+    headers = {"Accept": "application/json, text/event-stream"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    bodies: list[tuple[Any, str]] = [
+        ([listing], "batch"),
+        (7, "not int"),
+        ({**listing, "id": {"a": 1}}, "id: a string or a number"),
+    ]
+
+    def check(url: str, extra: dict[str, str]) -> None:
+        for body, words in bodies:
+            r = httpx.post(url, json=body, headers={**headers, **extra}, timeout=30)
+            assert r.status_code == 400, (body, r.status_code, r.text[:300])
+            error = r.json()["error"]
+            assert error["code"] == -32600
+            assert words in error["message"], error
+            assert "validation error" not in r.text, r.text[:300]
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        ok = httpx.post(url, json=hello, headers={**headers, **extra}, timeout=30)
+        assert ok.status_code == 200, ok.text[:300]
+
+    async def serve() -> None:
+        async with served(tmp_path) as (base, _iid):
+            await asyncio.to_thread(check, f"{base}/mcp", {"Authorization": f"Bearer {TOKEN}"})
+
+    asyncio.run(serve())
+    with serve_proxy(ProxyConfig(upstream="http://127.0.0.1:9")) as url:
+        check(f"{url}/mcp", {})

@@ -25,8 +25,10 @@ from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, ImageContent
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 
+from visus import limits
+from visus.mcp_server.gate import McpBodyGate
 from visus.mcp_server.refusals import RefusingServer, refusal_result
 from visus.proxy.cache import ElidedImages
 
@@ -108,6 +110,10 @@ class RestoreServer:
             # The proxy's own gate (loopback names, or its token) covers /mcp already.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
+        # The same gate as visus serve's /mcp: body cap, JSON depth, one message a POST.
+        for route in app.routes:
+            if isinstance(route, Route):
+                route.app = McpBodyGate(route.app, limits.MCP_MAX_REQUEST_BYTES)
         return list(app.routes)
 
     def running(self) -> AbstractAsyncContextManager[None]:
