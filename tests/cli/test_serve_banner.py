@@ -100,6 +100,11 @@ def test_the_banner_names_the_model_and_the_folder_mcp_view_reads(
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert f"/mcp   (its view tool reads {shared.resolve()}; --root sets it)" in result.stdout
     assert "  model      reference (offline, no provider key set)" in result.stdout
+    assert "  models     clients may pick reference  ([server] models)" in result.stdout
+    assert "URLs" not in result.stdout  # fetched unless the operator turns them off
+    result = CliRunner().invoke(app, [*args, "--no-fetch-urls"])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert "  URLs       off: no tool fetches an https URL a client names" in result.stdout
 
 
 @pytest.fixture

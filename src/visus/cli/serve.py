@@ -207,6 +207,8 @@ def _banner(app: FastAPI, started: _Started) -> None:
         typer.echo(f"  MCP        {base}/mcp   (its view tool reads {seen}; --root sets it)")
     line = model_line(started.model, started.config).removeprefix("model ")
     typer.echo(f"  model      {line}")
+    picks = "any" if policy.models.any else ", ".join(policy.models.refs)
+    typer.echo(f"  models     clients may pick {picks}  ([server] models)")
     typer.echo(f"  instance   {app.state.default_instance} (the web chat's)")
     for shown_root in policy.roots:
         # Where to put what the agents should read or view (their roots, at most).
