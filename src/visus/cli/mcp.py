@@ -75,15 +75,14 @@ def mcp_command(
             help="Largest tool result in bytes (default 1 MB: what Claude's hosts take).",
         ),
     ] = None,
-    fetch_urls: Annotated[
-        bool | None,
+    no_fetch_urls: Annotated[
+        bool,
         typer.Option(
-            "--fetch-urls/--no-fetch-urls",
-            help="Whether vision_analyze fetches an https file_url (public addresses only) "
-            "(default: [server] fetch_urls in visus.toml, on).",
-            show_default=False,
+            "--no-fetch-urls",
+            help="vision_analyze fetches no https file_url (default: [server] fetch_urls "
+            "in visus.toml, on: public addresses only).",
         ),
-    ] = None,
+    ] = False,
     print_config: Annotated[
         bool,
         typer.Option(
@@ -108,7 +107,7 @@ def mcp_command(
     from visus.tether.client import TetherClient
 
     # view never shows visus's own files, the data folder of this configuration included.
-    urls = config().server.fetch_urls if fetch_urls is None else fetch_urls
+    urls = config().server.fetch_urls and not no_fetch_urls
     reach = guarded_reach(list(root or [Path.cwd()]), data=[data_root(None)], urls=urls)
 
     async def main() -> None:

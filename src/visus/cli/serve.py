@@ -77,14 +77,12 @@ AllowWriteOpt = Annotated[
         help="Give the agents the edit tool (default: [server] write_tools, off)",
     ),
 ]
-FetchUrlsOpt = Annotated[
-    bool | None,
+NoFetchUrlsOpt = Annotated[
+    bool,
     typer.Option(
-        "--fetch-urls/--no-fetch-urls",
-        help="Whether the agents' tools and /mcp's fetch https URLs a client names "
-        "(view, vision_analyze's file_url; public addresses only) (default: [server] "
-        "fetch_urls, on)",
-        show_default=False,
+        "--no-fetch-urls",
+        help="No tool (the agents', /mcp's) fetches an https URL a client names "
+        "(default: [server] fetch_urls, on: public addresses only)",
     ),
 ]
 
@@ -106,7 +104,7 @@ def serve(
     mount: MountOpt = None,
     root: RootOpt = None,
     allow_write: AllowWriteOpt = False,
-    fetch_urls: FetchUrlsOpt = None,
+    no_fetch_urls: NoFetchUrlsOpt = False,
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
@@ -147,7 +145,7 @@ def serve(
             write_tools=True if allow_write else None,
             store=url,
             config=cfg,
-            fetch_urls=fetch_urls,
+            fetch_urls=False if no_fetch_urls else None,
         )
     except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
