@@ -111,9 +111,10 @@ def _decode_args(images: Sequence[McpImage]) -> list[ImageIn]:
     return out
 
 
-#: What an instance id may be (visus makes ``i-<hex>`` and ``i-webchat``); anything else
-#: is refused before it becomes part of a request path (``..``, ``/``, NUL).
-_INSTANCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: What an instance or session id may be (visus makes ``i-<hex>`` and ``i-webchat``; a
+#: session is spelled as in a frame); anything else is refused before it becomes part of
+#: a request (a path: ``..``, ``/``, NUL).
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 #: The tether server's statuses the client has no error class for -> refusal reason.
 _STATUS_REASONS = {401: "unauthorized", 403: "forbidden", 409: "in_use", 429: "busy"}
@@ -121,14 +122,22 @@ _STATUS_REASONS = {401: "unauthorized", 403: "forbidden", 409: "in_use", 429: "b
 
 def _instance(value: str) -> str:
     """``value`` as an instance id, or :class:`Refused` (``invalid_input``)."""
-    if _INSTANCE_ID.fullmatch(value):
+    return _checked_id(value, "instance", "an instance id (tether_instances lists them)")
+
+
+def _session(value: str | None) -> str | None:
+    """``value`` as a session id; empty (as some hosts fill an optional string) is none."""
+    if not value:
+        return None
+    what = "a session id: 1 to 128 letters, digits and . _ : @ - (a letter or digit first)"
+    return _checked_id(value, "session_id", what)
+
+
+def _checked_id(value: str, field: str, what: str) -> str:
+    if _ID.fullmatch(value):
         return value
     shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
-    raise Refused(
-        "invalid_input",
-        f"instance: {shown} is not an instance id (tether_instances lists them)",
-        field="instance",
-    )
+    raise Refused("invalid_input", f"{field}: {shown} is not {what}", field=field)
 
 
 def _tether_error(e: VisusError, client: TetherClient) -> Refused:
@@ -187,7 +196,7 @@ async def tether_send(
     client = context_of(ctx).client
     try:
         decoded = _decode_args(images or [])
-        sent = await client.send(_instance(instance), text, decoded, session=session_id)
+        sent = await client.send(_instance(instance), text, decoded, session=_session(session_id))
     except VisusError as e:
         raise _tether_error(e, client) from e
     return json.dumps(sent)
@@ -223,7 +232,7 @@ async def tether_read(
     state = context_of(ctx)
     client, cap = state.client, state.cap
     wait = min(wait_ms / 1000, limits.TETHER_POLL_MAX_WAIT_SECONDS)
-    instance = _instance(instance)
+    instance, session_id = _instance(instance), _session(session_id)
     try:
         if until_done:
             answer = await _read_until_done(client, instance, after_seq, session_id, wait, cap)
