@@ -175,7 +175,8 @@ def test_a_body_that_is_not_one_json_rpc_message_is_a_short_json_rpc_error(
 ) -> None:
     """A batch (a JSON array: MCP 2025-03-26 clients may send one, 2025-06-18 dropped
     them), a bare value or an object id got the SDK's 400 holding pydantic's dump of
-    four union members, or a silent 202; on serve's /mcp and the proxy's alike."""
+    four union members, or a silent 202; on serve's /mcp and the proxy's alike. (That
+    one message still passes the gate, every other test over HTTP shows.)"""
     import asyncio
 
     import httpx
@@ -196,18 +197,6 @@ def test_a_body_that_is_not_one_json_rpc_message_is_a_short_json_rpc_error(
             assert error["code"] == -32600
             assert words in error["message"], error
             assert "validation error" not in r.text, r.text[:300]
-        hello = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        }
-        ok = httpx.post(url, json=hello, headers={**headers, **extra}, timeout=30)
-        assert ok.status_code == 200, ok.text[:300]
 
     async def serve() -> None:
         async with served(tmp_path) as (base, _iid):

@@ -205,3 +205,21 @@ async def test_odd_create_and_poll_arguments_are_400_naming_the_field(tmp_path: 
                 assert r.json()["error"]["field"] == "query.session", r.text
         r = await client.get(f"{poll}/poll", params={"session": "s1"})
         assert r.status_code == 200, r.text
+        # An instance id no instance can have: 400 naming it on every route, whatever the
+        # store (PostgreSQL answered a DataError, files 404), and never echoed whole.
+        for method, route in (
+            ("GET", ""),
+            ("DELETE", ""),
+            ("POST", "/tether"),
+            ("GET", "/tether/poll"),
+            ("GET", "/tether/stream"),
+        ):
+            for bad in ("%00", "i-" + "x" * 5000, "%E2%9C%93"):
+                r = await client.request(
+                    method, f"/v1/instances/{bad}{route}", json={} if method == "POST" else None
+                )
+                assert r.status_code == 400, (method, route, bad[:20], r.text[:200])
+                assert r.json()["error"]["field"] == "path.instance_id", r.text[:200]
+                assert len(r.content) < 1000
+        r = await client.get("/v1/instances/i-nothere")
+        assert r.status_code == 404, r.text

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -228,6 +229,11 @@ def get_registry(request: Request) -> Registry:
 
 
 Reg = Annotated[Registry, Depends(get_registry)]
+#: An instance id in a route's path: one no instance can have (a NUL, 5000 characters)
+#: is a 400 on every store (PostgreSQL answered it with a DataError, files with 404).
+_InstanceId = Annotated[
+    str, PathParam(pattern=SESSION_PATTERN, max_length=limits.TETHER_MAX_ID_CHARS)
+]
 #: A poll's or stream's ``session`` filter, spelled as a frame's (a NUL was a PostgreSQL
 #: DataError on a shared store, and matched nothing on files).
 _Session = Annotated[
@@ -272,7 +278,7 @@ async def list_instances(registry: Reg) -> dict[str, Any]:
 
 
 @router.get("/instances/{instance_id}", response_model=InstanceOut, responses={404: _E[404]})
-async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
+async def get_instance(instance_id: _InstanceId, registry: Reg) -> dict[str, Any]:
     inst = await registry.find(instance_id)
     await inst.refresh()
     return inst.describe()
@@ -284,7 +290,7 @@ async def get_instance(instance_id: str, registry: Reg) -> dict[str, Any]:
     response_class=Response,
     responses={404: _E[404], 409: _E[409]},
 )
-async def delete_instance(instance_id: str, registry: Reg, request: Request) -> Response:
+async def delete_instance(instance_id: _InstanceId, registry: Reg, request: Request) -> Response:
     await registry.find(instance_id)  # 404 first
     user = request.app.state.protected_instances.get(instance_id)
     if user:
@@ -307,7 +313,7 @@ async def delete_instance(instance_id: str, registry: Reg, request: Request) -> 
         }
     },
 )
-async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str, Any]:
+async def ingress(instance_id: _InstanceId, registry: Reg, request: Request) -> dict[str, Any]:
     """Send one ``user.message`` frame (the turn runs in the background), or a
     ``turn.cancel`` frame naming a message's ``msg_id`` in ``payload.target`` to stop
     its turn (404 when no such turn is in flight)."""
@@ -342,7 +348,7 @@ async def ingress(instance_id: str, registry: Reg, request: Request) -> dict[str
     responses={400: _E[400], 404: _E[404]},
 )
 async def poll(
-    instance_id: str,
+    instance_id: _InstanceId,
     registry: Reg,
     after_seq: Annotated[int, Query(ge=0)] = 0,
     session: _Session = None,
@@ -375,7 +381,7 @@ async def poll(
     },
 )
 async def stream(
-    instance_id: str,
+    instance_id: _InstanceId,
     registry: Reg,
     after_seq: Annotated[int | None, Query(ge=0)] = None,
     session: _Session = None,
