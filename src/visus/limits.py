@@ -166,6 +166,14 @@ TETHER_SMALL_FRAME_BYTES: Final = 4096
 #: (``python -m benchmarks store``'s model-bound turns, 12 words 20 ms apart).
 TETHER_DELTA_WINDOW_SECONDS: Final = 0.1
 TETHER_DELTA_MAX_BYTES: Final = 16 * 1024
+#: The newest frames a PostgreSQL replica keeps per instance (``store/ring_tail.py``),
+#: so its own streams read what it just appended without a round trip: frames, bytes
+#: and the largest frame kept (a user message with images is read from the database),
+#: for at most this many instances.
+PG_TAIL_FRAMES: Final = 64
+PG_TAIL_BYTES: Final = 256 * 1024
+PG_TAIL_FRAME_BYTES: Final = 32 * 1024
+PG_TAIL_INSTANCES: Final = 1024
 #: Blob bytes a PostgreSQL store keeps in memory per process (the blobs it wrote or read
 #: and verified, newest first): a turn lowers its live images again on every step.
 PG_BLOB_CACHE_BYTES: Final = 64 * MB

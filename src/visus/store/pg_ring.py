@@ -38,6 +38,7 @@ from visus import limits
 from visus.errors import NotFoundError, StoreError
 from visus.store.base import ClaimedTurn, FramePage, NewFrame, RingStats, StoredFrame
 from visus.store.pg_conn import Database
+from visus.store.ring_tail import RingTails
 
 try:
     import psycopg
@@ -81,6 +82,13 @@ class PgRing:
         self._delete_callbacks: list[Callable[[str], None]] = []
         self._stop_callbacks: list[Callable[[str, int], None]] = []
         self._closing = False
+        #: What this process appended or read, for its own streams (see ring_tail).
+        self._tails = RingTails()
+        #: Bumped whenever the listener (re)connects or is lost: a read or append begun
+        #: in an earlier epoch does not feed the tails (notifications may have been
+        #: missed in between); -1 while not listening.
+        self._epoch = -1
+        self._epochs = 0
 
     async def start(self) -> None:
         """Open the async pool and start listening (call once, on the serving loop)."""
@@ -96,30 +104,41 @@ class PgRing:
                 async with conn:
                     for channel in _CHANNELS:
                         await conn.execute(f"LISTEN {channel}")
+                    self._listening(True)
                     self._wake_all()  # anything committed while we were not listening
                     async for note in conn.notifies():
                         self._dispatch(note.channel, note.payload)
             except asyncio.CancelledError:
+                self._listening(False)
                 raise
             except Exception as e:
+                self._listening(False)
                 if self._stopping():
                     return
                 log.warning("store listener lost its connection (%s); reconnecting", e)
                 self._wake_all()
                 await asyncio.sleep(0.5)
 
+    def _listening(self, on: bool) -> None:
+        """A new epoch: what the tails knew is dropped (notifications may be lost)."""
+        self._tails.clear()
+        self._epochs += 1
+        self._epoch = self._epochs if on else -1
+
     def _stopping(self) -> bool:
         return self._closing
 
     def _dispatch(self, channel: str, payload: str) -> None:
         if channel == "visus_frames":
-            event = self._events.pop(payload.rsplit(":", 1)[0], None)
-            if event is not None:
-                event.set()
+            instance_id, _, seq = payload.rpartition(":")
+            if seq.isdigit():
+                self._tails.heard(instance_id, int(seq))
+            self._wake(instance_id)
         elif channel == "visus_turns":
             for cb in self._turn_callbacks:
                 cb()
         elif channel == "visus_instances":
+            self._tails.forget(payload)
             for dcb in self._delete_callbacks:
                 dcb(payload)
             self._wake(payload)
@@ -168,6 +187,7 @@ class PgRing:
         if not frames:
             raise ValueError("append_frames: no frames")
         what = f"cannot append a frame to instance {instance_id!r}"
+        epoch = self._epoch
         try:
             async with self.db.aconn(what) as conn:
                 cur = await conn.execute(
@@ -193,12 +213,23 @@ class PgRing:
             if isinstance(e.__cause__, psycopg.errors.NoDataFound):
                 raise NotFoundError(f"instance {instance_id!r} not found") from e
             raise
-        return None if row is None or row[0] is None else int(row[0])
+        if row is None or row[0] is None:
+            return None
+        first = int(row[0])
+        if epoch >= 0 and epoch == self._epoch:
+            stored = [
+                StoredFrame(first + i, f.session, f.head + str(first + i).encode() + f.tail)
+                for i, f in enumerate(frames)
+            ]
+            self._tails.add(instance_id, stored)
+            self._wake(instance_id)  # this replica's streams read them now, from memory
+        return first
 
     async def read_frames(
         self, instance_id: str, after_seq: int, *, session: str | None, limit: int | None
     ) -> FramePage:
         cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+        epoch = self._epoch
         # One statement: the instance's counters and the page (none when it is ahead).
         async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
             cur = await conn.execute(
@@ -226,6 +257,11 @@ class PgRing:
             next_seq = frames[-1].seq if frames else after_seq
         else:
             next_seq = max(last_seq, frames[-1].seq if frames else 0, after_seq)
+        if epoch >= 0 and epoch == self._epoch:
+            if session is None and frames:
+                self._tails.add(instance_id, frames, evicted + 1)
+            elif not frames and not gap:
+                self._tails.up_to(instance_id, last_seq, evicted + 1)
         return FramePage(frames, next_seq, gap, evicted + 1)
 
     async def wait_frames(
@@ -243,7 +279,13 @@ class PgRing:
         while True:
             # Take the wake-up before reading: a frame committed after the read sets it.
             event = self._events.setdefault(instance_id, asyncio.Event())
-            page = await self.read_frames(instance_id, after_seq, session=session, limit=limit)
+            cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+            waiting = deadline - loop.time() > 0 and not closed() and not self._closing
+            page = self._tails.page(
+                instance_id, after_seq, session=session, cap=cap, waiting=waiting
+            )
+            if page is None:
+                page = await self.read_frames(instance_id, after_seq, session=session, limit=limit)
             remaining = deadline - loop.time()
             if page.frames or page.gap or remaining <= 0 or closed() or self._closing:
                 return page
