@@ -5,9 +5,11 @@ heard before the append it reports returned, a listener that lost its connection
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
+import pytest
 
 from visus import limits
 from visus.store import NewFrame
@@ -88,59 +90,57 @@ def _count_reads(store: PostgresStore) -> list[int]:
     return reads
 
 
-async def _listening(*stores: PostgresStore) -> None:
-    for _ in range(200):
-        if all(s._epoch >= 0 for s in stores):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the listeners did not connect")
-
-
-async def test_own_frames_come_from_memory_and_others_from_the_database(pg_url: str) -> None:
+@pytest.fixture
+async def pair(pg_url: str) -> AsyncIterator[tuple[PostgresStore, PostgresStore]]:
+    """Two replicas on one database, their listeners connected."""
     a = PostgresStore(pg_url, replica="a")
     b = PostgresStore(pg_url, replica="b")
     await a.start()
     await b.start()
     try:
-        await _listening(a, b)
-        await asyncio.to_thread(a.put_instance, {"id": "own", "created": "now"})
-        reads = _count_reads(a)
-        await a.append_frames("own", [_new("one"), _new("two")])
-        page = await a.wait_frames("own", 0, session=None, limit=100, timeout=5)
-        assert [f.body for f in page.frames] == [b'{"seq":1,"own":"one"}', b'{"seq":2,"own":"two"}']
-        assert reads == []  # its own frames, from memory
-        waiting = asyncio.create_task(a.wait_frames("own", 2, session=None, limit=100, timeout=30))
-        await asyncio.sleep(0.1)
-        await b.append_frames("own", [_new("three")])  # another replica's frame
-        page = await asyncio.wait_for(waiting, 5)
-        assert [f.body for f in page.frames] == [b'{"seq":3,"own":"three"}']
-        assert reads  # read from the database, woken by the notification
+        for _ in range(200):
+            if a._epoch >= 0 and b._epoch >= 0:
+                break
+            await asyncio.sleep(0.02)
+        yield a, b
     finally:
         await a.aclose()
         await b.aclose()
 
 
-async def test_a_lost_listener_misses_nothing(pg_url: str) -> None:
-    a = PostgresStore(pg_url, replica="a")
-    b = PostgresStore(pg_url, replica="b")
-    await a.start()
-    await b.start()
-    try:
-        await _listening(a, b)
-        await asyncio.to_thread(a.put_instance, {"id": "lost", "created": "now"})
-        await a.append_frames("lost", [_new("one")])
-        page = await a.wait_frames("lost", 0, session=None, limit=100, timeout=5)
-        assert len(page.frames) == 1
-        with psycopg.connect(pg_url, autocommit=True) as conn:  # every listener dies
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
-            )
-        await b.append_frames("lost", [_new("two")])  # its notification may never reach a
-        # Found on reconnecting (well before the wait's own 30 s), not at its end.
-        waiting = a.wait_frames("lost", 1, session=None, limit=100, timeout=30)
-        page = await asyncio.wait_for(waiting, 10)
-        assert [f.seq for f in page.frames] == [2]
-    finally:
-        await a.aclose()
-        await b.aclose()
+async def test_own_frames_come_from_memory_and_others_from_the_database(
+    pair: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = pair
+    await asyncio.to_thread(a.put_instance, {"id": "own", "created": "now"})
+    reads = _count_reads(a)
+    await a.append_frames("own", [_new("one"), _new("two")])
+    page = await a.wait_frames("own", 0, session=None, limit=100, timeout=5)
+    assert [f.body for f in page.frames] == [b'{"seq":1,"own":"one"}', b'{"seq":2,"own":"two"}']
+    assert reads == []  # its own frames, from memory
+    waiting = asyncio.create_task(a.wait_frames("own", 2, session=None, limit=100, timeout=30))
+    await asyncio.sleep(0.1)
+    await b.append_frames("own", [_new("three")])  # another replica's frame
+    page = await asyncio.wait_for(waiting, 5)
+    assert [f.body for f in page.frames] == [b'{"seq":3,"own":"three"}']
+    assert reads  # read from the database, woken by the notification
+
+
+async def test_a_lost_listener_misses_nothing(
+    pair: tuple[PostgresStore, PostgresStore], pg_url: str
+) -> None:
+    a, b = pair
+    await asyncio.to_thread(a.put_instance, {"id": "lost", "created": "now"})
+    await a.append_frames("lost", [_new("one")])
+    page = await a.wait_frames("lost", 0, session=None, limit=100, timeout=5)
+    assert len(page.frames) == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # every listener dies
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+        )
+    await b.append_frames("lost", [_new("two")])  # its notification may never reach a
+    # Found on reconnecting (well before the wait's own 30 s), not at its end.
+    waiting = a.wait_frames("lost", 1, session=None, limit=100, timeout=30)
+    page = await asyncio.wait_for(waiting, 10)
+    assert [f.seq for f in page.frames] == [2]
