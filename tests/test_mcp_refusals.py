@@ -24,8 +24,10 @@ from tests.proxy.conftest import serve_proxy
 from tests.tether.doubles import live_server
 from visus.app import create_main_app
 from visus.config import load_config
+from visus.mcp_server import build_server
 from visus.providers import ProviderSettings
 from visus.proxy import ProxyConfig
+from visus.tether.client import TetherClient
 
 TOKEN = "tok-refusals"
 #: (tool, arguments, reason, field, words the message holds); "IID" is a real instance.
@@ -133,6 +135,12 @@ async def test_serves_mcp_refuses_bad_calls_as_json(tmp_path: Path) -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
         async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http)) as mcp:
             await check_cases(mcp, iid)
+        # a tether server refusing the token: said as such, not as a bare "failed"
+        tether = TetherClient(base, "wrong-token")
+        async with tether, Client(build_server(tether, roots=[tmp_path]), mode="legacy") as mcp:
+            body = refusal(await mcp.call_tool("tether_instances", {}))
+        assert body["reason"] == "unauthorized", body
+        assert "token" in body["message"]
 
 
 async def test_visus_mcp_over_stdio_refuses_bad_calls_as_json(tmp_path: Path) -> None:

@@ -196,4 +196,4 @@ def _unknown_arguments(
     names = ", ".join(map(_shown, unknown[:_NAMED_ERRORS]))
     takes = ", ".join(sorted(taken)) or "none"
     message = f"{tool}: unknown argument {names}; it takes {takes}"
-    return refusal_result("invalid_input", message, unknown[0])
+    return refusal_result("invalid_input", message, unknown[0][:_SHOWN])
