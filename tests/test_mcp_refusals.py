@@ -172,6 +172,7 @@ async def test_the_proxys_mcp_refuses_bad_calls_as_json() -> None:
                 ({"digest": 5}, "invalid_input", "digest", "valid string"),
                 ({"digest": "sha256:00", "x": 1}, "invalid_input", "x", "unknown argument"),
                 ({"digest": "sha256:" + "0" * 64}, "not_found", "digest", "no image"),
+                ({"digest": "f" * 100_000}, "not_found", "digest", "no image"),
             ):
                 body = refusal(await mcp.call_tool("restore_image", args))
                 assert (body["reason"], body.get("field")) == (reason, field), body

@@ -76,8 +76,10 @@ class Restorer:
         match = _DIGEST.fullmatch(digest.strip().lower())
         found = self.images.get(match.group(1)) if match else None
         if found is None:
+            # A client's value can be megabytes: the refusal quotes its start only.
+            shown = repr(digest) if len(digest) <= 80 else repr(digest[:77]) + "..."
             message = (
-                f"no image {digest!r} here: give the full sha256:<64 hex> an [image elided] "
+                f"no image {shown} here: give the full sha256:<64 hex> an [image elided] "
                 "note names (the proxy holds images only while their conversation goes on)"
             )
             return refusal_result("not_found", message, "digest")
