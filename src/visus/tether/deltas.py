@@ -6,9 +6,9 @@ would be one ring append each (on PostgreSQL one transaction each). A
 :data:`~visus.limits.TETHER_DELTA_WINDOW_SECONDS` of the first unsent piece (or until
 :data:`~visus.limits.TETHER_DELTA_MAX_BYTES` of it) and sends it as one delta; a
 turn's other frames (its ``assistant.done``, an ``error``) take the text still held
-with them in the same write. Status frames (the turn's phase, a tool call starting)
-are held the same way (:meth:`DeltaWriter.hold`): a model that answers at once sends
-its status, text and ``assistant.done`` in one write. Order is kept (one write at a
+with them in the same write. A phase's status frame can be held the same way
+(:meth:`DeltaWriter.hold`): a model that answers at once sends its status, text and
+``assistant.done`` in one write. Order is kept (one write at a
 time, in call order), so a client sees the same frames, fewer of them, at most one
 window later.
 

@@ -343,9 +343,11 @@ class Instance:
         resume: bool,
     ) -> None:
         async def emit_status(text: str, tool: Mapping[str, Any] | None = None) -> None:
-            # After the text held so far: a client sees the phase where it began. Held
-            # like text (at most one window): a quick turn is one write, not two.
-            await out.hold(reply.frame(AssistantStatus(text, tool)))
+            # After the text held so far: a client sees the phase where it began. A
+            # phase waits like text (at most one window: a model answering at once
+            # makes one write, not two); a tool call leaves now, shown as it starts.
+            frame = reply.frame(AssistantStatus(text, tool))
+            await (out.send(frame) if tool is not None else out.hold(frame))
 
         try:
             result = await self._answer(
