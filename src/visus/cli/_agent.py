@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from visus.cli._common import MODEL_HELP
+from visus.cli._common import MODEL_HELP, DataOpt
 
 if TYPE_CHECKING:
     from visus.agent import Agent
@@ -42,15 +42,6 @@ __all__ = [
 ModelOpt = Annotated[
     str | None,
     typer.Option("--model", "-m", help=MODEL_HELP, show_default=False),
-]
-DataOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data",
-        metavar="DIR",
-        help="Data folder (default: data_dir in visus.toml, else $VISUS_DATA, else the user's)",
-        show_default=False,
-    ),
 ]
 RootOpt = Annotated[
     list[Path] | None,

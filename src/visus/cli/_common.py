@@ -23,10 +23,10 @@ __all__ = [
     "MODEL_HELP",
     "MODEL_RULE",
     "ChunkOpt",
+    "DataOpt",
     "ImageBudgetOpt",
     "LiveTurnsOpt",
     "SessionArg",
-    "SessionDataOpt",
     "cannot_listen",
     "check_listen",
     "check_model_ref",
@@ -41,10 +41,14 @@ __all__ = [
 # The arguments of the commands that read a recorded session (``visus session show``
 # and ``check``, ``visus lower``); :func:`retention` reads the three retention options.
 SessionArg = Annotated[str, typer.Argument(help="Session id (see `visus session list`).")]
-SessionDataOpt = Annotated[
+#: ``--data`` for every command that reads or writes a data folder.
+DataOpt = Annotated[
     Path | None,
     typer.Option(
-        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)."
+        "--data",
+        metavar="DIR",
+        help="Data folder (default: data_dir in visus.toml, else $VISUS_DATA, else the user's)",
+        show_default=False,
     ),
 ]
 LiveTurnsOpt = Annotated[

@@ -23,10 +23,10 @@ import typer
 
 from visus.cli._common import (
     ChunkOpt,
+    DataOpt,
     ImageBudgetOpt,
     LiveTurnsOpt,
     SessionArg,
-    SessionDataOpt,
     data_root,
     retention,
 )
@@ -90,7 +90,7 @@ def lower_command(
     chunk: ChunkOpt = None,
     budget: ImageBudgetOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Output cap.")] = 4096,
-    data: SessionDataOpt = None,
+    data: DataOpt = None,
     short: Annotated[
         bool, typer.Option("--abbreviate", help="Shorten base64 image data for reading.")
     ] = False,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from visus.cli._common import MODEL_HELP
+from visus.cli._common import MODEL_HELP, DataOpt
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -16,12 +16,6 @@ if TYPE_CHECKING:
     from visus.config import VisusConfig
 
 
-DataOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)"
-    ),
-]
 ModelOpt = Annotated[
     str | None,
     typer.Option("--model", "-m", help=f"The web chat's model. {MODEL_HELP}", show_default=False),

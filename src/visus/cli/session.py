@@ -19,10 +19,10 @@ import typer
 
 from visus.cli._common import (
     ChunkOpt,
+    DataOpt,
     ImageBudgetOpt,
     LiveTurnsOpt,
     SessionArg,
-    SessionDataOpt,
     data_root,
     retention,
 )
@@ -38,7 +38,6 @@ __all__ = ["register"]
 DEFAULT_MODEL = "claude-sonnet-4-6"
 _PREVIEW_CHARS = 72
 
-DataOpt = SessionDataOpt
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 

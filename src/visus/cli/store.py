@@ -7,10 +7,11 @@ Example:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from visus.cli._common import DataOpt
 
 __all__ = ["register", "store_url"]
 
@@ -22,12 +23,6 @@ StoreOpt = Annotated[
         help="postgresql://user@host/db (default: [store] url in visus.toml, $VISUS_STORE; "
         "none: local files)",
         show_default=False,
-    ),
-]
-DataOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data", help="Data folder (default: data_dir in visus.toml, $VISUS_DATA, the user's)"
     ),
 ]
 

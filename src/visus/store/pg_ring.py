@@ -58,6 +58,11 @@ DEFAULT_LEASE_SECONDS = 15.0
 _CHANNELS = ("visus_frames", "visus_turns", "visus_instances", "visus_stops")
 
 
+def _cap(limit: int | None) -> int:
+    """The most frames one read returns."""
+    return limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+
+
 class PgRing:
     """:class:`~visus.store.base.SharedRingStore` on one database (``replica`` names
     this process in the turn claims)."""
@@ -228,7 +233,7 @@ class PgRing:
     async def read_frames(
         self, instance_id: str, after_seq: int, *, session: str | None, limit: int | None
     ) -> FramePage:
-        cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+        cap = _cap(limit)
         epoch = self._epoch
         # One statement: the instance's counters and the page (none when it is ahead).
         async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
@@ -279,7 +284,7 @@ class PgRing:
         while True:
             # Take the wake-up before reading: a frame committed after the read sets it.
             event = self._events.setdefault(instance_id, asyncio.Event())
-            cap = limits.RING_MAX_FRAMES if limit is None else max(limit, 0)
+            cap = _cap(limit)
             waiting = deadline - loop.time() > 0 and not closed() and not self._closing
             page = self._tails.page(
                 instance_id, after_seq, session=session, cap=cap, waiting=waiting
