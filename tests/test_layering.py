@@ -35,7 +35,9 @@ CORE = ("media", "models", "perception", "record", "retention", "wire", "provide
 #: (which builds provider settings) and the attachment store whose tools the agent
 #: registers; ``store`` (files or PostgreSQL: sessions, blobs, instances, the shared
 #: tether ring) builds on record and hands its logs to whoever runs the agent.
-LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments", "store")
+#: ``telemetry`` (traces, metrics, logs, the savings ledger) maps record values and
+#: prices to what an operator reads; everything that runs agents or serves calls it.
+LIBRARY = (*FOUNDATION, *CORE, "net", "config", "attachments", "store", "telemetry")
 #: The agent and everything below it: what a surface may use.
 BASE = (*LIBRARY, "agent")
 
@@ -75,13 +77,17 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     # where records live; it knows messages and blobs (record) and holds sessions'
     # attachments with the attachment store's own names and caps (attachments)
     "store": frozenset((*FOUNDATION, "record", "attachments")),
+    # what an operator sees: record values as span attributes (images by digest),
+    # prices (models) for the savings ledger; it knows no surface and no agent
+    "telemetry": frozenset((*FOUNDATION, "models", "record")),
     "agent": frozenset(LIBRARY),
     # surfaces
     "analyze": frozenset(BASE),  # its tools are agent tools (agent.tools.Tool)
     # tether runs any TurnRunner; frames and bounds are its own, images come as
     # media values. It must not know the agent (app.py adapts one to the other).
     # With a shared store (PostgreSQL) its ring and turn claims live in ``store``.
-    "tether": frozenset((*FOUNDATION, "media", "store")),
+    # Its /metrics, health routes and request ids come from ``telemetry``.
+    "tether": frozenset((*FOUNDATION, "media", "store", "telemetry")),
     "mcp_server": frozenset((*BASE, "analyze", "tether")),
     "web": frozenset((*BASE, "analyze", "tether")),
     "app": frozenset((*BASE, "analyze", "tether", "mcp_server", "web")),
@@ -141,6 +147,9 @@ THIRD_PARTY: Mapping[str, tuple[str, ...]] = {
     "langchain": ("integrations/langchain.py",),
     "langchain_core": ("integrations/langchain.py",),
     "langgraph": ("integrations/langchain.py",),
+    # traces and metrics are telemetry's alone: every other unit calls its hooks
+    "opentelemetry": ("telemetry/",),
+    "prometheus_client": ("telemetry/",),
 }
 
 
@@ -450,6 +459,14 @@ WORD_EXCEPTIONS: Mapping[tuple[str, str], str] = {
         "function_call_output",
     ): "the OpenAI Agents SDK hands its history over as Responses input items; the"
     " integration edits that framework's own items, not a request visus lowers",
+    (
+        "telemetry/names.py",
+        "finish_reason",
+    ): "the OpenTelemetry GenAI conventions name an attribute gen_ai.response.finish_reasons",
+    (
+        "telemetry/parts.py",
+        "finish_reason",
+    ): "the conventions' gen_ai.output.messages schema has a finish_reason field",
 }
 
 

@@ -27,7 +27,7 @@ from visus.agent.tools import OutboundImage, ResultCache, ToolContext, ToolRegis
 from visus.errors import ImageRejectedError, InvalidInputError, MediaError, VisusError
 from visus.media import fit, offload
 from visus.media.types import Profile
-from visus.models import ModelSpec
+from visus.models import ModelSpec, image_tokens
 from visus.models.allowed import AllowedModels
 from visus.perception import Reach
 from visus.providers.base import OnDelta, ProviderClient, aclose
@@ -49,6 +49,7 @@ from visus.record.messages import (
 )
 from visus.record.sessions import SessionLog
 from visus.retention import RetentionPolicy, model_view
+from visus.telemetry import seams
 from visus.wire import RefitCache
 
 if TYPE_CHECKING:
@@ -232,6 +233,24 @@ class Agent:
         (:attr:`~visus.agent.tools.Tool.read_only`), else :class:`ResumeRefusedError`
         names it; then the model is asked again. Without a recorded start, it runs anew.
         """
+        with seams.turn(self.model, session_id, request_id=request_id) as traced:
+            result = await self._run_turn(
+                session_id, text, images, on_delta, on_tool, on_status, request_id, resume
+            )
+            seams.turn_outcome(traced, result.stopped, result.steps, result.usage)
+            return result
+
+    async def _run_turn(
+        self,
+        session_id: str,
+        text: str,
+        images: Sequence[PastedImage],
+        on_delta: DeltaCallback | None,
+        on_tool: ToolCallback | None,
+        on_status: StatusCallback | None,
+        request_id: str | None,
+        resume: bool,
+    ) -> TurnResult:
         # In the turn's own event loop: the MCP client sessions belong to it.
         started = await self.mcp.start(self.tools.add) if self.mcp is not None else []
         history = await self._history(session_id)
@@ -325,6 +344,7 @@ class Agent:
     ) -> None:
         """Run the model's tool calls in order, recording each result as it comes."""
         ctx = turn.ctx
+        tokens = functools.partial(image_tokens, self.model)
         for index, call in enumerate(calls):
             spent = ctx.tool_usage
             before = len(spent)
@@ -333,7 +353,9 @@ class Agent:
                     maybe = on_tool(call)
                     if maybe is not None:
                         await maybe
-                outcome = await self.tools.call(call.name, call.arguments, ctx)
+                with seams.tool_call(call.name, call.id, call.arguments) as traced:
+                    outcome = await self.tools.call(call.name, call.arguments, ctx)
+                    traced.tool_outcome(outcome.parts, is_error=outcome.is_error, tokens=tokens)
             except asyncio.CancelledError:
                 for left in calls[index:]:
                     note = _unanswered(left, turn.number)
@@ -396,10 +418,12 @@ class Agent:
         cache_key: str | None = None,
     ) -> AssistantMessage:
         view = model_view(history, self.policy, model=self.model)
+        seams.record_retention(history, view)
         send = functools.partial(self._send, on_delta=on_delta, cache_key=cache_key)
         try:
             return await send(view)
         except ImageRejectedError as first:
+            seams.refused()
             # One image must never make a session unusable: re-fit every live image
             # conservatively and retry; if that is refused too, elide them all. The
             # record keeps the originals: this changes only what this request carries.
@@ -408,6 +432,7 @@ class Agent:
             try:
                 return await send(refitted)
             except ImageRejectedError as second:
+                seams.refused()
                 notes.append(f"provider refused the re-fitted image ({second}); elided")
                 return await send(tuple(self._map_images(view, _elide_part)))
 
@@ -424,13 +449,17 @@ class Agent:
             tools=self.tools.specs(),
             cache_key=cache_key,
         )
-        return await self.client.complete(
-            request,
-            model=self.model,
-            blobs=self.blobs,
-            on_delta=on_delta,
-            refit_cache=self.refit_cache,
-        )
+        with seams.model_call(self.model) as traced:
+            traced.request(request.messages, request.system)
+            reply = await self.client.complete(
+                request,
+                model=self.model,
+                blobs=self.blobs,
+                on_delta=on_delta,
+                refit_cache=self.refit_cache,
+            )
+            traced.reply(reply)
+            return reply
 
     async def _history(self, session_id: str) -> list[Message]:
         """The session's messages: from memory while the log is as this agent left

@@ -109,10 +109,25 @@ def usage_error(e: Exception) -> str:
     return f"visus: {command}{message} ({where} --help)"
 
 
+def _traces() -> None:
+    """Traces on when the operator's ``OTEL_*`` variables ask (visus.telemetry.traces);
+    without any, nothing is imported (``visus --help`` stays fast)."""
+    if not any(name.startswith("OTEL_") for name in os.environ):
+        return
+    from visus.telemetry.traces import configure
+
+    try:
+        configure()
+    except ImportError as e:
+        typer.echo(f"visus: {e}", err=True)
+        raise SystemExit(2) from e
+
+
 def main() -> None:
     """Console-script entry point: the exit codes of ``visus --help``'s table."""
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
+    _traces()
     try:
         # Not standalone: a wrong command line comes here to be said in one line.
         code = app(standalone_mode=False)

@@ -1,0 +1,207 @@
+"""A real turn's spans, captured by the OpenTelemetry SDK: one per turn, model call and
+tool call, attributes named as the GenAI conventions spell them (checked against the
+installed ``opentelemetry-semantic-conventions``), images by digest and never as
+base64, text only when content capture is on."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+from opentelemetry.semconv.attributes import error_attributes
+from PIL import Image
+
+from tests.telemetry.conftest import Captured
+from visus.agent import Agent, build_agent
+from visus.providers import ProviderSettings
+from visus.reference.server import serve_in_background
+from visus.retention import RetentionPolicy
+from visus.telemetry import names, traces
+
+DATA = Path(__file__).parent / "data"
+#: Every ``gen_ai.*`` (and ``error.*``) name the conventions define.
+CONVENTIONS = {
+    v for k, v in vars(gen_ai_attributes).items() if k.startswith("GEN_AI_") and isinstance(v, str)
+} | {error_attributes.ERROR_TYPE}
+#: A run of base64 long enough to hold an image (a PNG's base64 starts iVBORw0KGgo).
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{120,}")
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+@pytest.fixture
+async def agent(reference_url: str, tmp_path: Path) -> AsyncIterator[Agent]:
+    work = tmp_path / "work"
+    work.mkdir()
+    for i, color in enumerate(("red", "blue", "green")):
+        buf = io.BytesIO()
+        Image.new("RGB", (900, 600), color).save(buf, "PNG")
+        (work / f"shot{i}.png").write_bytes(buf.getvalue())
+    made = build_agent(
+        "reference:anthropic",
+        data=tmp_path / "data",
+        roots=[work],
+        settings=ProviderSettings(reference_url=reference_url, backoff_base=0.01, env={}),
+        policy=RetentionPolicy(live_turns=1, live_images=1, image_chunk=1),
+    )
+    yield made
+    await made.aclose()
+
+
+def _call(path: str) -> str:
+    return "call view " + json.dumps({"path": path})
+
+
+def _dumped(captured: Captured) -> str:
+    return "\n".join(s.to_json() for s in captured.spans)
+
+
+async def test_a_turn_is_one_span_with_its_model_and_tool_calls(
+    agent: Agent, captured: Captured
+) -> None:
+    await agent.run_turn("s1", _call("shot0.png"))
+    (turn,) = captured.named("invoke_agent")
+    calls = captured.named("chat ")
+    (tool,) = captured.named("execute_tool")
+    assert len(calls) == 2  # the view call, then the answer
+    assert turn.attributes is not None
+    assert tool.attributes is not None
+    assert turn.attributes[names.OPERATION] == "invoke_agent"
+    assert turn.attributes[names.CONVERSATION] == "s1"
+    assert turn.attributes[names.STOPPED] == "answer"
+    for call in calls:
+        assert call.parent is not None
+        assert call.parent.span_id == turn.context.span_id
+        assert call.attributes is not None
+        assert call.attributes[names.OPERATION] == "chat"
+        assert call.attributes[names.REQUEST_MODEL] == agent.model.name
+        assert call.attributes[names.PROVIDER] == "reference"
+        assert call.attributes[names.INPUT_TOKENS] > 0
+        assert names.COST_USD in call.attributes
+    assert calls[0].attributes is not None
+    assert calls[0].attributes[names.FINISH_REASONS] == ("tool_call",)
+    assert tool.parent is not None
+    assert tool.parent.span_id == turn.context.span_id
+    assert tool.attributes[names.TOOL_NAME] == "view"
+    assert tool.attributes[names.VIEW_SOURCE] == "shot0.png"
+    assert str(tool.attributes[names.VIEW_DIGEST]).startswith("sha256:")
+    assert tool.attributes[names.VIEW_BYTES] > 0
+    assert tool.attributes[names.VIEW_TOKENS] > 0
+    # Without content capture: no messages, no arguments, no results.
+    dumped = _dumped(captured)
+    for opt_in in (names.INPUT_MESSAGES, names.OUTPUT_MESSAGES, names.TOOL_ARGUMENTS):
+        assert opt_in not in dumped
+    assert not BASE64_RUN.search(dumped)
+
+
+async def test_attribute_names_are_the_conventions_own(agent: Agent, captured: Captured) -> None:
+    captured.on(content=True)
+    await agent.run_turn("s1", _call("shot0.png"))
+    used = {k for s in captured.spans for k in (s.attributes or {})}
+    ours = {k for k in used if k.startswith(("gen_ai.", "error."))}
+    assert ours <= CONVENTIONS, sorted(ours - CONVENTIONS)
+    assert {k for k in used if not k.startswith(("gen_ai.", "error."))} <= {
+        v for k, v in vars(names).items() if isinstance(v, str) and v.startswith("visus.")
+    }
+    # The whole set the agent's spans rely on is there.
+    for key in (names.INPUT_TOKENS, names.CACHE_READ_TOKENS, names.TOOL_CALL_ID):
+        assert key in used
+
+
+async def test_content_capture_names_images_by_digest_never_base64(
+    agent: Agent, captured: Captured, tmp_path: Path
+) -> None:
+    captured.on(content=True)
+    await agent.run_turn("s1", _call("shot0.png"))
+    last = captured.named("chat ")[-1]
+    assert last.attributes is not None
+    sent = json.loads(str(last.attributes[names.INPUT_MESSAGES]))
+    schema = json.loads((DATA / "gen-ai-input-messages.json").read_text())
+    jsonschema.validate(sent, schema)
+    uri_part = {"$defs": schema["$defs"], "$ref": "#/$defs/UriPart"}
+    images = [p for m in sent for p in _parts(m) if p.get("modality") == "image"]
+    assert images, sent
+    for part in images:
+        jsonschema.validate(part, uri_part)
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", part["uri"])
+    out = json.loads(str(last.attributes[names.OUTPUT_MESSAGES]))
+    jsonschema.validate(out, json.loads((DATA / "gen-ai-output-messages.json").read_text()))
+    assert "call view" in str(sent)  # the user's words, since the operator turned it on
+    assert not BASE64_RUN.search(_dumped(captured))
+    png = (tmp_path / "work" / "shot0.png").read_bytes()
+    import base64
+
+    assert base64.b64encode(png)[:40].decode() not in _dumped(captured)
+
+
+def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for part in message["parts"]:
+        found.append(part)
+        if part["type"] == "tool_call_response":
+            found += part["response"]
+    return found
+
+
+async def test_retention_events_name_what_left_and_what_came_back(
+    agent: Agent, captured: Captured
+) -> None:
+    for i in range(3):
+        await agent.run_turn("s1", _call(f"shot{i}.png"))
+    digests = [
+        str(s.attributes[names.VIEW_DIGEST])
+        for s in captured.named("execute_tool")
+        if s.attributes is not None
+    ]
+    turns = captured.named("invoke_agent")
+    evicted = {
+        ref
+        for t in turns
+        for e in t.events
+        if e.name == names.RETENTION_EVENT and e.attributes
+        for ref in e.attributes[names.EVICTED]  # type: ignore[union-attr]
+    }
+    assert digests[0] in evicted  # live_images=1: the first screen left for the next
+    # Seeing it again by digest is a re-view.
+    await agent.run_turn("s1", _call(digests[0]))
+    again = captured.named("execute_tool")[-1]
+    assert again.attributes is not None
+    assert again.attributes[names.VIEW_REVIEWED] is True
+
+
+async def test_a_failed_tool_call_and_traces_off(agent: Agent, captured: Captured) -> None:
+    await agent.run_turn("s1", _call("missing.png"))
+    (tool,) = captured.named("execute_tool")
+    assert tool.attributes is not None
+    assert tool.attributes[names.ERROR_TYPE] == "tool_error"
+    traces.use(None)
+    before = len(captured.spans)
+    await agent.run_turn("s1", _call("shot0.png"))
+    assert len(captured.spans) == before
+    assert traces.span("x", {}) is traces.span("y", {})  # one shared no-op
+
+
+def test_configure_reads_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not traces.configure({"OTEL_TRACES_EXPORTER": "none"})
+    assert traces.configure({"OTEL_TRACES_EXPORTER": "console"})
+    assert traces.enabled()
+    assert not traces.capture_content()
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    }
+    assert traces.configure(env)
+    assert traces.capture_content()
+    assert not traces.configure({**env, "OTEL_SDK_DISABLED": "true"})
+    assert not traces.enabled()
