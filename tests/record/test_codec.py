@@ -47,7 +47,9 @@ MESSAGES: list[Message] = [
         ),
         turn=3,
         model="claude-sonnet-4-6",
-        usage=Usage(1200, 34, 0.0041, cache_read_tokens=900, cache_write_tokens=200),
+        usage=Usage(
+            1200, 34, 0.0041, cache_read_tokens=900, cache_write_tokens=200, reasoning_dropped=1
+        ),
         stop_reason="tool_use",
         provider_state=ProviderState("openai-responses", '[{"type":"reasoning","id":"rs_1"}]'),
     ),

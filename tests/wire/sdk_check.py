@@ -155,6 +155,8 @@ def _decode_bytes(value: Any) -> Any:
         out = {k: _decode_bytes(v) for k, v in value.items()}
         if "bytes" in out and isinstance(out["bytes"], str):
             out["bytes"] = base64.b64decode(out["bytes"], validate=True)
+        if isinstance(out.get("redactedContent"), str):  # Claude's redacted thinking
+            out["redactedContent"] = base64.b64decode(out["redactedContent"], validate=True)
         return out
     if isinstance(value, list):
         return [_decode_bytes(v) for v in value]

@@ -18,7 +18,7 @@ import asyncio
 import base64
 import binascii
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from visus.errors import AuthError, InvalidInputError, ProviderError
 from visus.providers.base import (
@@ -117,14 +117,31 @@ def _decode_bytes(node: object) -> object:
     out: JSONObject = {}
     for key, value in node.items():
         if key == "source" and isinstance(value, dict) and isinstance(value.get("bytes"), str):
-            try:
-                raw = base64.b64decode(value["bytes"], validate=True)
-            except (binascii.Error, ValueError) as err:
-                raise InvalidInputError("bedrock: a media block's bytes are not base64") from err
-            out[key] = {**value, "bytes": raw}
+            out[key] = {**value, "bytes": _b64(value["bytes"])}
+        elif key == "redactedContent" and isinstance(value, str):  # Claude's redacted thinking
+            out[key] = _b64(value)
         else:
             out[key] = _decode_bytes(value)
     return out
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise InvalidInputError("bedrock: a block's bytes are not base64") from err
+
+
+def _encode_bytes(node: object) -> object:
+    """boto3's raw bytes in a reply (redacted reasoning) as base64 text, so the reply is
+    JSON like the REST API's and the record can keep it."""
+    if isinstance(node, bytes | bytearray):
+        return base64.b64encode(bytes(node)).decode("ascii")
+    if isinstance(node, list):
+        return [_encode_bytes(v) for v in node]
+    if isinstance(node, dict):
+        return {k: _encode_bytes(v) for k, v in node.items()}
+    return node
 
 
 def to_boto_request(payload: Body, *, model_id: str) -> JSONObject:
@@ -187,7 +204,7 @@ class BedrockTransport:
         reply = await asyncio.to_thread(
             self._client.converse, **to_boto_request(body, model_id=model)
         )
-        return {k: v for k, v in reply.items() if k != "ResponseMetadata"}
+        return {k: _encode_bytes(v) for k, v in reply.items() if k != "ResponseMetadata"}
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
         if not self._streams:
@@ -206,7 +223,7 @@ class BedrockTransport:
         # boto3 reads the stream synchronously: one event per thread hop, so the
         # caller's on_delta always runs on the event loop.
         while (event := await asyncio.to_thread(next, events, None)) is not None:
-            yield event
+            yield cast("JSONObject", _encode_bytes(event))
 
     def map_error(self, e: Exception, provider: str) -> MappedError | None:
         return map_bedrock_error(e, provider=provider)

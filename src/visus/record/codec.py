@@ -168,6 +168,8 @@ def _usage_to_dict(usage: Usage | None) -> dict[str, Any] | None:
         out["cache_read_tokens"] = usage.cache_read_tokens
     if usage.cache_write_tokens:
         out["cache_write_tokens"] = usage.cache_write_tokens
+    if usage.reasoning_dropped:
+        out["reasoning_dropped"] = usage.reasoning_dropped
     return out
 
 
@@ -348,6 +350,9 @@ def _usage_from_dict(value: object) -> Usage | None:
         cache_read_tokens=_int(d, "cache_read_tokens", "usage") if "cache_read_tokens" in d else 0,
         cache_write_tokens=(
             _int(d, "cache_write_tokens", "usage") if "cache_write_tokens" in d else 0
+        ),
+        reasoning_dropped=(
+            _int(d, "reasoning_dropped", "usage") if "reasoning_dropped" in d else 0
         ),
     )
 

@@ -181,6 +181,9 @@ class Usage:
     ``input_tokens`` counts every prompt token; ``cache_read_tokens`` and
     ``cache_write_tokens`` are the part of them the provider read from and wrote to its
     prompt cache (billed at their own prices, which ``cost_usd`` includes).
+    ``reasoning_dropped`` counts the model's earlier reasoning blocks the provider left
+    out of the request because something before them changed (Anthropic's
+    ``input_transformations``): reasoning the model may have to do again.
 
     Example:
         >>> (Usage(100, 5, 0.1, cache_read_tokens=80) + Usage(120, 5, 0.1)).cache_read_tokens
@@ -192,21 +195,28 @@ class Usage:
     cost_usd: float = 0.0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_dropped: int = 0
 
     def as_json(self) -> dict[str, int | float]:
-        """The usage as the surfaces print it (``visus usage``, ``run --json``, tether, web).
+        """The usage as the surfaces print it (``visus usage``, ``run --json``, tether, web);
+        ``reasoning_dropped`` only when the provider dropped some.
 
         Example:
             >>> Usage(100, 5, 0.00123456789, cache_read_tokens=80).as_json()["cost_usd"]
             0.00123457
+            >>> Usage(reasoning_dropped=2).as_json()["reasoning_dropped"]
+            2
         """
-        return {
+        out: dict[str, int | float] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cost_usd": round(self.cost_usd, 8),
         }
+        if self.reasoning_dropped:
+            out["reasoning_dropped"] = self.reasoning_dropped
+        return out
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -215,6 +225,7 @@ class Usage:
             self.cost_usd + other.cost_usd,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_dropped + other.reasoning_dropped,
         )
 
 

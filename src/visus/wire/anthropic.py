@@ -23,7 +23,17 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict, assert_never, cast
+from dataclasses import replace
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    assert_never,
+    cast,
+)
 
 from visus import limits
 from visus.record.messages import (
@@ -48,11 +58,14 @@ from visus.wire._prepared import (
     plain,
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
+from visus.wire._thinking import dropped_reasoning, keep, replay, replay_reasoning
 
 if TYPE_CHECKING:
     from visus.wire._prepared import Body
 
-__all__ = ["RULES", "Reply", "Request", "Stream", "build", "cap", "parse"]
+__all__ = ["RULES", "WIRE", "Reply", "Request", "Stream", "build", "cap", "parse"]
+
+WIRE = "anthropic"
 
 #: Image block media types (anthropic-sdk-python ``base64_image_source_param.py``).
 RULES = WireRules(
@@ -133,7 +146,11 @@ class ToolResultBlock(TypedDict):
     cache_control: NotRequired[CacheControl]
 
 
-ContentBlock: TypeAlias = MediaBlock | ToolUseBlock | ToolResultBlock
+#: A block of an earlier reply sent back exactly as it came (``thinking`` with its
+#: ``signature``, ``redacted_thinking``, and the reply's own text and ``tool_use``):
+#: visus never reads inside it (:mod:`visus.wire._thinking`).
+ReplyBlock: TypeAlias = JSONObject
+ContentBlock: TypeAlias = MediaBlock | ToolUseBlock | ToolResultBlock | ReplyBlock
 Role: TypeAlias = Literal["user", "assistant"]
 
 
@@ -191,10 +208,24 @@ def _tool_result(message: WireTool) -> ToolResultBlock:
     return block
 
 
+def _is_reasoning(block: Mapping[str, object]) -> bool:
+    return block.get("type") in ("thinking", "redacted_thinking")
+
+
+def _tool_use_id(block: Mapping[str, object]) -> str | None:
+    value = block.get("id") if block.get("type") == "tool_use" else None
+    return value if isinstance(value, str) else None
+
+
 def _assistant(message: AssistantMessage) -> list[ContentBlock]:
-    blocks: list[ContentBlock] = [
-        {"type": "text", "text": p.text} for p in message.parts if p.text.strip()
-    ]
+    """The assistant turn: the reply's own blocks as returned when it held reasoning
+    (its thinking blocks are bound to them), else built from the record."""
+    state, ids = message.provider_state, [c.id for c in message.tool_calls]
+    kept = replay(state, WIRE, message.text, ids, call_id=_tool_use_id)
+    if kept is not None:
+        return list(kept)
+    blocks: list[ContentBlock] = list(replay_reasoning(state, WIRE, reasoning=_is_reasoning))
+    blocks.extend(TextBlock(type="text", text=p.text) for p in message.parts if p.text.strip())
     blocks.extend(
         ToolUseBlock(type="tool_use", id=c.id, name=c.name, input=plain(c.arguments))
         for c in message.tool_calls
@@ -267,22 +298,32 @@ def _mark_breakpoints(body: Request) -> None:
     media = media or [i for i, m in enumerate(messages) if _holds_media(m, in_results=False)]
     if media and media[0] > 0:
         window = media[0] - 1
-        messages[window]["content"][-1]["cache_control"] = _ephemeral()
+        _mark_last(messages[window])
         ladder = ladder_message([len(m["content"]) for m in messages], window)
         if ladder is not None:
-            messages[ladder]["content"][-1]["cache_control"] = _ephemeral()
+            _mark_last(messages[ladder])
     if messages:
-        messages[-1]["content"][-1]["cache_control"] = _ephemeral()
+        _mark_last(messages[-1])
+
+
+def _mark_last(message: Message) -> None:
+    """A breakpoint on the message's last block that takes one: a thinking block
+    cannot carry ``cache_control`` (it is cached as part of the turn around it)."""
+    for block in reversed(message["content"]):
+        if not _is_reasoning(block):
+            block["cache_control"] = _ephemeral()
+            return
 
 
 def _holds_media(message: Message, *, in_results: bool) -> bool:
     """Whether ``message`` holds an image or document (only inside tool results, or
     anywhere)."""
     for block in message["content"]:
-        if block["type"] in ("image", "document") and not in_results:
+        fields = cast("Mapping[str, Any]", block)  # a union of TypedDicts and kept blocks
+        if fields["type"] in ("image", "document") and not in_results:
             return True
-        if block["type"] == "tool_result" and any(
-            c["type"] != "text" for c in block.get("content", ())
+        if fields["type"] == "tool_result" and any(
+            c["type"] != "text" for c in fields.get("content", ())
         ):
             return True
     return False
@@ -297,13 +338,18 @@ def cap(body: Body, max_tokens: int) -> Body:
 
 
 class Block(TypedDict, total=False):
-    """A reply content block: ``text``, ``tool_use`` (or ``thinking``, skipped)."""
+    """A reply content block: ``text``, ``tool_use``, ``thinking`` (its ``thinking`` text,
+    empty unless the request asked to see it, and its ``signature``), or
+    ``redacted_thinking`` (opaque ``data``)."""
 
     type: str
     text: str
     id: str
     name: str
     input: JSONObject
+    thinking: str
+    signature: str
+    data: str
 
 
 class ReplyUsage(TypedDict, total=False):
@@ -319,6 +365,9 @@ class Reply(TypedDict, total=False):
     content: list[Block]
     stop_reason: str | None
     usage: ReplyUsage
+    #: With the ``thinking-binding-controls-2026-08-01`` beta: the earlier reasoning
+    #: blocks the API left out of this request (or let through unchecked).
+    input_transformations: list[JSONObject]
 
 
 _STOP: dict[str, StopReason] = {
@@ -340,16 +389,18 @@ def _prompt_tokens(u: Mapping[str, object]) -> int:
     )
 
 
-def _usage(ctx: ReplyContext, u: Mapping[str, object]) -> Usage:
+def _usage(ctx: ReplyContext, u: Mapping[str, object], transformations: object = None) -> Usage:
     """Usage from the reply's fields: ``input_tokens`` there is what followed the last
-    cache breakpoint; the cache's writes and reads are counted beside it."""
-    return usage_for(
+    cache breakpoint; the cache's writes and reads are counted beside it, and so are
+    the reasoning blocks the API dropped (``input_transformations``)."""
+    usage = usage_for(
         ctx.model,
         _prompt_tokens(u),
         as_int(u.get("output_tokens")),
         cache_read=as_int(u.get("cache_read_input_tokens")),
         cache_write=as_int(u.get("cache_creation_input_tokens")),
     )
+    return replace(usage, reasoning_dropped=dropped_reasoning(transformations))
 
 
 def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
@@ -370,15 +421,22 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
         (1250, 1000, 200)
     """
     r = cast("Reply", reply)
+    return _message(ctx, r.get("content") or [], r, r.get("stop_reason"))
+
+
+def _message(ctx: ReplyContext, content: list[Block], r: Reply, stop: object) -> AssistantMessage:
+    """The reply's content as a record message: its text, its calls, and, when it holds
+    reasoning, every block as returned (:mod:`visus.wire._thinking`)."""
     text: list[str] = []
     calls: list[ToolCall] = []
-    for block in r.get("content") or ():
+    for block in content:
         if block.get("type") == "text":
             text.append(block.get("text", ""))
         elif block.get("type") == "tool_use":
             calls.append(_call(block, decode_arguments(block.get("input"))))
-    usage = _usage(ctx, r.get("usage") or {})
-    return ctx.message("".join(text), calls, usage, _stop(r.get("stop_reason")))
+    state = keep(WIRE, cast("list[JSONObject]", content), reasoning=_is_reasoning)
+    usage = _usage(ctx, r.get("usage") or {}, r.get("input_transformations"))
+    return ctx.message("".join(text), calls, usage, _stop(stop), state)
 
 
 def _call(block: Block, arguments: JSONObject) -> ToolCall:
@@ -408,11 +466,15 @@ class EventDelta(TypedDict, total=False):
     type: str
     text: str
     partial_json: str
+    thinking: str
+    signature: str
     stop_reason: str | None
 
 
 class Stream:
-    """Accumulates a streamed Messages reply from its event dicts.
+    """Accumulates a streamed Messages reply from its event dicts, block by block (a
+    ``thinking`` block's text and ``signature`` arrive in their own deltas and go back
+    as one block, even when no thinking text came).
 
     Example:
         >>> from visus.models.spec import ModelSpec
@@ -428,46 +490,74 @@ class Stream:
 
     def __init__(self, ctx: ReplyContext) -> None:
         self.ctx = ctx
-        self.text: list[str] = []
         self.blocks: dict[int, tuple[Block, list[str]]] = {}
+        self.signatures: dict[int, list[str]] = {}
+        self.reply: Reply = {}
         self.usage: dict[str, object] = {}
         self.stop: object = None
+
+    def _slot(self, index: int, kind: str) -> list[str]:
+        return self.blocks.setdefault(index, (Block(type=kind), []))[1]
 
     def feed(self, event: JSONObject) -> str:
         e = cast("Event", event)
         kind = e.get("type")
         if kind == "message_start":
-            self.usage = dict((e.get("message") or {}).get("usage") or {})
+            message = e.get("message") or {}
+            self.usage = dict(message.get("usage") or {})
+            self._transformations(message)
         elif kind == "content_block_start":
-            block = e.get("content_block") or {}
-            self.blocks[e.get("index", 0)] = (block, [])
+            self.blocks[e.get("index", 0)] = (Block(**(e.get("content_block") or {})), [])
         elif kind == "content_block_delta":
-            delta = e.get("delta") or {}
-            if delta.get("type") == "text_delta":
-                self.text.append(delta.get("text", ""))
-                return delta.get("text", "")
-            if delta.get("type") == "input_json_delta":
-                block, parts = self.blocks.setdefault(e.get("index", 0), ({"type": "tool_use"}, []))
-                parts.append(delta.get("partial_json", ""))
+            return self._delta(e.get("index", 0), e.get("delta") or {})
         elif kind == "message_delta":
             self.stop = (e.get("delta") or {}).get("stop_reason") or self.stop
             # message_delta's usage is cumulative; input counts appear here on some gateways.
             given = e.get("usage") or {}
             self.usage.update({k: v for k, v in given.items() if as_int(v)})
+            # After a server-side fallback the serving model's entries come again here.
+            self._transformations(cast("Reply", event))
         elif kind == "error":
             err = e.get("error") or {}
             raise self.ctx.error(str(err.get("message") or err))
         return ""
 
+    def _transformations(self, holder: Reply) -> None:
+        if "input_transformations" in holder:
+            self.reply["input_transformations"] = holder["input_transformations"]
+
+    def _delta(self, index: int, delta: EventDelta) -> str:
+        """One delta onto its block; the answer text it adds (for the caller to show)."""
+        kind = delta.get("type")
+        if kind == "text_delta":
+            self._slot(index, "text").append(delta.get("text", ""))
+            return delta.get("text", "")
+        if kind == "input_json_delta":
+            self._slot(index, "tool_use").append(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            self._slot(index, "thinking").append(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            self._slot(index, "thinking")
+            self.signatures.setdefault(index, []).append(delta.get("signature", ""))
+        return ""
+
+    def _content(self) -> list[Block]:
+        content: list[Block] = []
+        for index, (block, parts) in sorted(self.blocks.items()):
+            block = Block(**block)
+            kind = block.get("type")
+            if kind == "text":
+                block["text"] = block.get("text", "") + "".join(parts)
+            elif kind == "thinking":
+                block["thinking"] = block.get("thinking", "") + "".join(parts)
+                block["signature"] = block.get("signature", "") + "".join(
+                    self.signatures.get(index, ())
+                )
+            elif kind == "tool_use" and parts:
+                block["input"] = decode_arguments("".join(parts))
+            content.append(block)
+        return content
+
     def result(self) -> AssistantMessage:
-        calls = []
-        for _, (block, parts) in sorted(self.blocks.items()):
-            if block.get("type") != "tool_use":
-                continue
-            raw = "".join(parts)
-            calls.append(
-                _call(block, decode_arguments(raw) if raw else decode_arguments(block.get("input")))
-            )
-        return self.ctx.message(
-            "".join(self.text), calls, _usage(self.ctx, self.usage), _stop(self.stop)
-        )
+        self.reply["usage"] = cast("ReplyUsage", self.usage)
+        return _message(self.ctx, self._content(), self.reply, self.stop)

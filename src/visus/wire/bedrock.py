@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -62,11 +63,24 @@ from visus.wire._prepared import (
     plain,
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
+from visus.wire._thinking import dropped_reasoning, keep, replay, replay_reasoning
 
 if TYPE_CHECKING:
     from visus.wire._prepared import Body
 
-__all__ = ["RULES", "Reply", "Request", "Stream", "build", "cap", "document_name", "parse"]
+__all__ = [
+    "RULES",
+    "WIRE",
+    "Reply",
+    "Request",
+    "Stream",
+    "build",
+    "cap",
+    "document_name",
+    "parse",
+]
+
+WIRE = "bedrock"
 
 _Format: TypeAlias = Literal["png", "jpeg", "gif", "webp"]
 _FORMATS: dict[str, _Format] = {
@@ -180,8 +194,18 @@ class CachePointBlock(TypedDict):
     cachePoint: CachePoint
 
 
+#: A block of an earlier reply sent back as it came: ``reasoningContent`` (Claude's
+#: thinking, ``reasoningText`` with its ``signature``, or ``redactedContent``) and the
+#: reply's own text and ``toolUse`` around it (:mod:`visus.wire._thinking`).
+ReplyBlock: TypeAlias = JSONObject
 Block: TypeAlias = (
-    TextBlock | ImageBlock | DocumentBlock | ToolResultBlock | ToolUseBlock | CachePointBlock
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | ToolResultBlock
+    | ToolUseBlock
+    | CachePointBlock
+    | ReplyBlock
 )
 
 
@@ -258,8 +282,30 @@ def _tool_result(message: WireTool, native: bool, names: _Names) -> ToolResultBl
     return {"toolResult": result}
 
 
+def _is_reasoning(block: Mapping[str, object]) -> bool:
+    return "reasoningContent" in block
+
+
+def _tool_use_id(block: Mapping[str, object]) -> str | None:
+    use = block.get("toolUse")
+    value = use.get("toolUseId") if isinstance(use, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _text_of(block: Mapping[str, object]) -> str | None:
+    value = block.get("text")
+    return value if isinstance(value, str) else None
+
+
 def _assistant(message: AssistantMessage) -> list[Block]:
-    blocks: list[Block] = [{"text": p.text} for p in message.parts if p.text]
+    """The assistant turn: the reply's own blocks as returned when it held reasoning,
+    else built from the record (the Anthropic wire's rule, :func:`_thinking.replay`)."""
+    state, ids = message.provider_state, [c.id for c in message.tool_calls]
+    kept = replay(state, WIRE, message.text, ids, call_id=_tool_use_id, text_of=_text_of)
+    if kept is not None:
+        return list(kept)
+    blocks: list[Block] = list(replay_reasoning(state, WIRE, reasoning=_is_reasoning))
+    blocks.extend(TextBlock(text=p.text) for p in message.parts if p.text)
     blocks.extend(
         {"toolUse": {"toolUseId": c.id, "name": c.name, "input": plain(c.arguments)}}
         for c in message.tool_calls
@@ -379,9 +425,26 @@ class ToolUse(TypedDict, total=False):
     input: JSONObject | str
 
 
+class ReasoningText(TypedDict, total=False):
+    text: str
+    signature: str
+
+
+class ReasoningOut(TypedDict, total=False):
+    """``reasoningContent``: Claude's thinking (``reasoningText``) or its encrypted form
+    (``redactedContent``, base64 here: the transport encodes boto3's bytes). In a stream
+    delta the pieces come one at a time: ``text``, ``signature``, ``redactedContent``."""
+
+    reasoningText: ReasoningText
+    redactedContent: str
+    text: str
+    signature: str
+
+
 class BlockOut(TypedDict, total=False):
     text: str
     toolUse: ToolUse
+    reasoningContent: ReasoningOut
 
 
 class MessageOut(TypedDict, total=False):
@@ -407,6 +470,7 @@ class Reply(TypedDict, total=False):
     output: Output
     stopReason: str
     usage: ReplyUsage
+    additionalModelResponseFields: JSONObject
 
 
 class BlockStart(TypedDict, total=False):
@@ -421,6 +485,7 @@ class BlockDelta(TypedDict, total=False):
 
 class MessageStop(TypedDict, total=False):
     stopReason: str
+    additionalModelResponseFields: JSONObject
 
 
 class Metadata(TypedDict, total=False):
@@ -470,9 +535,20 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
         ('Hi', 'max_tokens')
     """
     r = cast("Reply", reply)
+    content = ((r.get("output") or {}).get("message") or {}).get("content") or []
+    extra = r.get("additionalModelResponseFields") or {}
+    return _message(ctx, content, r.get("usage") or {}, r.get("stopReason"), extra)
+
+
+def _message(
+    ctx: ReplyContext, content: list[BlockOut], u: ReplyUsage, stop: object, extra: JSONObject
+) -> AssistantMessage:
+    """The reply's blocks as a record message; with its blocks kept as returned when it
+    holds reasoning, and the reasoning Claude dropped (``input_transformations``, passed
+    back in ``additionalModelResponseFields``) counted in its usage."""
     text: list[str] = []
     calls: list[ToolCall] = []
-    for block in ((r.get("output") or {}).get("message") or {}).get("content") or ():
+    for block in content:
         if "text" in block:
             text.append(block.get("text", ""))
         elif "toolUse" in block:
@@ -484,12 +560,17 @@ def parse(reply: JSONObject, ctx: ReplyContext) -> AssistantMessage:
                     arguments=decode_arguments(use.get("input")),
                 )
             )
-    usage = _usage(ctx, r.get("usage") or {})
-    return ctx.message("".join(text), calls, usage, _stop(r.get("stopReason")))
+    state = keep(WIRE, cast("list[JSONObject]", content), reasoning=_is_reasoning)
+    usage = replace(
+        _usage(ctx, u), reasoning_dropped=dropped_reasoning(extra.get("input_transformations"))
+    )
+    return ctx.message("".join(text), calls, usage, _stop(stop), state)
 
 
 class Stream:
-    """Accumulates ``ConverseStream`` events (dicts, as boto3 yields them).
+    """Accumulates ``ConverseStream`` events (dicts, as boto3 yields them), block by
+    block: a reasoning block's text, signature or redacted content arrive in deltas of
+    their own and go back as one block.
 
     Example:
         >>> from visus.models.spec import ModelSpec
@@ -503,10 +584,13 @@ class Stream:
 
     def __init__(self, ctx: ReplyContext) -> None:
         self.ctx = ctx
-        self.text: list[str] = []
-        self.slots: dict[int, tuple[ToolUse, list[str]]] = {}
+        self.slots: dict[int, _Slot] = {}
         self.usage: ReplyUsage = {}
         self.stop: object = None
+        self.extra: JSONObject = {}
+
+    def _slot(self, index: int) -> _Slot:
+        return self.slots.setdefault(index, _Slot())
 
     def feed(self, event: JSONObject) -> str:
         e = cast("Event", event)
@@ -514,31 +598,56 @@ class Stream:
             start = e.get("contentBlockStart") or {}
             use = (start.get("start") or {}).get("toolUse")
             if use:
-                self.slots[start.get("contentBlockIndex", 0)] = (use, [])
+                self._slot(start.get("contentBlockIndex", 0)).use = dict(use)  # type: ignore[assignment]
         elif "contentBlockDelta" in e:
             delta = e.get("contentBlockDelta") or {}
-            body = delta.get("delta") or {}
-            if body.get("text"):
-                self.text.append(body.get("text", ""))
-                return body.get("text", "")
-            if "toolUse" in body:
-                _, parts = self.slots.setdefault(delta.get("contentBlockIndex", 0), ({}, []))
-                raw = (body.get("toolUse") or {}).get("input", "")
-                parts.append(raw if isinstance(raw, str) else "")
+            return self._slot(delta.get("contentBlockIndex", 0)).feed(delta.get("delta") or {})
         elif "messageStop" in e:
-            self.stop = (e.get("messageStop") or {}).get("stopReason")
+            stop = e.get("messageStop") or {}
+            self.stop = stop.get("stopReason")
+            self.extra = dict(stop.get("additionalModelResponseFields") or {})
         elif "metadata" in e:
             self.usage = (e.get("metadata") or {}).get("usage") or self.usage
         return ""
 
     def result(self) -> AssistantMessage:
-        calls = [
-            ToolCall(
-                id=use.get("toolUseId") or new_call_id(),
-                name=use.get("name", ""),
-                arguments=decode_arguments("".join(parts)),
-            )
-            for _, (use, parts) in sorted(self.slots.items())
-        ]
-        usage = _usage(self.ctx, self.usage)
-        return self.ctx.message("".join(self.text), calls, usage, _stop(self.stop))
+        content = [b for _, slot in sorted(self.slots.items()) if (b := slot.block()) is not None]
+        return _message(self.ctx, content, self.usage, self.stop, self.extra)
+
+
+class _Slot:
+    """One content block of a streamed reply, put together from its deltas."""
+
+    def __init__(self) -> None:
+        self.use: ToolUse | None = None
+        self.parts: list[str] = []
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.signature: list[str] = []
+        self.redacted: list[str] = []
+
+    def feed(self, body: BlockOut) -> str:
+        """One delta; the answer text it adds."""
+        if body.get("text"):
+            self.text.append(body.get("text", ""))
+            return body.get("text", "")
+        if "toolUse" in body:
+            raw = (body.get("toolUse") or {}).get("input", "")
+            self.parts.append(raw if isinstance(raw, str) else "")
+            self.use = self.use if self.use is not None else {}
+        reasoning = body.get("reasoningContent") or {}
+        self.reasoning.append(reasoning.get("text", ""))
+        self.signature.append(reasoning.get("signature", ""))
+        self.redacted.append(reasoning.get("redactedContent", ""))
+        return ""
+
+    def block(self) -> BlockOut | None:
+        if self.use is not None:
+            use: ToolUse = {**self.use, "input": decode_arguments("".join(self.parts))}
+            return {"toolUse": use}
+        if any(self.redacted):
+            return {"reasoningContent": {"redactedContent": "".join(self.redacted)}}
+        if any(self.signature) or any(self.reasoning):
+            text, signature = "".join(self.reasoning), "".join(self.signature)
+            return {"reasoningContent": {"reasoningText": {"text": text, "signature": signature}}}
+        return {"text": "".join(self.text)} if self.text else None

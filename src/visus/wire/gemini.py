@@ -284,10 +284,13 @@ def _text_signature(state: ProviderState) -> str | None:
 def _model(message: AssistantMessage) -> list[Part]:
     texts: list[Text] = [{"text": p.text} for p in message.parts if p.text]
     state = message.provider_state
-    if texts and state is not None and state.wire == WIRE:
-        # The signature Gemini put on the reply's text goes back on that text.
+    if state is not None and state.wire == WIRE:
+        # The signature Gemini put on the reply's text goes back on that text (on an
+        # empty text part when the reply had none: where Gemini sent it).
         signature = _text_signature(state)
         if signature is not None:
+            if not texts:
+                texts.append({"text": ""})
             texts[-1]["thoughtSignature"] = signature
     parts: list[Part] = [*texts]
     for c in message.tool_calls:
@@ -457,11 +460,14 @@ class Stream:
         self.finish = candidates[0].get("finishReason") or self.finish
         new: list[str] = []
         for part in (candidates[0].get("content") or {}).get("parts") or ():
-            if part.get("text") and not part.get("thought"):
-                new.append(part.get("text", ""))
-                if part.get("thoughtSignature"):
-                    self.signatures.append({"thoughtSignature": part.get("thoughtSignature")})
             call = part.get("functionCall")
+            if part.get("thought"):
+                continue  # a thought summary is not the answer
+            if part.get("text"):
+                new.append(part.get("text", ""))
+            if call is None and part.get("thoughtSignature"):
+                # On the text, or on a last part with no text (a stream's final chunk).
+                self.signatures.append({"thoughtSignature": part.get("thoughtSignature")})
             if call is not None:
                 if not call.get("name"):
                     raise self.ctx.error("function call without a name")

@@ -1,0 +1,115 @@
+"""Claude's reasoning blocks, kept in the record and sent back exactly as returned.
+
+Claude models that think return ``thinking`` blocks (``thinking`` text, often empty, and
+a ``signature``) and ``redacted_thinking`` blocks (opaque ``data``) among a reply's
+content; on the Bedrock Converse wire the same blocks are ``reasoningContent``. Newer
+models bind each block to everything before it (Anthropic's "Preserved thinking" page:
+"Send each assistant turn back exactly as the API returned it: every block type, in the
+order received, including thinking blocks whose thinking field is empty"), so a reply
+that holds one is kept whole: its content blocks, verbatim and in order, as the
+message's :class:`~visus.record.messages.ProviderState` for that wire. Lowering onto the
+same wire sends those blocks back as they came while the record's text and tool calls
+still say what they said; onto any other wire they are dropped (another provider's
+model never sees them, not even as text).
+
+Example:
+    >>> reply = [{"type": "thinking", "thinking": "", "signature": "c2ln"},
+    ...          {"type": "text", "text": "Looking."},
+    ...          {"type": "tool_use", "id": "t1", "name": "view", "input": {"p": "a"}}]
+    >>> state = keep("anthropic", reply, reasoning=lambda b: b["type"] == "thinking")
+    >>> blocks = replay(state, "anthropic", "Looking.", ["t1"],
+    ...                 call_id=lambda b: b.get("id"))  # type: ignore[arg-type]
+    >>> blocks == reply, replay(state, "anthropic", "Edited.", ["t1"], call_id=lambda b: None)
+    (True, None)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import cast
+
+from visus.record.messages import JSONObject, ProviderState
+
+__all__ = ["dropped_reasoning", "keep", "replay", "replay_reasoning"]
+
+#: A test on one stored block: is it reasoning (kept however the record changes)?
+IsReasoning = Callable[[Mapping[str, object]], bool]
+#: The tool-call id a stored block carries, or None when it is not a call.
+CallId = Callable[[Mapping[str, object]], str | None]
+#: The answer text a stored block carries, or None when it is not text.
+TextOf = Callable[[Mapping[str, object]], str | None]
+
+
+def keep(
+    wire: str, blocks: Iterable[Mapping[str, object]], *, reasoning: IsReasoning
+) -> ProviderState | None:
+    """The reply's content blocks as provider state when one of them is reasoning
+    (a reply without reasoning is kept as the record's text and calls alone)."""
+    kept = [dict(b) for b in blocks]
+    if not any(reasoning(b) for b in kept):
+        return None
+    return ProviderState(wire, json.dumps(kept, separators=(",", ":"), ensure_ascii=False))
+
+
+def _stored(state: ProviderState | None, wire: str) -> list[JSONObject] | None:
+    if state is None or state.wire != wire:
+        return None
+    items = json.loads(state.items)
+    return cast("list[JSONObject]", items) if isinstance(items, list) else None
+
+
+def _text(block: Mapping[str, object]) -> str | None:
+    if block.get("type") == "text":
+        value = block.get("text")
+        return value if isinstance(value, str) else ""
+    return None
+
+
+def replay(
+    state: ProviderState | None,
+    wire: str,
+    text: str,
+    call_ids: Sequence[str],
+    *,
+    call_id: CallId,
+    text_of: TextOf = _text,
+) -> list[JSONObject] | None:
+    """The stored blocks, fresh copies in their order, when the record still holds what
+    they hold (the same answer text, the same calls in the same order); None when there
+    are none for ``wire`` or the record changed, so the caller builds the turn itself."""
+    stored = _stored(state, wire)
+    if stored is None:
+        return None
+    texts = [t for t in map(text_of, stored) if t is not None]
+    ids = [i for i in map(call_id, stored) if i is not None]
+    if "".join(texts) != text or ids != list(call_ids):
+        return None
+    return stored
+
+
+def replay_reasoning(
+    state: ProviderState | None, wire: str, *, reasoning: IsReasoning
+) -> list[JSONObject]:
+    """Only the stored reasoning blocks, in order: what goes back, ahead of the turn's
+    text and calls, when the record no longer matches the reply (the model then drops or
+    refuses them as its rules say, but never loses them by visus's hand)."""
+    return [b for b in _stored(state, wire) or () if reasoning(b)]
+
+
+def dropped_reasoning(transformations: object) -> int:
+    """How many reasoning blocks the provider left out of this request: the
+    ``thinking_dropped`` entries of a reply's ``input_transformations`` (Anthropic's
+    "Set the mismatch behavior and read input_transformations"; an entry of a type
+    visus does not know is ignored, as the page asks).
+
+    Example:
+        >>> dropped_reasoning([{"type": "thinking_dropped", "path": "messages.1.content.0",
+        ...                     "reason": "prefix_binding_mismatch"}, {"type": "new"}])
+        1
+    """
+    if not isinstance(transformations, list):
+        return 0
+    return sum(
+        1 for t in transformations if isinstance(t, dict) and t.get("type") == "thinking_dropped"
+    )
