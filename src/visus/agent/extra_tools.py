@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from visus.agent.tools import Tool, ToolContext, ToolOutcome, perception_parts
+from visus.agent.tools import (
+    REGION_PARAMETER,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    perception_parts,
+)
 from visus.attachments import (
     AttachmentStore,
     SessionAttachments,
@@ -33,7 +39,7 @@ from visus.attachments import (
     view_attachment,
 )
 from visus.errors import InvalidInputError
-from visus.perception import Refusal
+from visus.perception import Refusal, as_region
 from visus.record.messages import ToolSpec
 
 __all__ = ["AttachmentsFor", "attachment_tools"]
@@ -82,10 +88,18 @@ GREP_ATTACHMENT = ToolSpec(
 )
 VIEW_ATTACHMENT = ToolSpec(
     "view_attachment",
-    "See an attached file as an image (photos, screenshots, PDFs, SVG, text).",
+    "See an attached file as an image, as view sees a file: photos, screenshots, PDF "
+    "pages (page), SVG and text (rendered). The result states the source's size; "
+    "region=[x0, y0, x1, y1] in those coordinates zooms in.",
     {
         "type": "object",
-        "properties": {"filename": {"type": "string"}},
+        "properties": {
+            "filename": {"type": "string"},
+            "page": {"type": "integer", "minimum": 1, "description": "PDF page, 1-based"},
+            "offset": {"type": "integer", "minimum": 0, "description": "Text: first line"},
+            "limit": {"type": "integer", "minimum": 1, "description": "Text: lines"},
+            "region": REGION_PARAMETER,
+        },
         "required": ["filename"],
     },
 )
@@ -153,13 +167,28 @@ class _Handlers:
         name = args.get("filename")
         if not isinstance(name, str):
             return ToolOutcome.text("error: filename must be a string", is_error=True)
+        page = _int(args, "page")
+        try:
+            region = as_region(args.get("region"))
+        except InvalidInputError as e:
+            return ToolOutcome.text(f"error: {e}", is_error=True)
         store = self.of(ctx.session_id)
         result = await asyncio.to_thread(
-            view_attachment, store, name, model=ctx.model, render=ctx.reach.render
+            functools.partial(
+                view_attachment,
+                store,
+                name,
+                model=ctx.model,
+                render=ctx.reach.render,
+                page=page,
+                region=region,
+                offset=_int(args, "offset"),
+                limit=_int(args, "limit"),
+            )
         )
         if isinstance(result, Refusal):
             return ToolOutcome.refused(result)
         parts = await asyncio.to_thread(
-            perception_parts, result, ctx, source=name, tool="view_attachment"
+            perception_parts, result, ctx, source=name, tool="view_attachment", page=page
         )
         return ToolOutcome(parts)

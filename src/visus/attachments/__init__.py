@@ -23,7 +23,8 @@ The tools are plain functions returning what the model reads:
 binary get a refusal naming ``view_attachment``), :func:`grep_attachment` (bounded
 hits; the pattern runs under a wall-clock budget, see below) and
 :func:`view_attachment` (a :class:`~visus.perception.values.Perception` or a
-``Refusal``). Mistakes the model makes (a wrong name, a bad pattern) come back as
+``Refusal``; viewed as ``view`` views a file: ``page``, ``region``,
+``offset``/``limit``). Mistakes the model makes (a wrong name, a bad pattern) come back as
 text, not exceptions, so the model can correct itself.
 
 Catastrophic patterns: Python's ``re`` cannot be interrupted, so grep compiles with

@@ -33,6 +33,7 @@ from visus.record.messages import PerceptionOrigin
 
 if TYPE_CHECKING:
     from visus.models.spec import ModelSpec
+    from visus.perception.tools import RegionArg
     from visus.perception.values import Perception, Refusal
 
 from visus.attachments.store import AttachmentInfo, SessionAttachments
@@ -280,14 +281,34 @@ def attachment_origin(filename: str) -> PerceptionOrigin:
 
 
 def view_attachment(
-    store: SessionAttachments, filename: str, *, model: str | ModelSpec, render: bool = True
+    store: SessionAttachments,
+    filename: str,
+    *,
+    model: str | ModelSpec,
+    render: bool = True,
+    page: int | None = None,
+    region: RegionArg | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
 ) -> Perception | Refusal:
     """The attachment as an image fitted for ``model``, or a refusal the model reads.
 
-    Images are decoded, and (when ``render``, the host's render capability) text,
-    SVG and PDF attachments are rendered, exactly as ``view`` does. The perception's
-    ``source`` is the attachment name; record it with :func:`attachment_origin` so it
-    can be re-viewed after retention elides it.
+    Viewed exactly as ``view`` views a file: images are decoded, and (when ``render``,
+    the host's render capability) text, SVG and PDF attachments are rendered; ``page``
+    picks a PDF page (1-based), ``region=[x0, y0, x1, y1]`` zooms into the source's own
+    coordinates, ``offset``/``limit`` page through a text file's lines. The
+    perception's ``source`` is the attachment name; record it with
+    :func:`attachment_origin` so it can be re-viewed after retention elides it.
+
+    Example:
+        >>> import base64, tempfile, pathlib
+        >>> from visus.attachments import AttachmentStore
+        >>> store = AttachmentStore(pathlib.Path(tempfile.mkdtemp()))
+        >>> text = "\\n".join(f"line {n}" for n in range(1, 501)).encode()
+        >>> _ = store.put("log.txt", base64.b64encode(text).decode(), "text/plain")
+        >>> seen = view_attachment(store, "log.txt", model="gpt-4.1", offset=200, limit=10)
+        >>> seen.line_start, seen.line_end, seen.line_total
+        (201, 210, 500)
     """
     from visus.models.registry import get_model
     from visus.perception import Reach, Refusal, view
@@ -306,4 +327,13 @@ def view_attachment(
         return Refusal("not_found", _missing(store, filename), source=filename)
     # The bytes are in hand, so the reach only carries the render capability: no
     # folder is needed, and a database store has none to give.
-    return view(data, reach=Reach([], render=render), model=spec, name=filename)
+    return view(
+        data,
+        reach=Reach([], render=render),
+        model=spec,
+        name=filename,
+        page=page,
+        region=region,
+        offset=offset,
+        limit=limit,
+    )

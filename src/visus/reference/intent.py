@@ -78,7 +78,7 @@ def plan(conv: Conversation) -> list[Call]:
     if at is None or at != len(conv.messages) - 1 or conv.messages[at].images:
         return []
     text = "\n".join(conv.messages[at].texts)
-    calls = _calls_for(text, conv)
+    calls = _calls_for(text, conv) or _another_page(text, conv, at)
     if calls:
         return calls[:MAX_CALLS]
     note = elided_note(conv)
@@ -141,7 +141,7 @@ def _calls_for(text: str, conv: Conversation) -> list[Call]:
         if call is None:
             continue
         tool, args = call
-        if tool == "view" and pages and len(names) == 1:
+        if tool in ("view", "view_attachment") and pages and len(names) == 1:
             args["page"] = pages[0]
         calls.append(call)
     return calls
@@ -183,6 +183,39 @@ def elided_note(conv: Conversation) -> str | None:
     return latest
 
 
+def _another_page(text: str, conv: Conversation, at: int) -> list[Call]:
+    """ "and page 2?" names no file: it asks for another page of the document the
+    latest page view before this message showed (``view`` or ``view_attachment``)."""
+    pages = _PAGE.findall(text)
+    if len(pages) != 1:
+        return []
+    for name, args in reversed(_parsed_calls(conv.messages[:at])):
+        if name not in ("view", "view_attachment") or name not in conv.tools:
+            continue
+        key = "filename" if name == "view_attachment" else "path"
+        target = args.get(key)
+        if not isinstance(target, str):
+            continue
+        if "page" in args or mimetypes.guess_type(target)[0] == "application/pdf":
+            return [(name, {key: target, "page": int(pages[0])})]
+    return []
+
+
+def _parsed_calls(messages: tuple[InMessage, ...]) -> list[Call]:
+    """Every tool call ``messages`` made, in order, with its arguments parsed (calls
+    whose arguments are not a JSON object are left out)."""
+    out: list[Call] = []
+    for m in messages:
+        for c in m.tool_calls:
+            try:
+                args = json.loads(c.arguments or "{}")
+            except json.JSONDecodeError:
+                continue
+            if isinstance(args, dict):
+                out.append((c.name, args))
+    return out
+
+
 def _hint_calls(text: str, offered: tuple[str, ...]) -> list[Call]:
     calls: list[Call] = []
     for m in _CALL_HINT.finditer(text):
@@ -203,23 +236,29 @@ def _hint_calls(text: str, offered: tuple[str, ...]) -> list[Call]:
 
 def _turn_calls(conv: Conversation, start: int) -> set[tuple[str, str]]:
     """(tool, json of its arguments) of every call made since ``start``."""
-    made: set[tuple[str, str]] = set()
-    for m in conv.messages[start:]:
-        for c in m.tool_calls:
-            try:
-                args = json.loads(c.arguments or "{}")
-            except json.JSONDecodeError:
-                continue
-            made.add((c.name, json.dumps(args, sort_keys=True)))
-    return made
+    return {(n, json.dumps(a, sort_keys=True)) for n, a in _parsed_calls(conv.messages[start:])}
+
+
+def _targets(conv: Conversation, start: int) -> set[str]:
+    """What the user's message at ``start`` names and what this turn's calls opened."""
+    named = set(named_files("\n".join(conv.messages[start].texts)))
+    for _, args in _parsed_calls(conv.messages[start:]):
+        named.update(v for k, v in args.items() if k in ("path", "filename") and isinstance(v, str))
+    return named
 
 
 def _follow_hints(conv: Conversation) -> list[Call]:
-    """Calls this turn's latest tool results say to make, not made yet this turn."""
+    """Calls this turn's latest tool results say to make, not made yet this turn.
+
+    Only a hint about what the user asked for is followed (``read`` of an image says to
+    view that image): a file's own text that quotes a call (a README's
+    ``view("sha256:...")``) is something the file says, not something the user asked.
+    """
     start = latest_user(conv)
     if start is None:
         return []
     made = _turn_calls(conv, start)
+    asked = _targets(conv, start)
     last_results: list[InMessage] = []
     for m in reversed(conv.messages):
         if m.role == "assistant":
@@ -231,5 +270,6 @@ def _follow_hints(conv: Conversation) -> list[Call]:
         c
         for c in _hint_calls(text, conv.tools)
         if (c[0], json.dumps(c[1], sort_keys=True)) not in made
+        and str(c[1].get("path", c[1].get("filename"))) in asked
     ]
     return list({json.dumps(c, sort_keys=True): c for c in hints}.values())[:MAX_CALLS]
