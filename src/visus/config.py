@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_ENV",
+    "DEFAULT_DATA_ORIGIN",
     "AgentSettings",
     "AuxiliarySettings",
     "McpServerEntry",
@@ -89,6 +90,8 @@ __all__ = [
 
 #: Environment variable naming the configuration file.
 CONFIG_ENV = "VISUS_CONFIG"
+#: :attr:`VisusConfig.data_origin` when nothing names the data folder.
+DEFAULT_DATA_ORIGIN = "the user's data folder"
 
 #: Standard variables honoured as ambient defaults: name -> path in the config.
 _STANDARD_ENV: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -434,6 +437,22 @@ class VisusConfig(BaseSettings):
     models: tuple[ModelSettings, ...] = ()
     #: Where ``default_model`` came from, in words (set by :func:`load_config`).
     _model_origin: str = PrivateAttr(default="")
+    #: Where ``data_dir`` came from, in words (set by :func:`load_config`).
+    _data_origin: str = PrivateAttr(default="")
+
+    @property
+    def data_origin(self) -> str:
+        """Where :attr:`data_dir` came from: ``VISUS_DATA``, ``data_dir in
+        /path/visus.toml``, ``VISUS_DATA_DIR`` or ``the user's data folder`` (the default
+        of every command alike).
+
+        Example:
+            >>> load_config(env={"VISUS_DATA": "/tmp/d"}).data_origin
+            'VISUS_DATA'
+            >>> load_config(env={}).data_origin
+            "the user's data folder"
+        """
+        return self._data_origin or DEFAULT_DATA_ORIGIN
 
     @property
     def model_origin(self) -> str:
@@ -654,11 +673,24 @@ def load_config(
     try:
         cfg = VisusConfig()
         cfg._model_origin = _model_origin(cfg, data, env, where)
+        cfg._data_origin = _data_origin(data, env, where)
         return cfg
     except ValidationError as e:
         raise ConfigError(_describe(e, where, text, env)) from e
     finally:
         _state.reset(token)
+
+
+def _data_origin(file_data: Mapping[str, Any], env: Mapping[str, str], where: Path) -> str:
+    """Which layer chose ``data_dir`` (the same order as :class:`VisusConfig`'s sources)."""
+    nested = next((k for k, v in env.items() if k.upper() == "VISUS_DATA_DIR" and v), None)
+    if nested:
+        return nested
+    if file_data.get("data_dir"):
+        return f"data_dir in {where}"
+    if env.get(paths.DATA_ENV):
+        return paths.DATA_ENV
+    return DEFAULT_DATA_ORIGIN
 
 
 def _model_origin(

@@ -32,6 +32,8 @@ __all__ = [
     "check_model_ref",
     "check_roots",
     "config",
+    "data_line",
+    "data_origin",
     "data_root",
     "fail",
     "model_line",
@@ -159,6 +161,38 @@ def data_root(data: Path | None) -> Path:
     if data is not None and str(data) != "":
         return data_dir(data)
     return data_dir(config().data_dir)
+
+
+def data_origin(data: Path | None) -> str:
+    """Where :func:`data_root`'s folder comes from, in words, for a banner: ``--data``,
+    ``VISUS_DATA``, ``data_dir in /path/visus.toml`` or the user's data folder (the
+    default of every command alike, ``scripts/serve.sh`` included).
+
+    Example:
+        >>> data_origin(Path("/tmp/visus-data"))
+        '--data'
+    """
+    if data is not None and str(data) != "":
+        return "--data"
+    return config().data_origin
+
+
+def data_line(root: Path, origin: str) -> str:
+    """The data folder and why it is the one, as ``visus serve``'s banner prints it.
+
+    Example:
+        >>> data_line(Path("/home/u/.local/share/visus"), "the user's data folder")
+        "/home/u/.local/share/visus  (the user's data folder, every visus command's ..."
+        >>> data_line(Path("/srv/v"), "--data")
+        '/srv/v  (from --data)'
+    """
+    from visus.config import DEFAULT_DATA_ORIGIN
+
+    if origin == DEFAULT_DATA_ORIGIN:
+        return (
+            f"{root}  ({origin}, every visus command's default; --data or VISUS_DATA names another)"
+        )
+    return f"{root}  (from {origin})"
 
 
 def config() -> VisusConfig:

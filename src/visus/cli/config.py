@@ -83,6 +83,8 @@ def show(
         typer.echo(f"# config file: {where}", err=True)
     else:
         typer.echo(f"# config file: none ({where} does not exist): defaults and VISUS_*", err=True)
+    # The folder every command (run, chat, session, serve, scripts/serve.sh) uses.
+    typer.echo(f"# data_dir: {cfg.data_dir}, from {cfg.data_origin}", err=True)
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:

@@ -112,12 +112,20 @@ def serve(
     """
     from visus.agent import McpServerSpec
     from visus.app import create_main_app
-    from visus.cli._common import check_listen, check_model_ref, check_roots, config, data_root
+    from visus.cli._common import (
+        check_listen,
+        check_model_ref,
+        check_roots,
+        config,
+        data_origin,
+        data_root,
+    )
     from visus.cli.store import store_url
     from visus.errors import VisusError
     from visus.tether.server import tether_server
 
     # The same data folder as run, chat and session (data_dir in visus.toml counts).
+    origin = data_origin(data)
     data = data_root(data)
     check_roots(root)
     check_model_ref(model)
@@ -145,7 +153,8 @@ def serve(
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from e
     generated = token is None and not no_token
-    _banner(app, _Started(host, port, data, url, model, cfg, generated, mcp=not no_mcp))
+    started = _Started(host, port, data, url, model, cfg, generated, mcp=not no_mcp)
+    _banner(app, started, origin)
     # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
     tether_server(app, host=host, port=port, log_level="warning").run()
 
@@ -164,15 +173,16 @@ class _Started:
     mcp: bool
 
 
-def _banner(app: FastAPI, started: _Started) -> None:
-    """What ``visus serve`` prints at start: where to open the web chat (with the token
-    this start made), the API and /mcp, the model, and what the agents may reach."""
-    from visus.cli._common import model_line
+def _banner(app: FastAPI, started: _Started, origin: str) -> None:
+    """What ``visus serve`` prints at start: the data folder and why it is the one, where
+    to open the web chat (with the token this start made), the API and /mcp, the model,
+    and what the agents may reach."""
+    from visus.cli._common import data_line, model_line
 
     host = started.host
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{started.port}"
-    typer.echo(f"visus serve · data {started.data}")
+    typer.echo(f"visus serve · data {data_line(started.data, origin)}")
     if started.store:
         from visus.store.base import redact_url
 
