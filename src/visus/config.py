@@ -224,7 +224,8 @@ class ProxySettings(_Frozen):
     port: int = Field(8790, ge=1, le=65535)
     live_turns: int | None = Field(None, ge=1)
     live_images: int | None = Field(None, ge=1)
-    chunk: int = Field(1, ge=1)
+    #: Unset: the turn window moves one turn at a time, the image window leaves whole.
+    chunk: int | None = Field(None, ge=1)
     token: SecretStr | None = None
 
 

@@ -314,6 +314,10 @@ DESCRIPTOR_DIGEST_CHARS: Final = 16
 #: OpenAI).
 RETENTION_LIVE_IMAGES: Final = 4
 RETENTION_IMAGE_CHUNK: Final = 4
+#: At a provider's limit (images per request, request bytes), the oldest images leave in
+#: one batch of this share of what fits, not one per step (each step would rewrite the
+#: cached prefix): ``retention.evicted_to_fit``.
+RETENTION_LIMIT_SHARE: Final = 0.25
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...

@@ -74,6 +74,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -102,6 +103,7 @@ __all__ = [
     "current_turn",
     "elided_descriptor",
     "evicted_images",
+    "evicted_to_fit",
     "first_live_turn",
     "image_statuses",
     "model_view",
@@ -198,6 +200,40 @@ def evicted_images(count: int, live_images: int, chunk: int = 1) -> int:
         return 0
     batch = min(chunk, live_images)
     return -(-over // batch) * batch
+
+
+def evicted_to_fit(costs: Sequence[int], cap: int, *, share: float) -> int:
+    """How many of the oldest images leave so the rest cost at most ``cap``, in one batch.
+
+    ``costs`` are the images' costs against a provider's limit, oldest first (1 each
+    for an image count, bytes for a request's byte budget). Nothing leaves while they
+    fit; past the limit the oldest leave in batches of ``share`` of what fits (at
+    least one), so the number evicted is a step that moves only when the newest no
+    longer fit: between two moves every earlier image lowers to the same bytes and a
+    prompt cache keeps hitting, where trimming to the limit would rewrite the prefix
+    at every step. The newest image always stays. Pure arithmetic, shared by every
+    surface that trims at a provider's limit (the proxy, the agent's append-only
+    retention).
+
+    Example:
+        >>> [evicted_to_fit([1] * n, 8, share=0.5) for n in range(7, 14)]
+        [0, 0, 4, 4, 4, 4, 8]
+        >>> evicted_to_fit([5, 5, 5, 5], 12, share=0.25)  # two fit: batches of one
+        2
+        >>> evicted_to_fit([50, 1], 10, share=0.5)  # the newest stays whatever it costs
+        1
+    """
+    if not 0 < share <= 1:
+        raise InvalidInputError(f"retention share must be in (0, 1], got {share!r}")
+    total = sum(costs)
+    need = 0  # the fewest of the oldest that must leave
+    while total > cap and need < len(costs) - 1:
+        total -= costs[need]
+        need += 1
+    if need == 0:
+        return 0
+    batch = max(1, math.ceil((len(costs) - need) * share))
+    return min(len(costs) - 1, -(-need // batch) * batch)
 
 
 #: The default policy: only the current turn keeps its pixels.

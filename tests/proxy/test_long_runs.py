@@ -124,6 +124,72 @@ def test_a_claude_code_loop_keeps_live_images_bounded_and_the_prefix_stable(
     assert "history still holds it" in descriptor
 
 
+def _prefix_changes(sent: list[list[dict[str, Any]]]) -> list[int]:
+    """The steps whose forwarded messages differ from the step before's within its length
+    (the client's own moving breakpoint aside): where a prompt cache stops hitting."""
+    changed = []
+    for step in range(2, len(sent) + 1):
+        before, now = sent[step - 2], sent[step - 1]
+        old = [json.dumps(_without_cache_control(m), sort_keys=True) for m in before]
+        new = [json.dumps(_without_cache_control(m), sort_keys=True) for m in now[: len(old)]]
+        if old != new:
+            changed.append(step)
+    return changed
+
+
+@pytest.mark.parametrize("live", [4, 8])
+def test_live_images_alone_evicts_a_whole_batch_and_the_prefix_moves_only_then(
+    recorder: tuple[Recorder, str], live: int
+) -> None:
+    # A Claude-Code-like client (its breakpoint on the newest block) through
+    # `visus proxy --live-images N` and nothing else: the window leaves whole, so the
+    # forwarded prefix changes once per N screenshots, never in between (with --chunk
+    # defaulting to 1 it changed at every step past N: 116 of 119 requests missed).
+    rec, upstream = recorder
+    steps = 3 * live + 3
+    with serve_proxy(ProxyConfig(upstream=upstream, live_images=live)) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0)
+        for step in range(1, steps + 1):
+            client.messages.create(
+                model="claude-sonnet-4-6", max_tokens=100, messages=_claude_code_history(step)
+            )
+    sent = [json.loads(b)["messages"] for b in rec.bodies]
+    for step, messages in enumerate(sent, start=1):
+        images = [im for m in messages for im in _images(m)]
+        assert 1 <= len(images) <= live
+        assert images[-1] == _png(step)
+    # Evictions at steps live+1, 2*live+1, ...: exactly there the prefix changes.
+    assert _prefix_changes(sent) == list(range(live + 1, steps + 1, live))
+
+
+def test_without_options_the_providers_cap_is_met_by_a_batch_not_an_image_a_step(
+    recorder: tuple[Recorder, str],
+) -> None:
+    # claude-haiku-4-5 takes 100 images a request. Past it, a client's growing history
+    # loses the oldest quarter of the cap at once, then grows again untouched.
+    rec, upstream = recorder
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    with serve_proxy(ProxyConfig(upstream=upstream)) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0)
+        for n in range(1, 131):
+            use = {"type": "tool_use", "id": f"t{n}", "name": "shot", "input": {"n": n}}
+            image = _image(_png(n, (16, 12)))
+            result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": [image]}
+            history += [
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [result]},
+            ]
+            if n > 95:
+                client.messages.create(model="claude-haiku-4-5", max_tokens=10, messages=history)
+    sent = [json.loads(b)["messages"] for b in rec.bodies]
+    counts = [sum(len(_images(m)) for m in messages) for messages in sent]
+    assert max(counts) == 100
+    assert counts[:5] == [96, 97, 98, 99, 100]
+    assert counts[5:9] == [76, 77, 78, 79]  # 101 images: the oldest 25 leave together
+    # The prefix moved at the two batches (101 and 126 images), not at every step.
+    assert [96 + i - 1 for i in _prefix_changes(sent)] == [101, 126]
+
+
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
     text = json.dumps(message).replace(', "cache_control": {"type": "ephemeral"}', "")
     out: dict[str, Any] = json.loads(text)
@@ -142,8 +208,10 @@ def test_120_images_are_forwarded_within_the_providers_100(
     client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-test", max_retries=0)
     reply = client.messages.create(model="claude-haiku-4-5", max_tokens=100, messages=messages)
     result = seen("".join(b.text for b in reply.content if b.type == "text"))
-    assert len(result["images"]) == 100  # the newest 100; the 20 oldest are described
-    assert len(result["descriptors"]) == 20
+    # Past the cap the oldest leave in one batch of a quarter of it (a growing history
+    # then keeps its prefix for 25 more images): the newest 95, the 25 oldest described.
+    assert len(result["images"]) == 95
+    assert len(result["descriptors"]) == 25
 
 
 def _stored_png(seed: int, edge: int) -> str:

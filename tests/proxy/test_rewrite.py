@@ -277,5 +277,6 @@ def test_live_images_on_the_responses_wire() -> None:
     kinds = [
         it["output"][0]["type"] for it in body["input"] if it.get("type") == "function_call_output"
     ]
-    assert kinds == ["input_text"] * 2 + ["input_image"] * 3
-    assert edit.elided == 2
+    # Without a chunk the window leaves whole: at the 4th image the oldest 3 went.
+    assert kinds == ["input_text"] * 3 + ["input_image"] * 2
+    assert edit.elided == 3

@@ -22,7 +22,8 @@ LiveTurnsOpt = Annotated[
     typer.Option(
         "--live-turns",
         min=1,
-        help="Keep images of the last N turns only; older ones become descriptors "
+        help="Keep images of the last N user turns only; older ones become descriptors. "
+        "The forwarded prefix changes when a turn leaves (once per user message) "
         "(default: off, every image is kept)",
     ),
 ]
@@ -31,16 +32,20 @@ LiveImagesOpt = Annotated[
     typer.Option(
         "--live-images",
         min=1,
-        help="Keep at most N images live; older ones become descriptors, leaving "
-        "--chunk at a time (default: off; the provider's own cap always applies)",
+        help="Keep at most N images live in a long run; past N the oldest leave in one "
+        "batch (all but the newest, or --chunk), so the forwarded prefix, and the "
+        "provider's prompt cache, changes once every N images, not at every step "
+        "(default: off; images then stay until the provider's limit, where the oldest "
+        "quarter leaves at once)",
     ),
 ]
 ChunkOpt = Annotated[
     int | None,
     typer.Option(
         min=1,
-        help="Move the retention window N turns (or N images) at a time, so the "
-        "forwarded prefix changes rarely (prompt caches)",
+        help="Move the windows N turns / N images at a time (default: 1 turn; the whole "
+        "--live-images window). A smaller batch keeps more images live but rewrites "
+        "the cached prefix more often",
     ),
 ]
 TokenOpt = Annotated[
@@ -117,9 +122,10 @@ def _banner(proxied: ProxyConfig, host: str, port: int) -> None:
     typer.echo(f"visus proxy · {base} -> {proxied.upstream}")
     window, count = proxied.live_turns, proxied.live_images
     kept = ([f"last {window} turn(s)"] if window else []) + (
-        [f"at most {count} images"] if count else []
+        [f"at most {count} images, {proxied.image_batch} leaving at a time"] if count else []
     )
-    typer.echo(f"  retention  {', '.join(kept) if kept else 'off'}")
+    limit = "the oldest leave in one batch at the provider's limit"
+    typer.echo(f"  retention  {', '.join(kept) if kept else 'off'}; {limit}")
     # What to point clients at (README: "Any agent, one base URL"), said where it runs.
     typer.echo(f"  clients    ANTHROPIC_BASE_URL={base}  OPENAI_BASE_URL={base}/v1")
     if proxied.token:

@@ -95,29 +95,41 @@ class ProxyConfig:
 
     ``upstream`` is the provider's base URL (see :mod:`visus.proxy.paths`).
     ``live_turns`` turns retention by turns on: images of older turns become
-    descriptors, the window moving ``chunk`` turns at a time. ``live_images`` keeps
-    at most that many images live, the oldest leaving ``chunk`` at a time.
+    descriptors, the window moving ``chunk`` turns at a time (default 1). ``live_images``
+    keeps at most that many images live, the oldest leaving ``chunk`` at a time
+    (default: all but the newest at once, so the forwarded prefix changes once per
+    ``live_images`` images). With neither, images stay until the provider's limit,
+    then the oldest leave in one batch (``limits.RETENTION_LIMIT_SHARE`` of the cap).
+
+    Example:
+        >>> ProxyConfig("https://api.anthropic.com", live_images=8).image_batch
+        8
     """
 
     upstream: str
     live_turns: int | None = None
-    chunk: int = 1
+    chunk: int | None = None
     token: str | None = None
     live_images: int | None = None
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"proxy upstream must be an http(s) URL, got {self.upstream!r}")
-        RetentionPolicy(live_turns=self.live_turns or 1, chunk=self.chunk)  # validates both
+        RetentionPolicy(live_turns=self.live_turns or 1, chunk=self.chunk or 1)  # validates
         if self.live_images is not None:
-            evicted_images(0, self.live_images, self.chunk)  # validates it
+            evicted_images(0, self.live_images, self.image_batch)  # validates it
+
+    @property
+    def image_batch(self) -> int:
+        """Images that leave together past ``live_images``: ``chunk``, else the window."""
+        return self.chunk or self.live_images or 1
 
     @property
     def policy(self) -> RetentionPolicy | None:
         """Retention by turns (None: off)."""
         if self.live_turns is None:
             return None
-        return RetentionPolicy(live_turns=self.live_turns, chunk=self.chunk)
+        return RetentionPolicy(live_turns=self.live_turns, chunk=self.chunk or 1)
 
 
 @dataclass(slots=True)
@@ -316,7 +328,7 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
         body,
         policy=proxy.config.policy,
         live_images=proxy.config.live_images,
-        chunk=proxy.config.chunk,
+        chunk=proxy.config.image_batch,
         cache=proxy.cache,
     )
     try:

@@ -129,9 +129,10 @@ class Edit:
     """What the proxy does to one request, and the tally of it.
 
     ``cache`` (shared between requests) remembers what each image is and what was sent
-    for it; ``live_images`` bounds live images by count (oldest leave in batches of
-    ``chunk``, as at the provider's image cap); ``view_tool`` names a tool the client
-    has that re-shows an elided image by digest, offered in descriptors.
+    for it; ``live_images`` bounds live images by count (the oldest leave ``chunk`` at
+    a time, by default all but the newest); at a provider's limit they leave in
+    batches of ``limit_share`` of what fits; ``view_tool`` names a tool the client has
+    that re-shows an elided image by digest, offered in descriptors.
     """
 
     spec: ModelSpec
@@ -141,6 +142,7 @@ class Edit:
     policy: RetentionPolicy | None = None
     live_images: int | None = None
     chunk: int = 1
+    limit_share: float = limits.RETENTION_LIMIT_SHARE
     cache: FitCache | None = None
     view_tool: str | None = None
     images: int = 0
@@ -184,7 +186,8 @@ class Edit:
             accepted=accepted_for(spec, rules, image_count),
             policy=policy,
             live_images=live_images,
-            chunk=chunk if chunk is not None else (policy.chunk if policy else 1),
+            # A live-image window without a chunk leaves whole (as visus's agent's does).
+            chunk=chunk if chunk is not None else (live_images or 1),
             cache=cache,
             view_tool=view_tool,
         )

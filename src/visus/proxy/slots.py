@@ -7,14 +7,18 @@ decides, the same way on every wire:
 
 1. images of turns before the live window (``--live-turns``) leave;
 2. at most ``--live-images`` stay live, the oldest leaving in batches of ``chunk``
-   (:func:`visus.retention.evicted_images`), so between two batches every earlier
-   byte of the request is the same and a prompt cache keeps hitting;
+   (by default the whole window but the newest: :func:`visus.retention.evicted_images`),
+   so between two batches every earlier byte of the request is the same and a prompt
+   cache keeps hitting;
 3. never more than the provider takes in one request (the catalog's ``max_images``
-   for the model, capped by the wire's: Anthropic 100): the oldest leave, in batches;
+   for the model, capped by the wire's: Anthropic 100): past it the oldest leave in
+   one batch of ``limit_share`` of the cap (:func:`visus.retention.evicted_to_fit`),
+   not one image per step;
 4. the rest are fitted against one profile (which depends on how many there are:
    Anthropic's many-image rule), each image's result cached;
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
-   the 32 MB request fits), the oldest leave until they fit; the newest always stays.
+   the 32 MB request fits), the oldest leave in a batch the same way; the newest
+   always stays.
 
 Example:
     >>> s = Found("messages.0.content.0", 1, None, "", "image/png", print, print)
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
-from visus.retention import evicted_images
+from visus.retention import evicted_images, evicted_to_fit
 from visus.wire import profile_for
 from visus.wire._prepare import max_images
 
@@ -85,11 +89,7 @@ def _elide(edit: Edit, image: Found) -> None:
     image.drop(edit.elide(image.b64, image.turn, image.call))
 
 
-def _evict(edit: Edit, live: list[Found], keep: int | None) -> list[Found]:
-    """``live`` with its oldest images elided, in batches, so at most ``keep`` stay."""
-    if keep is None:
-        return live
-    gone = evicted_images(len(live), keep, edit.chunk)
+def _drop_oldest(edit: Edit, live: list[Found], gone: int) -> list[Found]:
     for image in live[:gone]:
         _elide(edit, image)
     return live[gone:]
@@ -111,8 +111,10 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
             _elide(edit, image)
         else:
             live.append(image)
-    live = _evict(edit, live, edit.live_images)
-    live = _evict(edit, live, max_images(edit.spec, edit.rules))
+    if edit.live_images is not None:
+        live = _drop_oldest(edit, live, evicted_images(len(live), edit.live_images, edit.chunk))
+    cap = max_images(edit.spec, edit.rules)
+    live = _drop_oldest(edit, live, evicted_to_fit([1] * len(live), cap, share=edit.limit_share))
     edit.profile = profile_for(edit.spec, edit.rules, len(live))
     sent: list[tuple[Found, Fitted | None]] = [
         (
@@ -122,11 +124,12 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
         for image in live
     ]
     budget = edit.rules.max_request_image_bytes
-    total = sum(_cost(edit, image, fitted) for image, fitted in sent)
-    while budget is not None and total > budget and len(sent) > 1:
-        image, fitted = sent.pop(0)
-        total -= _cost(edit, image, fitted)
-        _elide(edit, image)
+    if budget is not None:
+        costs = [_cost(edit, image, fitted) for image, fitted in sent]
+        gone = evicted_to_fit(costs, budget, share=edit.limit_share)
+        for image, _ in sent[:gone]:
+            _elide(edit, image)
+        sent = sent[gone:]
     edit.images += len(sent)
     for image, fitted in sent:
         if fitted is not None:
