@@ -15,7 +15,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-__all__ = ["interlaced_png", "interlaced_png_header", "progressive_jpeg"]
+__all__ = ["interlaced_png", "interlaced_png_header", "objstm_pdf", "progressive_jpeg"]
 
 _EOB_RUN_MAX = 32767  # EOB14 with 14 extra bits: the longest run one symbol codes
 
@@ -121,3 +121,63 @@ def interlaced_png_header(width: int, height: int) -> bytes:
     reads before it decides anything (no pixel data at all)."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 1)
     return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IEND", b"")
+
+
+def _pdf_object(number: int, head: bytes, stream: bytes | None = None) -> bytes:
+    body = head if stream is None else head + b"\nstream\n" + stream + b"\nendstream"
+    return b"%d 0 obj\n" % number + body + b"\nendobj\n"
+
+
+def objstm_pdf(inflated: int) -> bytes:
+    """A one-page PDF whose catalog and page tree sit in an object stream (``/ObjStm``)
+    that inflates to about ``inflated`` bytes: the objects, then blanks. Opening it (a
+    page count, a probe) makes PDFium inflate the whole stream; ``inflated`` of 2 GB
+    fits in ~2 MB. The cross-reference is a stream (objects in an object stream have
+    no offset of their own)."""
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
+    ]
+    offsets, pos = [], 0
+    for o in objs:
+        offsets.append(pos)
+        pos += len(o) + 1
+    table = b" ".join(b"%d %d" % (n + 1, off) for n, off in enumerate(offsets)) + b"\n"
+    body = table + b"\n".join(objs) + b"\n"
+    stream = _blank_deflate(body, inflated)
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    at4 = len(out)
+    head = b"<< /Type /ObjStm /N 3 /First %d /Filter /FlateDecode /Length %d >>" % (
+        len(table),
+        len(stream),
+    )
+    out += _pdf_object(4, head, stream)
+    at5 = len(out)
+    # Cross-reference stream rows (type, field 2, field 3) of 1, 4 and 2 bytes.
+    rows = [struct.pack(">BIH", 0, 0, 65535)]
+    rows += [struct.pack(">BIH", 2, 4, i) for i in range(3)]
+    rows += [struct.pack(">BIH", 1, at4, 0), struct.pack(">BIH", 1, at5, 0)]
+    xref = b"".join(rows)
+    head = b"<< /Type /XRef /Size 6 /Root 1 0 R /W [1 4 2] /Length %d >>" % len(xref)
+    out += _pdf_object(5, head, xref)
+    out += b"startxref\n%d\n%%%%EOF\n" % at5
+    return bytes(out)
+
+
+def _blank_deflate(head: bytes, size: int) -> bytes:
+    """A zlib stream of ``head`` then blanks, ``size`` bytes in all, built fast: one
+    16 MB block of blanks is compressed once (after a full flush, so it stands alone)
+    and repeated; the checksum is computed over what it stands for."""
+    blank = b" " * (1 << 24)
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    parts = [z.compress(head) + z.flush(zlib.Z_FULL_FLUSH)]
+    check = zlib.adler32(head)
+    block = z.compress(blank) + z.flush(zlib.Z_FULL_FLUSH)
+    whole, rest = divmod(max(0, size - len(head)), len(blank))
+    parts += [block] * whole
+    for _ in range(whole):
+        check = zlib.adler32(blank, check)
+    parts.append(z.compress(blank[:rest]) + z.flush())
+    check = zlib.adler32(blank[:rest], check)
+    return b"\x78\xda" + b"".join(parts) + struct.pack(">I", check)

@@ -169,3 +169,53 @@ async def test_read_stops_at_max_bytes_but_always_gives_one_frame() -> None:
     await ring.append(text("other", session="t"))
     page = ring.read(3, session="t", max_bytes=1)
     assert ([f.seq for f in page.frames], page.next_seq) == ([5], 5)
+
+
+async def test_readers_cancelled_while_they_wait_leave_nothing_behind() -> None:
+    """Issue 33, item 6: SSE readers waiting with a timeout, cancelled as their tabs
+    close while frames arrive. With ``asyncio.wait_for`` around ``Condition.wait()`` a
+    reader cancelled while its wait timed out raised ``RuntimeError: Lock is not
+    acquired`` and left the lock held by an orphan: the next append (every POST to the
+    instance) hung for ever. Round 0 of this test was enough."""
+    import random
+
+    ring = Ring()
+    rng = random.Random(1)
+    errors: list[BaseException] = []
+
+    async def reader() -> None:
+        cursor = ring.last_seq
+        while True:
+            try:
+                page = await ring.wait_read(cursor, timeout=0.01)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # what the Condition raised
+                errors.append(e)
+                return
+            cursor = page.next_seq
+
+    async def writer() -> None:
+        while True:
+            await ring.append(text("x"))
+            await asyncio.sleep(rng.random() * 0.01)
+
+    writing = asyncio.create_task(writer())
+    try:
+        for _ in range(60):
+            readers = [asyncio.create_task(reader()) for _ in range(20)]
+            await asyncio.sleep(rng.random() * 0.02)
+            for task in readers:
+                task.cancel()
+                await asyncio.sleep(rng.random() * 0.001)
+            await asyncio.gather(*readers, return_exceptions=True)
+            assert not errors, errors
+    finally:
+        writing.cancel()
+        await asyncio.gather(writing, return_exceptions=True)
+    # The ring still takes frames at once, and a new reader is woken by the next one.
+    waiting = asyncio.create_task(ring.wait_read(ring.last_seq, timeout=30))
+    await asyncio.sleep(0)
+    stored = await asyncio.wait_for(ring.append(text("after")), 1)
+    page = await asyncio.wait_for(waiting, 5)
+    assert [f.seq for f in page.frames] == [stored.seq]

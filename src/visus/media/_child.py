@@ -6,13 +6,17 @@ bytes is not trusted to hand objects back): a frame is two big-endian u64 (heade
 length, payload length), a JSON header, then the raw payload. A request names its
 ``kind``: ``render`` (svg, text, pdf: :func:`visus.media.render.render_source`) or
 ``raster`` (a raster too large to decode in the caller's process:
-:func:`visus.media.raster.load_raster`). The parent's current bounds travel with every
-request, so the worker enforces the same :mod:`visus.limits` values as its parent.
+:func:`visus.media.raster.load_raster`), ``probe`` (what a non-raster source is:
+:func:`visus.media.render.probe_document`; opening a PDF alone can inflate gigabytes)
+or ``video`` (keyframes or a container's type: :mod:`visus.media.video`). The parent's
+current bounds travel with every request, so the worker enforces the same
+:mod:`visus.limits` values as its parent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -103,6 +107,28 @@ def _warm() -> None:
             )
 
 
+def _probe(data: bytes) -> tuple[dict[str, Any], bytes]:
+    from visus.media._guard import translated
+    from visus.media.render import probe_document
+
+    with translated("source"):
+        found = probe_document(data)
+    return {"probe": None if found is None else dataclasses.asdict(found)}, b""
+
+
+def _video(request: dict[str, Any], data: bytes) -> tuple[dict[str, Any], bytes]:
+    from visus.media import video
+
+    if request.get("what") == "media_type":
+        return {"media_type": video.read_media_type(data)}, b""
+    frames, duration = video.sample_keyframes(
+        data, max_frames=int(request["max_frames"]), max_edge=int(request["max_edge"])
+    )
+    shown = [{"seconds": f.seconds, "width": f.width, "height": f.height} for f in frames]
+    shown = [s | {"bytes": len(f.png)} for s, f in zip(shown, frames, strict=True)]
+    return {"keyframes": shown, "duration": duration}, b"".join(f.png for f in frames)
+
+
 def _handle(request: dict[str, Any], data: bytes) -> Fitted | None:
     from visus.media import raster
     from visus.media._guard import translated
@@ -122,7 +148,7 @@ def _handle(request: dict[str, Any], data: bytes) -> Fitted | None:
         return render_source(
             data,
             profile=profile,
-            render=True,
+            render=bool(request.get("render", True)),
             page=request["page"],
             offset=request["offset"],
             limit=request["limit"],
@@ -136,12 +162,17 @@ def _answer(request: dict[str, Any], data: bytes, memory_cap: int) -> tuple[dict
         if hasattr(limits, key):
             setattr(limits, key, value)
     try:
+        if request.get("kind") == "probe":
+            return _probe(data)
+        if request.get("kind") == "video":
+            return _video(request, data)
         fitted = _handle(request, data)
     except (MediaError, InvalidInputError) as e:
         return {"error": type(e).__name__, "message": str(e)}, b""
     except MemoryError:
+        what = {"raster": "decode", "probe": "parse", "video": "video decode"}
         message = (
-            f"the {'decode' if request.get('kind') == 'raster' else 'render'} needs more "
+            f"the {what.get(str(request.get('kind')), 'render')} needs more "
             f"than its {_mb(memory_cap)} memory cap (limits.RENDER_MAX_MEMORY_BYTES)"
         )
         return {"error": "TooLargeError", "message": message}, b""

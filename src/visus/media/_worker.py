@@ -53,9 +53,16 @@ from visus.errors import (
     VisusError,
 )
 from visus.media._child import ENTRY, FRAME, READY, fitted_from_reply
-from visus.media.types import Fitted, Profile, Region
+from visus.media.types import Fitted, Probe, Profile, Region
 
-__all__ = ["Lane", "decode_in_worker", "render_in_worker", "shutdown"]
+__all__ = [
+    "Lane",
+    "decode_in_worker",
+    "probe_in_worker",
+    "render_in_worker",
+    "shutdown",
+    "video_in_worker",
+]
 
 Lane = Literal["light", "heavy"]
 
@@ -382,9 +389,11 @@ def render_in_worker(
     name: str | None,
     region: Region | None = None,
     lane: Lane = "light",
+    render: bool = True,
 ) -> Fitted | None:
     """:func:`visus.media.render.render_source` of ``data`` in a worker, under the budget,
-    starting in ``lane``.
+    starting in ``lane``. ``render=False`` only decides the type (a recognised document
+    is refused as withheld), which opens a PDF: that too is a parse of hostile bytes.
 
     Returns ``None`` when ``data`` is not a PDF, SVG or text. Raises the same errors as
     the render itself, :class:`TooLargeError` when the render runs past
@@ -393,7 +402,28 @@ def render_in_worker(
     """
     header: dict[str, Any] = {"kind": "render", "profile": _profile(profile), "page": page}
     header |= {"offset": offset, "limit": limit, "name": name, "region": _region(region)}
-    return _result(*_run(header, data, lane, "rendering"))
+    header["render"] = render
+    return _result(*_run(header, data, lane, "rendering" if render else "reading the document"))
+
+
+def probe_in_worker(data: bytes) -> Probe | None:
+    """:func:`visus.media.render.probe_document` of ``data`` in a light-lane worker,
+    under the same budget and errors as a render (``None``: no PDF, SVG or text)."""
+    reply, _ = _run({"kind": "probe"}, data, "light", "reading the document")
+    _raise(reply)
+    found = reply.get("probe")
+    return None if found is None else Probe(**found)
+
+
+def video_in_worker(data: bytes, request: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """A ``video`` request (:mod:`visus.media._child`) in a heavy-lane worker, under
+    ``limits.VIDEO_DECODE_SECONDS`` and the workers' memory cap: FFmpeg's demuxing and
+    decoding never run in the calling process."""
+    header = {"kind": "video", **request}
+    budget = float(limits.VIDEO_DECODE_SECONDS)
+    reply, body = _run(header, data, "heavy", "decoding the video", budget=budget)
+    _raise(reply)
+    return reply, body
 
 
 def decode_in_worker(data: bytes, profile: Profile, region: Region | None = None) -> Fitted:
@@ -407,13 +437,15 @@ def decode_in_worker(data: bytes, profile: Profile, region: Region | None = None
 
 
 def _run(
-    header: dict[str, Any], data: bytes, lane: Lane, what: str
+    header: dict[str, Any], data: bytes, lane: Lane, what: str, *, budget: float | None = None
 ) -> tuple[dict[str, Any], bytes]:
     """Send one request to a worker of ``lane`` and wait for its reply, moving it to
-    the heavy lane after the light lane's slice."""
+    the heavy lane after the light lane's slice; ``budget``: its time budget (default
+    ``limits.RENDER_TIME_BUDGET_SECONDS``)."""
     pool = _pool()
     header["bounds"] = _bounds()
-    budget = float(limits.RENDER_TIME_BUDGET_SECONDS)
+    limit = "VIDEO_DECODE_SECONDS" if budget is not None else "RENDER_TIME_BUDGET_SECONDS"
+    budget = float(limits.RENDER_TIME_BUDGET_SECONDS if budget is None else budget)
     while True:
         worker = pool.acquire(lane, time.monotonic() + float(limits.RENDER_QUEUE_WAIT_SECONDS))
         try:
@@ -432,8 +464,7 @@ def _run(
         except TimeoutError:
             pool.discard(lane, worker)
             raise TooLargeError(
-                f"{what} took longer than the {budget:g} s budget "
-                "(limits.RENDER_TIME_BUDGET_SECONDS) and was stopped"
+                f"{what} took longer than the {budget:g} s budget (limits.{limit}) and was stopped"
             ) from None
         except _WorkerDied as e:
             pool.discard(lane, worker)
@@ -448,10 +479,14 @@ def _run(
         return reply
 
 
-def _result(reply: dict[str, Any], body: bytes) -> Fitted | None:
+def _raise(reply: dict[str, Any]) -> None:
     if "error" in reply:
         cls = _ERRORS.get(str(reply["error"]), UndecodableError)
         raise cls(str(reply.get("message", "")))
+
+
+def _result(reply: dict[str, Any], body: bytes) -> Fitted | None:
+    _raise(reply)
     fitted = reply.get("fitted")
     if fitted is None:
         return None

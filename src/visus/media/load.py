@@ -20,13 +20,13 @@ from visus.errors import (
     UndecodableError,
     UnsupportedTypeError,
 )
-from visus.media import pdf, raster, svg, text
+from visus.media import raster, svg
 from visus.media._cost import decode_cost
 from visus.media._guard import translated
 from visus.media._png import without_unusable_chunks
-from visus.media._worker import decode_in_worker, render_in_worker
+from visus.media._worker import decode_in_worker, probe_in_worker, render_in_worker
 from visus.media.fitting import check_profile, target_size
-from visus.media.render import only, render_source
+from visus.media.render import only
 from visus.media.types import Fitted, Probe, Profile, Region
 
 __all__ = ["fit", "load", "probe", "unchanged"]
@@ -108,32 +108,22 @@ def _document(
     region: Region | None,
 ) -> Fitted:
     """A source that is no raster: a PDF, SVG or text rendered in the render worker,
-    or, with rendering withheld, its type decided here and refused."""
-    if render:
-        # Rendering can take any time and memory: a worker process bounds both. A
-        # document with filters or masks starts in the heavy lane: a queue of those
-        # never holds up a text page or a plain drawing.
-        fitted = render_in_worker(
-            data,
-            profile=profile,
-            page=page,
-            offset=offset,
-            limit=limit,
-            name=name,
-            region=region,
-            lane="heavy" if svg.looks_heavy(data) else "light",
-        )
-    else:
-        with translated("source"):
-            fitted = render_source(
-                data,
-                profile=profile,
-                render=False,
-                page=page,
-                offset=offset,
-                limit=limit,
-                name=name,
-            )
+    or, with rendering withheld, its type decided there and refused."""
+    # Rendering can take any time and memory, and so can deciding the type alone
+    # (opening a PDF inflates its object streams): a worker process bounds both. A
+    # document with filters or masks starts in the heavy lane: a queue of those never
+    # holds up a text page or a plain drawing.
+    fitted = render_in_worker(
+        data,
+        profile=profile,
+        page=page,
+        offset=offset,
+        limit=limit,
+        name=name,
+        region=region,
+        lane="heavy" if render and svg.looks_heavy(data) else "light",
+        render=render,
+    )
     if fitted is not None:
         return fitted
     raise UnsupportedTypeError(_UNKNOWN)
@@ -204,7 +194,9 @@ def _raster(
 
 
 def probe(data: bytes) -> Probe:
-    """What ``data`` is, from headers only: nothing is decoded or rendered.
+    """What ``data`` is, from headers only: nothing is decoded or rendered. A raster's
+    header is read here; any other source is opened in the render worker, under its
+    time budget and memory cap (errors as :func:`load`, :class:`BusyError` included).
 
     Bombs are refused here already (:class:`TooLargeError`), as are oversized SVG and
     PDFs with too many pages; text reports its line count.
@@ -228,24 +220,9 @@ page_count=None, frame_count=None, line_total=2)
                 height=h.height,
                 frame_count=h.frame_count,
             )
-        doc = pdf.open_pdf(data)
-        if doc is not None:
-            return Probe(
-                kind="pdf",
-                media_type="application/pdf",
-                width=max(1, round(doc.width_pt)),
-                height=max(1, round(doc.height_pt)),
-                page_count=doc.page_count,
-            )
-        parsed = svg.parse_svg(data)
-        if parsed is not None:
-            return Probe(
-                kind="svg",
-                media_type="image/svg+xml",
-                width=max(1, round(parsed.width)),
-                height=max(1, round(parsed.height)),
-            )
-        source = text.decode_text(data)
-        if source is not None:
-            return Probe(kind="text", media_type="text/plain", line_total=text.count_lines(source))
+    # Not a raster: a PDF, SVG or text, told apart in the render worker (a PDF's
+    # object streams may inflate to gigabytes before its page count is known).
+    found = probe_in_worker(data)
+    if found is not None:
+        return found
     raise UnsupportedTypeError(_UNKNOWN)

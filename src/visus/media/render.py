@@ -13,9 +13,9 @@ from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 from visus.media import pdf, svg, text
 from visus.media.fitting import encode
-from visus.media.types import Fitted, Profile, Region, SourceKind
+from visus.media.types import Fitted, Probe, Profile, Region, SourceKind
 
-__all__ = ["only", "render_source", "withheld"]
+__all__ = ["only", "probe_document", "render_source", "withheld"]
 
 
 def withheld(kind: SourceKind) -> UnsupportedTypeError:
@@ -83,6 +83,39 @@ def render_source(
     if not render:
         raise withheld("text")
     return _text_fitted(data, source, profile, region, offset=offset, limit=limit, name=name)
+
+
+def probe_document(data: bytes) -> Probe | None:
+    """What ``data`` is when it is no raster: a PDF (page count, first page's size), an
+    SVG (its size) or text (its lines); ``None`` when it is none of them. Nothing is
+    rendered, yet opening a PDF parses its cross-reference and object streams, which
+    can inflate to gigabytes: it runs in the render worker, like a render.
+
+    Example:
+        >>> probe_document(b"one\\ntwo\\n").line_total
+        2
+    """
+    doc = pdf.open_pdf(data)
+    if doc is not None:
+        return Probe(
+            kind="pdf",
+            media_type="application/pdf",
+            width=max(1, round(doc.width_pt)),
+            height=max(1, round(doc.height_pt)),
+            page_count=doc.page_count,
+        )
+    parsed = svg.parse_svg(data)
+    if parsed is not None:
+        return Probe(
+            kind="svg",
+            media_type="image/svg+xml",
+            width=max(1, round(parsed.width)),
+            height=max(1, round(parsed.height)),
+        )
+    source = text.decode_text(data)
+    if source is not None:
+        return Probe(kind="text", media_type="text/plain", line_total=text.count_lines(source))
+    return None
 
 
 def _pdf_fitted(doc: pdf.PdfPage, profile: Profile, region: Region | None) -> Fitted:

@@ -1,8 +1,14 @@
 """Video decoding: evenly spaced keyframes as PNG, and the container's media type.
 
 PyAV (FFmpeg, from the ``video`` extra) is imported here and nowhere else, lazily, so
-the rest of visus works without it. Callers turn frames into images with
-:func:`visus.media.fit` and label them with :func:`format_time`.
+the rest of visus works without it. FFmpeg runs in the render worker's heavy lane
+(:mod:`visus.media._worker`), never in the calling process: sixteen 9000 x 9000 frames
+took a server 530 MB past its memory budget, and demuxing alone decodes frames to
+find a stream's parameters. :func:`keyframes` and :func:`video_media_type` hand the
+bytes to a worker, under ``limits.VIDEO_DECODE_SECONDS`` and the worker's memory cap;
+:func:`sample_keyframes` and :func:`read_media_type` are what it runs there. Callers
+turn frames into images with :func:`visus.media.fit` and label them with
+:func:`format_time`.
 
 Example:
     >>> format_time(72.4), format_time(3725)
@@ -26,7 +32,15 @@ if TYPE_CHECKING:
     import av.container
     import av.video.frame
 
-__all__ = ["Keyframe", "available", "format_time", "keyframes", "video_media_type"]
+__all__ = [
+    "Keyframe",
+    "available",
+    "format_time",
+    "keyframes",
+    "read_media_type",
+    "sample_keyframes",
+    "video_media_type",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +195,41 @@ def keyframes(
     max_frames: int = limits.ANALYZE_VIDEO_MAX_FRAMES,
     max_edge: int = limits.ANALYZE_VIDEO_FRAME_EDGE,
 ) -> tuple[list[Keyframe], float]:
-    """Evenly spaced frames of the video in ``data`` and its duration in seconds.
+    """Evenly spaced frames of the video in ``data`` and its duration in seconds,
+    sampled in the render worker (:func:`sample_keyframes` there); past
+    ``limits.VIDEO_DECODE_SECONDS`` or the worker's memory cap,
+    :class:`~visus.errors.TooLargeError`, and :class:`~visus.errors.BusyError` when no
+    worker came free in time.
+
+    Example:
+        >>> frames, seconds = keyframes(mp4_bytes, max_frames=8)  # doctest: +SKIP
+        >>> frames[0].label, frames[0].png[:4]  # doctest: +SKIP
+        ('0:00', b'\\x89PNG')
+    """
+    _av()  # the extra's hint here, not the worker's
+    if max_frames < 1:
+        raise InvalidInputError(f"max_frames must be at least 1, got {max_frames}")
+    from visus.media._worker import video_in_worker
+
+    request = {"what": "keyframes", "max_frames": max_frames, "max_edge": max_edge}
+    reply, body = video_in_worker(data, request)
+    out: list[Keyframe] = []
+    pos = 0
+    for k in reply["keyframes"]:
+        png = body[pos : pos + int(k["bytes"])]
+        pos += len(png)
+        out.append(Keyframe(float(k["seconds"]), png, int(k["width"]), int(k["height"])))
+    return out, float(reply["duration"])
+
+
+def sample_keyframes(
+    data: bytes,
+    *,
+    max_frames: int = limits.ANALYZE_VIDEO_MAX_FRAMES,
+    max_edge: int = limits.ANALYZE_VIDEO_FRAME_EDGE,
+) -> tuple[list[Keyframe], float]:
+    """Evenly spaced frames of the video in ``data`` and its duration in seconds, decoded
+    in this process (the render worker's side of :func:`keyframes`).
 
     About one frame per second (``ceil(duration)``), at most ``max_frames``; frame
     ``i`` is the first whose time is at or after ``i * duration / n``. Short spacings
@@ -189,11 +237,6 @@ def keyframes(
     :class:`~visus.errors.UnsupportedTypeError` for bytes FFmpeg cannot decode as video,
     :class:`~visus.errors.TooLargeError` for frames past the raster bounds or sampling
     past ``limits.VIDEO_DECODE_SECONDS``.
-
-    Example:
-        >>> frames, seconds = keyframes(mp4_bytes, max_frames=8)  # doctest: +SKIP
-        >>> frames[0].label, frames[0].png[:4]  # doctest: +SKIP
-        ('0:00', b'\\x89PNG')
     """
     av = _av()
     deadline = time.monotonic() + limits.VIDEO_DECODE_SECONDS
@@ -239,10 +282,22 @@ _DEMUXER_TYPES = (
 
 
 def video_media_type(data: bytes) -> str:
-    """The MIME type of the video in ``data``, as FFmpeg's demuxer names it.
+    """The MIME type of the video in ``data``, as FFmpeg's demuxer names it, read in
+    the render worker (:func:`read_media_type` there; FFmpeg decodes frames to find a
+    stream's parameters).
 
-    Raises :class:`~visus.errors.UnsupportedTypeError` when FFmpeg finds no video stream.
+    Raises :class:`~visus.errors.UnsupportedTypeError` when FFmpeg finds no video
+    stream, and the worker's errors (:func:`keyframes`).
     """
+    _av()
+    from visus.media._worker import video_in_worker
+
+    reply, _ = video_in_worker(data, {"what": "media_type"})
+    return str(reply["media_type"])
+
+
+def read_media_type(data: bytes) -> str:
+    """:func:`video_media_type` in this process (what the render worker runs)."""
     av = _av()
     try:
         with av.open(io.BytesIO(data), mode="r") as container:

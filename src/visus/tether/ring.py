@@ -65,7 +65,12 @@ class Ring:
         self._bytes = 0
         self._last_seq = 0
         self._evicted_upto = 0
-        self._changed = asyncio.Condition()
+        # Readers wait on one future per change, resolved (and replaced) by the next
+        # append or close. No lock: the ring lives on one event loop, and a reader
+        # cancelled mid-wait (a closed tab, a timeout) leaves nothing behind. An
+        # ``asyncio.Condition`` under ``wait_for`` could be left unacquired by such a
+        # cancellation, and the instance stopped answering.
+        self._changed: asyncio.Future[None] | None = None
         self.closed = False
 
     def __len__(self) -> int:
@@ -87,13 +92,11 @@ class Ring:
 
     async def append(self, frame: Frame) -> Frame:
         """Store ``frame`` with the next seq (and a ts if it had none); wake waiters."""
-        async with self._changed:
-            stored = self.append_nowait(frame)
-            self._changed.notify_all()
-        return stored
+        return self.append_nowait(frame)
 
     def append_nowait(self, frame: Frame) -> Frame:
-        """Like :meth:`append` without waking waiters (for synchronous callers)."""
+        """:meth:`append` for synchronous callers on the ring's event loop (waiters are
+        woken too)."""
         self._last_seq += 1
         stored = replace(frame, seq=self._last_seq, ts=frame.ts or now_ts())
         size = payload_size(stored.payload)
@@ -105,7 +108,20 @@ class Ring:
             old, old_size = self._frames.popleft()
             self._bytes -= old_size
             self._evicted_upto = old.seq
+        self._wake()
         return stored
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    def _next_change(self) -> asyncio.Future[None]:
+        """The future the next append or close resolves (shared by every waiter)."""
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._changed.get_loop() is not loop:
+            self._changed = loop.create_future()
+        return self._changed
 
     def read(
         self,
@@ -146,9 +162,8 @@ class Ring:
 
     async def close(self) -> None:
         """Mark the ring closed and wake every waiter (their reads return at once)."""
-        async with self._changed:
-            self.closed = True
-            self._changed.notify_all()
+        self.closed = True
+        self._wake()
 
     async def wait_read(
         self,
@@ -165,13 +180,13 @@ class Ring:
             return page
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        async with self._changed:
-            while True:
-                page = self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)
-                remaining = deadline - loop.time()
-                if page.frames or page.gap or remaining <= 0 or self.closed:
-                    return page
-                try:
-                    await asyncio.wait_for(self._changed.wait(), remaining)
-                except TimeoutError:
-                    return self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return page
+            # asyncio.wait neither cancels the shared future on a timeout nor keeps
+            # anything of this reader once it returns or is cancelled.
+            await asyncio.wait((self._next_change(),), timeout=remaining)
+            page = self.read(after_seq, session=session, limit=limit, max_bytes=max_bytes)
+            if page.frames or page.gap or self.closed:
+                return page
