@@ -117,11 +117,11 @@ def _probe(data: bytes) -> tuple[dict[str, Any], bytes]:
 
 
 def _video(request: dict[str, Any], data: bytes) -> tuple[dict[str, Any], bytes]:
-    from visus.media import video
+    from visus.media import _ffmpeg
 
     if request.get("what") == "media_type":
-        return {"media_type": video.read_media_type(data)}, b""
-    frames, duration = video.sample_keyframes(
+        return {"media_type": _ffmpeg.read_media_type(data)}, b""
+    frames, duration = _ffmpeg.sample_keyframes(
         data, max_frames=int(request["max_frames"]), max_edge=int(request["max_edge"])
     )
     shown = [{"seconds": f.seconds, "width": f.width, "height": f.height} for f in frames]
