@@ -78,8 +78,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     # attachments with the attachment store's own names and caps (attachments)
     "store": frozenset((*FOUNDATION, "record", "attachments")),
     # what an operator sees: record values as span attributes (images by digest),
-    # prices (models) for the savings ledger; it knows no surface and no agent
-    "telemetry": frozenset((*FOUNDATION, "models", "record")),
+    # prices (models) for the savings ledger; it knows no surface and no agent;
+    # and the process's memory budget and render lanes (media) as gauges
+    "telemetry": frozenset((*FOUNDATION, "media", "models", "record")),
     "agent": frozenset(LIBRARY),
     # surfaces
     "analyze": frozenset(BASE),  # its tools are agent tools (agent.tools.Tool)

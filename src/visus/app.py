@@ -35,6 +35,7 @@ from visus.providers import ProviderSettings
 from visus.record.messages import ToolCall
 from visus.retention import RetentionPolicy
 from visus.store import Store, is_database_url, open_store
+from visus.telemetry.logs import register_secret, requested
 from visus.tether.instance import EmitStatus, TurnNotResumedError
 from visus.tether.runner import (
     MCP_SERVERS_KEY,
@@ -156,15 +157,16 @@ class AgentRunner:
         del user  # who spoke is in the frame; the agent answers the session either way
         pasted = [PastedImage(i.data, i.media_type) for i in images]
         on_tool, on_status = _status_callbacks(emit_status)
-        result = await self.agent.run_turn(
-            session,
-            text,
-            pasted,
-            on_delta=emit_delta,
-            on_tool=on_tool,
-            on_status=on_status,
-            request_id=request_id,
-        )
+        with requested(request_id):  # the turn's log lines and spans name its request
+            result = await self.agent.run_turn(
+                session,
+                text,
+                pasted,
+                on_delta=emit_delta,
+                on_tool=on_tool,
+                on_status=on_status,
+                request_id=request_id,
+            )
         return _output(result)
 
     async def resume_turn(
@@ -183,16 +185,17 @@ class AgentRunner:
         pasted = [PastedImage(i.data, i.media_type) for i in images]
         on_tool, on_status = _status_callbacks(emit_status)
         try:
-            result = await self.agent.run_turn(
-                session,
-                text,
-                pasted,
-                on_delta=emit_delta,
-                on_tool=on_tool,
-                on_status=on_status,
-                request_id=request_id,
-                resume=True,
-            )
+            with requested(request_id):
+                result = await self.agent.run_turn(
+                    session,
+                    text,
+                    pasted,
+                    on_delta=emit_delta,
+                    on_tool=on_tool,
+                    on_status=on_status,
+                    request_id=request_id,
+                    resume=True,
+                )
         except ResumeRefusedError as e:
             raise TurnNotResumedError(str(e)) from e
         return _output(result)
@@ -324,6 +327,7 @@ def create_main_app(
     store: str | None = None,
     config: VisusConfig | None = None,
     fetch_urls: bool | None = None,
+    open_metrics: bool = False,
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
 
@@ -341,6 +345,8 @@ def create_main_app(
     ``store``: a ``postgresql://`` URL puts instances, sessions, blobs and the tether
     ring in that database (any number of replicas may share it); ``None`` takes
     ``[store] url`` / ``$VISUS_STORE``; empty: local files under the data folder.
+    ``/healthz`` and ``/readyz`` need no token, ``/metrics`` neither when
+    ``open_metrics`` (docs/operations.md).
     """
     cfg = config if config is not None else load_config()
     token = serve_token(token, no_token=no_token, host=host)
@@ -366,7 +372,9 @@ def create_main_app(
         ),
         token=token,
         store=shared,
+        open_metrics=open_metrics,
     )
+    register_secret(token)  # never in a log line
     app.state.policy = policy
     app.state.default_model = model or cfg.default_model
     app.state.default_instance = default_instance(app, app.state.default_model)

@@ -386,6 +386,17 @@ PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
 PROXY_FIT_CACHE_BYTES: Final = 64 * MB
 #: Characters of a tool call's arguments shown in an image's label or descriptor.
 PROXY_LABEL_ARGS_CHARS: Final = 120
+#: Distinct model names the savings ledger and /metrics keep apart (a client names the
+#: model: past this, or past PROXY_LEDGER_MODEL_CHARS, a name is counted as "other").
+PROXY_LEDGER_MAX_MODELS: Final = 64
+PROXY_LEDGER_MODEL_CHARS: Final = 100
+#: Seconds between the proxy's writes of its savings ledger (and one at shutdown).
+PROXY_LEDGER_FLUSH_SECONDS: Final = 10.0
+
+# --- operations: health and shutdown ---------------------------------------------
+#: Seconds a replica asked to stop stays up answering /readyz 503 (while it still takes
+#: turns), so a load balancer probing every second or two sends it nothing new first.
+DRAIN_SECONDS: Final = 5.0
 
 # --- reference server: its own knobs -----------------------------------------------
 #: Default context window of the reference model (tokens); `--context-tokens` overrides.

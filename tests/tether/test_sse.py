@@ -118,7 +118,8 @@ def test_exit_ends_open_streams_so_shutdown_does_not_hang(tmp_path: Path) -> Non
     while not lines:
         time.sleep(0.01)
     t0 = time.monotonic()
-    server.handle_exit(signal.SIGTERM, None)  # what Ctrl-C / SIGTERM call
+    # Ctrl-C (a SIGTERM drains first: tests/tether/test_ops.py)
+    server.handle_exit(signal.SIGINT, None)
     thread.join(5)
     client.join(5)
     sock.close()

@@ -26,6 +26,8 @@ __all__ = [
     "DataOpt",
     "ImageBudgetOpt",
     "LiveTurnsOpt",
+    "LogFormatOpt",
+    "OpenMetricsOpt",
     "SessionArg",
     "cannot_listen",
     "check_listen",
@@ -44,6 +46,23 @@ __all__ = [
 # and ``check``, ``visus lower``); :func:`retention` reads the three retention options.
 SessionArg = Annotated[str, typer.Argument(help="Session id (see `visus session list`).")]
 #: ``--data`` for every command that reads or writes a data folder.
+#: ``visus serve`` and ``visus proxy``: /metrics without the token (docs/operations.md).
+OpenMetricsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--open-metrics",
+        help="Serve /metrics without the token (a scraper inside your network); "
+        "/healthz and /readyz never need it",
+    ),
+]
+LogFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        metavar="text|json",
+        help="Log lines as text, or one JSON object each with its request id",
+    ),
+]
 DataOpt = Annotated[
     Path | None,
     typer.Option(

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from visus.cli._common import DataOpt, LogFormatOpt, OpenMetricsOpt
+
 if TYPE_CHECKING:
     from visus.proxy import ProxyConfig
 
@@ -69,6 +71,9 @@ def proxy(
     live_images: LiveImagesOpt = None,
     chunk: ChunkOpt = None,
     token: TokenOpt = None,
+    data: DataOpt = None,
+    open_metrics: OpenMetricsOpt = False,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Serve Anthropic Messages, OpenAI Chat Completions and Responses in front of UPSTREAM.
 
@@ -76,14 +81,11 @@ def proxy(
     an OpenAI client: base URL http://127.0.0.1:8790/v1). Requests keep the client's
     own API key; only image parts are edited.
     """
-    import logging
-
-    import uvicorn
-
-    from visus.cli._common import check_listen, config, fail
+    from visus.cli._common import check_listen, config, data_root, fail
     from visus.errors import VisusError
     from visus.proxy import UVICORN_OPTIONS, ProxyConfig, create_proxy_app
-    from visus.tether.server import is_loopback
+    from visus.telemetry.logs import register_secret, setup_logging
+    from visus.tether.server import is_loopback, tether_server
 
     settings = config().proxy
     upstream = upstream or settings.upstream
@@ -97,6 +99,8 @@ def proxy(
             f"proxy: refusing to listen on {host!r} without a token; set VISUS_PROXY_TOKEN "
             "(or --token, or [proxy] token) and send it in x-visus-token, or bind 127.0.0.1"
         )
+    if log_format not in ("text", "json"):
+        fail(f"proxy: --log-format is text or json, not {log_format!r}")
     try:
         proxied = ProxyConfig(
             upstream=upstream,
@@ -104,15 +108,26 @@ def proxy(
             live_images=live_images or settings.live_images,
             chunk=chunk or settings.chunk,
             token=token,
+            data=data_root(data),
+            open_metrics=open_metrics,
         )
         app = create_proxy_app(proxied)
     except VisusError as e:
         fail(str(e))
     check_listen(host, port)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("visus.proxy").setLevel(logging.INFO)
+    register_secret(token)
+    setup_logging("json" if log_format == "json" else "text")
     _banner(proxied, host, port)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **UVICORN_OPTIONS)
+    server = tether_server(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+        **UVICORN_OPTIONS,
+    )
+    server.run()
 
 
 def _banner(proxied: ProxyConfig, host: str, port: int) -> None:
@@ -131,7 +146,8 @@ def _banner(proxied: ProxyConfig, host: str, port: int) -> None:
     if proxied.token:
         typer.echo("  token      clients send it in the x-visus-token header")
     typer.echo(f"  mcp        {base}/mcp  (restore_image: an image the proxy left out)")
-    typer.echo(f"  stats      {base}/stats")
+    typer.echo(f"  stats      {base}/stats  {base}/metrics  (savings: visus usage --proxy)")
+    typer.echo(f"  health     {base}/healthz  {base}/readyz")
 
 
 def register(app: typer.Typer) -> None:

@@ -32,6 +32,7 @@ from visus.cli._turn import save_images, tool_lines
 if TYPE_CHECKING:
     from visus.agent import Agent, PastedImage, TurnResult
     from visus.record.messages import ToolCall, Usage
+    from visus.telemetry.ledger import Row
 
 #: ``visus run``'s exit status when the turn used its whole step budget without an answer.
 EXIT_STEP_BUDGET = 4  # visus --help's exit-code table (3 is an input refused)
@@ -252,17 +253,32 @@ def _load_ocr() -> None:
 
 def usage(
     session: Annotated[
-        str, typer.Argument(help="Session id (ID or INSTANCE/ID, see `visus session list`)")
-    ],
+        str | None,
+        typer.Argument(help="Session id (ID or INSTANCE/ID, see `visus session list`)"),
+    ] = None,
     data: DataOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    proxy: Annotated[
+        bool,
+        typer.Option(
+            "--proxy",
+            help="What `visus proxy` saved instead: bytes, image tokens and dollars, and "
+            "the latency it added, per day and model",
+        ),
+    ] = False,
 ) -> None:
-    """Tokens and cost of a session, per turn and in total."""
+    """Tokens and cost of a session, per turn and in total (or, with --proxy, what the
+    proxy saved)."""
     from visus.cli._common import data_root, fail
     from visus.cli._sessions import find
     from visus.errors import VisusError
     from visus.record.messages import Usage
 
+    if proxy or session is None:
+        if session is not None or not proxy:
+            fail("usage: name a SESSION, or give --proxy (not both)")
+        _proxy_usage(data_root(data), as_json)
+        return
     found = find(data_root(data), session)  # the web chat's sessions too
     try:
         messages = found.place.sessions.load(found.id).messages
@@ -286,6 +302,42 @@ def usage(
     for t, u in sorted(per_turn.items()):
         typer.echo(f"turn {t}: {_usage_line(u)}")
     typer.echo(f"total: {_usage_line(total)}")
+
+
+def _proxy_usage(data: Path, as_json: bool) -> None:
+    """The proxy's savings ledger (``<data>/proxy/ledger.json``), per day and model."""
+    from visus.cli._common import fail
+    from visus.errors import VisusError
+    from visus.telemetry.ledger import Row, read_ledger
+
+    try:
+        days = read_ledger(data / "proxy" / "ledger.json")
+    except VisusError as e:
+        fail(str(e))
+    total = Row()
+    for models in days.values():
+        for row in models.values():
+            total.merge(row)
+    if as_json:
+        shaped = {d: {m: r.as_json() for m, r in models.items()} for d, models in days.items()}
+        typer.echo(json.dumps({"days": shaped, "total": total.as_json()}))
+        return
+    if not days:
+        typer.echo(f"no proxy savings recorded in {data} yet")
+        return
+    for day, models in days.items():
+        for model, row in models.items():
+            typer.echo(f"{day} {model}: {_saved_line(row)}")
+    typer.echo(f"total: {_saved_line(total)}")
+
+
+def _saved_line(row: Row) -> str:
+    """``12 requests, 3,400,000 bytes and 9,000 image tokens saved ($0.027000), +4.1 ms each``."""
+    added = 1000 * row.added_seconds / row.requests if row.requests else 0.0
+    return (
+        f"{row.requests} requests, {row.bytes_saved:,} bytes and {row.tokens_saved:,} image "
+        f"tokens saved (${row.usd_saved:.6f}), +{added:.1f} ms each"
+    )
 
 
 def _usage_line(u: Usage) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from visus.cli._common import MODEL_HELP, DataOpt
+from visus.cli._common import MODEL_HELP, DataOpt, LogFormatOpt, OpenMetricsOpt
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -99,6 +99,8 @@ def serve(
     root: RootOpt = None,
     allow_write: AllowWriteOpt = False,
     no_fetch_urls: NoFetchUrlsOpt = False,
+    open_metrics: OpenMetricsOpt = False,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Serve the tether API, the MCP endpoint and the web chat.
 
@@ -122,6 +124,7 @@ def serve(
     )
     from visus.cli.store import store_url
     from visus.errors import VisusError
+    from visus.telemetry.logs import setup_logging
     from visus.tether.server import tether_server
 
     # The same data folder as run, chat and session (data_dir in visus.toml counts).
@@ -130,6 +133,9 @@ def serve(
     check_roots(root)
     check_model_ref(model)
     check_listen(host, port)
+    if log_format not in ("text", "json"):
+        typer.echo(f"visus: serve: --log-format is text or json, not {log_format!r}", err=True)
+        raise typer.Exit(2)
     try:
         cfg = config()  # read once: every gate below comes from this value
         kept = cfg.server.token
@@ -148,6 +154,7 @@ def serve(
             store=url,
             config=cfg,
             fetch_urls=False if no_fetch_urls else None,
+            open_metrics=open_metrics,
         )
     except (VisusError, ImportError) as e:
         typer.echo(f"visus: {e}", err=True)
@@ -155,8 +162,23 @@ def serve(
     generated = token is None and not no_token
     started = _Started(host, port, data, url, model, cfg, generated, mcp=not no_mcp)
     _banner(app, started, origin)
-    # tether_server ends open SSE streams on Ctrl-C; plain uvicorn would wait for them.
-    tether_server(app, host=host, port=port, log_level="warning").run()
+    _secrets(cfg)
+    setup_logging("json" if log_format == "json" else "text")
+    # tether_server drains on SIGTERM (/readyz 503 first) and ends open SSE streams;
+    # plain uvicorn would wait for them.
+    tether_server(app, host=host, port=port, log_level="warning", log_config=None).run()
+
+
+def _secrets(cfg: VisusConfig) -> None:
+    """The configuration's keys and tokens, kept out of every log line."""
+    from visus.telemetry.logs import register_secret
+
+    for entry in cfg.providers.values():
+        if entry.api_key is not None:
+            register_secret(entry.api_key.get_secret_value())
+    for secret in (cfg.store.url, cfg.auxiliary.vision.api_key, cfg.telegram.bot_token):
+        if secret is not None:
+            register_secret(secret.get_secret_value())
 
 
 @dataclass(frozen=True)

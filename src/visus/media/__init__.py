@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from visus.media._fonts import font_path
 from visus.media._png import without_unusable_chunks
+from visus.media._worker import render_lanes
 from visus.media.fitting import classify, target_size
 from visus.media.load import fit, load, probe, unchanged
 from visus.media.offload import offload
@@ -36,6 +37,7 @@ __all__ = [
     "load",
     "offload",
     "probe",
+    "render_lanes",
     "target_size",
     "unchanged",
     "without_unusable_chunks",

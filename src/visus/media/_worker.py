@@ -216,6 +216,8 @@ class _Pool:
         self.waiting: dict[Lane, int] = {"light": 0, "heavy": 0}
         # Light-lane workers being started in the background.
         self.starting = 0
+        #: Workers stopped in the middle of a render (a budget ran out, a lane change).
+        self.restarts = 0
 
     @property
     def count(self) -> int:
@@ -308,6 +310,7 @@ class _Pool:
             worker.kill()
         with self.cond:
             self.busy[lane] -= 1
+            self.restarts += worker is not None
             self.cond.notify_all()
         if replace:
             self._replace_light()
@@ -364,6 +367,25 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+
+def render_lanes() -> dict[str, dict[str, int]]:
+    """What the render lanes hold now, for a server's metrics: per lane its ``cap``
+    and the workers ``busy``, ``idle`` and callers ``waiting``; under ``pool``, the
+    workers ``restarts`` (stopped mid-render: over a budget, or moved to the heavy lane).
+
+    Example:
+        >>> sorted(render_lanes())
+        ['heavy', 'light', 'pool']
+    """
+    with _POOL_LOCK:
+        pool = _POOL if _POOL is not None and _POOL.pid == os.getpid() else None
+    lanes: dict[str, dict[str, int]] = {}
+    for lane in ("light", "heavy"):
+        held = (pool.busy[lane], len(pool.idle[lane]), pool.waiting[lane]) if pool else (0, 0, 0)
+        lanes[lane] = dict(zip(("busy", "idle", "waiting"), held, strict=True), cap=_cap(lane))
+    lanes["pool"] = {"restarts": pool.restarts if pool else 0}
+    return lanes
 
 
 def _region(region: Region | None) -> list[int] | None:

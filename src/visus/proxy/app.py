@@ -21,18 +21,21 @@ way a request whose ``Origin`` is not the proxy's own is refused
 Example:
     >>> app = create_proxy_app(ProxyConfig(upstream="https://api.anthropic.com"))
     >>> [r.path for r in app.routes]
-    ['/mcp', '/stats', '/{path:path}']
+    ['/mcp', '/healthz', '/readyz', '/metrics', '/stats', '/{path:path}']
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -54,7 +57,7 @@ from visus.proxy.encoding import READABLE, BodyTooLarge, UnknownCoding, decode_b
 from visus.proxy.mcp import RestoreServer
 from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
 from visus.proxy.rejection import explain
-from visus.proxy.stats import ProxyStats
+from visus.proxy.stats import ProxyStats, edit_attributes
 from visus.proxy.transport import (
     PROXY_TOKEN_HEADER,
     forward_headers,
@@ -63,6 +66,10 @@ from visus.proxy.transport import (
     stream_body,
 )
 from visus.retention import RetentionPolicy, evicted_images
+from visus.telemetry import metrics, names, seams
+from visus.telemetry.logs import RequestIds
+from visus.telemetry.traces import Span
+from visus.tether import ops
 from visus.tether.guard import LoopbackGuard, OriginGuard
 
 __all__ = ["UVICORN_OPTIONS", "ProxyConfig", "create_proxy_app"]
@@ -111,6 +118,11 @@ class ProxyConfig:
     chunk: int | None = None
     token: str | None = None
     live_images: int | None = None
+    #: The data folder: the savings ledger is kept in ``<data>/proxy/ledger.json``
+    #: (None: counted in memory only).
+    data: Path | None = None
+    #: Serve ``/metrics`` without the token (a scraper inside the operator's network).
+    open_metrics: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -135,12 +147,13 @@ class ProxyConfig:
 @dataclass(slots=True)
 class _Proxy:
     config: ProxyConfig
-    stats: ProxyStats = field(default_factory=ProxyStats)
+    stats: ProxyStats = field(init=False)
     client: httpx.AsyncClient | None = None
     cache: FitCache = field(default_factory=lambda: FitCache(limits.PROXY_FIT_CACHE_BYTES))
     mcp: RestoreServer = field(init=False)
 
     def __post_init__(self) -> None:
+        self.stats = ProxyStats.at(self.config.data)
         self.mcp = RestoreServer(self.cache.elided)
 
     def http(self) -> httpx.AsyncClient:
@@ -270,7 +283,7 @@ async def _forward(
             proxy.stats.image_rejections += 1
         return explained
     return StreamingResponse(
-        stream_body(response),
+        metrics.streaming(proxy.stats, stream_body(response)),
         status_code=response.status_code,
         headers=reply_headers(response.headers),
     )
@@ -314,6 +327,7 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     so only what goes upstream is held while it is forwarded (``python -m benchmarks
     budgets``: a 250 MB body peaked at 1,225 MB before, 950 MB now).
     """
+    started = time.perf_counter()
     raw = held.pop()
     proxy = _proxy(request)
     proxy.stats.requests += 1
@@ -323,6 +337,24 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     body = _parse(raw if plain is None else plain)
     if body is None:
         return await _forward(request, path, raw, [])
+    model = body.get("model")
+    with seams.proxied(path, model if isinstance(model, str) else "") as traced:
+        response = await _edited(request, path, raw, plain, body, started, traced)
+        traced.set({names.HTTP_STATUS: response.status_code})
+        return response
+
+
+async def _edited(
+    request: Request,
+    path: str,
+    raw: bytes,
+    plain: bytes | None,
+    body: dict[str, Any],
+    started: float,
+    traced: Span,
+) -> Response:
+    """The rest of :func:`_rewrite`: edit ``body``, count it, forward what results."""
+    proxy = _proxy(request)
     rewrite = functools.partial(
         PROTOCOLS[path],
         body,
@@ -336,8 +368,14 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     except Exception:  # a proxy bug must not cost the user the request
         logger.exception("%s: could not edit the request; forwarding it as it is", path)
         return await _forward(request, path, raw, [])
-    proxy.stats.add(edit)
     content = _serialise(body) if edit.changed else None
+    model = body.get("model")
+    proxy.stats.add(
+        edit,
+        model=model if isinstance(model, str) else "",
+        seconds=time.perf_counter() - started,
+    )
+    traced.set(edit_attributes(edit))
     decoded = plain is not None
     if content is not None:
         _log(request, body, edit)
@@ -376,6 +414,7 @@ async def stats_endpoint(request: Request) -> Response:
 
 
 routes = [
+    *ops.routes,
     Route("/stats", stats_endpoint, methods=["GET"]),
     Route(
         "/{path:path}",
@@ -388,13 +427,19 @@ routes = [
 class TokenGate:
     """Refuse requests without the proxy's token (``x-visus-token``) when one is set."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, *, public: frozenset[str] = ops.PROBES) -> None:
         self.app = app
         self.token = token.encode()
+        self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope["headers"]).get(PROXY_TOKEN_HEADER.encode(), b"")
+        if scope["type"] == "http" and scope["path"] not in self.public:
+            headers = dict(scope["headers"])
+            given = headers.get(PROXY_TOKEN_HEADER.encode(), b"")
+            if scope["path"] == "/metrics" and not given:
+                # A scraper sends Authorization: Bearer (Prometheus' own setting).
+                scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+                given = given if scheme.lower() == b"bearer" else b""
             if not hmac.compare_digest(given, self.token):
                 await _error(
                     401,
@@ -408,8 +453,15 @@ class TokenGate:
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     proxy: _Proxy = app.state.proxy
-    async with proxy.mcp.running():
-        yield
+    app.state.loop = asyncio.get_running_loop()
+    ledger = proxy.stats.ledger
+    async with proxy.mcp.running(), anyio.create_task_group() as group:
+        group.start_soon(ledger.keep_written)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()
+    await anyio.to_thread.run_sync(ledger.flush)  # what the last seconds saved
     if proxy.client is not None:
         await proxy.client.aclose()
 
@@ -424,6 +476,9 @@ def create_proxy_app(config: ProxyConfig) -> Starlette:
     proxy = _Proxy(config)
     app = Starlette(routes=[*proxy.mcp.routes(), *routes], lifespan=_lifespan)
     app.state.proxy = proxy
+    app.state.draining = False
+    # /metrics: the process's counters and these (the same as /stats and the ledger).
+    app.state.metrics = metrics.own_registry(proxy.stats.metrics)
     # Request bodies count against the process's memory budget (inside the gates:
     # a request they refuse holds nothing).
     app.add_middleware(BodyBudget, error_body=_budget_error)
@@ -433,7 +488,11 @@ def create_proxy_app(config: ProxyConfig) -> Starlette:
     # (an OpenAI file upload is a form), so only the origin is checked.
     app.add_middleware(OriginGuard, json_bodies=False)
     if config.token:
-        app.add_middleware(TokenGate, token=config.token)
+        public = ops.PROBES | ({"/metrics"} if config.open_metrics else set())
+        app.add_middleware(TokenGate, token=config.token, public=frozenset(public))
     else:
         app.add_middleware(LoopbackGuard)
+    # Outermost: every answer (a 401 too) is counted and carries its request id.
+    app.add_middleware(metrics.CountRequests, server="proxy")
+    app.add_middleware(RequestIds)
     return app

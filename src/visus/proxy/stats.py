@@ -1,4 +1,5 @@
-"""What the proxy has done since it started: the numbers ``GET /stats`` serves.
+"""What the proxy has done since it started: ``GET /stats`` (JSON) and ``GET /metrics``
+(Prometheus text), from the same counters, and the savings ledger they feed.
 
 Example:
     >>> s = ProxyStats()
@@ -9,11 +10,16 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 from visus.proxy.edit import Edit
+from visus.telemetry import names
+from visus.telemetry.ledger import Ledger
+from visus.telemetry.metrics import Metric, counter, gauge
 
-__all__ = ["ProxyStats"]
+__all__ = ["ProxyStats", "edit_attributes"]
 
 
 @dataclass(slots=True)
@@ -27,25 +33,118 @@ class ProxyStats:
     images_hoisted: int = 0
     images_repaired: int = 0
     images_elided: int = 0
+    #: Images sent as a note naming an equal one still in the request.
+    images_deduplicated: int = 0
     #: Images whose fitting was answered from the cache (a re-sent history).
     images_cached: int = 0
     bytes_saved: int = 0
     image_tokens_saved: int = 0
     image_rejections: int = 0
     upstream_errors: int = 0
+    #: Answers streaming back to clients now.
+    open_streams: int = 0
+    #: Per model and day, priced; ``<data>/proxy/ledger.json`` when the proxy has a data folder.
+    ledger: Ledger = field(default_factory=lambda: Ledger(None))
 
-    def add(self, edit: Edit) -> None:
-        """Count one request's edits."""
+    @classmethod
+    def at(cls, data: Path | None) -> ProxyStats:
+        """Stats whose ledger is kept in ``data`` (None: in memory only)."""
+        return cls(ledger=Ledger(None if data is None else data / "proxy" / "ledger.json"))
+
+    def add(self, edit: Edit, *, model: str = "", seconds: float = 0.0) -> None:
+        """Count one request's edits (to ``model``, ``seconds`` added before forwarding)."""
         self.images += edit.images
         self.images_fitted += edit.fitted
         self.images_hoisted += edit.hoisted
         self.images_repaired += edit.repaired
         self.images_elided += edit.elided
+        # An edit that deduplicates says how many (the rewrite's own count, when it has one).
+        self.images_deduplicated += getattr(edit, "deduplicated", 0)
         self.images_cached += edit.cache_hits
         self.bytes_saved += edit.bytes_saved
         self.image_tokens_saved += edit.tokens_saved
         if edit.changed:
             self.requests_changed += 1
+        self.ledger.add(
+            model,
+            images=edit.images,
+            bytes_saved=edit.bytes_saved,
+            tokens_saved=edit.tokens_saved,
+            seconds=seconds,
+        )
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ledger"}
+
+    def metrics(self) -> Iterator[Metric]:
+        """The same counters as Prometheus families (read when ``/metrics`` is scraped)."""
+        yield counter(
+            "visus_proxy_requests",
+            "Requests to the rewriting endpoints, by outcome: edited (images changed) or "
+            "forwarded as sent",
+            [
+                ({"outcome": "edited"}, self.requests_changed),
+                ({"outcome": "unchanged"}, self.requests - self.requests_changed),
+            ],
+        )
+        yield counter(
+            "visus_proxy_upstream_errors",
+            "Requests the upstream did not answer",
+            [({}, self.upstream_errors)],
+        )
+        events = {
+            "fitted": self.images_fitted,
+            "hoisted": self.images_hoisted,
+            "repaired": self.images_repaired,
+            "elided": self.images_elided,
+            "deduplicated": self.images_deduplicated,
+            "refused": self.image_rejections,
+            "cached": self.images_cached,
+        }
+        yield counter(
+            "visus_proxy_images",
+            "Images in proxied requests, by what the proxy did (refused: the provider "
+            "refused a request for an image; cached: its fitting was remembered)",
+            [({"event": k}, v) for k, v in events.items()],
+        )
+        yield gauge(
+            "visus_proxy_open_streams",
+            "Answers streaming to clients now",
+            [({}, self.open_streams)],
+        )
+        yield from self._saved()
+
+    def _saved(self) -> Iterator[Metric]:
+        rows = sorted(self.ledger.totals().items())
+        per = {
+            "requests": ("visus_proxy_model_requests", "Requests edited, by model"),
+            "bytes_saved": ("visus_proxy_saved_bytes", "Image bytes not sent upstream, by model"),
+            "tokens_saved": (
+                "visus_proxy_saved_tokens",
+                "Image tokens not sent upstream, by model",
+            ),
+            "usd_saved": (
+                "visus_proxy_saved_usd",
+                "Dollars saved, by model: the saved tokens at the model's list input price "
+                "(what the request would have cost unchanged, priced as visus usage prices)",
+            ),
+            "added_seconds": (
+                "visus_proxy_added_seconds",
+                "Seconds the proxy added before forwarding (read, edit, write), by model",
+            ),
+        }
+        for key, (name, doc) in per.items():
+            yield counter(name, doc, [({"model": m}, float(getattr(r, key))) for m, r in rows])
+
+
+def edit_attributes(edit: Edit) -> dict[str, int]:
+    """One request's edits as span attributes."""
+    return {
+        names.IMAGES: edit.images,
+        names.FITTED: edit.fitted,
+        names.HOISTED: edit.hoisted,
+        names.REPAIRED: edit.repaired,
+        names.ELIDED: edit.elided,
+        names.BYTES_SAVED: edit.bytes_saved,
+        names.TOKENS_SAVED: edit.tokens_saved,
+    }

@@ -298,6 +298,12 @@ class PgRing:
                 await asyncio.wait_for(event.wait(), remaining)
             after_seq = page.next_seq if session is not None else after_seq
 
+    async def ping(self) -> None:
+        """One round trip to the database (a replica's readiness probe); StoreError if
+        it cannot be reached."""
+        async with self.db.aconn("cannot reach the store") as conn:
+            await conn.execute("SELECT 1")
+
     async def ring_stats(self, instance_id: str) -> RingStats:
         async with self.db.aconn(f"cannot read the ring of instance {instance_id!r}") as conn:
             cur = await conn.execute(

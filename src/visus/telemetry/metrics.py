@@ -17,8 +17,9 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -35,11 +36,15 @@ __all__ = [
     "STORE_SECONDS",
     "TOOL_CALLS",
     "TURNS",
+    "CollectorRegistry",
     "CountRequests",
+    "Metric",
     "Snapshot",
     "counter",
     "exposition",
     "gauge",
+    "own_registry",
+    "streaming",
     "timed",
 ]
 
@@ -135,9 +140,63 @@ class Snapshot(Collector):
         return list(self._read())
 
 
+def _process() -> Iterator[Metric]:
+    """What every server holds at a moment: its memory budget and render lanes."""
+    from visus.budget import MEMORY
+    from visus.media import render_lanes
+
+    yield gauge(
+        "visus_memory_budget_bytes",
+        "The process's memory budget for decodes and request bodies (limits.MEMORY_BUDGET_BYTES)"
+        ": its total, the bytes reserved now, the most reserved at once",
+        [
+            ({"kind": "total"}, MEMORY.total),
+            ({"kind": "in_use"}, MEMORY.in_use),
+            ({"kind": "peak"}, MEMORY.peak),
+        ],
+    )
+    lanes = render_lanes()
+    rows = [
+        ({"lane": lane, "state": state}, float(n))
+        for lane in ("light", "heavy")
+        for state, n in lanes[lane].items()
+    ]
+    yield gauge(
+        "visus_render_workers",
+        "Render worker lanes: workers busy and idle, callers waiting, and each lane's cap",
+        rows,
+    )
+    yield counter(
+        "visus_render_worker_restarts",
+        "Render workers stopped mid-render (a time or memory budget ran out, or the render "
+        "moved to the heavy lane) and replaced",
+        [({}, float(lanes["pool"]["restarts"]))],
+    )
+
+
+REGISTRY.register(Snapshot(_process))
+
+
+def own_registry(read: Callable[[], Iterable[Metric]]) -> CollectorRegistry:
+    """A server's own registry: the families ``read`` builds when scraped."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Snapshot(read))
+    return registry
+
+
 def exposition(*registries: CollectorRegistry) -> bytes:
     """The process's metrics and ``registries``' in Prometheus text format."""
     return b"".join(generate_latest(r) for r in (REGISTRY, *registries))
+
+
+async def streaming(holder: Any, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``body`` while counted in ``holder.open_streams`` (a server's streams now)."""
+    holder.open_streams += 1
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        holder.open_streams -= 1
 
 
 def _route(scope: Scope) -> str:

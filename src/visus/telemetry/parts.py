@@ -38,7 +38,8 @@ __all__ = [
     "view_attributes",
 ]
 
-Attributes = dict[str, str | int | bool | float | list[str] | list[int]]
+AttrValue = str | int | bool | float | list[str] | list[int]
+Attributes = dict[str, AttrValue]
 #: Tokens an image of (width, height) costs the model it is sent to.
 TokenCount = Callable[[int, int], int]
 

@@ -21,7 +21,15 @@ from visus.telemetry import metrics, names
 from visus.telemetry.parts import retention as _retention
 from visus.telemetry.traces import Span, capture_content, current, span
 
-__all__ = ["model_call", "record_retention", "refused", "tool_call", "turn", "turn_outcome"]
+__all__ = [
+    "model_call",
+    "proxied",
+    "record_retention",
+    "refused",
+    "tool_call",
+    "turn",
+    "turn_outcome",
+]
 
 
 def _model_attributes(model: ModelSpec, operation: str) -> dict[str, Any]:
@@ -123,3 +131,18 @@ def _arguments(live: Span, arguments: Mapping[str, Any]) -> None:
         import json
 
         live.set({names.TOOL_ARGUMENTS: json.dumps(dict(arguments), default=str)})
+
+
+@contextmanager
+def proxied(path: str, model: str) -> Iterator[Span]:
+    """One request ``visus proxy`` edits and forwards (``chat``, the client's model),
+    until the upstream's answer starts."""
+    provider = "anthropic" if path.startswith("/v1/messages") else "openai"
+    attributes = {
+        names.OPERATION: names.CHAT,
+        names.PROVIDER: provider,
+        names.REQUEST_MODEL: model,
+        names.SURFACE: "proxy",
+    }
+    with span(f"{names.CHAT} {model}".rstrip(), attributes, client=True) as live:
+        yield live

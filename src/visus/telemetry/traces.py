@@ -38,7 +38,7 @@ from typing import Any
 from visus.record.messages import AssistantMessage, Message, Part, Usage
 from visus.telemetry import names
 from visus.telemetry.parts import (
-    Attributes,
+    AttrValue,
     TokenCount,
     messages_attribute,
     output_attribute,
@@ -85,10 +85,10 @@ class Span:
     def __init__(self, span: Any) -> None:
         self._span = span
 
-    def set(self, attributes: Attributes) -> None:
+    def set(self, attributes: Mapping[str, AttrValue]) -> None:
         self._span.set_attributes(attributes)
 
-    def event(self, name: str, attributes: Attributes) -> None:
+    def event(self, name: str, attributes: Mapping[str, AttrValue]) -> None:
         self._span.add_event(name, attributes)
 
     def usage(self, usage: Usage | None) -> None:
@@ -142,10 +142,10 @@ class _Off(Span):
 
     recording = False
 
-    def set(self, attributes: Attributes) -> None:
+    def set(self, attributes: Mapping[str, AttrValue]) -> None:
         pass
 
-    def event(self, name: str, attributes: Attributes) -> None:
+    def event(self, name: str, attributes: Mapping[str, AttrValue]) -> None:
         pass
 
     def usage(self, usage: Usage | None) -> None:
@@ -184,7 +184,7 @@ def capture_content() -> bool:
 
 
 def span(
-    name: str, attributes: Attributes, *, client: bool = False
+    name: str, attributes: Mapping[str, AttrValue], *, client: bool = False
 ) -> AbstractContextManager[Span]:
     """A span named ``name`` around the ``with`` block, current for what runs in it (a
     model call's span is the child of its turn's). An exception ending the block sets
@@ -195,7 +195,7 @@ def span(
 
 
 @contextlib.contextmanager
-def _live(name: str, attributes: Attributes, client: bool) -> Iterator[Span]:
+def _live(name: str, attributes: Mapping[str, AttrValue], client: bool) -> Iterator[Span]:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     from visus.telemetry.logs import request_id

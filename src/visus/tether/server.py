@@ -60,6 +60,9 @@ from visus.errors import (
     VisusError,
 )
 from visus.store import Store
+from visus.telemetry import metrics
+from visus.telemetry.logs import RequestIds
+from visus.tether import ops
 from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
 from visus.tether.guard import LoopbackGuard, OriginGuard
 from visus.tether.instances import BusyError, Registry
@@ -383,6 +386,7 @@ async def poll(
 async def stream(
     instance_id: _InstanceId,
     registry: Reg,
+    request: Request,
     after_seq: Annotated[int | None, Query(ge=0)] = None,
     session: _Session = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -395,7 +399,9 @@ async def stream(
             raise FrameError("Last-Event-ID: must be a seq (an integer)", field="Last-Event-ID")
         cursor = int(last_event_id)
     return StreamingResponse(
-        _events(inst.ring, cursor or 0, session, lambda: inst.closed),
+        metrics.streaming(
+            request.app.state, _events(inst.ring, cursor or 0, session, lambda: inst.closed)
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -432,6 +438,7 @@ def create_app(
     runner_factory: RunnerFactory,
     token: str | None = None,
     store: Store | None = None,
+    open_metrics: bool = False,
 ) -> FastAPI:
     """Build the tether API over the instances persisted in ``data_dir`` (or in
     ``store``: a PostgreSQL store makes this app one replica among any number on the
@@ -445,7 +452,8 @@ def create_app(
     origin, or a state-changing one whose body is not JSON, is refused
     (:class:`~visus.tether.guard.OriginGuard`). ``app.state.lifespan_hooks`` takes more
     async context managers to run for the app's lifetime (``visus.mcp_server.mount_mcp``
-    uses it).
+    uses it). ``/healthz`` and ``/readyz`` answer without the token, ``/metrics`` too
+    when ``open_metrics`` (:mod:`visus.tether.ops`).
     """
     app = FastAPI(
         title="visus tether",
@@ -467,11 +475,17 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.include_router(router)
+    app.router.routes.extend(ops.routes)
+    app.state.open_streams = 0
+    app.state.draining = False
+    app.state.metrics = metrics.own_registry(lambda: ops.state_metrics(app.state))
     # Request bodies (/v1, /mcp, the web chat's uploads) count against the process's
     # memory budget (inside the gates: a request they refuse holds nothing).
     app.add_middleware(BodyBudget)
     #: Paths (and path prefixes) served without the token: nothing there holds data.
-    app.state.public_paths = {"/openapi.json"}
+    app.state.public_paths = {"/openapi.json", *ops.PROBES}
+    if open_metrics:
+        app.state.public_paths.add("/metrics")
     app.state.public_prefixes = []
     #: Paths taking raw bytes rather than JSON (OriginGuard still refuses the body
     #: types a page may post blind there).
@@ -484,6 +498,9 @@ def create_app(
     else:
         # No token: only this machine's own clients, never a web page in its browser.
         app.add_middleware(LoopbackGuard)
+    # Outermost: every answer (a 401 too) is counted and carries its request id.
+    app.add_middleware(metrics.CountRequests, server="serve")
+    app.add_middleware(RequestIds)
     return app
 
 
@@ -611,22 +628,50 @@ def stop_streams(app: FastAPI) -> None:
     loop.call_soon_threadsafe(lambda: loop.create_task(close()))
 
 
-def tether_server(app: FastAPI, **config: Any) -> Any:
-    """A ``uvicorn.Server`` for ``app`` that ends SSE streams when asked to exit.
+def tether_server(app: Any, *, drain_seconds: float | None = None, **config: Any) -> Any:
+    """A ``uvicorn.Server`` for ``app`` that drains, then ends SSE streams, when asked
+    to exit.
 
-    Plain uvicorn waits for every connection to close before it shuts down, and an
-    SSE stream never closes by itself; this server ends them first. ``config`` is
-    passed to ``uvicorn.Config``.
+    On SIGTERM (what an orchestrator sends) the server first turns unready
+    (``app.state.draining``: ``/readyz`` answers 503) and goes on taking requests and
+    turns for ``drain_seconds`` (default ``limits.DRAIN_SECONDS``), so a load balancer
+    probing it sends new work elsewhere before it stops; Ctrl-C (SIGINT) or a second
+    signal stops it at once. Plain uvicorn waits for every connection to close before
+    it shuts down, and an SSE stream never closes by itself; this server ends them
+    first. ``config`` is passed to ``uvicorn.Config``.
 
     Example:
         >>> tether_server(app, host="127.0.0.1", port=8750).run()  # doctest: +SKIP
     """
+    import signal
+    import time
+
     import uvicorn
 
+    drain = limits.DRAIN_SECONDS if drain_seconds is None else drain_seconds
+
     class _Server(uvicorn.Server):
+        _drain_until: float | None = None
+
         def handle_exit(self, sig: int, frame: Any) -> None:
+            first = self._drain_until is None and not self.should_exit
+            if first and drain > 0 and sig == signal.SIGTERM:
+                app.state.draining = True
+                self._drain_until = time.monotonic() + drain
+                log.warning("asked to stop: unready now, stopping in %.1f s", drain)
+                return
+            self._stop(sig, frame)
+
+        def _stop(self, sig: int, frame: Any) -> None:
+            app.state.draining = True
             super().handle_exit(sig, frame)
             stop_streams(app)
+
+        async def on_tick(self, counter: int) -> bool:
+            if self._drain_until is not None and time.monotonic() >= self._drain_until:
+                self._drain_until = None
+                self._stop(signal.SIGTERM, None)
+            return bool(await super().on_tick(counter))
 
     from visus.tether.headers_timeout import HeadersTimeoutH11
 

@@ -322,6 +322,16 @@ class TurnWorker:
         """Look for claimable turns now (ingress calls it after queueing one)."""
         self._kick.set()
 
+    @property
+    def alive(self) -> bool:
+        """The claiming loop runs (readiness: a replica whose worker died takes no turns)."""
+        return self._loop_task is not None and not self._loop_task.done()
+
+    @property
+    def running(self) -> int:
+        """Turns running on this replica now."""
+        return len(self._running)
+
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         renew_at = loop.time() + self.tick
