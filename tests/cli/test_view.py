@@ -140,14 +140,20 @@ def test_no_render(root: Path) -> None:
     assert json.loads(out)["reason"] == "unsupported_type"
 
 
-def test_reach_defaults_to_cwd(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_root_any_file_the_user_names_opens(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The person at the terminal is the operator (issue 36): their own files open,
+    relative or absolute, inside the current directory or not."""
     monkeypatch.chdir(root)
-    code, out, _ = run(["view", "shot.png", "--json"])
-    assert code == 0
-    assert json.loads(out)["ok"] is True
-    code, out, _ = run(["view", "/etc/hostname", "--json"])
+    (tmp_path / "outside.png").write_bytes(noise_png(40, 30))
+    for ref in ("shot.png", "../outside.png", str(tmp_path / "outside.png")):
+        code, out, _ = run(["view", ref, "--json"])
+        assert code == 0, ref
+        assert json.loads(out)["ok"] is True
+    code, out, _ = run(["view", "missing.png", "--json"])
     assert code == 3
-    assert json.loads(out)["reason"] in {"outside_reach", "not_found"}
+    assert json.loads(out)["reason"] == "not_found"
 
 
 def test_several_roots(root: Path, tmp_path: Path) -> None:

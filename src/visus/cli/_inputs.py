@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from visus.agent import PastedImage
+    from visus.media import Profile
 
-__all__ = ["is_url", "pasted_images", "prompt_and_stdin"]
+__all__ = ["fitted_images", "is_url", "pasted_images", "prompt_and_stdin"]
 
 #: The exit code of an input visus refused (``visus --help`` lists them all).
 EXIT_REFUSED = 3
@@ -122,4 +123,29 @@ def pasted_images(sources: Sequence[str]) -> list[PastedImage]:
                 f"model would with: visus view {source}",
             )
         out.append(PastedImage(data, filename=name))
+    return out
+
+
+def fitted_images(pasted: Sequence[PastedImage], profile: Profile) -> list[PastedImage]:
+    """``pasted`` fitted for the model (``profile``), before the turn starts: an image no
+    decoder reads whole (a truncated PNG) exits 3 with one line naming it, as ``visus
+    view`` does, instead of failing the turn. The fitted bytes are what the agent would
+    record; fitting them again leaves them as they are.
+    """
+    from dataclasses import replace
+
+    from visus.errors import MediaError, TooLargeError
+    from visus.media import fit
+
+    out: list[PastedImage] = []
+    for image in pasted:
+        name = "stdin" if image.filename == "stdin" else f"--image {image.filename}"
+        try:
+            fitted = fit(image.data, profile)
+        except TooLargeError as e:
+            _refused("too_large", f"{name} is too large: {e}")
+        except MediaError as e:
+            detail = str(e).removeprefix("image could not be decoded: ")
+            _refused("undecodable", f"{name} cannot be decoded (truncated or damaged): {detail}")
+        out.append(replace(image, data=fitted.data, media_type=fitted.media_type))
     return out

@@ -88,12 +88,13 @@ def run(
     A turn that used up its step budget without answering says so and exits 4.
     """
     from visus.cli._common import model_line
-    from visus.cli._inputs import pasted_images, prompt_and_stdin
+    from visus.cli._inputs import fitted_images, pasted_images, prompt_and_stdin
 
     sid = session_id(session, cont, data, new_session)
     text, pasted = prompt_and_stdin(prompt)
     pasted += pasted_images(image or [])
     agent = agent_for(model, data, root, mcp, max_steps)
+    pasted = fitted_images(pasted, agent.model.profile())  # exit 3 before anything runs
     if agent.config is not None:  # which model, and why: a key in the shell bills
         typer.echo(model_line(model, agent.config, agent.model_ref), err=True)
     screen = _Screen(agent, streamed=not as_json)

@@ -30,8 +30,8 @@ EXIT_OUT_FAILED = 1  # the work failed (visus --help's exit-code table)
 PathArg = Annotated[
     str,
     typer.Argument(
-        help="File to view (under a --root), an https URL, or sha256:<hex> of an image "
-        "in the --session's record."
+        help="File to view (yours, anywhere; under a --root if given), an https URL, or "
+        "sha256:<hex> of an image in the --session's record."
     ),
 ]
 RegionOpt = Annotated[
@@ -44,7 +44,11 @@ RegionOpt = Annotated[
 ]
 RootOpt = Annotated[
     list[Path] | None,
-    typer.Option(metavar="DIR", help="Allowed root (repeatable); default: the current directory."),
+    typer.Option(
+        metavar="DIR",
+        help="Check the path against these folders, as an agent's reach (repeatable); "
+        "default: any file you name, relative paths from the current directory.",
+    ),
 ]
 RenderOpt = Annotated[
     bool, typer.Option("--render/--no-render", help="Allow rendering svg, text and pdf.")
@@ -85,12 +89,12 @@ def view_command(
     A URL is fetched through the same SSRF gate as the agent's view tool.
     """
     from visus.cli._common import check_roots
-    from visus.perception import Reach, Refusal, is_digest_ref, view
+    from visus.perception import Refusal, is_digest_ref, view
 
     check_roots(root)
     _check_model(model)
     box = _region(region)
-    reach = Reach(root, render=render) if root else Reach.cwd(render=render)
+    reach = _reach(path, root, render)
     source: str | bytes | Refusal = path
     name: str | None = None
     if path.startswith(("https://", "http://")):
@@ -113,11 +117,41 @@ def view_command(
             region=box,
         )
     if isinstance(result, Refusal):
+        if result.reason == "outside_reach" and root:
+            result = _naming_roots(result, reach)
         _emit_refusal(result, as_json=as_json)
         raise typer.Exit(EXIT_REFUSAL)
     if out is not None:
         _write_out(result.data, out, as_json=as_json)
     _emit_perception(result, as_json=as_json, out=out)
+
+
+def _reach(path: str, root: list[Path] | None, render: bool) -> Reach:
+    """What ``visus view`` may open. The person at the terminal is the operator: without
+    ``--root`` the file they name is theirs to see wherever it is (as ``visus run
+    --image`` reads it), relative paths from the current directory; ``--root``
+    checks a path against those folders, as an agent's reach would."""
+    from visus.perception import Reach, is_digest_ref
+
+    if root:
+        return Reach(root, render=render)
+    roots = [Path.cwd()]
+    if not path.startswith(("https://", "http://")) and not is_digest_ref(path):
+        roots.append((Path.cwd() / Path(path).expanduser()).parent)
+    return Reach(roots, render=render)
+
+
+def _naming_roots(refusal: Refusal, reach: Reach) -> Refusal:
+    """An ``outside_reach`` refusal that says which roots ``--root`` gave, and how to
+    reach the file (``visus view`` without ``--root`` opens any file of the user's)."""
+    from dataclasses import replace
+
+    roots = ", ".join(str(r) for r in reach.roots)
+    return replace(
+        refusal,
+        message=f"{refusal.message} (--root: {roots}; add its folder with --root DIR, or "
+        "leave --root out to view any file of yours)",
+    )
 
 
 def parse_region(text: str) -> list[int] | None:

@@ -22,6 +22,20 @@ __all__ = ["translated"]
 _TOO_LARGE = (MemoryError, Image.DecompressionBombError, Image.DecompressionBombWarning)
 
 
+def _line(e: BaseException) -> str:
+    """The decoder's words on one line. libvips stacks its messages on lines, the first
+    often its generic "unable to write to memory" (the loader under it failed), which
+    says nothing about the input.
+
+    Example:
+        >>> _line(OSError("unable to write to memory\n  vipspng: libpng read error\n"))
+        'vipspng: libpng read error'
+    """
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if ln != "unable to write to memory"] or lines
+    return "; ".join(useful)
+
+
 @contextmanager
 def translated(what: str) -> Iterator[None]:
     """Re-raise any decoder failure inside the block as a ``MediaError`` naming ``what``."""
@@ -33,7 +47,9 @@ def translated(what: str) -> Iterator[None]:
     except _TOO_LARGE as e:
         raise TooLargeError(f"{what} is too large to decode: {e}") from e
     except Exception as e:
-        raise UndecodableError(f"{what} could not be decoded: {type(e).__name__}: {e}") from e
+        raise UndecodableError(
+            f"{what} could not be decoded: {type(e).__name__}: {_line(e)}"
+        ) from e
     except BaseException as e:
         # Rust panics surface as pyo3's PanicException (a BaseException); real
         # interpreter exits (KeyboardInterrupt, SystemExit, CancelledError) pass.
