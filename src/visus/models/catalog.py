@@ -54,6 +54,8 @@ _FORMULAS: dict[str, type[TokenFormula]] = {
     "flat": FlatTokens,
 }
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelSpec))
+#: Fields TOML gives as arrays and the spec keeps as tuples.
+_TUPLE_FIELDS = frozenset({"efforts", "reads_reasoning_of"})
 
 
 def formula_from_fields(fields: Mapping[str, Any]) -> TokenFormula:
@@ -92,6 +94,8 @@ def spec_from_fields(fields: Mapping[str, Any], *, base: ModelSpec | None = None
         values["tokens"] = formula_from_fields(values["tokens"])
     if "media_types" in values:
         values["media_types"] = frozenset(values["media_types"])
+    for name in _TUPLE_FIELDS & set(values):
+        values[name] = tuple(values[name])
     try:
         if base is not None:
             return dataclasses.replace(base, **values)

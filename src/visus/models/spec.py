@@ -25,11 +25,15 @@ __all__ = [
     "OpenAIPatches",
     "OpenAITiles",
     "Provider",
+    "ThinkingMode",
     "TokenFormula",
 ]
 
 #: Gemini 3's per-image ``media_resolution`` levels.
 MediaResolution: TypeAlias = Literal["low", "medium", "high", "ultra_high"]
+
+#: How a model thinks: see :attr:`ModelSpec.thinking`.
+ThinkingMode: TypeAlias = Literal["none", "manual", "adaptive", "always"]
 
 Provider: TypeAlias = Literal[
     "anthropic", "openai", "openai-compatible", "gemini", "ollama", "bedrock", "reference"
@@ -151,6 +155,28 @@ class ModelSpec:
     cache_points: bool = False
     #: The shortest prefix the provider caches (tokens).
     cache_min_tokens: int = 1024
+    #: How the model thinks (Anthropic's "Thinking" page, per model): ``none``; ``manual``
+    #: (extended thinking: ``enabled`` with ``budget_tokens``); ``adaptive`` (adaptive,
+    #: which the request may turn off); ``always`` (adaptive and always on: a request
+    #: with ``thinking: disabled`` or a budget is a 400).
+    thinking: ThinkingMode = "none"
+    #: The provider binds the model's reasoning to everything before it (Anthropic
+    #: "Preserved thinking", OpenAI "preserved reasoning"): an edited history costs that
+    #: reasoning (dropped) or a 400 (Anthropic's default on new accounts).
+    preserved_thinking: bool = False
+    #: Takes forced tool use (``tool_choice`` ``any`` or a named tool); False: a 400.
+    forced_tool_choice: bool = True
+    #: The effort levels the model takes (Anthropic ``output_config.effort``, OpenAI
+    #: ``reasoning.effort``), lowest first; () when it takes none.
+    efforts: tuple[str, ...] = ()
+    #: Returns its short notes between tool calls as thinking text when asked
+    #: (Anthropic ``thinking.display: "updates"``).
+    progress_updates: bool = False
+    #: Models (by id) whose reasoning blocks this one reads besides its own (Anthropic
+    #: "Switching models mid-conversation"); others' blocks are dropped, not an error.
+    reads_reasoning_of: tuple[str, ...] = ()
+    #: Still served, but a newer model of its family replaces it (``visus models`` says).
+    legacy: bool = False
 
     @property
     def ref(self) -> str:

@@ -16,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -27,6 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError, VisusError
 from visus.models import get_model
+from visus.reference import wire_claude_thinking as thinking
 from visus.reference.cache import MAX_BREAKPOINTS, Block, CacheUse, estimate
 from visus.reference.common import (
     Reject,
@@ -343,9 +345,11 @@ def _conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _content(reply: Reply) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    if reply.text:
+def _content(reply: Reply, reasoning: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reply's blocks: its thinking, its text (unless the model put it in a second
+    thinking block, as newer models do with their notes between tool calls), its calls."""
+    blocks: list[dict[str, Any]] = list(reasoning)
+    if reply.text and len(reasoning) < 2:
         blocks.append({"type": "text", "text": reply.text})
     for c in reply.tool_calls:
         blocks.append(
@@ -374,6 +378,9 @@ def _stream(message: dict[str, Any]) -> Iterator[str]:
     yield _sse("message_start", {"message": start})
     yield _sse("ping", {})
     for n, block in enumerate(message["content"]):
+        if block["type"] == "thinking":
+            yield from _thinking_events(n, block)
+            continue
         if block["type"] == "text":
             yield _sse(
                 "content_block_start", {"index": n, "content_block": {"type": "text", "text": ""}}
@@ -406,6 +413,20 @@ def _stream(message: dict[str, Any]) -> Iterator[str]:
     yield _sse("message_stop", {})
 
 
+def _thinking_events(n: int, block: dict[str, Any]) -> Iterator[str]:
+    """A thinking block as the API streams it: opened empty, its text (if shown) in
+    ``thinking_delta``s, its signature in a ``signature_delta``, closed."""
+    empty = {"type": "thinking", "thinking": "", "signature": ""}
+    yield _sse("content_block_start", {"index": n, "content_block": empty})
+    text = block["thinking"]
+    for k in range(0, len(text), 64):
+        delta = {"type": "thinking_delta", "thinking": text[k : k + 64]}
+        yield _sse("content_block_delta", {"index": n, "delta": delta})
+    delta = {"type": "signature_delta", "signature": block["signature"]}
+    yield _sse("content_block_delta", {"index": n, "delta": delta})
+    yield _sse("content_block_stop", {"index": n})
+
+
 def _usage(reply: Reply, use: CacheUse) -> dict[str, int]:
     """The API's usage: ``input_tokens`` is what follows the last cached or written prefix."""
     return {
@@ -416,20 +437,28 @@ def _usage(reply: Reply, use: CacheUse) -> dict[str, int]:
     }
 
 
-def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> list[Block]:
+def cache_blocks(
+    body: dict[str, Any],
+    pixels: Callable[[int, int], int],
+    reasoning: Mapping[str, int] | None = None,
+) -> list[Block]:
     """The request's prompt as cache blocks, in the API's order: tools, system, messages;
     a block with ``cache_control`` (or the last one, for a top-level ``cache_control``:
-    automatic caching) is a breakpoint."""
+    automatic caching) is a breakpoint. A thinking block weighs the reasoning tokens it
+    stands for (``reasoning``, by path; none when it was dropped)."""
     found: list[tuple[object, object]] = []  # (block, its cache_control)
     for tool in body.get("tools") or []:
         found.append((tool, tool.get("cache_control") if isinstance(tool, dict) else None))
     system = body.get("system")
     for block in [system] if isinstance(system, str) else system or []:
         found.append((block, block.get("cache_control") if isinstance(block, dict) else None))
-    for m in body.get("messages") or []:
+    weights: dict[int, int] = {}
+    for i, m in enumerate(body.get("messages") or []):
         content = m.get("content") if isinstance(m, dict) else None
         role = m.get("role") if isinstance(m, dict) else None
-        for block in [content] if isinstance(content, str) else content or []:
+        for j, block in enumerate([content] if isinstance(content, str) else content or []):
+            if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
+                weights[len(found)] = (reasoning or {}).get(f"messages.{i}.content.{j}", 0)
             mark = block.get("cache_control") if isinstance(block, dict) else None
             inner = block.get("content") if isinstance(block, dict) else None
             if mark is None and isinstance(inner, list):  # a marked block inside a result
@@ -445,8 +474,9 @@ def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> lis
     if isinstance(body.get("cache_control"), dict) and found:
         found[-1] = (found[-1][0], body["cache_control"])
     out: list[Block] = []
-    for block, mark in found:
+    for n, (block, mark) in enumerate(found):
         key, tokens = estimate(block, pixels)
+        tokens = weights.get(n, tokens)
         ttl = mark.get("ttl") if isinstance(mark, dict) else None
         out.append(Block(key, tokens, isinstance(mark, dict), 3600.0 if ttl == "1h" else 300.0))
     return out
@@ -471,7 +501,15 @@ async def messages(request: Request, settings: Settings) -> Response:
         raise _reject("model: Field required")
     conv = _conversation(body)
     spec = spec_for("anthropic", model)
-    blocks = cache_blocks(body, pixel_cost(spec))
+    betas = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",")}
+    output_config = body.get("output_config")
+    effort = output_config.get("effort") if isinstance(output_config, dict) else None
+    cfg = thinking.config(
+        body.get("thinking"), body.get("tool_choice"), effort, betas, spec, _reject
+    )
+    head, items = thinking.items(body.get("system"), body.get("tools"), body["messages"])
+    verdict = thinking.check(head, items, spec, cfg, _reject)
+    blocks = cache_blocks(body, pixel_cost(spec), dict(verdict.kept))
     marked = sum(b.breakpoint for b in blocks)
     if marked > MAX_BREAKPOINTS:
         raise _reject(
@@ -486,6 +524,13 @@ async def messages(request: Request, settings: Settings) -> Response:
         too_long=_too_long,
         cap=body.get("max_tokens"),
     )
+    reasoning, spent = thinking.blocks(reply, spec, cfg, verdict, head, items)
+    # Kept reasoning is billed as input; this reply's reasoning as output.
+    reply = dataclasses.replace(
+        reply,
+        input_tokens=reply.input_tokens + verdict.kept_tokens,
+        output_tokens=reply.output_tokens + spent,
+    )
     use = settings.cache.breakpoints(
         f"anthropic:{model}", blocks, total=reply.input_tokens, min_tokens=spec.cache_min_tokens
     )
@@ -495,11 +540,14 @@ async def messages(request: Request, settings: Settings) -> Response:
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": _content(reply),
+        "content": _content(reply, reasoning),
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
         "usage": _usage(reply, use),
     }
+    transformations = thinking.transformations(verdict, cfg)
+    if transformations is not None:  # with the beta, on every reply ("[]" when none)
+        message["input_transformations"] = transformations
     if body.get("stream"):
         return StreamingResponse(_stream(message), media_type="text/event-stream")
     return JSONResponse(message)

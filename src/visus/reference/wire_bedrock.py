@@ -18,11 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -30,6 +32,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
 from visus.errors import InvalidInputError, UndecodableError
+from visus.models.spec import ModelSpec
+from visus.reference import wire_claude_thinking as thinking
 from visus.reference.cache import MAX_BREAKPOINTS, Block, CacheUse, estimate
 from visus.reference.common import (
     Reject,
@@ -295,9 +299,11 @@ def _conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _content(reply: Reply) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    if reply.text:
+def _content(reply: Reply, reasoning: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reply's blocks: its reasoning, its text (unless a second reasoning block holds
+    it, as the newest Claude models do with their notes between tool calls), its calls."""
+    blocks: list[dict[str, Any]] = list(reasoning)
+    if reply.text and len(reasoning) < 2:
         blocks.append({"text": reply.text})
     for c in reply.tool_calls:
         blocks.append(
@@ -329,10 +335,17 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
     return message + struct.pack(">I", zlib.crc32(message))
 
 
-def _events(reply: Reply, cache: CacheUse) -> Iterator[bytes]:
+def _events(answer: _Answer) -> Iterator[bytes]:
+    reply, cache = answer.reply, answer.use
     yield _event("messageStart", {"role": "assistant"})
-    for n, block in enumerate(_content(reply)):
-        if "text" in block:
+    for n, block in enumerate(_content(reply, answer.reasoning)):
+        if "reasoningContent" in block:
+            shown = block["reasoningContent"]["reasoningText"]
+            for piece in ({"text": shown["text"]}, {"signature": shown["signature"]}):
+                if next(iter(piece.values())):
+                    delta = {"contentBlockIndex": n, "delta": {"reasoningContent": piece}}
+                    yield _event("contentBlockDelta", delta)
+        elif "text" in block:
             text = block["text"]
             for k in range(0, len(text), 64):
                 yield _event(
@@ -353,7 +366,10 @@ def _events(reply: Reply, cache: CacheUse) -> Iterator[bytes]:
                 {"contentBlockIndex": n, "delta": {"toolUse": {"input": json.dumps(use["input"])}}},
             )
         yield _event("contentBlockStop", {"contentBlockIndex": n})
-    yield _event("messageStop", {"stopReason": _stop_reason(reply)})
+    stop: dict[str, Any] = {"stopReason": _stop_reason(reply)}
+    if answer.extra:
+        stop["additionalModelResponseFields"] = answer.extra
+    yield _event("messageStop", stop)
     yield _event("metadata", {"usage": _usage(reply, cache), "metrics": {"latencyMs": 1}})
 
 
@@ -371,10 +387,21 @@ def _usage(reply: Reply, use: CacheUse) -> dict[str, int]:
     return usage
 
 
-def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> list[Block]:
+def cache_blocks(
+    body: dict[str, Any],
+    pixels: Callable[[int, int], int],
+    reasoning: Mapping[str, int] | None = None,
+) -> list[Block]:
     """The request as cache blocks (tools, system, messages); a ``cachePoint`` block marks
-    the block before it as a breakpoint."""
+    the block before it as a breakpoint. A ``reasoningContent`` block weighs the reasoning
+    tokens it stands for (``reasoning``, by path; none when it was dropped)."""
     found: list[tuple[object, bool]] = []
+    weights: dict[int, int] = {}
+    for i, m in enumerate(body.get("messages") or []):
+        content = m.get("content") if isinstance(m, dict) else None
+        for j, item in enumerate(content if isinstance(content, list) else []):
+            if isinstance(item, dict) and "reasoningContent" in item:
+                weights[id(item)] = (reasoning or {}).get(f"messages.{i}.content.{j}", 0)
     tool_config = body.get("toolConfig")
     groups: list[tuple[str | None, object]] = [
         (None, tool_config.get("tools") if isinstance(tool_config, dict) else None),
@@ -395,18 +422,49 @@ def cache_blocks(body: dict[str, Any], pixels: Callable[[int, int], int]) -> lis
     out = []
     for block, mark in found:
         key, tokens = estimate(block, pixels)
-        out.append(Block(key, tokens, mark))
+        inner = block.get("block") if isinstance(block, dict) else None
+        out.append(Block(key, weights.get(id(inner), tokens), mark))
     return out
 
 
-async def _reply(request: Request, settings: Settings) -> tuple[Reply, CacheUse]:
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """The reply, its cache use, its reasoning blocks, and ``additionalModelResponseFields``."""
+
+    reply: Reply
+    use: CacheUse
+    reasoning: list[dict[str, Any]]
+    extra: dict[str, Any]
+
+
+def _thinking(body: dict[str, Any], spec: ModelSpec) -> thinking.Thinking:
+    """Claude's thinking settings, from ``additionalModelRequestFields`` (where Converse
+    passes the Messages API's ``thinking``, ``output_config`` and ``anthropic_beta``)."""
+    extra = body.get("additionalModelRequestFields")
+    fields = extra if isinstance(extra, dict) else {}
+    betas = fields.get("anthropic_beta")
+    output_config = fields.get("output_config")
+    return thinking.config(
+        fields.get("thinking"),
+        thinking.converse_tool_choice(body.get("toolConfig")),
+        output_config.get("effort") if isinstance(output_config, dict) else None,
+        {str(b) for b in betas} if isinstance(betas, list) else set(),
+        spec,
+        _reject,
+    )
+
+
+async def _reply(request: Request, settings: Settings) -> _Answer:
     if not request.headers.get("authorization", "").strip():
         raise _reject("Missing Authentication Token", 403, "AccessDeniedException")
     model = str(request.path_params.get("model_id", ""))
     body = await read_json(request, lambda msg: _reject(f"Malformed input request: {msg}"))
     conv = _conversation(body)
     spec = spec_for("bedrock", model)
-    blocks = cache_blocks(body, pixel_cost(spec))
+    cfg = _thinking(body, spec)
+    head, items = thinking.converse_items(body)
+    verdict = thinking.check(head, items, spec, cfg, _reject)
+    blocks = cache_blocks(body, pixel_cost(spec), dict(verdict.kept))
     if sum(b.breakpoint for b in blocks) > MAX_BREAKPOINTS:
         raise _reject(f"A maximum of {MAX_BREAKPOINTS} cache points is allowed per request.")
     inference = body.get("inferenceConfig")
@@ -414,10 +472,18 @@ async def _reply(request: Request, settings: Settings) -> tuple[Reply, CacheUse]
     reply = await answer(
         conv, wire="bedrock", model=model, settings=settings, too_long=_too_long, cap=cap
     )
+    reasoning, spent = thinking.blocks(reply, spec, cfg, verdict, head, items)
+    reply = dataclasses.replace(
+        reply,
+        input_tokens=reply.input_tokens + verdict.kept_tokens,
+        output_tokens=reply.output_tokens + spent,
+    )
     use = settings.cache.breakpoints(
         f"bedrock:{model}", blocks, total=reply.input_tokens, min_tokens=spec.cache_min_tokens
     )
-    return reply, use
+    transformations = thinking.transformations(verdict, cfg)
+    extra = {} if transformations is None else {"input_transformations": transformations}
+    return _Answer(reply, use, thinking.converse_blocks(reasoning), extra)
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -428,18 +494,20 @@ def _stop_reason(reply: Reply) -> str:
 
 async def converse(request: Request, settings: Settings) -> Response:
     """``POST /model/{modelId}/converse``."""
-    reply, use = await _reply(request, settings)
-    return JSONResponse(
-        {
-            "output": {"message": {"role": "assistant", "content": _content(reply)}},
-            "stopReason": _stop_reason(reply),
-            "usage": _usage(reply, use),
-            "metrics": {"latencyMs": 1},
-        }
-    )
+    a = await _reply(request, settings)
+    content = _content(a.reply, a.reasoning)
+    out: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": _stop_reason(a.reply),
+        "usage": _usage(a.reply, a.use),
+        "metrics": {"latencyMs": 1},
+    }
+    if a.extra:
+        out["additionalModelResponseFields"] = a.extra
+    return JSONResponse(out)
 
 
 async def converse_stream(request: Request, settings: Settings) -> Response:
     """``POST /model/{modelId}/converse-stream``: the same answer as binary stream events."""
-    reply, use = await _reply(request, settings)
-    return StreamingResponse(_events(reply, use), media_type="application/vnd.amazon.eventstream")
+    a = await _reply(request, settings)
+    return StreamingResponse(_events(a), media_type="application/vnd.amazon.eventstream")

@@ -8,8 +8,8 @@ and the reference model itself, per the catalog), and
 INVALID_ARGUMENT past the context window. ``application/pdf`` inline data is a
 document (1000 pages at most; its bytes count against the inline budget) that goes
 wherever images may, each page perceived like an image. Thought signatures, as
-Gemini 3 has them: the first ``functionCall`` part of each reply to a ``gemini-3*``
-model carries a ``thoughtSignature``, and a later request must send it back on that
+Gemini 3 has them: the first ``functionCall`` part of each reply to a Gemini 3 (or
+later: 3.5, 4) model carries a ``thoughtSignature``, and a later request must send it back on that
 call while it is in the current turn (else the 400 Gemini gives); a signature that
 does not match its call is refused as corrupted. REST field names are camelCase; the
 snake_case spellings the API also accepts are read too.
@@ -147,8 +147,13 @@ def _inline(blob: object, path: str, budget: _Budget) -> tuple[InImage, ...]:
 _OWN_CALL_ID = re.compile(r"call_[0-9a-f]{20}")
 
 
+_GENERATION = re.compile(r"gemini-(\d+)")
+
+
 def _signs(model: str) -> bool:
-    return model.startswith("gemini-3")
+    """Gemini 3 and later (3.5, 4) sign their calls and take images in tool results."""
+    found = _GENERATION.match(model)
+    return found is not None and int(found.group(1)) >= 3
 
 
 def _signature(call_id: str) -> str:
@@ -220,7 +225,7 @@ def _conversation(body: dict[str, Any], model: str) -> Conversation:
     # Images inside functionResponse.parts are a Gemini 3 feature; the catalog says
     # which other models take images in tool results (the reference model does).
     try:
-        nested_ok = model.startswith("gemini-3") or get_model(model).images_in_tool_results
+        nested_ok = _signs(model) or get_model(model).images_in_tool_results
     except VisusError:
         nested_ok = False
     last_calls: list[InCall] = []

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from visus import limits
-from visus.reference.common import Settings, answer, now, read_json
+from visus.reference import wire_openai_reasoning as reasoning
+from visus.reference.common import Reject, Settings, answer, now, read_json, spec_for
 from visus.reference.model import NEUTRAL_ROLES, Conversation, InCall, InImage, InMessage, Reply
 from visus.reference.wire_openai import (
     bad_json,
@@ -37,6 +39,10 @@ from visus.reference.wire_openai import (
 )
 
 __all__ = ["responses"]
+
+
+def _refuse(message: str, param: str) -> Reject:
+    return reject(message, param=param)
 
 
 def _responses_content(
@@ -187,8 +193,15 @@ def _responses_conversation(body: dict[str, Any]) -> Conversation:
     return Conversation(messages=tuple(messages), tools=names, tool_text=tool_text)
 
 
-def _responses_body(reply: Reply, rid: str, model: str, cached: int = 0) -> dict[str, Any]:
-    output: list[dict[str, Any]] = []
+def _responses_body(
+    reply: Reply,
+    rid: str,
+    model: str,
+    cached: int = 0,
+    reasoning: tuple[dict[str, Any] | None, int] = (None, 0),
+) -> dict[str, Any]:
+    item, spent = reasoning
+    output: list[dict[str, Any]] = [item] if item is not None else []
     if reply.text:
         output.append(
             {
@@ -227,7 +240,7 @@ def _responses_body(reply: Reply, rid: str, model: str, cached: int = 0) -> dict
             "input_tokens": reply.input_tokens,
             "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": reply.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": spent},
             "total_tokens": reply.input_tokens + reply.output_tokens,
         },
     }
@@ -246,7 +259,9 @@ def _responses_stream(done: dict[str, Any]) -> Iterator[str]:
         "response.created", response={**done, "status": "in_progress", "output": [], "usage": None}
     )
     for n, item in enumerate(done["output"]):
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            yield event("response.output_item.added", output_index=n, item=item)
+        elif item["type"] == "message":
             text = item["content"][0]["text"]
             yield event(
                 "response.output_item.added",
@@ -314,13 +329,23 @@ async def responses(request: Request, settings: Settings) -> Response:
     body = await read_json(request, bad_json)
     model = require_model(body)
     conv = _responses_conversation(body)
+    spec = spec_for("openai", model)
+    bound, items = reasoning.reasoning_items(body, _refuse)
+    verdict = reasoning.check(bound, items, spec, _refuse)
     cap = body.get("max_output_tokens")
     reply = await answer(
         conv, wire="openai", model=model, settings=settings, too_long=too_long, cap=cap
     )
+    item, spent = reasoning.output_item(body, spec, verdict, bound, items)
+    # Kept reasoning is billed as input; this reply's reasoning is output.
+    reply = dataclasses.replace(
+        reply,
+        input_tokens=reply.input_tokens + verdict.kept_tokens,
+        output_tokens=reply.output_tokens + spent,
+    )
     head = {"instructions": body.get("instructions"), "tools": body.get("tools")}
     cached = cached_tokens(settings, body, head, body.get("input"), reply.input_tokens)
-    done = _responses_body(reply, response_id("resp_", body), model, cached)
+    done = _responses_body(reply, response_id("resp_", body), model, cached, (item, spent))
     if body.get("stream"):
         return StreamingResponse(_responses_stream(done), media_type="text/event-stream")
     return JSONResponse(done)
