@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +79,29 @@ def _caddy(folder: Path, conf: str) -> list[str]:
     return ["caddy", "run", "--config", str(folder / "Caddyfile"), "--adapter", "caddyfile"]
 
 
-@pytest.fixture(params=["nginx", "caddy"])
-def balanced(request: pytest.FixtureRequest, pg_url: str, tmp_path: Path) -> Iterator[str]:
-    """The balancer's URL, three replicas behind it."""
-    server = str(request.param)
+class Hits:
+    """Counts the requests that reach one replica (an ASGI wrapper around its app)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.paths: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != "/readyz":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+@contextmanager
+def _balancer(server: str, pg_url: str, tmp_path: Path) -> Iterator[tuple[str, list[Hits]]]:
+    """The balancer's URL, three replicas behind it (and what reaches each)."""
     binary = shutil.which(server) or shutil.which(server, path="/usr/sbin")  # nginx is there
     if binary is None:
         pytest.skip(f"{server} is not installed (apt-get install {server})")
     apps, _ = replica_apps(pg_url, tmp_path / "replicas", 3, token=TOKEN)
+    hits = [Hits(a) for a in apps]
     port = _free_port()
-    with live_server(apps[0]) as u0, live_server(apps[1]) as u1, live_server(apps[2]) as u2:
+    with live_server(hits[0]) as u0, live_server(hits[1]) as u1, live_server(hits[2]) as u2:
         for u in (u0, u1, u2):  # one at a time: each app builds its routes on first use
             httpx.get(f"{u}/v1/instances", headers={"Authorization": f"Bearer {TOKEN}"})
         name, build = ("nginx-visus.conf", _nginx) if server == "nginx" else ("Caddyfile", _caddy)
@@ -98,11 +112,18 @@ def balanced(request: pytest.FixtureRequest, pg_url: str, tmp_path: Path) -> Ite
         url = f"http://127.0.0.1:{port}"
         try:
             _wait(url, proc, tmp_path / f"{server}.log")
-            yield url
+            yield url, hits
         finally:
             proc.terminate()
             proc.wait(10)
             log.close()
+
+
+@pytest.fixture(params=["nginx", "caddy"])
+def balanced(request: pytest.FixtureRequest, pg_url: str, tmp_path: Path) -> Iterator[str]:
+    """The balancer's URL, three replicas behind it."""
+    with _balancer(str(request.param), pg_url, tmp_path) as (url, _):
+        yield url
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -195,3 +216,35 @@ async def _answered(http: httpx.AsyncClient, base: str, want: int) -> None:
         page = (await http.get(f"{base}/poll", params={"after_seq": after, "wait": 5})).json()
         done += sum(f["type"] == "assistant.done" for f in page["frames"])
         after = page["next_seq"]
+
+
+def test_caddy_sends_nothing_new_to_an_unready_replica(pg_url: str, tmp_path: Path) -> None:
+    """The documented Caddyfile probes /readyz: a replica switched to unready (as one
+    draining after SIGTERM is) gets no request until it is ready again."""
+    with _balancer("caddy", pg_url, tmp_path) as (url, hits):
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        unready = hits[1]
+        unready.app.state.draining = True
+        # Caddy probes every second; a loaded machine may take a few rounds to see it.
+        deadline = time.monotonic() + 30
+        while True:
+            before = len(unready.paths)
+            for _ in range(9):  # three rounds of round robin
+                assert httpx.get(f"{url}/v1/instances", headers=auth).status_code == 200
+            if len(unready.paths) == before:
+                break
+            assert time.monotonic() < deadline, "Caddy kept sending to the unready replica"
+            time.sleep(0.5)
+        served = [len(h.paths) for h in hits]
+        for _ in range(12):
+            assert httpx.get(f"{url}/v1/instances", headers=auth).status_code == 200
+        after = [len(h.paths) - n for h, n in zip(hits, served, strict=True)]
+        assert after[1] == 0
+        assert after[0] > 0
+        assert after[2] > 0  # the rest share the traffic
+        unready.app.state.draining = False  # ready again: it gets its share back
+        deadline = time.monotonic() + 30
+        while len(unready.paths) == served[1] + after[1]:
+            assert time.monotonic() < deadline, "Caddy did not come back to the ready replica"
+            httpx.get(f"{url}/v1/instances", headers=auth)
+            time.sleep(0.2)

@@ -88,8 +88,8 @@ HTTP_REQUESTS = Counter(
 )
 STORE_SECONDS = Histogram(
     "visus_store_seconds",
-    "Round trips to the store (a readiness probe's ping)",
-    ["op"],
+    "Round trips to the store (a readiness probe's ping), by outcome",
+    ["op", "outcome"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
     registry=REGISTRY,
 )
