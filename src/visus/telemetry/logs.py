@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Literal
+from typing import IO, Literal
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,6 +41,7 @@ __all__ = [
     "RedactingFilter",
     "RequestIds",
     "redact",
+    "register_environment_secrets",
     "register_secret",
     "request_id",
     "requested",
@@ -176,10 +178,23 @@ def _trace_ids() -> dict[str, str]:
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
 
 
-def setup_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> logging.Handler:
+def register_environment_secrets(environ: Mapping[str, str] | None = None) -> None:
+    """Every ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*_PASSWORD`` variable's value
+    (provider keys read from the environment), kept out of log lines."""
+    env = os.environ if environ is None else environ
+    for name, value in env.items():
+        if name.upper().endswith(("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_KEY")):
+            register_secret(value)
+
+
+def setup_logging(
+    fmt: LogFormat = "text", *, level: int = logging.INFO, stream: IO[str] | None = None
+) -> logging.Handler:
     """One handler on the root logger for the whole process (uvicorn's loggers too):
-    ``fmt`` lines, redacted. Returns the handler (tests read what it writes)."""
-    handler = logging.StreamHandler()
+    ``fmt`` lines, redacted, to ``stream`` (default stderr). The environment's keys are
+    registered as secrets. Returns the handler."""
+    register_environment_secrets()
+    handler = logging.StreamHandler(stream)
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s"))
     root = logging.getLogger()
