@@ -178,6 +178,10 @@ def _trace_ids() -> dict[str, str]:
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
 
 
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """visus's one handler (a second setup replaces it)."""
+
+
 def register_environment_secrets(environ: Mapping[str, str] | None = None) -> None:
     """Every ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*_PASSWORD`` variable's value
     (provider keys read from the environment), kept out of log lines."""
@@ -194,13 +198,12 @@ def setup_logging(
     ``fmt`` lines, redacted, to ``stream`` (default stderr). The environment's keys are
     registered as secrets. Returns the handler."""
     register_environment_secrets()
-    handler = logging.StreamHandler(stream)
+    handler = _Handler(stream)
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s"))
     root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "_visus", False)]:
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
-    handler._visus = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     for name in ("visus", "uvicorn", "uvicorn.error", "uvicorn.access"):
