@@ -1,4 +1,5 @@
-"""Suite-wide guards: no test (nor docstring example) reaches the internet.
+"""Suite-wide guards: no test (nor docstring example) reaches the internet, nor
+depends on one of visus's default ports being free.
 
 At the repository root so it covers the doctests pytest collects from ``src/visus``
 as well as ``tests/``.
@@ -6,10 +7,19 @@ as well as ``tests/``.
 Every socket connect and name lookup is checked: loopback addresses, ``localhost``
 and Unix sockets pass; anything else raises ``OSError`` before a packet leaves.
 Tests marked ``live`` (real providers, run only with API keys) are exempt.
+
+The README's order is ``scripts/serve.sh`` (left running on 8750), then the tests; a
+user may run the proxy or the reference server too. So in this process every port
+in :data:`DEFAULT_PORTS` is taken, free or not: binding one fails as ``EADDRINUSE``
+and connecting to one raises :class:`DefaultPortError` (whatever runs there is the
+user's). A test picks a free port (bind port 0). Child processes are not covered:
+run the suite once with ``visus serve`` and ``visus proxy`` up on their defaults
+(docs/CONTRIBUTING.md).
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
@@ -28,11 +38,31 @@ os.environ.setdefault("VISUS_REFERENCE_JSON", "1")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
+_real_bind = socket.socket.bind
 _real_getaddrinfo = socket.getaddrinfo
+
+#: The ports visus and its docs use by default: serve (8750) and the replicas of
+#: docs/replicas.md (8751-8753), the reference server (8760), the proxies of the
+#: README (8790, 8791) and the Telegram webhook (8443).
+DEFAULT_PORTS = frozenset({8443, 8750, 8751, 8752, 8753, 8760, 8790, 8791})
 
 
 class NetworkBlockedError(OSError):
     """Raised when a test tries to leave loopback."""
+
+
+class DefaultPortError(RuntimeError):
+    """Raised when a test connects to one of :data:`DEFAULT_PORTS`: a server the user
+    runs there (not the test's own) would answer. Not an ``OSError``, so no client
+    takes it for "nothing listens there"."""
+
+
+def _default_port(sock: socket.socket, address: Any) -> int | None:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    if isinstance(address, tuple) and len(address) >= 2 and address[1] in DEFAULT_PORTS:
+        return int(address[1])
+    return None
 
 
 def _is_loopback_host(host: object) -> bool:
@@ -53,6 +83,23 @@ def _check_address(sock: socket.socket, address: Any) -> None:
     host = address[0] if isinstance(address, tuple) and address else address
     if not _is_loopback_host(host):
         raise NetworkBlockedError(f"network access blocked in tests: {address!r}")
+    port = _default_port(sock, address)
+    if port is not None:
+        raise DefaultPortError(
+            f"a test connected to {address!r}: {port} is a visus default port, where the "
+            "user's own server may run; start the test's server on a free port"
+        )
+
+
+def _guarded_bind(self: socket.socket, address: Any) -> None:
+    port = _default_port(self, address)
+    if port is not None:
+        raise OSError(
+            errno.EADDRINUSE,
+            f"{os.strerror(errno.EADDRINUSE)} (in the tests visus's default port {port} "
+            "is always taken: pick a free one)",
+        )
+    return _real_bind(self, address)
 
 
 def _guarded_connect(self: socket.socket, address: Any) -> None:
@@ -84,6 +131,7 @@ def _block_network(request: pytest.FixtureRequest) -> Iterator[None]:
     mp = pytest.MonkeyPatch()
     mp.setattr(socket.socket, "connect", _guarded_connect)
     mp.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    mp.setattr(socket.socket, "bind", _guarded_bind)
     mp.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
     try:
         yield

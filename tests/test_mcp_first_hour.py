@@ -18,8 +18,10 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from PIL import Image
 
 try:
+    from tests.ports import dead_port
     from tests.tether.doubles import Factory
 except ImportError:  # tests/ not a package: pytest put tests/ itself on sys.path
+    from ports import dead_port  # type: ignore[no-redef]
     from tether.doubles import Factory  # type: ignore[no-redef]
 from visus.config import load_config
 from visus.mcp_server import build_server
@@ -64,23 +66,30 @@ async def test_the_printed_entry_starts_a_server_a_host_can_use(tmp_path: Path) 
     command = str(entry["command"])
     assert Path(command).is_absolute()
     assert entry["args"] == ["mcp", "--root", str(files.resolve())]
-    # A host starts it with a PATH of its own and in a folder of its own.
+    # A host starts it with a PATH of its own and in a folder of its own. Where the
+    # entry's tether URL (8750) is, the user's own `visus serve` may be running: the
+    # tether tools look at a port where nothing answers instead.
     host_dir = tmp_path / "host"
     host_dir.mkdir()
-    params = StdioServerParameters(
-        command=command,
-        args=list(entry["args"]),  # type: ignore[call-overload]
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        cwd=str(host_dir),
-    )
-    async with Client(params, mode="legacy") as client:
-        seen = await client.call_tool("view", {"path": "blue.png"})
-        assert not seen.is_error, seen
-        assert isinstance(seen.content[1], ImageContent)
-        # The tether tools need a running `visus serve`, and say so.
-        lost = await client.call_tool("tether_instances", {})
-        assert lost.is_error
-        assert "start one with `visus serve`" in _text(lost)
+    with dead_port() as port:
+        params = StdioServerParameters(
+            command=command,
+            args=list(entry["args"]),  # type: ignore[call-overload]
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "VISUS_TETHER_URL": f"http://127.0.0.1:{port}",
+            },
+            cwd=str(host_dir),
+        )
+        async with Client(params, mode="legacy") as client:
+            seen = await client.call_tool("view", {"path": "blue.png"})
+            assert not seen.is_error, seen
+            assert isinstance(seen.content[1], ImageContent)
+            # The tether tools need a running `visus serve`, and say so.
+            lost = await client.call_tool("tether_instances", {})
+            assert lost.is_error
+            assert "start one with `visus serve`" in _text(lost)
 
 
 async def test_descriptions_read_cleanly_and_bad_arguments_get_visus_refusals(

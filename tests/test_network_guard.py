@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import socket
 
 import pytest
@@ -29,3 +30,19 @@ def test_loopback_is_allowed() -> None:
     finally:
         client.close()
         server.close()
+
+
+@pytest.mark.parametrize("port", [8750, 8760, 8790])
+def test_a_default_port_is_always_taken(port: int) -> None:
+    # As when the user's `scripts/serve.sh` holds 8750 (the README's order): a test
+    # that binds a default port fails whether or not it happens to be free.
+    with socket.socket() as s, pytest.raises(OSError, match="default port") as taken:
+        s.bind(("127.0.0.1", port))
+    assert taken.value.errno == errno.EADDRINUSE
+
+
+def test_connecting_to_a_default_port_is_an_error_not_a_refusal() -> None:
+    from conftest import DefaultPortError
+
+    with socket.socket() as s, pytest.raises(DefaultPortError):
+        s.connect(("127.0.0.1", 8750))

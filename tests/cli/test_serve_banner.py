@@ -11,6 +11,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.ports import free_port
 from visus.cli import app
 from visus.tether import server as tether_server_module
 
@@ -127,7 +128,8 @@ def served_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Any]:
 async def test_serve_makes_a_token_prints_its_url_and_every_route_asks_for_it(
     served_app: list[Any], tmp_path: Path
 ) -> None:
-    args = ["serve", "--port", "8750", "--data", str(tmp_path / "d")]
+    port = free_port()  # not 8750: the user's own serve may hold it
+    args = ["serve", "--port", str(port), "--data", str(tmp_path / "d")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     [served] = served_app
@@ -135,7 +137,7 @@ async def test_serve_makes_a_token_prints_its_url_and_every_route_asks_for_it(
     assert len(token or "") >= 32
     [line] = [x for x in result.stdout.splitlines() if x.startswith("  web chat")]
     url = line.split()[-1]
-    assert url == f"http://127.0.0.1:8750/?token={token}"
+    assert url == f"http://127.0.0.1:{port}/?token={token}"
     iid = served.state.default_instance
     routes = [
         ("GET", "/v1/instances", None),
@@ -149,7 +151,7 @@ async def test_serve_makes_a_token_prints_its_url_and_every_route_asks_for_it(
     transport = httpx.ASGITransport(app=served)
     async with (
         served.router.lifespan_context(served),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
+        httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{port}") as c,
     ):
         for method, path, body in routes:
             r = await c.request(method, path, json=body)
@@ -159,7 +161,7 @@ async def test_serve_makes_a_token_prints_its_url_and_every_route_asks_for_it(
         bearer = {"Authorization": f"Bearer {token}"}
         assert (await c.get("/v1/instances", headers=bearer)).status_code == 200
         # The printed URL signs the browser in: a cookie, and the token leaves the address.
-        signed = await c.get(url.removeprefix("http://127.0.0.1:8750"))
+        signed = await c.get(url.removeprefix(f"http://127.0.0.1:{port}"))
         assert signed.status_code == 303
         assert signed.headers["location"] == "/"
         assert (await c.get("/web/api/config")).status_code == 200
@@ -169,7 +171,8 @@ def test_a_given_token_is_kept_and_not_printed(
     served_app: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VISUS_TOKEN", "my-own-token")
-    result = CliRunner().invoke(app, ["serve", "--no-mcp", "--data", str(tmp_path / "d")])
+    args = ["serve", "--no-mcp", "--port", "0", "--data", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert served_app[0].state.token == "my-own-token"
     assert "my-own-token" not in result.stdout
@@ -179,7 +182,7 @@ def test_a_given_token_is_kept_and_not_printed(
 def test_no_token_is_an_explicit_loopback_only_opt_out(
     served_app: list[Any], tmp_path: Path
 ) -> None:
-    args = ["serve", "--no-mcp", "--data", str(tmp_path / "d"), "--no-token"]
+    args = ["serve", "--no-mcp", "--port", "0", "--data", str(tmp_path / "d"), "--no-token"]
     wide = CliRunner().invoke(app, [*args, "--host", "0.0.0.0"])
     assert wide.exit_code == 2
     assert "--no-token is allowed on loopback only" in wide.stderr
