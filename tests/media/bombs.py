@@ -7,6 +7,8 @@ than their size says. Used by the tests and by ``python -m benchmarks budgets``.
   scans over 10000 x 10000 x 3 components fit in 700 KB and take libvips ~20 s.
 - :func:`interlaced_png`: an Adam7-interlaced PNG, which no decoder can stream: the
   whole image is held in memory (a 100 MP one is 300 KB on disk).
+- :func:`scan_bomb_past_any_budget`: the progressive JPEG a test of the render
+  worker's time budget decodes, certainly longer than that budget on any machine.
 """
 
 from __future__ import annotations
@@ -14,8 +16,28 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-__all__ = ["interlaced_png", "interlaced_png_header", "objstm_pdf", "progressive_jpeg"]
+from visus import limits
+
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = [
+    "BUDGET_BOMB_SCANS",
+    "interlaced_png",
+    "interlaced_png_header",
+    "objstm_pdf",
+    "progressive_jpeg",
+    "scan_bomb_past_any_budget",
+]
+
+#: Scans of :func:`scan_bomb_past_any_budget`. libjpeg spends about 14 ms of CPU a scan
+#: over 100 MP on a CI core (400 scans: 5.8 s), so 4000 scans are about a minute of CPU
+#: there and half a minute on a core twice as fast. 99 scans (the production limit's
+#: side) took 3 s on a loaded machine and under 1 s on a quiet one: too close to a 1 s
+#: budget to say which way a test goes.
+BUDGET_BOMB_SCANS = 4000
 
 _EOB_RUN_MAX = 32767  # EOB14 with 14 extra bits: the longest run one symbol codes
 
@@ -181,3 +203,12 @@ def _blank_deflate(head: bytes, size: int) -> bytes:
     parts.append(z.compress(blank[:rest]) + z.flush())
     check = zlib.adler32(blank[:rest], check)
     return b"\x78\xda" + b"".join(parts) + struct.pack(">I", check)
+
+
+def scan_bomb_past_any_budget(monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """A 10000 x 10000 progressive JPEG of :data:`BUDGET_BOMB_SCANS` scans, with
+    ``limits.RASTER_MAX_JPEG_SCANS`` raised to let it through: a bomb under the scan
+    limit, as 99 scans are under the production one, whose decode outlasts any time
+    budget a test sets by far, however fast the machine."""
+    monkeypatch.setattr(limits, "RASTER_MAX_JPEG_SCANS", BUDGET_BOMB_SCANS)
+    return progressive_jpeg(10000, 10000, BUDGET_BOMB_SCANS)
