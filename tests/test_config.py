@@ -514,3 +514,30 @@ def test_server_boundary_settings(tmp_path: Path) -> None:
     assert cfg.server.write_tools is True
     assert cfg.mcp.allow_client_urls is True
     assert load_config(env={}).server.write_tools is False
+
+
+def test_a_misspelt_key_names_the_key_it_was_likely_meant_to_be(tmp_path: Path) -> None:
+    """Issue 36: the command line suggests a close option for a typo; a configuration
+    key now does too, in the file and in a VISUS_* variable, at every depth."""
+    path = _write(
+        tmp_path,
+        'defualt_model = "reference"\n[retention]\nlive_turn = 2\n'
+        '[providers.openai]\napi_kye = "x"\n[[mcp.servers]]\nname = "a"\ncomand = "npx"\n'
+        "[retention.extra]\n",
+    )
+    with pytest.raises(ConfigError) as e:
+        load_config(path, env={"VISUS_SERVER__PROT": "9"})
+    text = str(e.value)
+    for line in (
+        f"{path} line 1: invalid value for defualt_model: unknown key; did you mean default_model?",
+        f"{path} line 3: invalid value for retention.live_turn: unknown key; did you mean "
+        "live_turns?",
+        f"{path} line 5: invalid value for providers.openai.api_kye: unknown key; did you "
+        "mean api_key?",
+        f"{path} line 8: invalid value for mcp.servers.0.comand: unknown key; did you mean "
+        "command?",
+        "VISUS_SERVER__PROT: invalid value for server.prot: unknown key; did you mean port?",
+    ):
+        assert f"  {line}" in text.splitlines(), (line, text)
+    # Nothing close: no guess.
+    assert f"  {path} line 9: invalid value for retention.extra: unknown key" in text.splitlines()
