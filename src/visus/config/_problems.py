@@ -110,13 +110,11 @@ def _known_keys(model: type[BaseModel], table: tuple[str | int, ...]) -> list[st
     """The keys the table at ``table`` takes (none known: a free-form table).
 
     Example:
-        >>> class Inner(BaseModel):
-        ...     live_turns: int = 1
-        >>> class Outer(BaseModel):
-        ...     retention: Inner = Inner()
-        ...     named: dict[str, Inner] = {}
-        >>> _known_keys(Outer, ("retention",)), _known_keys(Outer, ("named", "x"))
-        (['live_turns'], ['live_turns'])
+        >>> from visus.config import VisusConfig
+        >>> _known_keys(VisusConfig, ("retention",))[:2]
+        ['live_turns', 'chunk']
+        >>> _known_keys(VisusConfig, ("providers", "openai")), _known_keys(VisusConfig, ("x",))
+        (['api_key', 'base_url'], [])
     """
     current: type[BaseModel] | None = model
     skip = False  # the next part is a dict's own key or a list's index
