@@ -129,4 +129,9 @@ def mount_mcp(
     app.router.routes.extend(sub.routes)
     app.state.lifespan_hooks.append(server.session_manager.run)
     app.state.mcp_server = server
+    # How a client finds /mcp (SEP-2127): public, like the probes.
+    from visus.mcp_server.listing import CARD_PATH, server_card_endpoint
+
+    app.router.add_route(CARD_PATH, server_card_endpoint, methods=["GET"])
+    app.state.public_paths.add(CARD_PATH)
     return server
