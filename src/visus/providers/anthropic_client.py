@@ -10,7 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from visus.errors import ProviderError
 from visus.providers.base import (
@@ -29,6 +30,7 @@ from visus.record.messages import JSONObject
 
 try:
     import anthropic
+    from anthropic import RequestOptions
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "the Anthropic client needs: pip install -e '.[providers]' in the visus checkout"
@@ -59,6 +61,21 @@ def map_anthropic_error(e: Exception, *, provider: str = "anthropic") -> MappedE
     return None
 
 
+def _split_betas(fields: Mapping[str, Any]) -> tuple[dict[str, Any], RequestOptions]:
+    """The body without its ``betas`` list, and the ``anthropic-beta`` header that carries
+    them (as the SDK's own ``betas`` parameter sends them).
+
+    Example:
+        >>> _split_betas({"model": "m", "betas": ["a-1", "b-2"]})
+        ({'model': 'm'}, {'headers': {'anthropic-beta': 'a-1,b-2'}})
+    """
+    body = {k: v for k, v in fields.items() if k != "betas"}
+    betas = fields.get("betas")
+    if not betas:
+        return body, {}
+    return body, {"headers": {"anthropic-beta": ",".join(str(b) for b in betas)}}
+
+
 class AnthropicTransport:
     """``anthropic.AsyncAnthropic``: a Messages body in, a reply or event dicts out."""
 
@@ -81,16 +98,19 @@ class AnthropicTransport:
     # per stream event only to be dumped to a dict again (as the OpenAI transport).
 
     async def call(self, body: Body, model: str) -> JSONObject:
+        fields, options = _split_betas(sdk_fields(body, model))
         reply = await self._client.post(
-            "/v1/messages", body=dict(sdk_fields(body, model)), cast_to=object
+            "/v1/messages", body=fields, cast_to=object, options=options
         )
         return json_object(reply)
 
     async def events(self, body: Body, model: str) -> AsyncIterator[JSONObject]:
+        fields, options = _split_betas(sdk_fields(body, model))
         stream = await self._client.post(
             "/v1/messages",
-            body=dict(sdk_fields(body, model), stream=True),
+            body=dict(fields, stream=True),
             cast_to=object,
+            options=options,
             stream=True,
             stream_cls=anthropic.AsyncStream[object],
         )

@@ -305,3 +305,6 @@ class ModelRequest:
     #: Names the conversation to a provider's prompt cache (OpenAI ``prompt_cache_key``),
     #: so its requests reach the same cache; None sends none.
     cache_key: str | None = None
+    #: How hard the model thinks (Anthropic ``output_config.effort``, OpenAI
+    #: ``reasoning.effort``): one of the model's catalog ``efforts``; None: its default.
+    effort: str | None = None

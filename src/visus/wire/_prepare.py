@@ -456,6 +456,8 @@ def prepare(
         max_tokens=request.max_tokens,
         model=spec,
         cache_key=request.cache_key,
+        # An effort the model does not take is not sent (the catalog says which it takes).
+        effort=request.effort if request.effort in spec.efforts else None,
     )
 
 

@@ -146,6 +146,8 @@ class Prepared:
     max_tokens: int
     model: ModelSpec
     cache_key: str | None = None
+    #: The request's effort, when the model takes it (:attr:`ModelSpec.efforts`).
+    effort: str | None = None
 
     @property
     def openai_cache_key(self) -> str | None:

@@ -27,11 +27,69 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import cast
+from typing import Literal, NotRequired, TypedDict, cast
 
+from visus.models.spec import ModelSpec
 from visus.record.messages import JSONObject, ProviderState
 
-__all__ = ["dropped_reasoning", "keep", "replay", "replay_reasoning"]
+__all__ = [
+    "BINDING_BETA",
+    "DISPLAY_BETA",
+    "ThinkingConfig",
+    "dropped_reasoning",
+    "keep",
+    "replay",
+    "replay_reasoning",
+    "thinking_config",
+]
+
+#: Anthropic's beta for ``thinking.block_binding`` and ``input_transformations``.
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
+#: Anthropic's beta for ``thinking.display: "updates"``.
+DISPLAY_BETA = "thinking-display-updates-2026-08-18"
+
+
+class ThinkingConfig(TypedDict):
+    """The ``thinking`` object visus sends a Claude model (Messages API, and Bedrock's
+    ``additionalModelRequestFields``)."""
+
+    type: Literal["adaptive"]
+    display: NotRequired[Literal["updates"]]
+    block_binding: NotRequired[dict[str, str]]
+
+
+def thinking_config(spec: ModelSpec) -> tuple[ThinkingConfig | None, list[str]]:
+    """What visus asks of a thinking Claude model, and the betas that takes:
+
+    - ``adaptive`` thinking (never ``disabled`` nor a budget: the newest models refuse
+      both, "What's new in Claude Opus 5.5"), on models that think adaptively;
+    - ``display: "updates"`` where the model writes its notes between tool calls into
+      thinking blocks: the reasoning stays hidden and the notes come back as text, for
+      the spinner and the web chat's phase line (Anthropic "Thinking", display);
+    - on models that bind thinking to its prefix, ``block_binding`` with
+      ``prefix_mismatch_behavior: "drop_block"`` and its beta on every request (the API
+      keeps neither between requests): an eviction then drops the reasoning after it,
+      counted in usage, instead of failing the request with a 400 ("Preserved thinking").
+
+    Example:
+        >>> from visus.models import get_model
+        >>> thinking_config(get_model("claude-opus-5-5"))[1]
+        ['thinking-display-updates-2026-08-18', 'thinking-binding-controls-2026-08-01']
+        >>> thinking_config(get_model("claude-sonnet-4-6"))
+        (None, [])
+    """
+    if spec.thinking not in ("adaptive", "always"):
+        return None, []
+    config: ThinkingConfig = {"type": "adaptive"}
+    betas: list[str] = []
+    if spec.progress_updates:
+        config["display"] = "updates"
+        betas.append(DISPLAY_BETA)
+    if spec.preserved_thinking:
+        config["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
+        betas.append(BINDING_BETA)
+    return config, betas
+
 
 #: A test on one stored block: is it reasoning (kept however the record changes)?
 IsReasoning = Callable[[Mapping[str, object]], bool]

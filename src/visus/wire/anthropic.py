@@ -58,7 +58,14 @@ from visus.wire._prepared import (
     plain,
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
-from visus.wire._thinking import dropped_reasoning, keep, replay, replay_reasoning
+from visus.wire._thinking import (
+    ThinkingConfig,
+    dropped_reasoning,
+    keep,
+    replay,
+    replay_reasoning,
+    thinking_config,
+)
 
 if TYPE_CHECKING:
     from visus.wire._prepared import Body
@@ -166,14 +173,23 @@ class Tool(TypedDict):
     cache_control: NotRequired[CacheControl]
 
 
+class OutputConfig(TypedDict):
+    effort: str
+
+
 class Request(TypedDict):
-    """``POST /v1/messages`` body (the fields visus sends)."""
+    """``POST /v1/messages`` body (the fields visus sends). ``betas`` is not part of the
+    JSON the API takes: the transport sends it as the ``anthropic-beta`` header (what the
+    SDKs' ``betas`` parameter does)."""
 
     model: str
     max_tokens: int
     system: NotRequired[list[TextBlock]]
     messages: list[Message]
     tools: NotRequired[list[Tool]]
+    thinking: NotRequired[ThinkingConfig]
+    output_config: NotRequired[OutputConfig]
+    betas: NotRequired[list[str]]
 
 
 def _block(part: WirePart) -> MediaBlock | None:
@@ -263,6 +279,13 @@ def build(prepared: Prepared) -> Request:
             for t in prepared.tools
         ]
     _mark_breakpoints(body)
+    thinking, betas = thinking_config(prepared.model)
+    if thinking is not None:
+        body["thinking"] = thinking
+    if prepared.effort is not None:
+        body["output_config"] = {"effort": prepared.effort}
+    if betas:
+        body["betas"] = betas
     return body
 
 

@@ -63,7 +63,14 @@ from visus.wire._prepared import (
     plain,
 )
 from visus.wire._reply import ReplyContext, as_int, decode_arguments, new_call_id, usage_for
-from visus.wire._thinking import dropped_reasoning, keep, replay, replay_reasoning
+from visus.wire._thinking import (
+    ThinkingConfig,
+    dropped_reasoning,
+    keep,
+    replay,
+    replay_reasoning,
+    thinking_config,
+)
 
 if TYPE_CHECKING:
     from visus.wire._prepared import Body
@@ -237,6 +244,17 @@ class InferenceConfiguration(TypedDict, total=False):
     maxTokens: int
 
 
+class ClaudeFields(TypedDict):
+    """``additionalModelRequestFields`` for a Claude model: the Messages API's
+    ``thinking`` and ``output_config``, and its betas as ``anthropic_beta`` (AWS "Thinking
+    block binding": "pass the beta value and thinking.block_binding through
+    additionalModelRequestFields")."""
+
+    thinking: NotRequired[ThinkingConfig]
+    output_config: NotRequired[dict[str, str]]
+    anthropic_beta: NotRequired[list[str]]
+
+
 class Request(TypedDict):
     """A Converse body (the model id goes in the URL)."""
 
@@ -244,6 +262,7 @@ class Request(TypedDict):
     system: NotRequired[list[TextBlock | CachePointBlock]]
     toolConfig: NotRequired[ToolConfiguration]
     inferenceConfig: NotRequired[InferenceConfiguration]
+    additionalModelRequestFields: NotRequired[ClaudeFields]
 
 
 def _media(item: WireMedia, names: _Names) -> ImageBlock | DocumentBlock:
@@ -370,7 +389,24 @@ def build(prepared: Prepared) -> Request:
     body["inferenceConfig"] = {"maxTokens": prepared.max_tokens}
     if prepared.model.cache_points:
         _cache_points(body)
+    fields = _claude_fields(prepared)
+    if fields:
+        body["additionalModelRequestFields"] = fields
     return body
+
+
+def _claude_fields(prepared: Prepared) -> ClaudeFields:
+    """What a thinking Claude model is asked on Bedrock: the Anthropic wire's thinking
+    settings (:func:`visus.wire._thinking.thinking_config`), effort, and their betas."""
+    thinking, betas = thinking_config(prepared.model)
+    fields: ClaudeFields = {}
+    if thinking is not None:
+        fields["thinking"] = thinking
+    if prepared.effort is not None and prepared.model.thinking != "none":
+        fields["output_config"] = {"effort": prepared.effort}
+    if betas:
+        fields["anthropic_beta"] = betas
+    return fields
 
 
 def _cache_point() -> CachePointBlock:

@@ -170,6 +170,8 @@ class Request(TypedDict):
     messages: list[MessageIn]
     tools: NotRequired[list[FunctionTool]]
     prompt_cache_key: NotRequired[str]
+    #: A reasoning model's effort (one of the catalog's ``efforts``).
+    reasoning_effort: NotRequired[str]
 
 
 def _content_part(part: WirePart) -> ContentPart:
@@ -268,6 +270,8 @@ def build(prepared: Prepared) -> Request:
         body["tools"] = function_tools(prepared.tools)
     if prepared.openai_cache_key:
         body["prompt_cache_key"] = prepared.openai_cache_key
+    if prepared.effort is not None and prepared.model.reasoning:
+        body["reasoning_effort"] = prepared.effort
     return body
 
 

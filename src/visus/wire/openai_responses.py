@@ -132,6 +132,12 @@ class Tool(TypedDict):
     strict: bool
 
 
+class ReasoningConfig(TypedDict):
+    """``reasoning``: how hard a reasoning model thinks (one of the catalog's ``efforts``)."""
+
+    effort: str
+
+
 class Request(TypedDict):
     """``POST /v1/responses`` body (the fields visus sends)."""
 
@@ -139,6 +145,7 @@ class Request(TypedDict):
     input: list[InputItem]
     include: NotRequired[list[Literal["reasoning.encrypted_content"]]]
     store: NotRequired[bool]
+    reasoning: NotRequired[ReasoningConfig]
     instructions: NotRequired[str]
     tools: NotRequired[list[Tool]]
     prompt_cache_key: NotRequired[str]
@@ -232,6 +239,8 @@ def build(prepared: Prepared) -> Request:
         # Stateless reasoning: the items come back encrypted and are sent back in input.
         body["include"] = ["reasoning.encrypted_content"]
         body["store"] = False
+        if prepared.effort is not None:
+            body["reasoning"] = {"effort": prepared.effort}
     if prepared.system:
         body["instructions"] = prepared.system
     if prepared.tools:

@@ -1,0 +1,121 @@
+"""visus's own agent on an Opus-5.5-like model: a long screen loop with no 400, its
+reasoning replayed byte-for-byte, and what an eviction dropped counted in usage.
+
+The reference server (over HTTP) enforces Anthropic's "Preserved thinking" rules for
+``claude-opus-5-5`` as a new account sees them: a thinking block sent back after anything
+before it changed is a 400, unless the request opts into ``drop_block`` with the beta
+header. Retention turns old screenshots into descriptors (an edit before later thinking),
+so the run only survives because visus sends the opt-in on every request; the control
+without it fails at the first eviction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from visus.agent import build_agent
+from visus.errors import ProviderError
+from visus.providers import ProviderSettings
+from visus.record.messages import AssistantMessage
+from visus.reference.grid import make_grid
+from visus.reference.server import serve_in_background
+from visus.wire import lower
+
+from .test_long_run import _Recording
+
+STEPS = 24
+MODEL = "claude-opus-5-5"
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+def _screens(folder: Path) -> str:
+    for step in range(1, STEPS + 1):
+        (folder / f"s{step}.png").write_bytes(make_grid(2, 3, seed=100 + step)[0])
+    return "each view " + json.dumps([{"path": f"s{i}.png"} for i in range(1, STEPS + 1)])
+
+
+def _agent(tmp_path: Path, url: str, wire: str) -> Any:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    provider = "anthropic" if wire == "anthropic" else "bedrock"
+    model = MODEL if wire == "anthropic" else f"global.anthropic.{MODEL}"
+    settings = ProviderSettings(
+        api_keys={provider: "k"},
+        base_urls={provider: url},
+        aws_secret_access_key="s",
+        region="us-east-1",
+        env={},
+    )
+    return build_agent(
+        f"{provider}:{model}", data=tmp_path / "data", roots=[work], settings=settings
+    )
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip(v) for v in value if not (isinstance(v, dict) and "cachePoint" in v)]
+    return value
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "bedrock"])
+async def test_a_long_screen_loop_keeps_its_reasoning_and_meets_no_400(
+    reference_url: str, tmp_path: Path, wire: str
+) -> None:
+    agent = _agent(tmp_path, reference_url, wire)
+    recorder = _Recording(agent.client)
+    agent.client = recorder
+    prompt = _screens(tmp_path / "work")
+    try:
+        result = await agent.run_turn("s", prompt)
+    finally:
+        await agent.aclose()
+    assert (result.stopped, result.steps) == ("answer", STEPS + 1)
+    steps = [m for m in result.messages if isinstance(m, AssistantMessage)]
+    assert all(m.provider_state is not None for m in steps)  # every reply's reasoning kept
+    # Every request sent each earlier reply's blocks back exactly as they came.
+    for request in recorder.requests[1:]:
+        body = lower(request, wire=wire, model=agent.model, blobs=agent.blobs)
+        sent = [m for m in body["messages"] if m["role"] == "assistant"]
+        kept = [m for m in request.messages if isinstance(m, AssistantMessage)]
+        assert len(sent) == len(kept)
+        for turn, message in zip(sent, kept, strict=True):
+            assert message.provider_state is not None
+            assert _strip(turn["content"]) == json.loads(message.provider_state.items)
+        opt_in = (
+            body["betas"]
+            if wire == "anthropic"
+            else (body["additionalModelRequestFields"]["anthropic_beta"])
+        )
+        assert "thinking-binding-controls-2026-08-01" in opt_in  # on every request
+    # Retention evicted screenshots: the reasoning after each eviction was dropped (not
+    # a 400), and usage says how much.
+    dropped = sum(m.usage.reasoning_dropped for m in steps if m.usage is not None)
+    assert dropped > 0
+    assert result.usage.reasoning_dropped == dropped
+
+
+async def test_without_the_opt_in_the_first_eviction_is_a_400(
+    reference_url: str, tmp_path: Path
+) -> None:
+    agent = _agent(tmp_path, reference_url, "anthropic")
+    # The same model, as if the catalog did not know it binds its thinking.
+    agent.model = dataclasses.replace(agent.model, preserved_thinking=False)
+    prompt = _screens(tmp_path / "work")
+    try:
+        with pytest.raises(ProviderError, match="bound to a different conversation"):
+            await agent.run_turn("s", prompt)
+    finally:
+        await agent.aclose()
