@@ -24,6 +24,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from tests.cli.terminal import Terminal
+from tests.timing import within
 from visus.cli import app
 from visus.cli._common import MODEL_RULE
 from visus.config import model_rule
@@ -268,7 +269,7 @@ def test_ctrl_c_during_run_stops_with_one_line_and_130(env: Path, how: str) -> N
             term.type(b"\x03")
         else:
             term.proc.send_signal(signal.SIGINT)  # the process alone, not its group
-        assert term.proc.wait(timeout=30) == 130
+        assert term.proc.wait(timeout=within(30)) == 130
         term.read_until(b"visus: stopped (session ")
     finally:
         term.close()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from tests.cli.terminal import Terminal
+from tests.cli.terminal import Terminal, wait_in_readline
+from tests.timing import within
 from visus.cli import app
 from visus.record.sessions import SessionStore
 from visus.reference.server import serve_in_background
@@ -358,17 +359,14 @@ def test_chat_in_a_terminal_edits_lines_instead_of_sending_escape_codes(env: Pat
 
 def test_chat_ctrl_c_at_the_prompt_leaves_at_once(env: Path) -> None:
     import subprocess
-    import time
 
     term = Terminal(env, "chat", "--data", str(env / "data"), "--new-session", "tty-2")
     try:
         term.read_until(b"you> ")
-        # A signal landing between readline's prompt and its select() waits for the next
-        # key (a CPython race no human hits); give the prompt a moment, as a human would.
-        time.sleep(1.0)
+        wait_in_readline(term.proc.pid)
         term.type(b"\x03")  # one Ctrl-C, and no Enter after it
         try:
-            code = term.proc.wait(timeout=15)
+            code = term.proc.wait(timeout=within(15))
         except subprocess.TimeoutExpired:
             term.read_until(b"\x00never", 0)
             raise AssertionError(
