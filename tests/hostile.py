@@ -27,6 +27,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.timing import within
+
 MB = 1024 * 1024
 TOKEN = "attack-test-token-0123456789"
 _CLI = "from visus.cli import main; main()"
@@ -149,7 +151,7 @@ def _started(
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + _START_SECONDS
+        deadline = time.monotonic() + within(_START_SECONDS)
         while True:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(url + ready, headers=headers, timeout=2).status_code < 500:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.timing import within
 from tests.tls import make_cert
 from visus import limits, net
 from visus.errors import BlockedURLError, NetError
@@ -66,14 +67,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"y" * 1000)
             self.close_connection = True
         elif path == "/slow":
-            time.sleep(1.5)
+            # Later than any bound a test sets: until the server stops (or a minute).
+            _RELEASE.wait(60)
             self._send(200, b"late")
         elif path == "/drip":
             self.send_response(200)
-            self.send_header("Content-Length", "100")
+            self.send_header("Content-Length", "2000")
             self.end_headers()
-            try:
-                for _ in range(100):
+            try:  # a byte every 50 ms: 100 s for the whole body
+                for _ in range(2000):
                     self.wfile.write(b"d")
                     self.wfile.flush()
                     time.sleep(0.05)
@@ -83,6 +85,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"nope")
         else:
             self._send(500)
+
+
+#: Set when a test's server stops: what /slow waits for.
+_RELEASE = threading.Event()
 
 
 class _Server(ThreadingHTTPServer):
@@ -100,9 +106,11 @@ def server() -> Iterator[tuple[str, list[tuple[str, str]]]]:
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
+    _RELEASE.clear()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
     finally:
+        _RELEASE.set()
         httpd.shutdown()
         httpd.server_close()
 
@@ -378,7 +386,7 @@ def test_timeout_waiting_for_headers(server: tuple[str, list[tuple[str, str]]]) 
     start = time.monotonic()
     with pytest.raises(NetError, match=r"timed out after 0\.3 s"):
         net.fetch(base + "/slow", timeout=0.3, allow_loopback_http=True)
-    assert time.monotonic() - start < 1.2
+    assert time.monotonic() - start < within(1.2)
 
 
 def test_overall_deadline_beats_a_slow_drip(server: tuple[str, list[tuple[str, str]]]) -> None:
@@ -387,7 +395,7 @@ def test_overall_deadline_beats_a_slow_drip(server: tuple[str, list[tuple[str, s
     # Each byte arrives well inside the timeout; the whole body does not.
     with pytest.raises(NetError, match="timed out"):
         net.fetch(base + "/drip", timeout=0.5, allow_loopback_http=True)
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < within(1.5)
 
 
 def test_http_error_status_is_a_net_error(server: tuple[str, list[tuple[str, str]]]) -> None:

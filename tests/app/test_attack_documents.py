@@ -27,6 +27,7 @@ from mcp.types import TextContent
 
 from tests import hostile
 from tests.media.bombs import objstm_pdf
+from tests.timing import within
 from visus.reference.server import serve_in_background
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ async def _turn(http: httpx.AsyncClient, iid: str, session: str, text: str) -> d
     sent = await http.post(f"/v1/instances/{iid}/tether", json=frame)
     assert sent.status_code == 202, sent.text
     after = sent.json()["seq"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + within(120)
     while time.monotonic() < deadline:
         params: dict[str, Any] = {"after_seq": after, "wait": 5, "session": session}
         page = (await http.get(f"/v1/instances/{iid}/tether/poll", params=params)).json()
@@ -104,7 +105,7 @@ async def test_read_attachment_of_a_pdf_bomb_stays_in_the_budget(
             # It answers the next client at once.
             start = time.monotonic()
             assert (await http.get("/web/api/sessions")).status_code == 200
-            assert time.monotonic() - start < 5
+            assert time.monotonic() - start < within(5)
 
 
 async def test_mcp_vision_analyze_of_a_pdf_bomb_stays_in_the_budget(
@@ -152,4 +153,4 @@ def test_an_anthropic_image_block_of_a_pdf_bomb_through_the_proxy(
             plain = {**body, "messages": [{"role": "user", "content": "hello"}]}
             start = time.monotonic()
             assert http.post("/v1/messages", json=plain, headers=headers).status_code == 200
-            assert time.monotonic() - start < 10
+            assert time.monotonic() - start < within(10)

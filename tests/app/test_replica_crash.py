@@ -33,6 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.tether.doubles import live_server
+from tests.timing import within
 from visus.reference.server import serve_in_background
 
 pytestmark = pytest.mark.slow
@@ -94,7 +95,7 @@ def cluster(pg_url: str, tmp_path: Path) -> Iterator[list[tuple[str, subprocess.
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             procs.append((f"http://127.0.0.1:{port}", proc))
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + within(90)
             for url, proc in procs:
                 while True:
                     try:
@@ -180,7 +181,7 @@ async def test_kill_9_mid_burst_and_mid_turn_loses_nothing(
         for i in range(24):
             acks[f"m{i:03d}"] = (i % 3, await post(http, urls[i % 3], inst, i))
         # Pick a replica that is running turns right now and kill it.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + within(30)
         while True:
             owners = running_owners(pg_url)
             pids = {int(o.split(":")[1]): o for o in owners}
@@ -211,7 +212,7 @@ async def test_kill_9_mid_burst_and_mid_turn_loses_nothing(
         for i in range(24, 48):
             acks[f"m{i:03d}"] = (-1, await post(http, survivors[i % 2], inst, i))
         want = set(acks)
-        end = time.monotonic() + 90
+        end = time.monotonic() + within(90)
         views = await asyncio.gather(*(poll_until(http, u, inst, want, end) for u in survivors))
 
     for frames in views:

@@ -10,6 +10,7 @@ checks that no call site was forgotten.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.app.replicas import replica_apps
 from tests.tether.doubles import live_server
+from tests.timing import within
 
 pytestmark = pytest.mark.slow
 
@@ -64,13 +66,25 @@ async def test_a_slow_query_does_not_stall_another_instances_stream(
                 )
                 await send(http, url, slow, "stuck")
                 stuck = asyncio.create_task(answered(http, url, slow, "stuck"))
-                await asyncio.sleep(0.5)  # its turn is waiting on the lock by now
+                await _waits_on_a_lock(pg_url)
                 await send(http, url, quick, "free")
-                done = await asyncio.wait_for(answered(http, url, quick, "free"), 20)
+                done = await asyncio.wait_for(answered(http, url, quick, "free"), within(20))
                 assert done["type"] == "assistant.done"
                 assert not stuck.done()  # still held: the other answer came meanwhile
                 locker.rollback()
-            assert (await asyncio.wait_for(stuck, 20))["type"] == "assistant.done"
+            assert (await asyncio.wait_for(stuck, within(20)))["type"] == "assistant.done"
+
+
+async def _waits_on_a_lock(pg_url: str) -> None:
+    """Return once a query of the database waits for a lock (the stuck turn's write)."""
+    deadline = time.monotonic() + within(20)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while True:
+            row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+            if row and row[0]:
+                return
+            assert time.monotonic() < deadline, "the turn never waited on the held row"
+            await asyncio.sleep(0.05)
 
 
 async def test_a_replicas_budget_comes_from_the_store_settings(

@@ -19,6 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.tether.doubles import live_server
+from tests.timing import within
 from visus.app import create_main_app
 
 pytestmark = pytest.mark.slow
@@ -123,7 +124,7 @@ async def test_any_replica_lists_a_session_s_running_turns(apps: list[FastAPI]) 
                 conv = (await http.get(f"{url}{sessions}/shared")).json()
                 assert conv["running"] == [slow, queued]
             assert (await http.get(f"{url_b}{sessions}/elsewhere")).json()["running"] == []
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + within(30)
             while (await http.get(f"{url_b}{sessions}/shared")).json()["running"]:
                 assert time.monotonic() < deadline, "the turns never ended"
                 await asyncio.sleep(0.2)

@@ -16,6 +16,7 @@ import pytest
 
 from tests.app.replicas import replica_apps
 from tests.tether.doubles import live_server
+from tests.timing import within
 from visus.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.slow
@@ -71,7 +72,8 @@ async def test_a_stop_on_any_replica_ends_a_running_and_a_queued_turn(
 
         assert await send(urls[0], "slow", {"text": "wait 30"}, "user.message") == 202
         assert await send(urls[1], "next", {"text": "hello"}, "user.message") == 202
-        for _ in range(100):  # until a replica's worker has claimed the slow turn
+        deadline = time.monotonic() + within(10)
+        while time.monotonic() < deadline:  # until a replica's worker claims the slow turn
             state, owner = turn_row(pg_url, "slow")
             if state == "running":
                 break
@@ -87,8 +89,9 @@ async def test_a_stop_on_any_replica_ends_a_running_and_a_queued_turn(
         started = time.monotonic()
         assert await send(other, "stop-next", {"target": "next"}, "turn.cancel") == 202
         assert await send(other, "stop-slow", {"target": "slow"}, "turn.cancel") == 202
-        ends = await asyncio.wait_for(answers(http, urls[0], inst, {"slow", "next"}), 20)
-        assert time.monotonic() - started < 10  # not the 30 s the model was asked to take
+        ends = await asyncio.wait_for(answers(http, urls[0], inst, {"slow", "next"}), within(20))
+        # Not the 30 s the model was asked to take.
+        assert time.monotonic() - started < min(within(10), 25)
         assert ends["slow"]["payload"]["code"] == "cancelled"
         assert ends["next"]["payload"]["code"] == "cancelled"
         assert await stores[0].open_turns(inst, "s") == []
@@ -96,7 +99,7 @@ async def test_a_stop_on_any_replica_ends_a_running_and_a_queued_turn(
         assert await send(urls[0], "stop-again", {"target": "slow"}, "turn.cancel") == 404
         # The session goes on, on either replica.
         assert await send(urls[1], "after", {"text": "hello again"}, "user.message") == 202
-        done = await asyncio.wait_for(answers(http, urls[1], inst, {"after"}), 30)
+        done = await asyncio.wait_for(answers(http, urls[1], inst, {"after"}), within(30))
         assert done["after"]["type"] == "assistant.done"
         page = (
             await http.get(f"{urls[1]}/v1/instances/{inst}/tether/poll", params={"limit": 1000})

@@ -8,6 +8,7 @@ import pypdfium2 as pdfium
 import pytest
 from media_corpus import CLAUDE, decoded, near, pdf_bytes, pixel
 
+from tests.timing import within
 from visus import limits
 from visus.errors import InvalidInputError, TooLargeError, UnsupportedTypeError
 from visus.media import Profile, load, probe
@@ -62,7 +63,7 @@ def test_two_thousand_pages_are_fine_and_fast() -> None:
     data = pdf_bytes(2000)
     start = time.perf_counter()
     f = load(data, profile=CLAUDE, page=1999)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < within(5)
     assert (f.page, f.page_count) == (1999, 2000)
     assert probe(data).page_count == 2000
 

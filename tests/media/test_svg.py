@@ -13,6 +13,7 @@ import resvg_py
 from media_corpus import CLAUDE, decoded, encode, near, pixel, png_header_only
 from PIL import Image, ImageChops
 
+from tests.timing import within
 from visus import limits
 from visus.errors import TooLargeError, UndecodableError, UnsupportedTypeError
 from visus.media import Profile, load, probe
@@ -185,12 +186,13 @@ XXE = b"""<?xml version="1.0"?>
 
 @pytest.mark.parametrize("doc", [BILLION_LAUGHS, XXE], ids=["billion-laughs", "xxe"])
 def test_entity_attacks_are_refused_quickly(doc: bytes) -> None:
+    load(b"warm\n", profile=CLAUDE)  # starting the render worker is not the refusal
     start = time.perf_counter()
     with pytest.raises(UnsupportedTypeError, match="ENTITY"):
         load(doc, profile=CLAUDE)
     with pytest.raises(UnsupportedTypeError):
         probe(doc)
-    assert time.perf_counter() - start < 2
+    assert time.perf_counter() - start < within(2)
 
 
 def test_entity_text_that_is_not_svg_is_just_text() -> None:
@@ -217,7 +219,7 @@ def test_huge_canvas_is_rendered_scaled_down_fast() -> None:
     )
     start = time.perf_counter()
     f = load(doc, profile=CLAUDE)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < within(5)
     assert (f.source_width, f.source_height) == (100000, 100000)
     assert f.width == f.height
     assert f.width * f.height <= CLAUDE.max_pixels

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.timing import within
 from visus.errors import (
     AuthError,
     ContextLengthError,
@@ -201,7 +202,7 @@ async def test_retry_after_header_is_honoured(stub: StubServer, spec: ModelSpec)
     )
     start = time.monotonic()
     await _client(stub, backoff_base=30.0).send({"messages": []}, model=spec)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < min(within(5), 20)
     assert len(stub.requests) == 2
 
 
