@@ -28,7 +28,7 @@ def _line(e: BaseException) -> str:
     says nothing about the input.
 
     Example:
-        >>> _line(OSError("unable to write to memory\n  vipspng: libpng read error\n"))
+        >>> _line(OSError("unable to write to memory\\n  vipspng: libpng read error\\n"))
         'vipspng: libpng read error'
     """
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
