@@ -28,13 +28,13 @@ async def test_mcp_view_zooms_into_a_region(tmp_path: Path) -> None:
 
         plain = await client.call_tool("view", {"path": "screen.png"})
         assert not plain.is_error, plain
-        assert f"raster {WIDTH}x{HEIGHT}, sent as 1568x882" in _text(plain)
-        assert "zoom with region=[x0,y0,x1,y1]" in _text(plain)
+        assert f"{WIDTH}x{HEIGHT}, sent 1568x882" in _text(plain)
+        assert "zoom: region=[x0,y0,x1,y1]" in _text(plain)
         assert not set(WORDS) & set(words_read(_image(plain)))
 
         zoomed = await client.call_tool("view", {"path": "screen.png", "region": REGION})
         assert not zoomed.is_error, zoomed
-        assert f"region=[{','.join(map(str, REGION))}] of raster" in _text(zoomed)
+        assert f"region=[{','.join(map(str, REGION))}] of {WIDTH}x{HEIGHT}, sent" in _text(zoomed)
         assert set(WORDS) <= set(words_read(_image(zoomed)))
 
         outside = await client.call_tool("view", {"path": "screen.png", "region": [0, 0, 9999, 5]})

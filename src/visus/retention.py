@@ -8,8 +8,7 @@ re-viewed (an :class:`~visus.record.messages.ImagePart` with a
 naming its source and the digest that brings back exactly those pixels (a path may
 have been overwritten since)::
 
-    [image elided: viewed shots/login.png in turn 3; call view("sha256:9f86d081884c7d65") to
-    see it again]
+    [image elided: call view("sha256:9f86d081884c7d65") to see it again]
 
 Every image is re-viewable by its digest (``view("sha256:<hex>")`` within the
 session's own record), so images a user attached
@@ -68,7 +67,7 @@ Example:
     >>> [m.parts[0].kind for m in model_view(record)]
     ['text', 'image']
     >>> model_view(record)[0].text
-    '[image elided: viewed a.png in turn 1; call view("sha256:abababababababab") to see it again]'
+    '[image elided: call view("sha256:abababababababab") to see it again]'
 """
 
 from __future__ import annotations
@@ -257,21 +256,20 @@ def _short(digest: str) -> str:
 def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
     """The text an image (or document) becomes once it leaves the live window.
 
-    An image names where it came from and the digest that shows exactly it again
-    (``view`` takes a digest prefix; a path may hold other bytes by now). A document
-    names the call that re-creates it. The text depends only on the part and its turn,
-    so it never changes between boundary moves (prompt caches keep hitting).
+    A tool image names the one digest that shows exactly it again (``view`` takes a
+    digest prefix; a path may hold other bytes by now) and nothing else: its call and
+    the view's own line beside it (:meth:`~visus.perception.Perception.describe`) say
+    what it was, and a long run carries one descriptor per step, read again at every
+    later step. A pasted image says what and when, since no call of the model's made
+    it. A document names the call that re-creates it. The text depends only on the
+    part and its turn, so it never changes between boundary moves (prompt caches keep
+    hitting).
 
     Example:
         >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
         ...                  PerceptionOrigin("r.pdf", tool="view", page=3))
-        >>> print(elided_descriptor(shot, 2).replace("; ", ";\\n"))
-        [image elided: viewed r.pdf page 3 in turn 2;
-        call view("sha256:abababababababab") to see it again]
-        >>> zoomed = ImagePart("ab" * 32, "image/png", 10, 800, 450,
-        ...                    PerceptionOrigin("4k.png", region=(0, 0, 800, 450)))
-        >>> elided_descriptor(zoomed, 2).split(";")[0]
-        '[image elided: viewed 4k.png region 0,0,800,450 in turn 2'
+        >>> elided_descriptor(shot, 2)
+        '[image elided: call view("sha256:abababababababab") to see it again]'
         >>> doc = DocumentPart("ab" * 32, "application/pdf", 10, 4,
         ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
         >>> print(elided_descriptor(doc, 2))
@@ -298,35 +296,24 @@ def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
         )
     # No digest: a web image a framework passed by URL, which view fetches again.
     ref = _short(part.digest) if part.digest else origin.source
-    args = json.dumps(ref, ensure_ascii=False)
-    return f"[image elided: {_seen(origin, turn)}; call view({args}) to see it again]"
-
-
-def _seen(origin: PerceptionOrigin, turn: int) -> str:
-    """How a tool image came to be: ``viewed shots/a.png page 2 in turn 3``."""
-    if origin.source.startswith("sha256:"):  # an MCP tool's image, or one viewed by digest
-        return f"seen in turn {turn}"
-    return f"viewed {origin.where()} in turn {turn}"
+    return f"[image elided: call view({json.dumps(ref, ensure_ascii=False)}) to see it again]"
 
 
 def repeat_descriptor(part: ImagePart, turn: int) -> str:
     """The text an image becomes when a live image has the same bytes (a screen that did
-    not change): it points at the earlier one, which the model still sees.
+    not change): it names that image's digest, which is its own.
 
     Example:
         >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64, PerceptionOrigin("s.png"))
-        >>> print(repeat_descriptor(shot, 4).replace("; ", ";\\n"))
-        [image unchanged: viewed s.png in turn 4;
-        the same pixels as the image sha256:abababababababab shown earlier]
+        >>> repeat_descriptor(shot, 4)
+        '[image unchanged: the same pixels as sha256:abababababababab, shown earlier]'
     """
-    origin = part.origin
-    what = (
-        _seen(origin, turn)
-        if isinstance(origin, PerceptionOrigin)
-        else f"{origin.filename or 'image'} pasted in turn {turn}"
-    )
-    same = f"the image {_short(part.digest)}" if part.digest else "an image"
-    return f"[image unchanged: {what}; the same pixels as {same} shown earlier]"
+    if isinstance(part.origin, AttachmentOrigin):
+        what = f"{part.origin.filename or 'image'} pasted in turn {turn}: "
+    else:
+        what = ""
+    same = _short(part.digest) if part.digest else "an image"
+    return f"[image unchanged: {what}the same pixels as {same}, shown earlier]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ same blob store) is not found, and a prefix must be long and unambiguous.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from visus.agent import ToolContext, ToolRegistry
@@ -97,7 +98,7 @@ async def test_a_blob_missing_from_the_store_is_a_refusal(tmp_path: Path) -> Non
     assert "cannot be shown again" in out.parts[0].text
 
 
-async def test_a_file_changed_since_its_view_says_so_and_offers_the_old_pixels(
+async def test_a_file_changed_since_its_view_names_only_its_own_pixels(
     tmp_path: Path,
 ) -> None:
     blobs = MemoryBlobStore()
@@ -116,12 +117,43 @@ async def test_a_file_changed_since_its_view_says_so_and_offers_the_old_pixels(
         record.append(ToolResult(f"c{turn}", "view", out.parts, turn=turn))
         seen.append(image)
         notes.append(note.text)
-    assert "changed" not in notes[1]
+    # Each result names one digest, its own: a result that also named the earlier
+    # screen's (issue 35) had a reader take that one for this one's.
+    for note, image in zip(notes, seen, strict=True):
+        assert re.findall(r"sha256:([0-9a-f]+)", note) == [image.digest[:16]]
     first = seen[0].digest[:16]
-    assert notes[2].endswith(
-        f'; screen.png has changed since you viewed it in turn 2: view("sha256:{first}") '
-        "shows it as it was then"
-    )
     _, again = (await call("view", {"path": f"sha256:{first}"}, ctx)).parts
     assert isinstance(again, ImagePart)
     assert again.digest == seen[0].digest
+
+
+async def test_a_view_left_behind_is_about_40_tokens_naming_only_its_own_digest(
+    tmp_path: Path,
+) -> None:
+    # A long run carries each step's view line, and once its image leaves, its
+    # descriptor, re-read at every later step (issue 35: ~107 tokens a step doubled the
+    # cost per step by step 300). A 4K screen: the longest line (its size, what was
+    # sent, how to zoom, the digest).
+    from tests.zoomshot import write_screen
+    from visus.retention import RetentionPolicy, model_view
+
+    write_screen(tmp_path, width=3840, height=2160)
+    (tmp_path / "next.png").write_bytes(make_grid(1, 1, seed=5)[0])
+    blobs = MemoryBlobStore()
+    record: list[Message] = [UserMessage(parts=(TextPart("watch"),), turn=1)]
+    ctx = ToolContext(reach=Reach([tmp_path]), model=MODEL, blobs=blobs, record=record)
+    call = ToolRegistry.builtin().call
+    for n, path in enumerate(("screen.png", "next.png")):
+        out = await call("view", {"path": path}, ctx)
+        record.append(ToolResult(f"c{n}", "view", out.parts, turn=1))
+    first = record[1].parts[1]
+    assert isinstance(first, ImagePart)
+    policy = RetentionPolicy(live_images=1)
+    views = [model_view(record, policy) for _ in range(2)]
+    left = " ".join(p.text for p in views[0][1].parts if isinstance(p, TextPart))
+    assert not any(isinstance(p, ImagePart) for p in views[0][1].parts)
+    assert re.findall(r"sha256:([0-9a-f]+)", left) == [first.digest[:16]] * 2
+    assert "zoom: region=[x0,y0,x1,y1]" in left
+    assert "3840x2160" in left
+    assert len(left) / 4 <= 40, left  # tokens as the reference server counts them
+    assert views[0] == views[1]  # the same bytes each time it is sent

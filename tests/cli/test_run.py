@@ -365,7 +365,7 @@ def test_chat_view_takes_a_region_as_visus_view_does(env: Path) -> None:
     plain, zoomed = (seen(a)["images"] for a in result.stdout.split("agent> ")[1:])
     assert not set(WORDS) & {w["text"] for w in plain[-1]["words"]}
     assert set(WORDS) <= {w["text"] for w in zoomed[-1]["words"]}
-    assert f"attached screen.png region=[{box}] of raster 3840x2160" in result.stdout
+    assert f"attached screen.png region=[{box}] of 3840x2160, sent " in result.stdout
     assert "usage: /view PATH [--region X0,Y0,X1,Y1]" in result.stdout
     assert "cannot view: " in result.stdout
     assert "outside the image, which is 3840x2160" in result.stdout

@@ -285,8 +285,8 @@ def test_region_zooms_and_the_zoomed_image_reads_what_the_plain_one_cannot(
     base = ["view", "screen.png", "--root", str(tmp_path)]
     code, out, _ = run([*base, "--out", str(plain)])
     assert code == 0
-    assert f"raster {WIDTH}x{HEIGHT}, sent as 1429x804" in out
-    assert "zoom with region=[x0,y0,x1,y1]" in out
+    assert f"{WIDTH}x{HEIGHT}, sent 1429x804" in out
+    assert "zoom: region=[x0,y0,x1,y1]" in out
     assert not set(WORDS) & set(words_read(plain.read_bytes()))
     box = ",".join(map(str, REGION))
     code, out, _ = run([*base, "--region", box, "--json", "--out", str(zoomed)])

@@ -27,7 +27,7 @@ async def test_an_elided_view_is_followed_from_its_descriptor_as_written(
     second = seen((await agent.run_turn("s", "and now?")).answer)
     assert second["images"] == []
     (descriptor,) = second["descriptors"]
-    assert descriptor.startswith("[image elided: viewed grid.png in turn 1; call view(")
+    assert descriptor.startswith('[image elided: call view("sha256:')
     assert '\\"' not in descriptor  # the quotes the model reads, not JSON's escapes
 
     # The model asks about the picture: it calls what the descriptor says.

@@ -42,17 +42,17 @@ async def test_the_agent_reads_small_text_by_zooming(
     messages = agent.sessions.load("s", blobs=agent.blobs).messages
     results = [m for m in messages if isinstance(m, ToolResult)]
     first_text = next(p.text for p in results[0].parts if isinstance(p, TextPart))
-    assert "raster 3840x2160, sent as " in first_text
-    assert "zoom with region=[x0,y0,x1,y1]" in first_text
+    assert "3840x2160, sent " in first_text
+    assert "zoom: region=[x0,y0,x1,y1]" in first_text
     (image,) = [p for p in results[1].parts if isinstance(p, ImagePart)]
     assert isinstance(image.origin, PerceptionOrigin)
     assert image.origin.region == tuple(REGION)
 
-    # Past its window the crop becomes a descriptor naming the region, and the digest it
-    # offers brings the same crop back.
+    # Past its window the crop becomes a descriptor naming its digest (the region is in
+    # the view's own line, which stays), and that digest brings the same crop back.
     later = seen((await agent.run_turn("s", "and now?")).answer)
-    box = ",".join(map(str, REGION))
-    (descriptor,) = [d for d in later["descriptors"] if f"screen.png region {box} in" in d]
+    crop = f'call view("sha256:{image.digest[:16]}")'
+    (descriptor,) = [d for d in later["descriptors"] if crop in d]
     ref = _DIGEST.search(descriptor)
     assert ref is not None, descriptor
     back = await agent.run_turn("s", view_call(ref.group(1)))

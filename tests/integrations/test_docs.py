@@ -48,4 +48,4 @@ def test_example_runs_offline_and_sees_the_picture(
     exec(compile(code.replace("http://127.0.0.1:8760", reference_url), str(DOC), "exec"), {})
     out = capsys.readouterr().out
     assert "LANTERN" in out  # the word on the sign: the model got the pixels
-    assert "[image elided: viewed grid.png in turn 1" in out  # then the descriptor
+    assert '[image elided: call view("sha256:' in out  # then the descriptor

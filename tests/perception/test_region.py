@@ -70,11 +70,11 @@ def test_the_view_text_states_the_source_size_and_the_region(tmp_path: Path) -> 
     write_screen(tmp_path)
     reach = Reach([tmp_path])
     plain = _seen(view("screen.png", reach=reach, model=MODEL)).describe()
-    assert f"raster {WIDTH}x{HEIGHT}, sent as 1429x804" in plain
-    assert f"zoom with region=[x0,y0,x1,y1] in those {WIDTH}x{HEIGHT} pixels" in plain
+    assert plain.startswith(f"screen.png: {WIDTH}x{HEIGHT}, sent 1429x804; ")
+    assert plain.endswith("; zoom: region=[x0,y0,x1,y1]")
     zoomed = _seen(view("screen.png", reach=reach, model=MODEL, region=REGION)).describe()
     box = ",".join(map(str, REGION))
-    assert zoomed.startswith(f"screen.png region=[{box}] of raster {WIDTH}x{HEIGHT}, sent as ")
+    assert zoomed.startswith(f"screen.png region=[{box}] of {WIDTH}x{HEIGHT}, sent ")
     assert "(1:1)" in zoomed
     assert "zoom" not in zoomed  # nothing more to see there
 
@@ -85,7 +85,7 @@ def test_a_large_region_is_fitted_and_says_a_smaller_one_shows_more(tmp_path: Pa
         view("screen.png", reach=Reach([tmp_path]), model=MODEL, region=[0, 0, 2000, 1000])
     )
     assert max(seen.width, seen.height) <= 1568
-    assert "a smaller region shows more" in seen.describe()
+    assert seen.describe().endswith("; zoom: a smaller region=[x0,y0,x1,y1]")
 
 
 def test_re_viewing_a_region_brings_back_the_same_crop(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_a_pdf_region_is_rendered_at_the_resolution_it_needs(tmp_path: Path) -> 
     reach = Reach([tmp_path])
     plain = _seen(view("letter.pdf", reach=reach, model=MODEL))
     assert (plain.source_width, plain.source_height) == (612, 792)
-    assert "in those 612x792 points" in plain.describe()
+    assert plain.describe().startswith("letter.pdf: 612x792 pt, page 1 of 1, sent ")
     assert not set(WORDS) & set(words_read(plain.data))
     # The words sit at x 400, about 688 pt from the top: a 180 x 30 pt region.
     zoomed = _seen(view("letter.pdf", reach=reach, model=MODEL, region=[390, 675, 570, 705]))

@@ -437,7 +437,7 @@ def test_perception_json_and_describe(root: Path) -> None:
         p.size,
         p.tokens,
     )
-    assert p.describe() == "a.png: raster 96x64, sent as 96x64 image/png, ~12 tokens"
+    assert p.describe() == "a.png: 96x64, sent 96x64"
     assert "region" not in j  # the whole image
 
 

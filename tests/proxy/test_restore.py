@@ -87,4 +87,4 @@ def test_without_the_tool_the_descriptor_offers_no_call_the_client_lacks(
     (descriptor,) = seen("".join(b.text for b in reply.content if b.type == "text"))["descriptors"]
     assert "restore_image" not in descriptor
     assert "view(" not in descriptor
-    assert "the conversation's own history still holds it" in descriptor
+    assert "left out by visus proxy; call the tool again for a fresh one" in descriptor

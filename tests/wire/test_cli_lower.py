@@ -52,7 +52,7 @@ def test_prints_the_lowered_request_with_the_default_window(data: Path) -> None:
     assert body["model"] == "gpt-4.1"
     assert body["messages"][0] == {"role": "system", "content": "You can see."}
     text = json.dumps(body)
-    assert 'viewed red.png in turn 1; call view(\\"sha256:' in text  # turn 1 elided
+    assert '[image elided: call view(\\"sha256:' in text  # turn 1 elided
     urls = [
         p["image_url"]["url"]
         for m in body["messages"]

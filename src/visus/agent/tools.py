@@ -313,10 +313,10 @@ def perception_parts(
             region=None if region is None else (region.x0, region.y0, region.x1, region.y1),
         ),
     )
-    summary = f"{tool}: {p.describe(source)}"
-    # The digest names these very pixels: a path may show other ones later.
-    summary += f"; {short_digest(digest)}" + _changed_note(image, ctx)
-    return (TextPart(summary), image)
+    # The digest names these very pixels (a path may show other ones later), and it is
+    # the only digest the result names: once the image leaves, its descriptor names the
+    # same one, so a reader cannot take another screen's digest for this one's.
+    return (TextPart(f"{p.describe(source)}; {short_digest(digest)}"), image)
 
 
 def short_digest(digest: str) -> str:
@@ -328,29 +328,6 @@ def short_digest(digest: str) -> str:
         'sha256:abababababababab'
     """
     return f"sha256:{digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
-
-
-def _changed_note(image: ImagePart, ctx: ToolContext) -> str:
-    """Say so when the same call showed other pixels earlier in this record.
-
-    A screenshot tool overwrites one file: ``view("screen.png")`` in turn 4 shows
-    turn 4's screen, and the model should know the turn-1 one is still reachable.
-    """
-    for message in reversed(ctx.record):
-        if message.kind != "tool":
-            continue
-        for part in message.parts:
-            if not (isinstance(part, ImagePart) and part.origin == image.origin):
-                continue
-            if part.digest == image.digest:
-                return ""
-            what = image.origin.source if isinstance(image.origin, PerceptionOrigin) else "it"
-            earlier = short_digest(part.digest)
-            return (
-                f"; {what} has changed since you viewed it in turn {message.turn}: "
-                f'view("{earlier}") shows it as it was then'
-            )
-    return ""
 
 
 # --- read ----------------------------------------------------------------------------

@@ -88,8 +88,8 @@ class Perception:
         >>> p.width, p.source_width, p.size, p.frame_count, p.fitted is f
         (4, 8, 3, 1, True)
         >>> p.describe()
-        'red.png: raster 8x6, sent as 4x3 image/png, ~12 tokens; zoom with region=[x0,y0,x1,y1] in those 8x6 pixels'
-    """  # noqa: E501
+        'red.png: 8x6, sent 4x3; zoom: region=[x0,y0,x1,y1]'
+    """
 
     fitted: Fitted
     source: str
@@ -178,33 +178,35 @@ class Perception:
         return f"sha256:{self.digest}"
 
     def describe(self, name: str | None = None) -> str:
-        """One line for the model next to the image: the source (``name``, else
-        :attr:`source`) and its size, the region shown, what was sent and what it costs,
-        and how to zoom where that shows more.
+        """One short line for the model next to the image: the source (``name``, else
+        :attr:`source`) and its size (the coordinates a region takes), the region shown,
+        the size sent, and how to zoom where that shows more. Short because a long run
+        carries one per step, read again at every later step (what it costs is
+        :attr:`tokens`, in ``visus view --json``).
 
         Examples (the second a zoomed view)::
 
-            shot.png: raster 3840x2160, sent as 1568x882 image/png, ~1521 tokens; zoom with
-            region=[x0,y0,x1,y1] in those 3840x2160 pixels
-            shot.png region=[0,0,960,540] of raster 3840x2160, sent as 960x540 image/png
-            (1:1), ~703 tokens
+            shot.png: 3840x2160, sent 1568x882; zoom: region=[x0,y0,x1,y1]
+            shot.png region=[0,0,960,540] of 3840x2160, sent 960x540 (1:1)
         """
         name = name or self.source or "image"
-        units = "points" if self.source_kind == "pdf" else "pixels"
         size = f"{self.source_width}x{self.source_height}"
-        kind = f"{self.source_kind} {size}" + (" pt" if self.source_kind == "pdf" else "")
+        # Pixels go without saying; other units and kinds are what zooming works in.
+        if self.source_kind == "pdf":
+            size += " pt"
+        elif self.source_kind != "raster":
+            size += f" {self.source_kind}"
         region = self.region
-        where = f"{name}: {kind}"
+        where = f"{name}: {size}"
         if region is not None:
             box = ",".join(str(v) for v in region.as_list())
-            where = f"{name} region=[{box}] of {kind}"
-        sent = f"sent as {self.width}x{self.height} {self.media_type}"
+            where = f"{name} region=[{box}] of {size}"
+        line = f"{where}{self._where_in()}, sent {self.width}x{self.height}"
         if region is not None and (region.width, region.height) == (self.width, self.height):
-            sent += " (1:1)"
-        line = f"{where}{self._where_in()}, {sent}, ~{self.tokens} tokens"
+            line += " (1:1)"
         if self._zoomable():
-            detail = "a smaller region shows more" if region is not None else "zoom with"
-            line += f"; {detail} region=[x0,y0,x1,y1] in those {size} {units}"
+            smaller = "a smaller " if region is not None else ""
+            line += f"; zoom: {smaller}region=[x0,y0,x1,y1]"
         return line
 
     def _where_in(self) -> str:

@@ -318,10 +318,11 @@ class Edit:
     def elide(self, b64: str | None, turn: int, call: tuple[str, Any] | None) -> str:
         """The descriptor a stale image becomes (and count it).
 
-        The same bytes every time for the same image (prompt caches keep hitting). It
-        says what was there and that the client's own history still holds it: the
-        client may have no ``view`` tool, so only a call it can make is offered (its
-        own ``view`` for an image it viewed, or the proxy's re-view by digest).
+        The same bytes every time for the same image (prompt caches keep hitting), and
+        short (a long run carries one per step): its size and the one digest that names
+        it, and only a call the client can make (the client may have no ``view`` tool):
+        its own ``view`` for an image it viewed, the proxy's re-view by digest, or the
+        tool again for a fresh image.
         """
         known = self.known(b64) if b64 is not None else None
         self.elided += 1
@@ -341,19 +342,14 @@ class Edit:
                 PerceptionOrigin(path, call[0] if call else "view"),
             )
             return elided_descriptor(part, turn)
-        what = f"the image {_bracketless(call_text(*call))} returned" if call else "an image"
-        facts = [f"turn {turn}"]
-        if known is not None:
-            facts += [f"{known.width}x{known.height}", f"sha256:{known.digest[:12]}"]
-        text = (
-            f"[image elided: {what} ({', '.join(facts)}) is left out of this request by "
-            "visus proxy to save context; the conversation's own history still holds it"
-        )
-        if self.view_tool is not None and known is not None:
-            return f'{text}; call {self.view_tool}("sha256:{known.digest}") to see it again]'
-        return text + ("; call the tool again for a fresh one]" if call else "]")
-
-
-def _bracketless(text: str) -> str:
-    # A descriptor is one [...] note: brackets inside would end it early for readers.
-    return text.replace("[", "(").replace("]", ")")
+        if known is None:
+            again = "; call the tool again for a fresh one" if call else ""
+            return f"[image elided: left out by visus proxy{again}]"
+        size = f"{known.width}x{known.height}"
+        if self.view_tool is not None:
+            return (
+                f"[image elided: {size}, left out by visus proxy; call "
+                f'{self.view_tool}("sha256:{known.digest}") to see it again]'
+            )
+        again = "; call the tool again for a fresh one" if call else ""
+        return f"[image elided: {size} sha256:{known.digest[:12]}, left out by visus proxy{again}]"
