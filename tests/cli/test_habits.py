@@ -314,7 +314,7 @@ def test_run_says_when_it_loads_the_ocr_engine(env: Path) -> None:
     term = Terminal(args, env, _embedded_env(env))
     # In the order they happen, each shown while it lasts.
     loading = term.read_until("loading the reference model's OCR engine")
-    fitting = term.read_until("fitting 1 image(s) for reference", after=loading)
+    fitting = term.read_until("fitting 1 image for reference", after=loading)
     term.read_until("waiting for reference", after=fitting)
     assert term.close() == 0, term.seen
     assert '"images"' in term.seen  # the answer came

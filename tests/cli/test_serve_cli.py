@@ -39,7 +39,8 @@ def test_serve_uses_the_configured_data_dir(
     result = CliRunner().invoke(app, ["serve", "--no-mcp", "--port", "0"])
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert no_server == ["run"]
-    assert f"visus serve · data {data}\n" in result.stdout
+    where = tmp_path / "visus.toml"
+    assert f"visus serve · data {data}  (from data_dir in {where})\n" in result.stdout
     # The web chat's default instance lives under that folder, not the user's.
     assert (data / "serve").is_dir()
 
@@ -48,7 +49,7 @@ def test_serve_data_option_wins(no_server: list[Any], tmp_path: Path) -> None:
     args = ["serve", "--no-mcp", "--port", "0", "--data", str(tmp_path / "d")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    assert f"visus serve · data {tmp_path / 'd'}\n" in result.stdout
+    assert f"visus serve · data {tmp_path / 'd'}  (from --data)\n" in result.stdout
     assert (tmp_path / "d" / "serve").is_dir()
 
 

@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 DeltaCallback = OnDelta
 #: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
 ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
-#: Called with what the turn is doing now ("fitting 2 image(s) for gpt-4.1",
+#: Called with what the turn is doing now ("fitting 2 images for gpt-4.1",
 #: "waiting for gpt-4.1"), for a progress line; tool calls go to a ToolCallback. It may
 #: be a coroutine function (a server appends a frame), which is awaited.
 StatusCallback = Callable[[str], Awaitable[None] | None]
@@ -294,7 +294,8 @@ class Agent:
         # tether's egress fitting is, so one big paste never stalls other turns.
         if images:
             big = max(len(i.data) for i in images)
-            await status(f"fitting {len(images)} image(s) for {self.model.name} ({big:,} bytes)")
+            count = f"{len(images)} image" + ("" if len(images) == 1 else "s")
+            await status(f"fitting {count} for {self.model.name} ({big:,} bytes)")
         # On media's own threads: a pasted image may wait for a render worker or for the
         # memory budget, and the server's default executor must stay free meanwhile.
         parts = await offload(self._user_parts, text, images) if images else None

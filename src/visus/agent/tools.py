@@ -57,6 +57,7 @@ from visus.perception import (
     fetch_refusal,
     is_digest_ref,
     read,
+    refusal_from,
     view,
     view_digest,
 )
@@ -615,9 +616,12 @@ def _outbound(data: bytes, path: str, render: bool) -> Fitted:
 async def _send_image(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = _str_arg(args, "path")
     # Fitted for what leaves the agent (tether's per-image bound), not for the model.
-    # Errors (missing, outside reach, not an image) become an error result in call().
-    data = ctx.reach.read_bytes(ctx.reach.resolve(path))
-    fitted = await offload(_outbound, data, path, ctx.reach.render)
+    # Its refusals (missing, outside reach, not an image) read as view's do.
+    try:
+        data = ctx.reach.read_bytes(ctx.reach.resolve(path))
+        fitted = await offload(_outbound, data, path, ctx.reach.render)
+    except VisusError as e:
+        return ToolOutcome.refused(refusal_from(e, path, tool="send"))
     ctx.outbox.append(OutboundImage(fitted.media_type, fitted.data, source=path))
     # The record keeps what was sent (a surface re-showing the conversation needs it);
     # it is re-viewable from its path, so retention may elide it like a view.

@@ -18,6 +18,7 @@ file_base64 (got 2)
 
 from __future__ import annotations
 
+from visus.analyze._schema import normalise_format
 from visus.analyze._values import CODES, AnalyzeCode, AnalyzeResult, FileSource
 from visus.analyze.cache import AnalyzeCache, FileAnalyzeCache, MemoryAnalyzeCache, cache_key
 from visus.analyze.video import keyframes, video_analyze, video_analyze_sync
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryAnalyzeCache",
     "cache_key",
     "keyframes",
+    "normalise_format",
     "resolve_target",
     "video_analyze",
     "video_analyze_sync",

@@ -79,7 +79,13 @@ def _schema(path: Path | None) -> dict[str, Any] | None:
         raise _usage_error(f"--schema {path} is not JSON: {e}") from e
     if not isinstance(value, dict):
         raise _usage_error(f"--schema {path} must hold a JSON object")
-    return value
+    from visus.analyze import normalise_format
+    from visus.errors import AnalyzeError
+
+    try:  # checked here, with the file's other faults: a command-line mistake (exit 2)
+        return normalise_format(value)
+    except AnalyzeError as e:
+        raise _usage_error(f"--schema {path}: {str(e).removeprefix(f'{e.code}: ')}") from e
 
 
 def _config(path: Path | None) -> VisusConfig:

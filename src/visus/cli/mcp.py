@@ -31,7 +31,12 @@ def _command() -> list[str]:
 
 
 def host_config(
-    roots: list[Path] | None, url: str, max_bytes: int | None, token: str | None = None
+    roots: list[Path] | None,
+    url: str,
+    max_bytes: int | None,
+    token: str | None = None,
+    *,
+    fetch_urls: bool = True,
 ) -> dict[str, Any]:
     """The ``mcpServers`` entry that starts ``visus mcp`` as it was called here (with
     the token, when one was given, in the server's environment).
@@ -49,6 +54,8 @@ def host_config(
         args += ["--url", url]
     if max_bytes is not None:
         args += ["--max-result-bytes", str(max_bytes)]
+    if not fetch_urls:
+        args.append("--no-fetch-urls")
     entry: dict[str, Any] = {"command": command, "args": args}
     if token:
         entry["env"] = {"VISUS_TOKEN": token}
@@ -79,8 +86,9 @@ def mcp_command(
         bool,
         typer.Option(
             "--no-fetch-urls",
-            help="vision_analyze fetches no https file_url (default: [server] fetch_urls "
-            "in visus.toml, on: public addresses only).",
+            help="No tool fetches an https URL a client names: view refuses it "
+            "(outside_reach), vision_analyze its file_url (url_blocked) (default: [server] "
+            "fetch_urls in visus.toml, on: public addresses only).",
         ),
     ] = False,
     print_config: Annotated[
@@ -99,12 +107,18 @@ def mcp_command(
 
     check_roots(root)
     if print_config:
-        typer.echo(json.dumps(host_config(root, url, max_result_bytes, token), indent=2))
+        entry = host_config(root, url, max_result_bytes, token, fetch_urls=not no_fetch_urls)
+        typer.echo(json.dumps(entry, indent=2))
         return
 
     from visus.agent.policy import guarded_reach
     from visus.mcp_server import build_server
+    from visus.telemetry.logs import setup_logging
     from visus.tether.client import TetherClient
+
+    # Before the server is built: the MCP SDK configures logging otherwise (a rich
+    # handler that wraps every line of the host's log file at 80 columns).
+    setup_logging("text")
 
     # view never shows visus's own files, the data folder of this configuration included.
     urls = config().server.fetch_urls and not no_fetch_urls

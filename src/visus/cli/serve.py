@@ -136,6 +136,10 @@ def serve(
     if log_format not in ("text", "json"):
         typer.echo(f"visus: serve: --log-format is text or json, not {log_format!r}", err=True)
         raise typer.Exit(2)
+    # Before the app is built: the MCP SDK's server, made for /mcp, configures logging
+    # (a rich handler wrapping every line at 80 columns in a log file) unless the root
+    # logger has a handler already.
+    setup_logging("json" if log_format == "json" else "text")
     try:
         cfg = config()  # read once: every gate below comes from this value
         kept = cfg.server.token
@@ -163,7 +167,6 @@ def serve(
     started = _Started(host, port, data, url, model, cfg, generated, mcp=not no_mcp)
     _banner(app, started, origin)
     _secrets(cfg)
-    setup_logging("json" if log_format == "json" else "text")
     # tether_server drains on SIGTERM (/readyz 503 first) and ends open SSE streams;
     # plain uvicorn would wait for them.
     tether_server(app, host=host, port=port, log_level="warning", log_config=None).run()
@@ -201,10 +204,15 @@ def _banner(app: FastAPI, started: _Started, origin: str) -> None:
     and what the agents may reach."""
     from visus.cli._common import data_line, model_line
 
-    host = started.host
-    shown = f"[{host}]" if ":" in host else host
-    base = f"http://{shown}:{started.port}"
+    base = open_url(started.host, started.port)
     typer.echo(f"visus serve · data {data_line(started.data, origin)}")
+    if _is_wildcard(started.host):
+        import socket
+
+        typer.echo(
+            f"  listening  every address ({started.host} port {started.port}): from another "
+            f"machine open http://{socket.gethostname()}:{started.port}/ or its IP address"
+        )
     if started.store:
         from visus.store.base import redact_url
 
@@ -242,6 +250,26 @@ def _banner(app: FastAPI, started: _Started, origin: str) -> None:
     if not policy.fetch_urls:
         typer.echo("  URLs       off: no tool fetches an https URL a client names")
     _warn_exposed(started.data)
+
+
+def _is_wildcard(host: str) -> bool:
+    return host.strip("[]") in ("0.0.0.0", "::", "")
+
+
+def open_url(host: str, port: int) -> str:
+    """The base URL to open for a server listening on ``host``: a wildcard address
+    (``0.0.0.0``, ``::``) is where it listens, not an address a browser can open, so
+    this machine's loopback stands for it.
+
+    Example:
+        >>> open_url("0.0.0.0", 8750), open_url("::", 8750), open_url("10.0.0.5", 80)
+        ('http://127.0.0.1:8750', 'http://[::1]:8750', 'http://10.0.0.5:80')
+    """
+    bare = host.strip("[]")
+    if _is_wildcard(host):
+        bare = "::1" if ":" in bare else "127.0.0.1"
+    shown = f"[{bare}]" if ":" in bare else bare
+    return f"http://{shown}:{port}"
 
 
 #: The data folder's own subfolders (records, blobs, instances, logs) ``visus serve``

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from visus.perception.digest import DIGEST_SCHEME, is_digest_ref, match_digest, view_digest
 from visus.perception.reach import Reach
-from visus.perception.tools import DEFAULT_MODEL, RegionArg, as_region, fetch_refusal, read, view
+from visus.perception.tools import (
+    DEFAULT_MODEL,
+    RegionArg,
+    as_region,
+    fetch_refusal,
+    read,
+    refusal_from,
+    view,
+)
 from visus.perception.values import (
     REFUSAL_REASONS,
     Perception,
@@ -41,6 +49,7 @@ __all__ = [
     "is_digest_ref",
     "match_digest",
     "read",
+    "refusal_from",
     "view",
     "view_digest",
 ]

@@ -53,7 +53,15 @@ from visus.perception.values import (
     content_digest,
 )
 
-__all__ = ["DEFAULT_MODEL", "RegionArg", "as_region", "fetch_refusal", "read", "view"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "RegionArg",
+    "as_region",
+    "fetch_refusal",
+    "read",
+    "refusal_from",
+    "view",
+]
 
 #: The model ``view`` fits for when the caller names none.
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -449,6 +457,18 @@ def fetch_refusal(url: str, e: VisusError) -> Refusal:
     return Refusal("not_found", f"{url} could not be fetched: {detail}.", source=url)
 
 
+def refusal_from(e: VisusError, source: str, *, tool: str) -> Refusal:
+    """One of our errors as the refusal ``view`` would give for it, worded for ``tool``
+    (``view``, ``read``, ``send``...): a reason and a message saying what to do next.
+
+    Example:
+        >>> from visus.errors import NotFoundError
+        >>> refusal_from(NotFoundError("gone"), "a.png", tool="send").reason
+        'not_found'
+    """
+    return _refusal(e, source, tool=tool)
+
+
 def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
     """Map one of our errors to a refusal whose message says what to do next."""
     detail = _detail(e)
@@ -476,7 +496,8 @@ def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
         message = f"{source} could not be decoded: {detail}. The file may be corrupt or truncated."
     elif isinstance(e, UnsupportedTypeError):
         reason = "unsupported_type"
-        message = f"{source} cannot be shown as an image: {detail}."
+        doing = "sent" if tool == "send" else "shown as an image"
+        message = f"{source} cannot be {doing}: {detail}."
     else:  # InvalidInputError and anything else we raise on purpose
         reason = "invalid_input"
         message = f"Cannot {tool} {source}: {detail}."
