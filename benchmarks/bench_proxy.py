@@ -16,6 +16,12 @@ p50 and p99 of each and the added latency are printed.
    history). The proxy's cache knows each image and what it sent for it, so nothing is
    decoded or fitted again and the same bytes go out.
 
+4. Operations (issue 37): the same text-only and image requests through a second proxy
+   with traces on (``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at the upstream, which takes
+   the OTLP posts like any other), interleaved with the first (traces off), and what
+   each hook the agent calls costs per call with traces off and on (in-process, the
+   SDK's in-memory exporter). ``/metrics`` and the ledger are always on, in both.
+
 Run: ``.venv/bin/python -m benchmarks proxy``
 """
 
@@ -29,6 +35,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,8 +71,8 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _process(args: list[str], port: int) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def _process(args: list[str], port: int, extra: dict[str, str] | None = None) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(extra or {})}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -185,6 +192,66 @@ def _image_rows(client: httpx.Client, upstream: str, proxy: str) -> None:
     print(f"repeated request: {added_again / added_first:.1%} of the first's added time (p50)")
 
 
+def _traces_rows(client: httpx.Client, off: str, on: str) -> None:
+    """The same requests through the proxy with traces off and on, interleaved."""
+    text = ("/v1/chat/completions", _text_body())
+    for _ in range(3):
+        _time(client, off + text[0], text[1])
+        _time(client, on + text[0], text[1])
+    quiet: list[float] = []
+    traced: list[float] = []
+    for _ in range(TEXT_RUNS):
+        quiet.append(_time(client, off + text[0], text[1]))
+        traced.append(_time(client, on + text[0], text[1]))
+    _row("text, traces on vs off", len(text[1]), quiet, traced)
+    quiet, traced = [], []
+    size = 0
+    for run in range(IMAGE_RUNS):
+        body = _images_body(5000 + run * 5)
+        size = len(body)
+        quiet.append(_time(client, off + "/v1/messages", body))
+        traced.append(_time(client, on + "/v1/messages", body))
+    _row("5 images, on vs off", size, quiet, traced)
+
+
+def _hooks() -> None:
+    """What one call of each agent hook costs, traces off and on (in-memory export)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from visus.models import get_model
+    from visus.telemetry import seams, traces
+
+    model = get_model("claude-sonnet-4-6")
+    n = 20_000
+
+    def per_call() -> dict[str, float]:
+        costs = {}
+        for name, hook in (
+            ("turn", lambda: seams.turn(model, "s")),
+            ("model_call", lambda: seams.model_call(model)),
+            ("tool_call", lambda: seams.tool_call("view", "c1", {"path": "a.png"})),
+        ):
+            start = time.perf_counter()
+            for _ in range(n):
+                with hook():
+                    pass
+            costs[name] = (time.perf_counter() - start) / n
+        return costs
+
+    off = per_call()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    traces.use(provider)
+    on = per_call()
+    traces.use(None)
+    for name in off:
+        quiet, traced = off[name] * 1e6, on[name] * 1e6
+        print(f"hook {name:<11} traces off {quiet:6.1f} us/call   on {traced:6.1f} us/call")
+
+
 def main() -> None:
     up_port, proxy_port = _free_port(), _free_port()
     headers = {"content-type": "application/json", "authorization": "Bearer k", "x-api-key": "k"}
@@ -195,13 +262,25 @@ def main() -> None:
         "proxy",
         "--upstream",
         f"http://127.0.0.1:{up_port}",
+        "--data",  # the savings ledger goes here, not in the user's data folder
+        tempfile.mkdtemp(prefix="visus-bench-proxy-"),
         "--port",
         str(proxy_port),
     ]
     upstream_cmd = [sys.executable, "-c", _UPSTREAM, str(up_port)]
+    traced_port = _free_port()
+    traced_cmd = [
+        sys.executable,
+        "-c",
+        "from visus.cli import main; main()",  # main() reads the OTEL_* variables
+        *proxy_cmd[3:-1],
+        str(traced_port),
+    ]
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{up_port}"}
     with (
         _process(upstream_cmd, up_port) as upstream,
         _process(proxy_cmd, proxy_port) as proxy,
+        _process(traced_cmd, traced_port, otel) as traced,
         httpx.Client(headers=headers, timeout=120) as client,
     ):
         print(
@@ -215,3 +294,5 @@ def main() -> None:
             f"proxy stats: {stats['requests']} requests, {stats['images_fitted']} images fitted "
             f"({stats['images_cached']} from the cache), {stats['bytes_saved'] / 1e6:.1f} MB saved"
         )
+        _traces_rows(client, proxy, traced)
+    _hooks()
