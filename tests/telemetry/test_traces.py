@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
@@ -205,3 +206,51 @@ def test_configure_reads_the_standard_variables(monkeypatch: pytest.MonkeyPatch)
     assert traces.capture_content()
     assert not traces.configure({**env, "OTEL_SDK_DISABLED": "true"})
     assert not traces.enabled()
+
+
+async def test_mcp_tool_calls_are_spans_too(captured: Captured, tmp_path: Path) -> None:
+    """visus's MCP server (``visus mcp``, ``/mcp``): a span per tool call, a refusal
+    marked as an error."""
+    from mcp import Client
+
+    from tests.tether.doubles import Factory
+    from visus.mcp_server import build_server
+    from visus.tether.client import TetherClient
+    from visus.tether.server import create_app
+
+    buf = io.BytesIO()
+    Image.new("RGB", (300, 200), "red").save(buf, "PNG")
+    (tmp_path / "a.png").write_bytes(buf.getvalue())
+    app = create_app(data_dir=tmp_path / "data", runner_factory=Factory())
+    tc = TetherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app))
+    server = build_server(tc, roots=[tmp_path])
+    async with Client(server, mode="legacy") as client:
+        await client.call_tool("view", {"path": "a.png"})
+        await client.call_tool("view", {"path": "missing.png"})
+    await tc.aclose()
+    await app.state.registry.aclose()
+    seen, missing = captured.named("execute_tool view")
+    assert seen.attributes is not None
+    assert missing.attributes is not None
+    assert names.ERROR_TYPE not in seen.attributes
+    assert missing.attributes[names.ERROR_TYPE] == "tool_error"
+    assert not BASE64_RUN.search(_dumped(captured))
+
+
+async def test_integration_tool_calls_are_spans(captured: Captured, tmp_path: Path) -> None:
+    """The integrations' view (pydantic-ai, the Agents SDK, LangChain all call it): the
+    framework traces its own model calls, visus the tools it lends."""
+    from visus.agent.options import VisionOptions
+    from visus.integrations.core import VisionCore
+    from visus.models import get_model
+
+    buf = io.BytesIO()
+    Image.new("RGB", (3000, 2000), "blue").save(buf, "PNG")
+    (tmp_path / "big.png").write_bytes(buf.getvalue())
+    core = VisionCore(VisionOptions(roots=(tmp_path,), data=tmp_path / "data"))
+    await core.call("view", {"path": "big.png"}, get_model("claude-sonnet-4-6"))
+    (tool,) = captured.named("execute_tool view")
+    assert tool.attributes is not None
+    assert tool.attributes[names.VIEW_SOURCE] == "big.png"
+    assert tool.attributes[names.VIEW_WIDTH] < 3000  # fitted for the model
+    assert tool.attributes[names.VIEW_TOKENS] > 0

@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import re
 import warnings
 from collections import OrderedDict
@@ -68,6 +69,7 @@ from visus.retention import (
     plan_images,
     repeat_descriptor,
 )
+from visus.telemetry import seams
 
 __all__ = [
     "CONSERVATIVE",
@@ -427,7 +429,11 @@ class VisionCore:
             allow_loopback_http=self.allow_loopback_http,
             record=held_record(held),
         )
-        outcome = await self.registry.call(name, args, ctx)
+        # The framework traces its own model calls (or not); visus's tools are visus's.
+        with seams.tool_call(name, None, args) as traced:
+            outcome = await self.registry.call(name, args, ctx)
+            tokens = functools.partial(image_tokens, model)
+            traced.tool_outcome(outcome.parts, is_error=outcome.is_error, tokens=tokens)
         texts = [p.text for p in outcome.parts if isinstance(p, TextPart)]
         images = [p for p in outcome.parts if isinstance(p, ImagePart)]
         if not images:

@@ -41,6 +41,8 @@ from visus.errors import (
     UnsupportedTypeError,
     VisusError,
 )
+from visus.telemetry import seams
+from visus.telemetry.names import ERROR_TYPE
 
 __all__ = ["Refused", "RefusingServer", "path_too_long", "reason_of", "refusal_result"]
 
@@ -169,6 +171,16 @@ class RefusingServer(MCPServer[_State], Generic[_State]):
         unknown = _unknown_arguments(name, arguments, listed[name])
         if unknown is not None:
             return unknown
+        with seams.tool_call(name, None, arguments) as traced:
+            result = await self._answer(name, arguments, context)
+            if isinstance(result, CallToolResult) and result.is_error:
+                traced.set({ERROR_TYPE: "tool_error"})
+            return result
+
+    async def _answer(
+        self, name: str, arguments: dict[str, Any], context: Any
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call of a known tool, its failures as refusals."""
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:

@@ -104,14 +104,16 @@ def refused(count: int = 1) -> None:
 
 
 @contextmanager
-def tool_call(name: str, call_id: str, arguments: Mapping[str, Any]) -> Iterator[Span]:
-    """One tool call (``execute_tool``), counted by tool and outcome."""
+def tool_call(name: str, call_id: str | None, arguments: Mapping[str, Any]) -> Iterator[Span]:
+    """One tool call (``execute_tool``; ``call_id`` when the caller has one), counted by
+    tool and outcome."""
     attributes: dict[str, Any] = {
         names.OPERATION: names.EXECUTE_TOOL,
         names.TOOL_NAME: name,
-        names.TOOL_CALL_ID: call_id,
         names.TOOL_TYPE: "function",
     }
+    if call_id is not None:
+        attributes[names.TOOL_CALL_ID] = call_id
     outcome = "error"
     try:
         with span(f"{names.EXECUTE_TOOL} {name}", attributes) as live:
