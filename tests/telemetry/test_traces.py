@@ -254,3 +254,55 @@ async def test_integration_tool_calls_are_spans(captured: Captured, tmp_path: Pa
     assert tool.attributes[names.VIEW_SOURCE] == "big.png"
     assert tool.attributes[names.VIEW_WIDTH] < 3000  # fitted for the model
     assert tool.attributes[names.VIEW_TOKENS] > 0
+
+
+async def test_a_tether_turn_carries_its_request_id(agent: Agent, captured: Captured) -> None:
+    from visus.telemetry.logs import requested
+
+    with requested("7:m-abc"):  # what app.AgentRunner sets for a tether turn
+        await agent.run_turn("s1", "hello", request_id="7:m-abc")
+    (turn,) = captured.named("invoke_agent")
+    assert turn.attributes is not None
+    assert turn.attributes[names.REQUEST_ID] == "7:m-abc"
+    for call in captured.named("chat "):
+        assert call.attributes is not None
+        assert call.attributes[names.REQUEST_ID] == "7:m-abc"
+
+
+def test_visus_run_traces_when_the_environment_asks(tmp_path: Path, reference_url: str) -> None:
+    """The standard variables alone turn traces on for a command (console exporter)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "empty.toml").write_text("")
+    env = {
+        **os.environ,
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_SERVICE_NAME": "visus-test",
+        "VISUS_DATA": str(tmp_path / "data"),
+        "VISUS_REFERENCE_URL": reference_url,
+        "VISUS_CONFIG": str(tmp_path / "empty.toml"),
+    }
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "VISUS_DEFAULT_MODEL"):
+        env.pop(key, None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from visus.cli import main; main()",
+            "run",
+            "--model",
+            "reference",
+            "hello",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"name": "invoke_agent visus"' in done.stdout
+    assert '"service.name": "visus-test"' in done.stdout
+    assert '"gen_ai.operation.name": "chat"' in done.stdout
