@@ -183,11 +183,11 @@ def test_dev_null_names_an_empty_configuration() -> None:
 @pytest.mark.parametrize(
     ("var", "provider", "model"),
     [
-        ("OPENAI_API_KEY", "openai", "openai:gpt-4.1"),
-        ("ANTHROPIC_API_KEY", "anthropic", "anthropic:claude-sonnet-4-6"),
-        ("GEMINI_API_KEY", "gemini", "gemini:gemini-2.5-flash"),
-        ("GOOGLE_API_KEY", "gemini", "gemini:gemini-2.5-flash"),
-        ("OPENROUTER_API_KEY", "openrouter", "openai-compatible:openai/gpt-4.1"),
+        ("OPENAI_API_KEY", "openai", "openai:gpt-6.1-sol"),
+        ("ANTHROPIC_API_KEY", "anthropic", "anthropic:claude-sonnet-5-5"),
+        ("GEMINI_API_KEY", "gemini", "gemini:gemini-3.5-flash"),
+        ("GOOGLE_API_KEY", "gemini", "gemini:gemini-3.5-flash"),
+        ("OPENROUTER_API_KEY", "openrouter", "openai-compatible:openai/gpt-6.1-sol"),
     ],
 )
 def test_standard_env_keys(var: str, provider: str, model: str) -> None:
@@ -447,7 +447,7 @@ base_url = "http://127.0.0.1:1/v1"
     assert settings.url("openai") == "http://127.0.0.1:1/v1"
     assert settings.max_retries == 0
     client, spec = resolve(cfg.default_model, config=settings)
-    assert spec.name == "gpt-4.1"
+    assert spec.name == "gpt-6.1-sol"
     assert client.wire.startswith("openai")
 
 

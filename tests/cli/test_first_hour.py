@@ -105,7 +105,7 @@ def test_chat_names_the_model_and_the_key_that_picked_it(
     billed = invoke("chat", input="/quit\n")
     assert billed.exit_code == 0, billed.stderr
     assert (
-        "model openai:gpt-4.1, from OPENAI_API_KEY; --model reference for the offline model"
+        "model openai:gpt-6.1-sol, from OPENAI_API_KEY; --model reference for the offline model"
         in billed.stdout
     )
     named = invoke("chat", "--model", "reference", input="/quit\n")

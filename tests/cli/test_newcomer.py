@@ -57,7 +57,7 @@ def test_no_help_text_is_cut_at_a_plain_terminal(columns: int) -> None:
 def test_the_model_rule_reads_whole_at_80_columns(command: str) -> None:
     """The options' help column is wide enough for a model id on one line."""
     shown = _help([command], 80)
-    for model in ("(anthropic:claude-sonnet-4-6),", "(openai-compatible:openai/gpt-4.1);"):
+    for model in ("(anthropic:claude-sonnet-5-5),", "(openai-compatible:openai/gpt-6.1-sol);"):
         assert model in shown, shown
 
 

@@ -178,12 +178,12 @@ def test_settings_pass_transport_knobs_to_the_client() -> None:
 
 def test_default_model_prefers_a_configured_provider_else_reference() -> None:
     assert default_model(_settings()) == "reference"
-    assert default_model(_settings(env={"OPENAI_API_KEY": "k"})) == "openai:gpt-4.1"
-    assert default_model(_settings(env={"GEMINI_API_KEY": "k"})) == "gemini:gemini-2.5-flash"
-    assert default_model(_settings(api_keys={"anthropic": "k"})) == "anthropic:claude-sonnet-4-6"
+    assert default_model(_settings(env={"OPENAI_API_KEY": "k"})) == "openai:gpt-6.1-sol"
+    assert default_model(_settings(env={"GEMINI_API_KEY": "k"})) == "gemini:gemini-3.5-flash"
+    assert default_model(_settings(api_keys={"anthropic": "k"})) == "anthropic:claude-sonnet-5-5"
     assert default_model(_settings(env={"OPENAI_API_KEY": ""})) == "reference"
     openrouter = default_model(_settings(env={"OPENROUTER_API_KEY": "k"}))
-    assert openrouter == "openai-compatible:openai/gpt-4.1"
+    assert openrouter == "openai-compatible:openai/gpt-6.1-sol"
     client, _ = resolve(openrouter, config=_settings(env={"OPENROUTER_API_KEY": "k"}))
     assert client.config.base_url == OPENROUTER_BASE_URL  # type: ignore[attr-defined]
 
@@ -210,4 +210,4 @@ def test_profile_rows_drive_keys_urls_and_default_wires() -> None:
         assert wire_for_provider(row.name) == row.default_wire
     # The first key set picks the default model, in the rows' order.
     env = {"OPENROUTER_API_KEY": "or", "GEMINI_API_KEY": "g"}
-    assert default_model(ProviderSettings(env=env)) == "gemini:gemini-2.5-flash"
+    assert default_model(ProviderSettings(env=env)) == "gemini:gemini-3.5-flash"

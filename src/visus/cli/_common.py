@@ -141,7 +141,7 @@ def model_line(given: str | None, cfg: VisusConfig, model: str | None = None) ->
     Example:
         >>> from visus.config import load_config
         >>> model_line(None, load_config(env={"OPENAI_API_KEY": "sk-0123456789abcdef"}))
-        'model openai:gpt-4.1, from OPENAI_API_KEY; --model reference for the offline model'
+        'model openai:gpt-6.1-sol, from OPENAI_API_KEY; --model reference for the offline model'
         >>> model_line(None, load_config(env={}))
         'model reference (offline, no provider key set); --model provider:model or a key ...'
     """
@@ -160,9 +160,9 @@ def model_line(given: str | None, cfg: VisusConfig, model: str | None = None) ->
 #: tests/cli/test_first_hour.py keeps the two equal).
 MODEL_RULE = (
     "default_model in visus.toml (or VISUS_DEFAULT_MODEL); else the first provider key set: "
-    "ANTHROPIC_API_KEY (anthropic:claude-sonnet-4-6), OPENAI_API_KEY (openai:gpt-4.1), "
-    "GEMINI_API_KEY (gemini:gemini-2.5-flash), OPENROUTER_API_KEY "
-    "(openai-compatible:openai/gpt-4.1); else reference, the offline model"
+    "ANTHROPIC_API_KEY (anthropic:claude-sonnet-5-5), OPENAI_API_KEY (openai:gpt-6.1-sol), "
+    "GEMINI_API_KEY (gemini:gemini-3.5-flash), OPENROUTER_API_KEY "
+    "(openai-compatible:openai/gpt-6.1-sol); else reference, the offline model"
 )
 #: ``--model``'s help on every command that runs an agent.
 MODEL_HELP = f"provider:model, e.g. openai:gpt-4.1. Default: {MODEL_RULE}"

@@ -31,6 +31,12 @@ def _row(spec: Any) -> dict[str, Any]:
         "context_tokens": spec.context_tokens,
         "input_usd_per_mtok": spec.input_price_per_mtok,
         "output_usd_per_mtok": spec.output_price_per_mtok,
+        "cache_min_tokens": spec.cache_min_tokens,
+        "thinking": spec.thinking,
+        "preserved_thinking": spec.preserved_thinking,
+        "forced_tool_choice": spec.forced_tool_choice,
+        "efforts": list(spec.efforts),
+        "legacy": spec.legacy,
         "token_formula": dataclasses.asdict(spec.tokens),
     }
 
@@ -47,8 +53,9 @@ def models(
 ) -> None:
     """List the models visus knows: what they take (vision, pdf, video), limits, prices.
 
-    Models outside this list still work as ``provider:model``; they are treated as
-    text-only unless configured.
+    Legacy models (a newer one of the family replaces them) say so. A model outside this
+    list still works as ``provider:model``: it takes the profile of its family's nearest
+    listed model (visus says which, once), or a [[models]] entry sets its own.
     """
     from visus.models.catalog import CATALOG
 
@@ -69,8 +76,9 @@ def models(
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("model", "vision", "pdf", "video", "max edge", "max MP", "$/Mtok in/out"):
-        table.add_column(column, justify="left" if column == "model" else "right")
+    columns = ("model", "vision", "pdf", "video", "max edge", "max MP", "$/Mtok in/out", "")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("model", "") else "right")
     for r in rows:
         table.add_row(
             r["model"],
@@ -80,6 +88,7 @@ def models(
             str(r["max_edge"]),
             f"{r['max_pixels'] / 1e6:.2f}",
             f"{r['input_usd_per_mtok']:g} / {r['output_usd_per_mtok']:g}",
+            "legacy" if r["legacy"] else "",
         )
     Console(width=200, soft_wrap=True).print(table)
 

@@ -242,19 +242,24 @@ def _view_recorded(
 
 
 def _check_model(model: str) -> None:
-    """A model name not in the catalog is a typo far more often than a new model: say
-    so (exit 2) instead of fitting for a text-only guess and refusing every image."""
+    """Only a model no provider claims is refused (exit 2): a bare name that is neither
+    listed nor of a family visus knows, or an unknown provider prefix. A model of a known
+    provider the catalog does not list takes its family's nearest profile, and visus says
+    so once (with a "did you mean" when the name is a listed one's near miss)."""
     from visus.cli._common import check_model_ref
     from visus.errors import VisusError
-    from visus.models import is_known_model, similar_models
+    from visus.models import get_model, is_known_model, parse_model_ref, similar_models
 
     check_model_ref(model)
     try:
-        if is_known_model(model):
+        if is_known_model(model) or get_model(model).assumed_from is not None:
             return
+        named = model.partition(":")[0] == parse_model_ref(model)[0]
     except VisusError as e:  # an unknown provider prefix
         typer.echo(f"visus: {e}", err=True)
         raise typer.Exit(2) from None
+    if named:  # a provider's own name for it (a local server's model): text only
+        return
     close = similar_models(model)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     typer.echo(

@@ -27,7 +27,7 @@ raises :class:`~visus.errors.ConfigError` naming the key and its line.
 Example:
     >>> cfg = load_config(env={"OPENAI_API_KEY": "sk-test-0123456789abcd"})
     >>> cfg.default_model, cfg.masked()["providers"]["openai"]["api_key"]
-    ('openai:gpt-4.1', 'sk-…abcd')
+    ('openai:gpt-6.1-sol', 'sk-…abcd')
     >>> load_config(env={}).default_model
     'reference'
 """

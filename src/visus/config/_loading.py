@@ -125,7 +125,7 @@ def model_rule() -> str:
 
     Example:
         >>> model_rule().split("; ")[1]
-        'else the first provider key set: ANTHROPIC_API_KEY (anthropic:claude-sonnet-4-6), ...'
+        'else the first provider key set: ANTHROPIC_API_KEY (anthropic:claude-sonnet-5-5), ...'
     """
     from visus.providers.profiles import default_models
 

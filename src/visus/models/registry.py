@@ -2,8 +2,10 @@
 
 Lookups try, in order: models added with :func:`register_model`, the built-in
 :data:`~visus.models.catalog.CATALOG`, then normalised forms of the id (an Ollama
-``:tag``, a dated snapshot suffix, a Bedrock Claude id). An id nobody knows gets a
-spec with ``vision=False``: visus never guesses that a model can see.
+``:tag``, a dated snapshot suffix, a Bedrock Claude id). An id of a known provider that
+none of these names takes the profile of its family's nearest listed model
+(:mod:`visus.models.families`, said once); only an id that names no family gets a
+text-only spec (``vision=False``) and only an unknown provider is an error.
 
 Example:
     >>> parse_model_ref("openai:gpt-4.1")
@@ -12,6 +14,8 @@ Example:
     ('llava:13b', True)
     >>> get_model("openai-compatible:some-local-model").vision
     False
+    >>> get_model("anthropic:claude-sonnet-7-1").assumed_from
+    'claude-sonnet-5-5'
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import get_args
 
 from visus.errors import InvalidInputError
 from visus.models.catalog import BEDROCK_IDS, CATALOG, REFERENCE
+from visus.models.families import assume
 from visus.models.spec import ModelSpec, Provider
 
 __all__ = [
@@ -48,7 +53,7 @@ _BEDROCK_CLAUDE = re.compile(
     r"^anthropic\.(claude-[a-z]+-\d+(?:-\d{1,2})?)(?:-\d{8})?(?:-v\d+(?::\d+)?)?$"
 )
 _VERSION_DOT = re.compile(r"(\d)\.(\d)")
-_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest|preview(?:-[\d-]+)?)$")
+_SNAPSHOT = re.compile(r"(?:-\d{8}|@\d{8}|-\d{4}-\d{2}-\d{2}|-latest|-preview(?:-[\d-]+)?)$")
 
 _lock = threading.Lock()
 _registered: dict[str, ModelSpec] = {}
@@ -138,6 +143,11 @@ def get_model(name: str) -> ModelSpec:
         with _lock:
             return _registered.get("reference", REFERENCE)
     spec = _lookup(model)
+    if spec is None:
+        # Never refused, never blind by default: the family's nearest listed model.
+        with _lock:
+            listed = [*CATALOG.values(), *_registered.values()]
+        spec = assume(_as_provider(provider), model, listed)
     if spec is None:
         return ModelSpec(name=model, provider=_as_provider(provider), vision=False)
     if provider == "bedrock":

@@ -177,6 +177,9 @@ class ModelSpec:
     reads_reasoning_of: tuple[str, ...] = ()
     #: Still served, but a newer model of its family replaces it (``visus models`` says).
     legacy: bool = False
+    #: For an id the catalog does not list: the listed model whose profile it took
+    #: (:mod:`visus.models.families`); None for a listed or configured model.
+    assumed_from: str | None = None
 
     @property
     def ref(self) -> str:

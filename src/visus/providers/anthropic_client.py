@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 from visus.errors import ProviderError
 from visus.providers.base import (
@@ -61,7 +60,7 @@ def map_anthropic_error(e: Exception, *, provider: str = "anthropic") -> MappedE
     return None
 
 
-def _split_betas(fields: Mapping[str, Any]) -> tuple[dict[str, Any], RequestOptions]:
+def _split_betas(fields: Mapping[str, object]) -> tuple[dict[str, object], RequestOptions]:
     """The body without its ``betas`` list, and the ``anthropic-beta`` header that carries
     them (as the SDK's own ``betas`` parameter sends them).
 
@@ -71,7 +70,7 @@ def _split_betas(fields: Mapping[str, Any]) -> tuple[dict[str, Any], RequestOpti
     """
     body = {k: v for k, v in fields.items() if k != "betas"}
     betas = fields.get("betas")
-    if not betas:
+    if not isinstance(betas, list) or not betas:
         return body, {}
     return body, {"headers": {"anthropic-beta": ",".join(str(b) for b in betas)}}
 

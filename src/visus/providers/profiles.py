@@ -58,7 +58,7 @@ _ROWS = (
         "anthropic",
         ("ANTHROPIC_API_KEY",),
         ("ANTHROPIC_BASE_URL",),
-        default_model="anthropic:claude-sonnet-4-6",
+        default_model="anthropic:claude-sonnet-5-5",
         key_required=True,
     ),
     # OpenAI's own API speaks Responses by default; ``wire`` picks Chat Completions.
@@ -67,7 +67,7 @@ _ROWS = (
         "openai-responses",
         ("OPENAI_API_KEY",),
         ("OPENAI_BASE_URL",),
-        default_model="openai:gpt-4.1",
+        default_model="openai:gpt-6.1-sol",
         key_required=True,
     ),
     ProviderProfile(
@@ -75,7 +75,7 @@ _ROWS = (
         "gemini",
         ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         ("GOOGLE_GEMINI_BASE_URL",),
-        default_model="gemini:gemini-2.5-flash",
+        default_model="gemini:gemini-3.5-flash",
         key_required=True,
     ),
     # OpenRouter is not a ref prefix: it is an openai-compatible server with a key.
@@ -84,7 +84,7 @@ _ROWS = (
         "openai-chat",
         ("OPENROUTER_API_KEY",),
         default_url=OPENROUTER_BASE_URL,
-        default_model="openai-compatible:openai/gpt-4.1",
+        default_model="openai-compatible:openai/gpt-6.1-sol",
         key_required=True,
     ),
     ProviderProfile(
@@ -123,7 +123,7 @@ def default_models() -> tuple[tuple[str, str], ...]:
 
     Example:
         >>> default_models()[0]
-        ('anthropic', 'anthropic:claude-sonnet-4-6')
+        ('anthropic', 'anthropic:claude-sonnet-5-5')
     """
     return tuple((p.name, p.default_model) for p in _ROWS if p.default_model)
 
