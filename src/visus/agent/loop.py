@@ -50,7 +50,7 @@ from visus.record.messages import (
 from visus.record.sessions import SessionLog
 from visus.retention import RetentionPolicy, model_view
 from visus.telemetry import seams
-from visus.wire import RefitCache
+from visus.wire import RefitCache, progress_notes
 
 if TYPE_CHECKING:
     from visus.config import VisusConfig
@@ -194,6 +194,10 @@ class Agent:
     result_cache: ResultCache | None = None
     #: The models its tools may be asked for (a served agent: the operator's list).
     models: AllowedModels | None = None
+    #: How hard the model thinks on each step (one of its catalog ``efforts``: sent as
+    #: Anthropic's ``output_config.effort``, OpenAI's ``reasoning.effort``); None: the
+    #: model's default.
+    effort: str | None = None
     _reads: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # session id -> (log file signature after our last write, the messages it holds)
     _cache: dict[str, tuple[Hashable, list[Message]]] = field(default_factory=dict, repr=False)
@@ -338,6 +342,11 @@ class Agent:
             turn.usage = turn.usage + reply.usage
         await self._append(turn.session_id, turn.history, reply)
         turn.answer, turn.stop = reply.text, reply.stop_reason
+        if reply.tool_calls:
+            # The model's own words on where it is (newer models write them between
+            # tool calls, not as answer text): for the spinner and the phase line.
+            for note in progress_notes(reply.provider_state):
+                await status(note)
         return reply
 
     async def _calls(
@@ -449,6 +458,7 @@ class Agent:
             system=self.system,
             tools=self.tools.specs(),
             cache_key=cache_key,
+            effort=self.effort,
         )
         with seams.model_call(self.model) as traced:
             traced.request(request.messages, request.system)

@@ -23,6 +23,8 @@ from visus.agent.mcp_client import McpMounts, McpServerSpec
 from visus.agent.policy import guarded_reach
 from visus.agent.tools import MemoryResultCache, ToolRegistry
 from visus.config import McpServerEntry, VisusConfig, load_config
+from visus.errors import InvalidInputError
+from visus.models import ModelSpec
 from visus.models.allowed import AllowedModels
 from visus.paths import blobs_dir, data_dir, refit_index, sessions_dir
 from visus.perception import Reach
@@ -81,6 +83,7 @@ def build_agent(
     config_mcp_servers: bool = True,
     reach: Reach | None = None,
     models: AllowedModels | None = None,
+    effort: str | None = None,
 ) -> Agent:
     """An agent for ``model``; whatever is not given comes from ``visus.toml``.
 
@@ -96,7 +99,10 @@ def build_agent(
     (default: ``[reach] roots``, else the working directory), which never reaches
     visus's own files (:func:`visus.agent.policy.guarded_reach`: the configuration, the
     data folder but its ``files``). ``models``: the models its tools may be asked for
-    (a served agent's: the operator's list; None: any).
+    (a served agent's: the operator's list; None: any). ``effort`` (default ``[agent]
+    effort``) is how hard the model thinks: a level the model does not take is an error
+    when given here, and left out when it comes from the configuration (which serves
+    every model).
     """
     cfg = config if config is not None else load_config()
     cfg.register_models()
@@ -122,10 +128,24 @@ def build_agent(
         result_cache=MemoryResultCache(),
         max_steps=max_steps if max_steps is not None else cfg.agent.max_steps,
         models=models,
+        effort=_effort(spec, effort, cfg.agent.effort),
     )
     if system is not None:
         agent.system = system
     return agent
+
+
+def _effort(spec: ModelSpec, given: str | None, configured: str | None) -> str | None:
+    """The effort to send: ``given`` when the model takes it (else an error naming the
+    levels it takes), else ``configured`` when the model takes that."""
+    if given is None:
+        return configured if configured in spec.efforts else None
+    if given not in spec.efforts:
+        takes = ", ".join(spec.efforts) if spec.efforts else "none"
+        raise InvalidInputError(
+            f"{spec.ref} takes no effort {given!r} (its levels: {takes}; visus models --json)"
+        )
+    return given
 
 
 def _with_reference(ref: str, settings: ProviderSettings) -> ProviderSettings:

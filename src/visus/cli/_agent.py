@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ContinueOpt",
     "DataOpt",
+    "EffortOpt",
     "MaxStepsOpt",
     "McpOpt",
     "ModelOpt",
@@ -95,12 +96,25 @@ MaxStepsOpt = Annotated[
 ]
 
 
+EffortOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--effort",
+        metavar="LEVEL",
+        help="How hard the model thinks: low, medium, high, xhigh, max (the levels it "
+        "takes: visus models --json; default: [agent] effort, else the model's own)",
+        show_default=False,
+    ),
+]
+
+
 def agent_for(
     model: str | None,
     data: Path | None,
     roots: list[Path] | None,
     mcp: list[str] | None = None,
     max_steps: int | None = None,
+    effort: str | None = None,
 ) -> Agent:
     from visus.agent import McpServerSpec, build_agent
     from visus.cli._common import check_model_ref, check_roots
@@ -116,6 +130,7 @@ def agent_for(
             roots=roots or [Path.cwd()],
             mcp_servers=servers,
             max_steps=max_steps,
+            effort=effort,
         )
     except VisusError as e:
         typer.echo(f"visus: {e}", err=True)

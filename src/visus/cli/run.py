@@ -15,6 +15,7 @@ import typer
 from visus.cli._agent import (
     ContinueOpt,
     DataOpt,
+    EffortOpt,
     MaxStepsOpt,
     McpOpt,
     ModelOpt,
@@ -80,6 +81,7 @@ def run(
     as_json: JsonOpt = False,
     max_steps: MaxStepsOpt = None,
     save_images: SaveImagesOpt = None,
+    effort: EffortOpt = None,
 ) -> None:
     """Run one agent turn and print the answer.
 
@@ -93,7 +95,7 @@ def run(
     sid = session_id(session, cont, data, new_session)
     text, pasted = prompt_and_stdin(prompt)
     pasted += pasted_images(image or [])
-    agent = agent_for(model, data, root, mcp, max_steps)
+    agent = agent_for(model, data, root, mcp, max_steps, effort)
     pasted = fitted_images(pasted, agent.model.profile())  # exit 3 before anything runs
     if agent.config is not None:  # which model, and why: a key in the shell bills
         typer.echo(model_line(model, agent.config, agent.model_ref), err=True)

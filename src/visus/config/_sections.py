@@ -117,6 +117,9 @@ class AgentSettings(_Frozen):
 
     #: Model calls one turn may make before it stops and says so (exit 4 in ``visus run``).
     max_steps: int = Field(limits.AGENT_MAX_STEPS, ge=1)
+    #: How hard the model thinks (``low`` .. ``max``; ``visus models --json`` lists each
+    #: model's): sent to models that take that level, left out for the others.
+    effort: str | None = None
 
 
 class ReachSettings(_Frozen):

@@ -40,6 +40,7 @@ from visus.wire._prepare import (
 from visus.wire._prepared import Body, Prepared
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
 from visus.wire._reply import Accumulator, ReplyContext
+from visus.wire._thinking import progress_notes
 
 __all__ = [
     "WIRES",
@@ -58,6 +59,7 @@ __all__ = [
     "lower",
     "max_document_pages",
     "profile_for",
+    "progress_notes",
 ]
 
 Wire: TypeAlias = Literal[

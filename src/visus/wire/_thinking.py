@@ -38,6 +38,7 @@ __all__ = [
     "ThinkingConfig",
     "dropped_reasoning",
     "keep",
+    "progress_notes",
     "replay",
     "replay_reasoning",
     "thinking_config",
@@ -171,3 +172,41 @@ def dropped_reasoning(transformations: object) -> int:
     return sum(
         1 for t in transformations if isinstance(t, dict) and t.get("type") == "thinking_dropped"
     )
+
+
+def _note_texts(item: Mapping[str, object]) -> list[str]:
+    """The readable text one kept item carries: a Claude thinking block's text (empty
+    unless the request asked to see it), Bedrock's ``reasoningText.text``, a Responses
+    reasoning item's summary."""
+    if item.get("type") == "thinking":
+        return [str(item.get("thinking") or "")]
+    reasoning = item.get("reasoningContent")
+    if isinstance(reasoning, Mapping):
+        text = reasoning.get("reasoningText")
+        return [str(text.get("text") or "")] if isinstance(text, Mapping) else []
+    summary = item.get("summary") if item.get("type") == "reasoning" else None
+    if isinstance(summary, list):
+        return [str(s.get("text") or "") for s in summary if isinstance(s, Mapping)]
+    return []
+
+
+def progress_notes(state: ProviderState | None) -> tuple[str, ...]:
+    """What a reply said about its progress besides its answer: the notes newer Claude
+    models write between tool calls into thinking blocks (shown with ``display:
+    "updates"``), Responses reasoning summaries. Empty when the provider returned none.
+
+    Example:
+        >>> state = ProviderState("anthropic", json.dumps([
+        ...     {"type": "thinking", "thinking": "", "signature": "s1"},
+        ...     {"type": "thinking", "thinking": "Opening the settings page.", "signature": "s2"},
+        ...     {"type": "tool_use", "id": "t", "name": "view", "input": {}}]))
+        >>> progress_notes(state)
+        ('Opening the settings page.',)
+    """
+    if state is None:
+        return ()
+    items = json.loads(state.items)
+    if not isinstance(items, list):
+        return ()
+    texts = (t.strip() for i in items if isinstance(i, Mapping) for t in _note_texts(i))
+    return tuple(t for t in texts if t)
