@@ -194,6 +194,8 @@ class Instance:
         self._by_request: dict[tuple[str, str], asyncio.Task[None]] = {}
         #: Requests a client asked to stop (a cancel, not a shutdown).
         self._stopping: set[tuple[str, str]] = set()
+        #: (session, request msg_id) -> the phase its turn, run here, is in now.
+        self._phases: dict[tuple[str, str], str] = {}
 
     def describe(self) -> dict[str, Any]:
         """The instance as the API lists it. ``roots`` are the folders its agent reaches:
@@ -247,6 +249,13 @@ class Instance:
         oldest first: what a client that lost its state (a reloaded page) still waits for.
         """
         return [m for (s, m), task in self._by_request.items() if s == session and not task.done()]
+
+    def turn_phase(self, session: str, msg_id: str) -> str | None:
+        """What the turn answering request ``msg_id`` does now, as its latest
+        ``assistant.status`` said ("viewing report.pdf page 4"), when this process runs
+        it: a client that lost its state (a reloaded page) shows it at once.
+        """
+        return self._phases.get((session, msg_id))
 
     async def cancel_turn(self, frame: Frame, target: str) -> Frame:
         """Stop the turn answering request ``target`` (running or queued), then append
@@ -307,6 +316,7 @@ class Instance:
         try:
             await self._run(payload, request_key(frame), reply, images, out, resume)
         finally:
+            self._phases.pop((reply.session, reply.reply_to), None)
             await out.aclose()
 
     async def _turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> None:
@@ -347,6 +357,7 @@ class Instance:
             # phase waits like text (at most one window: a model answering at once
             # makes one write, not two); a tool call leaves now, shown as it starts.
             frame = reply.frame(AssistantStatus(text, tool))
+            self._phases[(reply.session, reply.reply_to)] = text
             await (out.send(frame) if tool is not None else out.hold(frame))
 
         try:

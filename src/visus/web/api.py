@@ -5,8 +5,9 @@ answers stream from the tether SSE stream; this router only serves what tether d
 not: the default instance and the limits the page checks, the sessions of that
 instance, one session's conversation (text, tool calls and results, images as blob
 URLs, per-turn usage and cost, every image live or elided under the retention
-policy, the session's attachments, the msg_ids of its turns still ``running`` so a
-reloaded page shows them working, with Stop), the image blobs themselves, and attachment
+policy, the session's attachments, the msg_ids of its turns still ``running`` and the
+``phases`` they are in so a reloaded page shows them working, with Stop), the image
+blobs themselves, and attachment
 uploads ``{filename, contentBase64, mimeType}`` (the MIME type the browser gave).
 
 Routes (the app's token, bearer or the web chat's cookie, checked in front of them by
@@ -407,6 +408,9 @@ async def session(sid: str, request: Request) -> dict[str, Any] | JSONResponse:
         conv = await asyncio.to_thread(conversation, stores, sid)
         inst = request.app.state.registry.get(stores.instance)
         conv["running"] = await inst.turns_in_flight(sid)
+        # What each running turn does now, for a reloaded page's working bubble.
+        phases = {m: inst.turn_phase(sid, m) for m in conv["running"]}
+        conv["phases"] = {m: p for m, p in phases.items() if p}
     except VisusError as e:
         return error_from(e)
     return conv

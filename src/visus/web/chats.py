@@ -7,8 +7,8 @@ Routes (bearer-token protected like the rest of ``/web/api``):
 - ``DELETE /web/api/sessions/{sid}`` -> 204: the session's messages, title and attached
   files go (its images at the next ``visus gc``); 409 while one of its turns runs
 - ``POST   /web/api/fit`` (an image's raw bytes, up to ``WEB_FIT_MAX_BYTES``) -> the
-  image fitted for the model and the tether's bounds: what the page sends instead of an
-  image over ``TETHER_MAX_IMAGE_BYTES``
+  image fitted for the model and the tether's bounds: what the page sends for every
+  image, checked as it is added (one the model cannot take is refused then, by name)
 
 Example:
     >>> sorted(r.path for r in router.routes)
@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from visus import limits, media
-from visus.errors import InvalidInputError, NotFoundError, VisusError
+from visus.errors import InvalidInputError, NotFoundError, TooLargeError, VisusError
 from visus.media import Fitted
 from visus.models import ModelSpec
 from visus.record.sessions import validate_session_id
@@ -111,6 +111,8 @@ async def fit(request: Request) -> Response:
         return body
     try:
         fitted = await asyncio.to_thread(fit_for_chat, body, stores.model)
+    except TooLargeError as e:  # the decode bounds (pixels, edge), not an attachment cap
+        return error_response(413, "too_large", str(e))
     except VisusError as e:
         return error_from(e)
     headers = {"X-Visus-Source-Size": f"{fitted.source_width}x{fitted.source_height}"}

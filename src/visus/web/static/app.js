@@ -14,7 +14,7 @@ import {
   sendJSON,
   signIn,
 } from "./api.js";
-import { base64Of, human, isMessageImage, mb, needsFitting, refusal } from "./files.js";
+import { base64Of, human, isMessageImage, mb, refusal } from "./files.js";
 import {
   $,
   el,
@@ -41,6 +41,7 @@ const state = {
   sessions: [],
   uploads: [], // attachments uploading now: {name, size, fraction, row}
   uploaded: [], // attachments stored since the last message: named in the next one
+  storedNames: [], // their names, for the notice that says where they went
   // Send was pressed while files uploaded: the message goes when the last one is stored
   // (it names them), unless an upload failed, when it waits for the user.
   sendWhenUploaded: false,
@@ -89,9 +90,9 @@ function turnEnded(msgId) {
 
 // The bubble of a turn in flight: what it does now (the phase an assistant.status frame
 // names: "waiting for gpt-4.1", "viewing report.pdf page 4"), for how long, and Stop.
-function workingBubble(msgId) {
+function workingBubble(msgId, phase = "") {
   const started = turnStarted(msgId);
-  const work = { phase: "Working…", tools: [] };
+  const work = { phase: phase || "Working…", tools: [] };
   const status = el("span", { class: "working-text" });
   const show = () => {
     status.textContent = `${work.phase} · ${Math.max(0, Math.round((Date.now() - started) / 1000))} s`;
@@ -357,6 +358,7 @@ async function openSession(sid) {
   state.pending.clear();
   state.ended.clear();
   state.uploaded = [];
+  state.storedNames = [];
   state.sendWhenUploaded = false; // the typed message belonged to the other chat
   syncBusy();
   const url = new URL(window.location.href);
@@ -375,12 +377,14 @@ function resumeRunning(conv) {
   if (conv.id !== state.sid) return;
   for (const msgId of conv.running || []) {
     if (state.pending.has(msgId) || state.ended.has(msgId)) continue;
-    const { bubble, live, timer, work } = workingBubble(msgId);
+    // The phase the server's last status named (a reload mid-turn shows the step).
+    const { bubble, live, timer, work } = workingBubble(msgId, (conv.phases || {})[msgId]);
     state.pending.set(msgId, { turn: lastTurn(), user: null, bubble, live, timer, work, text: "" });
   }
   if (state.pending.size) {
     syncBusy();
     renderConversation(state);
+    renderSessions(state, pickSession, sessionActions);
   }
 }
 
@@ -421,21 +425,39 @@ function renderTray() {
 
 function trayWhere(item) {
   if (item.kind !== "image") return "attachment";
-  return needsFitting(item.file, state.config.limits) ? "in message, fitted on the server" : "in message";
+  if (!item.fitted) return "checking on the server…";
+  return item.fitted.size !== item.file.size || item.fitted.type !== item.file.type
+    ? "in message, fitted on the server"
+    : "in message";
 }
 
-// An image over tether's per-image bound is fitted on the server first (up to the
-// size `visus view` reads); the message carries what comes back.
+// Every image is fitted for the model on the server as it is added (up to the size
+// `visus view` reads): one the model cannot take (a 20000 x 20000 PNG, a broken file)
+// is refused now, naming it, not after Send; the message carries what comes back.
+function checkImage(item) {
+  item.check = postBytes("/web/api/fit", item.file).then((blob) => {
+    item.fitted = blob;
+  });
+  return item.check;
+}
+
 async function imageToSend(item) {
-  if (!needsFitting(item.file, state.config.limits)) return item.file;
-  notice(`Fitting ${item.file.name || "the image"} (${human(item.file.size)}) on the server…`, "info");
-  const blob = await postBytes("/web/api/fit", item.file);
-  notice("");
-  return blob;
+  try {
+    await item.check;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) throw error;
+    throw new Error(`${labelOf(item.file)} cannot be sent: ${sentence(error.message)}`);
+  }
+  return item.fitted || item.file;
 }
 
-function addFiles(files) {
+function labelOf(file) {
+  return `"${file.name || "pasted image"}"`;
+}
+
+async function addFiles(files) {
   const problems = [];
+  const checks = [];
   for (const file of files) {
     const stored = state.conv ? state.conv.attachments : [];
     const why = refusal(file, state.tray, state.config.limits, stored, state.config.files);
@@ -444,13 +466,55 @@ function addFiles(files) {
       continue;
     }
     if (isMessageImage(file, state.config.limits)) {
-      state.tray.push({ file, kind: "image", url: URL.createObjectURL(file) });
+      const item = { file, kind: "image", url: URL.createObjectURL(file), fitted: null };
+      state.tray.push(item);
+      checks.push(
+        checkImage(item).catch((error) => {
+          if (error instanceof ApiError && error.status === 401) throw error;
+          state.tray = state.tray.filter((t) => t !== item);
+          URL.revokeObjectURL(item.url);
+          problems.push(`${labelOf(file)} was not added: ${sentence(error.message)}`);
+        }),
+      );
     } else {
       upload(file).catch(showError); // other files go to the attachments at once
     }
   }
   renderTray();
   notice(problems.join(" "));
+  if (!checks.length) return;
+  // Every file refused, said at once when the last check is back.
+  try {
+    await Promise.all(checks);
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  renderTray();
+  notice(problems.join(" "));
+}
+
+// The original of each image sent goes to the session's attachments too (within their
+// caps), under its name: "look at sign.png" finds it afterwards, and a region of it
+// reads the source's pixels, not the fitted copy the message carries.
+async function keepOriginal(sid, item) {
+  const file = item.file;
+  const limits = state.config.limits;
+  if (item.kept && item.kept.sid === sid) return item.kept.mention; // a message given back
+  if (file.size > limits.attachment_max_file_bytes) return null;
+  try {
+    const body = JSON.stringify({
+      filename: file.name || "image.png",
+      contentBase64: await base64Of(file),
+      mimeType: file.type,
+    });
+    const info = await postJSON(`/web/api/sessions/${encodeURIComponent(sid)}/attachments`, body);
+    item.kept = { sid, mention: `${info.name} (${info.mime_type}, ${info.size} bytes)` };
+    return item.kept.mention;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) throw error;
+    return null; // the attachments are full: the message still goes, fitted
+  }
 }
 
 // A file that is not a message image is stored in the session's attachments as soon as
@@ -477,11 +541,8 @@ async function upload(file) {
     );
     if (sid === state.sid) {
       state.uploaded.push(`${info.name} (${info.mime_type}, ${info.size} bytes)`);
-      notice(
-        `${info.name} is in this chat's attached files (see Attachments); your next message names it, ` +
-          "and the agent opens it with its attachment tools.",
-        "info",
-      );
+      state.storedNames.push(info.name);
+      notice(storedNotice(state.storedNames), "info");
     }
   } catch (error) {
     if (state.sendWhenUploaded) {
@@ -498,6 +559,19 @@ async function upload(file) {
       if (sid === state.sid) send();
     }
   }
+}
+
+// Every file stored since the last message, each named (two dropped together: both).
+function storedNotice(names) {
+  const list = names.length === 1
+    ? names[0]
+    : `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`;
+  const are = names.length === 1 ? "is" : "are";
+  const it = names.length === 1 ? "it" : "them";
+  return (
+    `${list} ${are} in this chat's attached files (see Attachments); your next message names ${it}, ` +
+    `and the agent opens ${it} with its attachment tools.`
+  );
 }
 
 function renderUploads() {
@@ -544,17 +618,25 @@ async function send() {
   notice("");
   try {
     const sid = state.sid;
-    const mentions = state.uploaded.filter(() => sid === state.sid);
-    state.uploaded = [];
     const images = items.filter((t) => t.kind === "image");
+    const files = [];
+    for (const item of images) files.push(await imageToSend(item)); // checked, fitted
+    const kept = [];
+    for (const item of images) {
+      const mention = await keepOriginal(sid, item);
+      if (mention) kept.push(mention);
+    }
+    const uploaded = state.uploaded.filter(() => sid === state.sid);
+    const mentions = [...uploaded, ...kept];
+    state.uploaded = [];
+    state.storedNames = [];
     const payload = { text };
     if (mentions.length) {
       payload.text = `${text}${text ? "\n\n" : ""}[attached to this session: ${mentions.join(", ")}]`;
     }
     if (images.length) {
       payload.images = [];
-      for (const item of images) {
-        const file = await imageToSend(item);
+      for (const file of files) {
         payload.images.push({ media_type: file.type, data: await base64Of(file) });
       }
     }
@@ -570,7 +652,7 @@ async function send() {
     const thumbs = images.map((item) => imageButton(item.url, `Your image ${item.file.name}`, { local: true }));
     // What the page keeps of the message while its turn runs: shown under the record,
     // and given back to the box if the turn fails before any answer.
-    const sent = { user: userBubble(payload.text, thumbs), text: "", typed: text, images, mentions };
+    const sent = { user: userBubble(payload.text, thumbs), text: "", typed: text, images, mentions: uploaded };
     state.tray = state.tray.filter((t) => !images.includes(t));
     renderTray();
     input.value = "";
@@ -595,6 +677,7 @@ async function send() {
       });
     }
     renderConversation(state);
+    renderSessions(state, pickSession, sessionActions); // this turn counts in the list
     if (mentions.length) refreshConversation().catch(showError);
   } catch (error) {
     showError(error);

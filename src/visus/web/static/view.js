@@ -145,6 +145,8 @@ export function renderConversation(state) {
     (conv ? conv.images : []).filter((im) => !im.live).map((im) => `${im.turn}:${im.digest}`),
   );
   const messages = conv ? conv.messages : [];
+  // A running turn's usage line comes when it ends, under its answer, not above it.
+  const running = new Set([...state.pending.values()].map((p) => p.turn));
   messages.forEach((message, i) => {
     if (message.kind === "user") {
       const images = message.images.map((im) => imageButton(im.url, imageLabel(im, "Your")));
@@ -157,7 +159,7 @@ export function renderConversation(state) {
     const next = messages[i + 1];
     if (!next || next.turn !== message.turn) {
       const t = usage.get(message.turn);
-      if (t && t.steps) {
+      if (t && t.steps && !running.has(t.turn)) {
         const u = t.usage;
         box.append(
           el("p", {
@@ -266,10 +268,13 @@ export function renderSessions(state, onPick, actions = {}) {
   const rows = known.has(state.sid) || !state.sid
     ? state.sessions
     : [{ id: state.sid, title: "New chat", turns: 0, modified: Date.now() / 1000 }, ...state.sessions];
+  // The open chat counts the turns it runs now (its first one too, before it is listed).
+  const runningTurns = [...state.pending.values()].map((p) => p.turn);
   for (const s of rows) {
+    const turns = s.id === state.sid ? Math.max(s.turns, ...runningTurns) : s.turns;
     const button = el("button", { type: "button", class: "session" },
       el("span", { class: "title", text: s.title }),
-      el("span", { class: "meta", text: `${s.turns} turn${s.turns === 1 ? "" : "s"} · ${when(s.modified)}` }));
+      el("span", { class: "meta", text: `${turns} turn${turns === 1 ? "" : "s"} · ${when(s.modified)}` }));
     button.dataset.sid = s.id;
     if (s.id === state.sid) button.setAttribute("aria-current", "true");
     button.addEventListener("click", () => onPick(s.id));
