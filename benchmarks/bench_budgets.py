@@ -15,6 +15,15 @@ measured in the same run) when that is set, then against this one:
   upstream that answers at once: the proxy process's peak RSS during the request and
   its RSS once the answer is back. The upstream and the client live in this process.
 
+Issue 33's, each in a fresh child process too:
+
+- ``pdf``: a probe (page count) of a 2 MB PDF whose object stream inflates to 2 GB:
+  what it ended in, the wall time, the process's peak RSS.
+- ``ztxt``: one fit of a 9.5 MB PNG of 9,000 zTXt chunks each inflating to just under
+  Pillow's 1 MB chunk bound: CPU seconds of the process, and what it ended in.
+- ``gifs``: twelve fits of a 27 KB 6000 x 6000 palette GIF at once (Claude's profile):
+  the process's peak RSS, its RSS after, and the memory budget's own peak.
+
 ``VISUS_BENCH_BASELINE_SRC=/old/checkout/src python -m benchmarks budgets``
 (``VISUS_BENCH_ONLY=pngs`` runs one scenario).
 """
@@ -158,7 +167,63 @@ sys.stdin.readline()
 server.should_exit = True
 """
 
-_SCENARIOS = {"pngs": _PNGS, "scans": _SCANS, "tiny": _TINY}
+_PDF = r"""
+from tests.media import bombs
+from visus.media import probe
+data = bombs.objstm_pdf(2048 * 2**20)
+open("/proc/self/clear_refs", "w").write("5")
+before = status("self", "VmRSS")
+start = time.monotonic()
+try:
+    outcome = f"probed: {probe(data).page_count} page"
+except Exception as e:
+    outcome = f"{type(e).__name__}: {str(e)[:90]}"
+print(json.dumps({
+    "wall": round(time.monotonic() - start, 2),
+    "outcome": outcome,
+    "peak_mb": round((status("self", "VmHWM") - before) / 1e6, 1),
+}))
+"""
+
+_ZTXT = r"""
+from tests.media import bombs
+from visus.media import Profile, load
+data = bombs.ztxt_png(9000)
+start = time.process_time()
+try:
+    f = load(data, profile=Profile(1568, 1_150_000, 5 * 2**20))
+    outcome = f"fitted {f.width}x{f.height}"
+except Exception as e:
+    outcome = f"{type(e).__name__}: {str(e)[:90]}"
+print(json.dumps({"cpu_s": round(time.process_time() - start, 2), "outcome": outcome}))
+"""
+
+_GIFS = r"""
+from tests.media import bombs
+from visus.budget import MEMORY
+from visus.media import Profile, load
+data = bombs.palette_gif(6000)
+profile = Profile(1568, 1_150_000, 5 * 2**20)
+def call():
+    f = load(data, profile=profile)
+    return f"fitted {f.width}x{f.height}"
+before = status("self", "VmRSS")
+out = at_once(call, 12)
+time.sleep(1.0)
+out["after_mb"] = round((status("self", "VmRSS") - before) / 1e6, 1)
+out["budget_peak_mb"] = round(MEMORY.peak / 1e6, 1)
+out["results"] = sorted({r for _, r in out["results"]})
+print(json.dumps(out))
+"""
+
+_SCENARIOS = {
+    "pngs": _PNGS,
+    "scans": _SCANS,
+    "tiny": _TINY,
+    "pdf": _PDF,
+    "ztxt": _ZTXT,
+    "gifs": _GIFS,
+}
 
 
 def _env(src: str | None) -> dict[str, str]:

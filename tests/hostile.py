@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -96,13 +97,13 @@ class Server:
     def tail(self, n: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-n:]
 
-    def terminate(self, within: float) -> bool:
-        """SIGTERM, and whether the process exited within ``within`` seconds."""
+    def terminate(self, seconds: float) -> bool:
+        """SIGTERM, and whether the process exited within ``seconds``."""
         if not self.alive():
             return True
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(within)
+            self.proc.wait(seconds)
         except subprocess.TimeoutExpired:
             return False
         return True
@@ -208,3 +209,24 @@ def proxy(
     cmd = ["proxy", "--upstream", upstream]
     with _started(cmd, _env(tmp, env), log, "/stats", {}, bounds) as (proc, url):
         yield Server(url, proc, log, None, {})
+
+
+async def turn(
+    http: httpx.AsyncClient, iid: str, session: str, text: str, *, seconds: float = 180
+) -> dict[str, Any]:
+    """Send ``text`` to instance ``iid``'s session ``session`` and long-poll until its
+    turn ends (``seconds`` on a quiet machine, scaled for load): the
+    ``assistant.done`` or ``error`` frame."""
+    frame = {"type": "user.message", "session": session, "payload": {"text": text}}
+    sent = await http.post(f"/v1/instances/{iid}/tether", json=frame)
+    assert sent.status_code == 202, sent.text
+    after = sent.json()["seq"]
+    deadline = time.monotonic() + within(seconds)
+    while time.monotonic() < deadline:
+        params: dict[str, Any] = {"after_seq": after, "wait": 5, "session": session}
+        page = (await http.get(f"/v1/instances/{iid}/tether/poll", params=params)).json()
+        after = page["next_seq"]
+        for f in page["frames"]:
+            if f["type"] in ("assistant.done", "error"):
+                return dict(f)
+    raise AssertionError("the turn did not end")

@@ -219,13 +219,16 @@ class MemoryBudget:
 
     def _release(self, reservation: Reservation) -> None:
         with self._lock:
-            self._used -= reservation.bytes
+            held = reservation.bytes
+            self._used -= held
             reservation.bytes = 0
             waiters = list(self._waiters)
         for wake in waiters:
             # RuntimeError: a waiter whose event loop has closed.
             with contextlib.suppress(RuntimeError):
                 wake()
+        if held >= limits.MEMORY_TRIM_BYTES:
+            _give_back()
 
 
 #: The one budget of this process.
@@ -282,10 +285,7 @@ class BodyBudget:
             if not cut or started:
                 raise
         finally:
-            held = reservation.bytes
             reservation.release()
-            if held >= limits.MEMORY_TRIM_BYTES:
-                _give_back()
         if cut and not started:
             await self._refuse(cut[0], send)
 
@@ -301,10 +301,12 @@ class BodyBudget:
 
 
 def _give_back() -> None:
-    """Hand the heap's free memory back to the system (glibc only; elsewhere nothing).
+    """Hand the heap's free memory back to the system (glibc only; elsewhere nothing),
+    after a reservation of at least ``limits.MEMORY_TRIM_BYTES`` is released.
 
     A large body is read in 64 KB chunks that land on the malloc heap; freed, they stay
     in the process (a 250 MB request left ~440 MB resident) until the heap is trimmed.
+    Decodes alike: twelve views of a large GIF left 1.87 GB resident after they ended.
     """
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)

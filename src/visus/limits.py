@@ -61,6 +61,11 @@ RASTER_INPROCESS_MAX_BYTES: Final = 128 * MB
 RASTER_HEADER_MAX_READS: Final = 100_000
 #: Chunks a PNG may have (a 64 MB PNG in libpng's 8 KB IDATs has ~8,000).
 RASTER_PNG_MAX_CHUNKS: Final = 100_000
+#: Bytes all of a PNG's compressed metadata chunks (zTXt, compressed iTXt, iCCP) may
+#: inflate to, counted over every chunk inflated, kept or dropped: past it the rest are
+#: dropped unread. 9,000 zTXt chunks each just under Pillow's 1 MB chunk bound (9.5 MB)
+#: cost 19 CPU-s when only kept chunks counted. Colour profiles and XMP fit many times.
+RASTER_PNG_MAX_METADATA_BYTES: Final = 8 * MB
 
 # --- memory budget: what one process holds for its callers (budget.py) ----------------
 #: Bytes of decoded pixels (raster decodes in the process) and request bodies (visus
@@ -68,8 +73,8 @@ RASTER_PNG_MAX_CHUNKS: Final = 100_000
 MEMORY_BUDGET_BYTES: Final = 1024 * MB
 #: Longest a caller waits for room in the memory budget before it is refused (busy).
 MEMORY_BUDGET_WAIT_SECONDS: Final = 10.0
-#: A request body at least this large hands the heap's free memory back to the system
-#: once it is answered (its chunks would otherwise stay resident).
+#: A reservation at least this large (a request body, a decode) hands the heap's free
+#: memory back to the system once released (its buffers would otherwise stay resident).
 MEMORY_TRIM_BYTES: Final = 32 * MB
 
 # --- rendering budget: every svg, text and pdf render and every raster decode too

@@ -60,22 +60,6 @@ def _growth(server: hostile.Server, before: int) -> int:
     return grew
 
 
-async def _turn(http: httpx.AsyncClient, iid: str, session: str, text: str) -> dict[str, Any]:
-    frame = {"type": "user.message", "session": session, "payload": {"text": text}}
-    sent = await http.post(f"/v1/instances/{iid}/tether", json=frame)
-    assert sent.status_code == 202, sent.text
-    after = sent.json()["seq"]
-    deadline = time.monotonic() + within(120)
-    while time.monotonic() < deadline:
-        params: dict[str, Any] = {"after_seq": after, "wait": 5, "session": session}
-        page = (await http.get(f"/v1/instances/{iid}/tether/poll", params=params)).json()
-        after = page["next_seq"]
-        for f in page["frames"]:
-            if f["type"] in ("assistant.done", "error"):
-                return dict(f)
-    raise AssertionError("the turn did not end")
-
-
 def _tool_text(conversation: dict[str, Any]) -> str:
     return json.dumps(conversation)
 
@@ -96,7 +80,7 @@ async def test_read_attachment_of_a_pdf_bomb_stays_in_the_budget(
             server.reset_peak()
             before = server.rss()
             call = 'call read_attachment {"filename": "report.pdf"}'
-            done = await _turn(http, iid, "s1", call)
+            done = await hostile.turn(http, iid, "s1", call)
             grew = _growth(server, before)
             assert done["type"] == "assistant.done", done
             said = _tool_text((await http.get("/web/api/sessions/s1")).json())

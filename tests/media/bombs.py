@@ -9,6 +9,10 @@ than their size says. Used by the tests and by ``python -m benchmarks budgets``.
   whole image is held in memory (a 100 MP one is 300 KB on disk).
 - :func:`scan_bomb_past_any_budget`: the progressive JPEG a test of the render
   worker's time budget decodes, certainly longer than that budget on any machine.
+
+And issue 33's: :func:`objstm_pdf` (a PDF whose object stream inflates to gigabytes),
+:func:`ztxt_png` (thousands of zTXt chunks each just under Pillow's chunk bound) and
+:func:`palette_gif` (a one-colour GIF: 6000 x 6000 in 27 KB).
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET_BOMB_SCANS",
+    "encoded_video",
     "interlaced_png",
     "interlaced_png_header",
     "objstm_pdf",
+    "palette_gif",
     "progressive_jpeg",
     "scan_bomb_past_any_budget",
+    "ztxt_png",
 ]
 
 #: Scans of :func:`scan_bomb_past_any_budget`. libjpeg spends about 14 ms of CPU a scan
@@ -212,3 +219,62 @@ def scan_bomb_past_any_budget(monkeypatch: pytest.MonkeyPatch) -> bytes:
     budget a test sets by far, however fast the machine."""
     monkeypatch.setattr(limits, "RASTER_MAX_JPEG_SCANS", BUDGET_BOMB_SCANS)
     return progressive_jpeg(10000, 10000, BUDGET_BOMB_SCANS)
+
+
+def ztxt_png(chunks: int = 9000) -> bytes:
+    """A 64 x 48 PNG carrying ``chunks`` zTXt chunks, each inflating to just under
+    Pillow's 1 MB chunk bound (~1 KB deflated): 9,000 are 9.5 MB, 9 GB inflated."""
+    from PIL import PngImagePlugin
+
+    stream = zlib.compress(b"\0" * (PngImagePlugin.MAX_TEXT_CHUNK - 1), 9)
+    ztxt = _chunk(b"zTXt", b"Comment\0\0" + stream)
+    raw = b"".join(_passes_png(64, 48))
+    return raw[:33] + ztxt * chunks + raw[33:]
+
+
+def _passes_png(width: int, height: int) -> Iterator[bytes]:
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    yield b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr)
+    rows = (b"\x00" + b"\x00\x80\xff" * width) * height
+    yield _chunk(b"IDAT", zlib.compress(rows))
+    yield _chunk(b"IEND", b"")
+
+
+def palette_gif(side: int) -> bytes:
+    """A one-colour ``side`` x ``side`` palette GIF (6000 px: 27 KB, 36 MP)."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("P", (side, side), 3).save(buf, "GIF")
+    return buf.getvalue()
+
+
+def encoded_video(
+    codec: str, container: str, width: int, height: int, frames: int, pix_fmt: str
+) -> bytes:
+    """``frames`` black frames of ``width`` x ``height`` at one a second, encoded with
+    ``codec`` in ``container`` by PyAV (which the test skips without): black compresses
+    to almost nothing (sixteen 9000 x 9000 MJPEG frames are 20 MB, 120 MB each decoded)."""
+    import io
+
+    import pytest
+
+    av = pytest.importorskip("av")
+    np = pytest.importorskip("numpy")
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=container) as out:
+        stream = out.add_stream(codec, rate=1)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        gray = pix_fmt == "gray"
+        shape = (height, width) if gray else (height, width, 3)
+        pixels = np.zeros(shape, np.uint8)
+        frame = av.VideoFrame.from_ndarray(pixels, format="gray" if gray else "rgb24")
+        for i in range(frames):
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buf.getvalue()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 import tracemalloc
 import zlib
 
 import pytest
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
+from visus import limits
 from visus.errors import MediaError
 from visus.media import Profile, fit, load, probe
 from visus.media._png import without_unusable_chunks
@@ -145,3 +147,21 @@ def test_an_apng_with_a_damaged_frame_chunk_becomes_its_still_image(kind: bytes,
     assert (fitted.width, fitted.height, fitted.frame_count) == (40, 30, 1)
     assert Image.open(io.BytesIO(fitted.data)).convert("RGB").getpixel((5, 5)) == (255, 0, 0)
     assert probe(data).frame_count == 1
+
+
+def test_many_chunks_each_under_the_chunk_bound_cost_a_bounded_inflate() -> None:
+    """Issue 33, item 2: 9,000 zTXt chunks each inflating to just under Pillow's 1 MB
+    chunk bound (9.5 MB of file). The running total counted only kept chunks, so every
+    chunk past the memory bound was still inflated, to be dropped: 9 GB, 19 CPU-s. Now
+    every inflated byte counts, and past ``RASTER_PNG_MAX_METADATA_BYTES`` the rest
+    are dropped unread. No machine inflates 9 GB within the bound below."""
+    stream = zlib.compress(b"\0" * (PngImagePlugin.MAX_TEXT_CHUNK - 1), 9)
+    data = png_with(*[_chunk(b"zTXt", b"Comment\0\0" + stream)] * 9000)
+    assert len(data) > 9 * 1024 * 1024
+    start = time.process_time()
+    kept = without_unusable_chunks(data)
+    spent = time.process_time() - start
+    assert spent < 1.0, f"{spent:.1f} CPU-s"
+    assert kept.count(b"zTXt") <= limits.RASTER_PNG_MAX_METADATA_BYTES // len(stream) + 1
+    fitted = load(data, profile=PROFILE)
+    assert Image.open(io.BytesIO(fitted.data)).convert("RGB").getpixel((10, 10)) == BLUE

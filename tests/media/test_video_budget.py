@@ -1,20 +1,17 @@
 """Redteam (issue 23): sampling a video's keyframes runs under a budget.
 
-Keyframes are decoded by FFmpeg in the calling process. A 5 MB QuickTime file of
-thirty 12000 x 12000 PNG frames took 43 s and 635 MB there, with no bound at all.
+Keyframes were decoded by FFmpeg in the calling process (now in the render worker). A
+5 MB QuickTime file of thirty 12000 x 12000 PNG frames took 43 s and 635 MB there, with
+no bound at all.
 """
 
 from __future__ import annotations
-
-import io
 
 import pytest
 
 pytest.importorskip("av")
 
-import av
-import numpy as np
-
+from tests.media.bombs import encoded_video
 from visus import limits
 from visus.analyze.video import keyframes as analyze_keyframes
 from visus.errors import AnalyzeError, TooLargeError
@@ -23,18 +20,7 @@ from visus.media import video
 
 def png_video(width: int, height: int, frames: int) -> bytes:
     """A QuickTime file of ``frames`` black PNG frames (compress to almost nothing)."""
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mov") as out:
-        stream = out.add_stream("png", rate=1)
-        stream.width, stream.height, stream.pix_fmt = width, height, "gray"
-        frame = av.VideoFrame.from_ndarray(np.zeros((height, width), np.uint8), format="gray")
-        for i in range(frames):
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buf.getvalue()
+    return encoded_video("png", "mov", width, height, frames, "gray")
 
 
 def test_frames_past_the_raster_bounds_are_refused_before_decoding() -> None:

@@ -40,9 +40,6 @@ __all__ = ["DecodeCost", "decode_cost", "jpeg_scans"]
 _IN_PROCESS_FORMATS = frozenset({"PNG", "JPEG", "MPO", "GIF", "WEBP"})
 # libvips streams a non-interlaced PNG through a band of rows this tall (generous).
 _BAND_ROWS = 256
-# Pillow keeps every multi-band pixel in 4 bytes; a decode holds the frame and its
-# normalised copy.
-_PILLOW_FRAME_COPIES = 2
 # The fitted image as libvips hands it over, as Pillow's copy, and normalised.
 _OUTPUT_COPIES = 3
 
@@ -83,11 +80,34 @@ def _components(header: Header) -> int:
     return len(header.image.getbands())
 
 
+# Bytes per pixel Pillow keeps a decoded frame in, by mode (every other mode: 4).
+_FRAME_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}
+
+
+def _pillow_bytes(header: Header, pixels: int) -> int:
+    """What a decode by Pillow (:func:`visus.media.raster.decode`, then the resize)
+    holds at its peak, per pixel of the source: the frame as decoded, its RGB(A) copy
+    when normalising converts it, a turned copy for an EXIF orientation, and the
+    premultiplied copy a resize of an image with alpha makes. Measured: a 6000 x 6000
+    palette GIF held 9 bytes a pixel (324 MB), not the 2 reserved for it."""
+    im = header.image
+    mode = im.mode
+    per_pixel = _FRAME_BYTES.get(mode, 4)
+    alpha = "A" in mode or mode in ("P", "PA", "La", "RGBa") or "transparency" in im.info
+    if mode not in ("RGB", "RGBA") or (mode == "RGB" and alpha):
+        per_pixel += 4  # normalised to RGB or RGBA
+    if header.orientation != 1:
+        per_pixel += 4
+    if alpha:
+        per_pixel += 4  # premultiplied once for the resize
+    return pixels * per_pixel
+
+
 def _decoded_bytes(header: Header, size: tuple[int, int], by_vips: bool, progressive: bool) -> int:
     w, h = header.image.size  # as stored
     comps = _components(header)
     if not by_vips:
-        held = w * h * (1 if comps == 1 else 4) * _PILLOW_FRAME_COPIES
+        held = _pillow_bytes(header, w * h)
     elif header.format == "PNG":
         interlaced = bool(header.image.info.get("interlace"))
         held = w * h * comps if interlaced else w * _BAND_ROWS * comps
