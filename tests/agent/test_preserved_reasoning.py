@@ -119,3 +119,56 @@ async def test_without_the_opt_in_the_first_eviction_is_a_400(
             await agent.run_turn("s", prompt)
     finally:
         await agent.aclose()
+
+
+def _other(tmp_path: Path, url: str, ref: str, provider: str, base: str) -> Any:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    settings = ProviderSettings(api_keys={provider: "k"}, base_urls={provider: base}, env={})
+    return build_agent(ref, data=tmp_path / "data", roots=[work], settings=settings)
+
+
+async def test_responses_reasoning_items_go_back_as_returned(
+    reference_url: str, tmp_path: Path
+) -> None:
+    """GPT-5.6 (preserved reasoning): every reply's reasoning item, with its encrypted
+    content, goes back verbatim; after an eviction the server drops the later ones
+    without an error (OpenAI "Keep the prefix unchanged"), so the run goes on."""
+    agent = _other(tmp_path, reference_url, "openai:gpt-5.6-sol", "openai", f"{reference_url}/v1")
+    recorder = _Recording(agent.client)
+    agent.client = recorder
+    prompt = _screens(tmp_path / "work")
+    try:
+        result = await agent.run_turn("s", prompt)
+    finally:
+        await agent.aclose()
+    assert (result.stopped, result.steps) == ("answer", STEPS + 1)
+    for request in recorder.requests[1:]:
+        body = lower(request, wire="openai-responses", model=agent.model, blobs=agent.blobs)
+        assert body["store"] is False
+        assert body["include"] == ["reasoning.encrypted_content"]
+        sent = [i for i in body["input"] if i.get("type") == "reasoning"]
+        kept = [
+            i
+            for m in request.messages
+            if isinstance(m, AssistantMessage) and m.provider_state is not None
+            for i in json.loads(m.provider_state.items)
+            if i.get("type") == "reasoning"
+        ]
+        assert sent == kept
+        assert all(i["encrypted_content"] for i in sent)
+
+
+async def test_gemini_thought_signatures_go_back_on_their_calls(
+    reference_url: str, tmp_path: Path
+) -> None:
+    agent = _other(tmp_path, reference_url, "gemini:gemini-4-argon", "gemini", reference_url)
+    prompt = _screens(tmp_path / "work")
+    try:
+        result = await agent.run_turn("s", prompt)  # a missing signature would be a 400
+    finally:
+        await agent.aclose()
+    assert (result.stopped, result.steps) == ("answer", STEPS + 1)
+    calls = [c for m in result.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert calls
+    assert all(c.signature for c in calls)
