@@ -409,12 +409,13 @@ def test_core_layers_never_reach_the_agent_or_surfaces(unit: str) -> None:
 # --- one provider, one place ---------------------------------------------------------
 
 #: Each provider's own protocol words (reply fields, stream events, request knobs): they
-#: may appear only in its codec (``wire/<name>.py``) and its transport
+#: may appear only in its codec (``wire/<name>.py``, and ``wire/<name>_replies.py`` where
+#: the codec's reply side is a module of its own) and its transport
 #: (``providers/<name>_client.py``). ``reference/`` stands in for the providers (an
 #: independent oracle) and ``proxy/`` edits their request bodies in flight (a module
 #: per provider protocol): both may spell them all.
-PROVIDER_WORDS: Mapping[tuple[str, str], tuple[str, ...]] = {
-    ("wire/anthropic.py", "providers/anthropic_client.py"): (
+PROVIDER_WORDS: Mapping[tuple[str, ...], tuple[str, ...]] = {
+    ("wire/anthropic.py", "wire/anthropic_replies.py", "providers/anthropic_client.py"): (
         "content_block_delta",
         "input_json_delta",
         "cache_read_input_tokens",
@@ -445,7 +446,7 @@ PROVIDER_WORDS: Mapping[tuple[str, str], tuple[str, ...]] = {
         "prompt_eval_count",
         "num_predict",
     ),
-    ("wire/bedrock.py", "providers/bedrock_client.py"): (
+    ("wire/bedrock.py", "wire/bedrock_replies.py", "providers/bedrock_client.py"): (
         "toolUseId",
         "stopReason",
         "inferenceConfig",

@@ -37,6 +37,8 @@ __all__ = [
     "DISPLAY_BETA",
     "ThinkingConfig",
     "dropped_reasoning",
+    "is_claude_thinking",
+    "is_reasoning_content",
     "keep",
     "progress_notes",
     "replay",
@@ -98,6 +100,16 @@ IsReasoning = Callable[[Mapping[str, object]], bool]
 CallId = Callable[[Mapping[str, object]], str | None]
 #: The answer text a stored block carries, or None when it is not text.
 TextOf = Callable[[Mapping[str, object]], str | None]
+
+
+def is_claude_thinking(block: Mapping[str, object]) -> bool:
+    """A Messages API reasoning block (``thinking`` or ``redacted_thinking``)."""
+    return block.get("type") in ("thinking", "redacted_thinking")
+
+
+def is_reasoning_content(block: Mapping[str, object]) -> bool:
+    """A Bedrock Converse reasoning block (``reasoningContent``)."""
+    return "reasoningContent" in block
 
 
 def keep(
