@@ -15,7 +15,24 @@ bounding box, and the Hamming distance of a 64-bit difference hash. Then each ca
 criterion is checked: which "cosmetic" pairs it would call unchanged (the saving) and
 which "meaningful" ones (a change hidden from the model: disqualifying).
 
-Run: ``.venv/bin/python -m benchmarks nearsame``
+Then **only what changed** (issue 35): since no threshold may call a changed screen
+unchanged, visus sends a changed screen as the crops where it differs (exactly) while
+the screen before it is live. Measured here:
+
+* each of the twelve changes, lowered by visus for claude-sonnet-4-6 (the base screen
+  whole, the changed one as its note and crop) and POSTed to the reference server: the
+  crop's size and tokens against the whole screen's, whether pasting it onto the base
+  gives the changed screen exactly (every changed pixel), and what the reference model
+  read in the crop it received against what it reads in the same region of the base;
+* two 100-step sessions through visus's retention (defaults: 4 live, batches of 4) and
+  lowering, each request POSTed to the reference server (prompt caching accounted as
+  the providers document it, priced by ``visus.models.prices``), with and without the
+  crops: **typing** (one character a step in an editor, the status bar's line and column
+  following, another file opened every 25 steps) and **page loads** (a different page
+  every step). Wires: Anthropic (claude-sonnet-4-6) and OpenAI Responses (gpt-5).
+
+Run: ``.venv/bin/python -m benchmarks nearsame`` (``VISUS_NEARSAME_STEPS`` shortens the
+sessions).
 """
 
 from __future__ import annotations
@@ -27,6 +44,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageChops
 
+from benchmarks._sessions import changed_region_report, session_report
 from tests.nearsame import HEIGHT, PAIRS, WIDTH, Screen, draw
 from visus.perception import Reach, Refusal, view
 
@@ -105,3 +123,5 @@ def main() -> None:
         print(f"  {label:42} {len(saved)}/3 saved, {len(hidden)} hidden: {verdict}")
         for name in hidden:
             print(f"      hides: {name}")
+    changed_region_report()
+    session_report()

@@ -323,6 +323,16 @@ RETENTION_IMAGE_CHUNK: Final = 4
 #: one batch of this share of what fits, not one per step (each step would rewrite the
 #: cached prefix): ``retention.evicted_to_fit``.
 RETENTION_LIMIT_SHARE: Final = 0.25
+#: Only what changed (media/changes.py): the largest image two views are compared at ...
+CHANGES_MAX_PIXELS: Final = 16_000_000
+#: ... the rectangles at most that hold the changed pixels (each sent as a crop) ...
+CHANGES_MAX_REGIONS: Final = 3
+#: ... the context kept around them (pixels of the image as sent; wider than high, so a
+#: changed letter comes with the rest of its word) ...
+CHANGES_MARGIN_X_PX: Final = 32
+CHANGES_MARGIN_Y_PX: Final = 8
+#: ... and the share of the image they may cover before the whole image is sent instead.
+CHANGES_MAX_SHARE: Final = 0.5
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...

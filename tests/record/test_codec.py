@@ -11,6 +11,8 @@ from visus.record.codec import message_from_dict, message_to_dict
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    ChangedFrom,
+    Crop,
     DocumentPart,
     ImagePart,
     Message,
@@ -66,6 +68,15 @@ MESSAGES: list[Message] = [
             ImagePart(
                 D2, "image/png", 5, 10, 20, PerceptionOrigin("x.png", tool="view_attachment")
             ),
+            ImagePart(
+                D2,
+                "image/png",
+                5,
+                640,
+                480,
+                PerceptionOrigin("a.png"),
+                changed_from=ChangedFrom(D1, (Crop("b" * 64, "image/png", 77, (8, 16, 120, 40)),)),
+            ),
         ),
         turn=3,
     ),
@@ -119,7 +130,7 @@ def test_every_dataclass_field_is_written() -> None:
     ):
         for f in dataclasses.fields(cls):
             assert f.name in keys, (cls.__name__, f.name)
-    for cls2 in (PerceptionOrigin, AttachmentOrigin):
+    for cls2 in (PerceptionOrigin, AttachmentOrigin, ChangedFrom, Crop):
         for f in dataclasses.fields(cls2):
             assert f.name in keys, (cls2.__name__, f.name)
 
@@ -306,3 +317,30 @@ def test_a_bad_region_in_a_record_is_named() -> None:
     d["parts"][0]["origin"]["region"] = [0, 0, "4", 3]
     with pytest.raises(InvalidInputError, match="region"):
         message_from_dict(d)
+
+
+def test_an_image_without_crops_writes_no_key_and_bad_crops_are_refused() -> None:
+    plain = ToolResult("c", "view", (ImagePart(D1, "image/png", 1, 4, 4, PerceptionOrigin("a")),))
+    assert "changed_from" not in message_to_dict(plain)["parts"][0]
+    cut = ImagePart(
+        D1,
+        "image/png",
+        1,
+        4,
+        4,
+        PerceptionOrigin("a"),
+        changed_from=ChangedFrom(D2, (Crop("b" * 64, "image/png", 9, (0, 0, 2, 2)),)),
+    )
+    d = message_to_dict(ToolResult("c", "view", (cut,)))
+    # A crop's blob is named by a "digest" key: collecting blobs keeps it with its record.
+    assert '"digest": "' + "b" * 64 + '"' in json.dumps(d)
+    changed = d["parts"][0]["changed_from"]
+    for bad, field in (
+        ({**changed, "base": "nope"}, "base"),
+        ({**changed, "crops": []}, "crops"),
+        ({**changed, "crops": [{**changed["crops"][0], "region": [5, 0, 2, 2]}]}, "region"),
+        ({**changed, "crops": [{**changed["crops"][0], "digest": "x"}]}, "digest"),
+    ):
+        part = {**d["parts"][0], "changed_from": bad}
+        with pytest.raises(InvalidInputError, match=field):
+            message_from_dict({**d, "parts": [part]})

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from visus import limits
+from visus.agent.changed import with_changes
 from visus.agent.tools import Tool, ToolContext, ToolOutcome
 from visus.errors import ConfigError, InvalidInputError, McpServerError, MediaError
 from visus.media import fit
@@ -517,7 +518,7 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
         return TextPart(f"[image ({mime}) omitted: {e}]")
     budget.images += 1
     digest = ctx.blobs.put(fitted.data, fitted.media_type)
-    return ImagePart(
+    image = ImagePart(
         digest=digest,
         media_type=fitted.media_type,
         size=fitted.size,
@@ -525,6 +526,8 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
         height=fitted.height,
         origin=PerceptionOrigin(source=f"sha256:{digest}"),
     )
+    # A browser tool's next screenshot: only what changed, while the last one is live.
+    return with_changes(image, fitted.data, ctx.record, ctx.blobs)
 
 
 def _textual(mime: str) -> bool:

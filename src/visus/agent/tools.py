@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from visus import limits
 from visus.agent import pinned_folder
+from visus.agent.changed import with_changes
 from visus.agent.pinned_folder import PinnedFolder
 from visus.errors import (
     InvalidInputError,
@@ -314,6 +315,7 @@ def perception_parts(
             region=None if region is None else (region.x0, region.y0, region.x1, region.y1),
         ),
     )
+    image = with_changes(image, p.data, ctx.record, ctx.blobs)
     # The digest names these very pixels (a path may show other ones later), and it is
     # the only digest the result names: once the image leaves, its descriptor names the
     # same one, so a reader cannot take another screen's digest for this one's.

@@ -259,6 +259,34 @@ class Edit:
         self.notes.append(ImageNote(where, f"{where} ({media_type} {w}x{h})"))
         return None
 
+    def compact(self, b64: str) -> Fitted | None:
+        """The image (as it would be sent) re-encoded smaller at the same size, for a
+        request over its byte budget (:func:`visus.media.compact`); None when that is not
+        smaller. The same bytes every time for the same image, cached like a fit."""
+        from visus.media.compact import compact
+
+        key = f"{image_key(b64)}:compact"
+        cached = self.cache.fitted(key, self.profile) if self.cache else None
+        if cached is None:
+            data = _decode(b64)
+            try:
+                out = compact(data, self.profile.media_types) if data is not None else None
+            except MediaError:
+                out = None
+            cached = (
+                AS_IS
+                if out is None
+                else Fitted(
+                    base64.b64encode(out.data).decode(), out.media_type, out.width, out.height
+                )
+            )
+            if self.cache is not None:
+                self.cache.put(key, self.profile, cached)
+        if isinstance(cached, AsIs):
+            return None
+        self.bytes_saved += (len(b64) - len(cached.b64)) * 3 // 4
+        return cached
+
     def _fit(self, b64: str, media_type: str, known: Known, where: str) -> Fitted | AsIs | None:
         """Fit one image not seen under this profile before (None: it cannot be)."""
         data = _decode(b64) or b""

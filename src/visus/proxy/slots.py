@@ -17,8 +17,9 @@ decides, the same way on every wire:
 4. the rest are fitted against one profile (which depends on how many there are:
    Anthropic's many-image rule), each image's result cached;
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
-   the 32 MB request fits), the oldest leave in a batch the same way; the newest
-   always stays.
+   the 32 MB request fits), bytes go before pixels: every image is re-encoded smaller
+   at the same size (:meth:`~visus.proxy.edit.Edit.compact`); only if that is still
+   over do the oldest leave, in a batch the same way; the newest always stays.
 
 Example:
     >>> s = Found("messages.0.content.0", 1, None, "", "image/png", print, print)
@@ -103,6 +104,15 @@ def _cost(edit: Edit, image: Found, fitted: Fitted | None) -> int:
     return len(b64) if edit.rules.base64_byte_limit else len(b64) * 3 // 4
 
 
+def _compacted(edit: Edit, image: Found, fitted: Fitted | None) -> Fitted | None:
+    """What goes for an image once the request is over its byte budget: re-encoded
+    smaller where that saves bytes, else what was to go."""
+    b64 = fitted.b64 if fitted is not None else image.b64
+    if b64 is None:
+        return fitted
+    return edit.compact(b64) or fitted
+
+
 def plan(edit: Edit, found: list[Found], *, current: int) -> None:
     """Elide, fit and write every image of a request whose latest turn is ``current``."""
     live: list[Found] = []
@@ -126,6 +136,9 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
     budget = edit.rules.max_request_image_bytes
     if budget is not None:
         costs = [_cost(edit, image, fitted) for image, fitted in sent]
+        if sum(costs) > budget:
+            sent = [(image, _compacted(edit, image, fitted)) for image, fitted in sent]
+            costs = [_cost(edit, image, fitted) for image, fitted in sent]
         gone = evicted_to_fit(costs, budget, share=edit.limit_share)
         for image, _ in sent[:gone]:
             _elide(edit, image)

@@ -26,6 +26,8 @@ from visus.record.blobs import validate_digest
 from visus.record.messages import (
     AssistantMessage,
     AttachmentOrigin,
+    ChangedFrom,
+    Crop,
     DocumentPart,
     ImagePart,
     Message,
@@ -96,6 +98,8 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
             "width": part.width,
             "height": part.height,
             "origin": origin_to_dict(part.origin),
+            # Only an image cut into crops writes it: other records stay as they were.
+            **({"changed_from": _changed_to_dict(part.changed_from)} if part.changed_from else {}),
         }
     if isinstance(part, DocumentPart):
         return {
@@ -107,6 +111,23 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
             "origin": origin_to_dict(part.origin),
         }
     assert_never(part)
+
+
+def _changed_to_dict(changed: ChangedFrom) -> dict[str, Any]:
+    # Each crop's blob is named by a "digest" key, which is what collecting blobs
+    # (``visus gc``) looks for: a crop is kept as long as its record is.
+    return {
+        "base": changed.base,
+        "crops": [
+            {
+                "digest": c.digest,
+                "media_type": c.media_type,
+                "size": c.size,
+                "region": list(c.region),
+            }
+            for c in changed.crops
+        ],
+    }
 
 
 def _tool_call_to_dict(call: ToolCall) -> dict[str, Any]:
@@ -266,6 +287,7 @@ def _part_from_dict(value: object, where: str) -> Part:
             width=_int(d, "width", where),
             height=_int(d, "height", where),
             origin=_origin_from_dict(d.get("origin"), f"{where}.origin"),
+            changed_from=_changed_from_dict(d.get("changed_from"), f"{where}.changed_from"),
         )
     if kind == "document":
         return DocumentPart(
@@ -276,6 +298,34 @@ def _part_from_dict(value: object, where: str) -> Part:
             origin=_origin_from_dict(d.get("origin"), f"{where}.origin"),
         )
     raise _bad(f"{where}.kind", f"unknown part kind {kind!r}")
+
+
+def _changed_from_dict(value: object, where: str) -> ChangedFrom | None:
+    if value is None:
+        return None
+    d = _obj(value, where)
+    base = _digest_of(d.get("base"), f"{where}.base")
+    crops: list[Crop] = []
+    for i, raw in enumerate(_list(d, "crops", where)):
+        at = f"{where}.crops[{i}]"
+        c = _obj(raw, at)
+        region = _region(c.get("region"), f"{at}.region")
+        if region is None or region[2] <= region[0] or region[3] <= region[1]:
+            raise _bad(f"{at}.region", "expected a non-empty [x0, y0, x1, y1]")
+        crops.append(Crop(_digest(c, at), _str(c, "media_type", at), _int(c, "size", at), region))
+    if not crops:
+        raise _bad(f"{where}.crops", "expected at least one crop")
+    return ChangedFrom(base, tuple(crops))
+
+
+def _digest_of(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(where, "expected a string")
+    try:
+        validate_digest(value)
+    except InvalidKeyError as e:
+        raise _bad(where, str(e)) from e
+    return value
 
 
 def _digest(d: Mapping[str, Any], where: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "AssistantMessage",
     "AttachmentOrigin",
+    "ChangedFrom",
+    "Crop",
     "DocumentPart",
     "ImagePart",
     "JSONObject",
@@ -97,8 +99,51 @@ class TextPart:
 
 
 @dataclass(frozen=True, slots=True)
+class Crop:
+    """One changed area of an image, stored as a blob of its own (lossless):
+    ``region`` is ``(x0, y0, x1, y1)`` in the image's pixels, right and bottom exclusive.
+    """
+
+    digest: str
+    media_type: str
+    size: int
+    region: tuple[int, int, int, int]
+
+    @property
+    def width(self) -> int:
+        return self.region[2] - self.region[0]
+
+    @property
+    def height(self) -> int:
+        return self.region[3] - self.region[1]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedFrom:
+    """An image that is the image ``base`` (another image of the record, by digest, of
+    the same size) except in ``crops``: pasting them onto it gives every pixel.
+
+    Lowering sends the crops in place of the whole image when ``base`` is itself sent
+    earlier in the same request (see :mod:`visus.wire._crops`).
+
+    Example:
+        >>> c = ChangedFrom("ab" * 32, (Crop("cd" * 32, "image/png", 900, (10, 20, 110, 60)),))
+        >>> c.crops[0].width, c.crops[0].height
+        (100, 40)
+    """
+
+    base: str
+    crops: tuple[Crop, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ImagePart:
-    """A reference to an image blob: ``digest`` is the lowercase hex sha256 of its bytes."""
+    """A reference to an image blob: ``digest`` is the lowercase hex sha256 of its bytes.
+
+    ``changed_from`` is set when the image differs from an earlier one of the record
+    only in a few small areas (a screenshot after a keystroke): metadata that lets a
+    request carry only those areas while the earlier image is still live.
+    """
 
     digest: str
     media_type: str
@@ -107,6 +152,7 @@ class ImagePart:
     height: int
     origin: Origin
     kind: Literal["image"] = "image"
+    changed_from: ChangedFrom | None = None
 
 
 @dataclass(frozen=True, slots=True)

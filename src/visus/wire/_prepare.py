@@ -16,14 +16,19 @@ dropped. In order:
    bytes as base64 (Anthropic) get 3/4 of the byte cap. Anthropic's many-image rule:
    over ``limits.ANTHROPIC_MANY_IMAGES`` images, every image is fitted to
    ``limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE`` a side.
-4. Request byte budget (where the wire has one): if the sent images together are
-   over it, images leave in the same order as for the count cap (the last stays).
-5. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
+4. Only what changed: an image stored with the crops where it differs from an earlier
+   one goes as a note and those crops when that earlier image is sent before it as its
+   own bytes (:mod:`visus.wire._crops`; not on wires without ``rules.crops``).
+5. Request byte budget (where the wire has one): bytes before pixels. If the sent
+   images together are over it, every whole image is first re-encoded smaller at the
+   same size (:func:`visus.media.compact`: a lossy encoding measured to keep words
+   legible; an image's re-encoding is the same bytes every time, cached like a refit);
+   only if that is still over do images leave, in the same order as for the count cap
+   (the last stays).
+6. A missing or corrupt blob, or an image media cannot fit, becomes a text note.
 
-Documents (:class:`DocumentPart`, PDFs) are sent as they are, never re-fitted: a
-model without ``spec.pdf``, a wire without documents (``rules.documents``), a PDF
-past the wire's page or byte cap, or one beyond the wire's document count (oldest
-leave first) becomes a text note naming it, and so does a missing blob.
+Documents (:class:`DocumentPart`, PDFs; :mod:`visus.wire._documents`) are sent as they
+are, never re-fitted, or become a note saying why not.
 
 Only the blobs of images and documents that are sent are read.
 """
@@ -31,13 +36,13 @@ Only the blobs of images and documents that are sent are read.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TypeAlias, assert_never
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import assert_never
 
 from visus import limits
 from visus.errors import IntegrityError, MediaError, NotFoundError, StoreError
-from visus.media.types import Profile
+from visus.media.types import Fitted, Profile
 from visus.models.spec import ModelSpec
 from visus.models.tokens import pick_detail
 from visus.record.messages import (
@@ -46,12 +51,13 @@ from visus.record.messages import (
     DocumentPart,
     ImagePart,
     ModelRequest,
-    Part,
     PerceptionOrigin,
     TextPart,
     ToolResult,
     UserMessage,
 )
+from visus.wire._crops import Position, crops
+from visus.wire._documents import document_filename, documents
 from visus.wire._prepared import (
     Prepared,
     WireDocument,
@@ -62,6 +68,13 @@ from visus.wire._prepared import (
     WireUser,
 )
 from visus.wire._refit import BlobReader, BlobWriter, RefitCache, RefitEntry
+from visus.wire._rules import (
+    WireRules,
+    accepted_for,
+    max_document_pages,
+    max_images,
+    profile_for,
+)
 
 __all__ = [
     "WireRules",
@@ -75,66 +88,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class WireRules:
-    """What a wire itself imposes on images, whatever the model.
-
-    The caps apply on top of the model's own (the smaller wins), so a custom or
-    unknown model spec can never lower to a request the service refuses for size.
-    ``max_image_bytes`` and ``max_request_image_bytes`` (all images of one request)
-    count base64 characters when ``base64_byte_limit``, decoded bytes otherwise.
-    """
-
-    media_types: frozenset[str]
-    base64_byte_limit: bool = False
-    many_images_rule: bool = False
-    max_images: int | None = None
-    #: A larger image cap for models whose context is over
-    #: ``limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (Anthropic: 600 instead of 100).
-    max_images_large_context: int | None = None
-    max_edge: int | None = None
-    max_image_bytes: int | None = None
-    max_request_image_bytes: int | None = None
-    #: Documents (PDF): whether the wire carries them natively at all, and its caps
-    #: (bytes count as base64 when ``base64_byte_limit``, like images).
-    documents: bool = True
-    max_documents: int | None = None
-    max_document_bytes: int | None = None
-    max_document_pages: int | None = None
-    #: A larger page cap for models whose context is over
-    #: ``limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS`` (Anthropic: 600 instead of 100).
-    max_document_pages_large_context: int | None = None
-    #: Documents sent count against ``max_request_image_bytes`` (Anthropic's 32 MB
-    #: request, Gemini's inline-data cap): images leave first when both do not fit.
-    documents_share_budget: bool = False
-
-
-def max_document_pages(spec: ModelSpec, rules: WireRules) -> int | None:
-    """Pages one natively sent PDF may have for ``spec`` on a wire with ``rules``."""
-    large = rules.max_document_pages_large_context
-    if large is not None and spec.context_tokens > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS:
-        return large
-    return rules.max_document_pages
-
-
-def document_filename(origin: PerceptionOrigin | AttachmentOrigin) -> str:
-    """The file name a document goes by on the wire: its own, ending in ``.pdf``."""
-    if isinstance(origin, PerceptionOrigin):
-        raw = origin.source.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    elif isinstance(origin, AttachmentOrigin):
-        raw = origin.filename or ""
-    else:
-        assert_never(origin)
-    name = raw.strip() or "document.pdf"
-    return name if name.lower().endswith(".pdf") else f"{name}.pdf"
-
-
-def _document_what(part: DocumentPart) -> str:
-    origin = part.origin
-    what = origin.source if isinstance(origin, PerceptionOrigin) else origin.filename
-    return f"{what or 'document'}, {part.page_count} pages"
-
-
 def _note(text: str) -> TextPart:
     """What an image or document that is not sent becomes: visus's note in its place
     (:attr:`TextPart.note`, which a wire may send apart from the tool's own text)."""
@@ -143,16 +96,6 @@ def _note(text: str) -> TextPart:
 
 def missing_note(digest: str, why: str = "is missing") -> str:
     return f"[image unavailable: blob sha256:{digest} {why}]"
-
-
-def max_images(spec: ModelSpec, rules: WireRules) -> int:
-    """Images one request may carry for ``spec`` on a wire with ``rules``."""
-    cap = spec.max_images
-    wire = rules.max_images
-    large = rules.max_images_large_context
-    if large is not None and spec.context_tokens > limits.ANTHROPIC_PDF_LARGE_CONTEXT_TOKENS:
-        wire = large
-    return min(cap, wire) if wire is not None else cap
 
 
 def _over_note(part: ImagePart, turn: int, reason: str) -> str:
@@ -176,37 +119,6 @@ def _no_vision_note(part: ImagePart, spec: ModelSpec) -> str:
     what = origin.source if isinstance(origin, PerceptionOrigin) else (origin.filename or "image")
     size = f"{part.width}x{part.height}"
     return f"[image not shown: {spec.name} does not take images ({what}, {size})]"
-
-
-def profile_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
-    """The profile an image is re-fitted to in a request of ``image_count`` images."""
-    return _tightened(spec.profile(), spec, rules, image_count)
-
-
-def accepted_for(spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
-    """The bounds an image may keep as it is in such a request: ``spec.accepted()`` (the
-    provider takes it and bills no more than the fit), tightened like :func:`profile_for`."""
-    return _tightened(spec.accepted(), spec, rules, image_count)
-
-
-def _tightened(base: Profile, spec: ModelSpec, rules: WireRules, image_count: int) -> Profile:
-    media_types = (spec.media_types & rules.media_types) or rules.media_types
-    max_bytes = base.max_bytes
-    if rules.max_image_bytes is not None:
-        max_bytes = min(max_bytes, rules.max_image_bytes)
-    if rules.base64_byte_limit:
-        max_bytes = max_bytes // 4 * 3  # so that 4 * ceil(n / 3) base64 chars still fit
-    max_edge = base.max_edge
-    if rules.max_edge is not None:
-        max_edge = min(max_edge, rules.max_edge)
-    if rules.many_images_rule and image_count > limits.ANTHROPIC_MANY_IMAGES:
-        max_edge = min(max_edge, limits.ANTHROPIC_MANY_IMAGES_MAX_EDGE)
-    return Profile(
-        max_edge=max_edge,
-        max_pixels=min(base.max_pixels, max_edge * max_edge),
-        max_bytes=max_bytes,
-        media_types=frozenset(media_types),
-    )
 
 
 def _fits(media_type: str, width: int, height: int, size: int, profile: Profile) -> bool:
@@ -267,12 +179,40 @@ class _Resolver:
         )
 
     def _refit(self, part: ImagePart, data: bytes | None) -> WirePart:
-        entry = self.cache.get(part.digest, self.profile)
+        from visus.media import fit  # media is heavy (Pillow); only refits need it
+
+        return self._derived(part, data, "", lambda raw: fit(raw, self.profile))
+
+    def compact(self, image: WireImage) -> WireImage:
+        """``image`` re-encoded smaller at the same size (:func:`visus.media.compact`),
+        or itself when that is not smaller or cannot be done."""
+        from visus.media.compact import compact
+
+        def make(raw: bytes) -> Fitted:
+            smaller = compact(raw, self.accepted.media_types)
+            if smaller is None:
+                raise _NotSmaller
+            return smaller
+
+        key = ImagePart(
+            image.digest, image.media_type, image.size, image.width, image.height, image.origin
+        )
+        try:
+            derived = self._derived(key, base64.b64decode(image.data), "compact", make)
+        except _NotSmaller:
+            return image
+        return derived if isinstance(derived, WireImage) else image
+
+    def _derived(
+        self, part: ImagePart, data: bytes | None, how: str, make: Callable[[bytes], Fitted]
+    ) -> WirePart:
+        """``make`` of the image's bytes, as a stored blob cached by (digest, profile, how)."""
+        entry = self.cache.get(part.digest, self.profile, how)
         if entry is not None:
             try:
                 derived = self.blobs.get(entry.digest)
             except (StoreError, NotFoundError):
-                self.cache.forget(part.digest, self.profile)
+                self.cache.forget(part.digest, self.profile, how)
             else:
                 image = self._image(derived, part, entry.media_type, entry.width, entry.height)
                 return replace(image, digest=entry.digest)
@@ -281,18 +221,14 @@ class _Resolver:
             if isinstance(read, TextPart):
                 return read
             data = read
-        from visus.media import fit  # media is heavy (Pillow); only refits need it
-
         try:
-            fitted = fit(data, self.profile)
+            fitted = make(data)
         except MediaError as e:
             return _note(
                 f"[image unavailable: blob sha256:{part.digest} cannot be fitted "
                 f"for {self.spec.name}: {e}]"
             )
         digest = fitted.digest
-        if isinstance(self.blobs, BlobWriter):
-            digest = self.blobs.put(fitted.data, fitted.media_type)
         entry = RefitEntry(
             digest=digest,
             media_type=fitted.media_type,
@@ -301,15 +237,56 @@ class _Resolver:
             size=len(fitted.data),
         )
         if isinstance(self.blobs, BlobWriter):
-            self.cache.put(part.digest, self.profile, entry)
+            self.blobs.put(fitted.data, fitted.media_type)
+            self.cache.put(part.digest, self.profile, entry, how)
         image = self._image(fitted.data, part, entry.media_type, entry.width, entry.height)
         return replace(image, digest=digest)
 
+    def read_blob(self, digest: str) -> bytes | None:
+        """A blob's bytes, or None when it cannot be read (a crop then goes whole)."""
+        data = self._read(digest)
+        return None if isinstance(data, TextPart) else data
 
-_Position: TypeAlias = tuple[int, int]
+    def placed(
+        self,
+        images: list[tuple[Position, ImagePart, int]],
+        current: Mapping[Position, WirePart],
+        rules: WireRules,
+        squeeze: bool,
+    ) -> dict[Position, tuple[WirePart, ...]]:
+        """Each image as the parts it is sent as: what it resolved to, its note and crops
+        (:mod:`visus.wire._crops`), or, when ``squeeze``, re-encoded smaller."""
+        cut: dict[Position, tuple[WirePart, ...]] = {}
+        if rules.crops:
+            count = sum(isinstance(w, WireImage) for w in current.values())
+            room = max_images(self.spec, rules) - count
+            if rules.many_images_rule and count <= limits.ANTHROPIC_MANY_IMAGES:
+                # Images were fitted for a request of `count`: crops must not pass the rule.
+                room = min(room, limits.ANTHROPIC_MANY_IMAGES - count)
+            cut = crops(
+                [(at, p) for at, p, _ in images],
+                current,
+                spec=self.spec,
+                media_types=self.accepted.media_types,
+                room=room,
+                read=self.read_blob,
+            )
+        out: dict[Position, tuple[WirePart, ...]] = {}
+        for at, wire in current.items():
+            if at in cut:
+                out[at] = cut[at]
+            elif squeeze and isinstance(wire, WireImage):
+                out[at] = (self.compact(wire),)
+            else:
+                out[at] = (wire,)
+        return out
 
 
-def _images(request: ModelRequest) -> list[tuple[_Position, ImagePart, int]]:
+class _NotSmaller(Exception):
+    """A re-encoding that would not save bytes (the image is sent as it is)."""
+
+
+def _images(request: ModelRequest) -> list[tuple[Position, ImagePart, int]]:
     """Every image of the request, oldest first: ((message, part), image, turn)."""
     return [
         ((mi, pi), p, message.turn)
@@ -320,109 +297,50 @@ def _images(request: ModelRequest) -> list[tuple[_Position, ImagePart, int]]:
     ]
 
 
-def _drop_order(images: list[tuple[_Position, ImagePart, int]]) -> list[_Position]:
+def _drop_order(images: list[tuple[Position, ImagePart, int]]) -> list[Position]:
     """Which images leave first when a request is full: old perceptions, then attachments."""
     perceptions = [at for at, p, _ in images if isinstance(p.origin, PerceptionOrigin)]
     attachments = [at for at, p, _ in images if isinstance(p.origin, AttachmentOrigin)]
     return perceptions + attachments
 
 
-def _apply_byte_budget(
-    images: list[tuple[_Position, ImagePart, int]],
-    resolved: dict[_Position, WirePart],
+def _within_budget(
+    images: list[tuple[Position, ImagePart, int]],
+    resolved: dict[Position, WirePart],
+    resolver: _Resolver,
     rules: WireRules,
-    budget: int,
-) -> None:
-    """Elide images (drop order) until the sent images' bytes fit ``budget``."""
+    budget: int | None,
+) -> dict[Position, tuple[WirePart, ...]]:
+    """Every image placed (:meth:`_Resolver.placed`), its bytes within ``budget``: bytes
+    before pixels, so every image is re-encoded smaller before any leaves; then images
+    leave in drop order until the rest fit (the last always stays)."""
 
-    def cost(part: WirePart) -> int:
-        if not isinstance(part, WireImage):
-            return 0
-        return len(part.data) if rules.base64_byte_limit else part.size
+    def cost(placed: Mapping[Position, tuple[WirePart, ...]]) -> int:
+        return sum(
+            (len(p.data) if rules.base64_byte_limit else p.size)
+            for parts in placed.values()
+            for p in parts
+            if isinstance(p, WireImage)
+        )
 
-    total = sum(cost(part) for part in resolved.values())
-    sent = [at for at in _drop_order(images) if isinstance(resolved[at], WireImage)]
+    current = dict(resolved)
+    squeeze = False
     turns = {at: (p, turn) for at, p, turn in images}
-    amount = f"{budget / limits.MB:g} MB" if budget >= limits.MB else f"{budget:,} bytes"
-    reason = f"over the {amount} image budget of one request"
-    for at in sent[:-1]:  # the last to go always stays: one image is never over budget
-        if total <= budget:
-            break
-        total -= cost(resolved[at])
-        part, turn = turns[at]
-        resolved[at] = _note(_over_note(part, turn, reason))
-
-
-def _documents(
-    request: ModelRequest, spec: ModelSpec, rules: WireRules, blobs: BlobReader
-) -> dict[_Position, WirePart]:
-    """Every document of the request as a :class:`WireDocument` or a note."""
-    docs = [
-        ((mi, pi), p)
-        for mi, message in enumerate(request.messages)
-        if isinstance(message, UserMessage | ToolResult)
-        for pi, p in enumerate(message.parts)
-        if isinstance(p, DocumentPart)
-    ]
-    out: dict[_Position, WirePart] = {}
-    if not docs:
-        return out
-    page_cap = max_document_pages(spec, rules)
-    count_cap = rules.max_documents
-    over_count = len(docs) - count_cap if count_cap is not None else 0
-    for n, (at, part) in enumerate(docs):
-        what = _document_what(part)
-        if not spec.pdf:
-            out[at] = _note(
-                f"[document not sent: {spec.name} does not take PDF documents natively ({what})]"
-            )
-        elif not rules.documents or part.media_type != "application/pdf":
-            out[at] = _note(
-                f"[document not sent: this wire carries no {part.media_type} documents ({what})]"
-            )
-        elif page_cap is not None and part.page_count > page_cap:
-            out[at] = _note(
-                f"[document not sent: {what}; {spec.name} takes at most {page_cap} pages "
-                "per document]"
-            )
-        elif n < over_count:
-            out[at] = _note(
-                f"[document not sent: {what}; over the {count_cap}-document limit of one request]"
-            )
-        else:
-            out[at] = _read_document(part, spec, rules, blobs)
-    return out
-
-
-def _read_document(
-    part: DocumentPart, spec: ModelSpec, rules: WireRules, blobs: BlobReader
-) -> WirePart:
-    try:
-        data = blobs.get(part.digest)
-    except NotFoundError:
-        return _note(f"[document unavailable: blob sha256:{part.digest} is missing]")
-    except IntegrityError:
-        return _note(f"[document unavailable: blob sha256:{part.digest} is corrupt]")
-    except StoreError as e:
-        return _note(f"[document unavailable: blob sha256:{part.digest} cannot be read ({e})]")
-    encoded = base64.b64encode(data).decode("ascii")
-    cap = rules.max_document_bytes
-    if cap is not None:
-        size = len(encoded) if rules.base64_byte_limit else len(data)
-        if size > cap:
-            return _note(
-                f"[document not sent: {_document_what(part)} is {len(data):,} bytes; "
-                f"over the {cap / limits.MB:g} MB document limit of {spec.name}]"
-            )
-    return WireDocument(
-        data=encoded,
-        size=len(data),
-        media_type=part.media_type,
-        page_count=part.page_count,
-        filename=document_filename(part.origin),
-        digest=part.digest,
-        origin=part.origin,
-    )
+    order = _drop_order(images)
+    while True:
+        placed = resolver.placed(images, current, rules, squeeze)
+        if budget is None or cost(placed) <= budget:
+            return placed
+        if not squeeze:
+            squeeze = True
+            continue
+        sent = [at for at in order if isinstance(current[at], WireImage)]
+        if len(sent) <= 1:  # one image is never over budget
+            return placed
+        amount = f"{budget / limits.MB:g} MB" if budget >= limits.MB else f"{budget:,} bytes"
+        part, turn = turns[sent[0]]
+        reason = f"over the {amount} image budget of one request"
+        current[sent[0]] = _note(_over_note(part, turn, reason))
 
 
 def prepare(
@@ -436,21 +354,23 @@ def prepare(
     """Resolve every image of ``request`` for ``spec`` under ``rules``."""
     images = _images(request)
     cache = refit_cache if refit_cache is not None else RefitCache()
-    resolved = _resolved_images(images, spec, rules, blobs, cache)
-    documents = _documents(request, spec, rules, blobs)
-    if rules.max_request_image_bytes is not None:
-        budget = rules.max_request_image_bytes
-        if rules.documents_share_budget:
-            # One cap for all inline media of a request: documents sent leave less for images.
-            budget -= sum(
-                len(d.data) if rules.base64_byte_limit else d.size
-                for d in documents.values()
-                if isinstance(d, WireDocument)
-            )
-        _apply_byte_budget(images, resolved, rules, max(budget, 0))
-    resolved.update(documents)
+    resolver = _resolver(images, spec, rules, blobs, cache)
+    resolved = _resolved_images(images, spec, rules, resolver)
+    docs = documents(request, spec, rules, blobs)
+    budget = rules.max_request_image_bytes
+    if budget is not None and rules.documents_share_budget:
+        # One cap for all inline media of a request: documents sent leave less for images.
+        budget -= sum(
+            len(d.data) if rules.base64_byte_limit else d.size
+            for d in docs.values()
+            if isinstance(d, WireDocument)
+        )
+    placed = _within_budget(
+        images, resolved, resolver, rules, None if budget is None else max(budget, 0)
+    )
+    placed.update((at, (d,)) for at, d in docs.items())
     return Prepared(
-        messages=_wire_messages(request, resolved),
+        messages=_wire_messages(request, placed),
         system=request.system,
         tools=request.tools,
         max_tokens=request.max_tokens,
@@ -461,26 +381,37 @@ def prepare(
     )
 
 
-def _resolved_images(
-    images: list[tuple[_Position, ImagePart, int]],
+def _capped(
+    images: list[tuple[Position, ImagePart, int]], spec: ModelSpec, rules: WireRules
+) -> set[Position]:
+    """The images over the request's image cap (drop order), which become notes."""
+    excess = len(images) - max(max_images(spec, rules), 0)
+    return set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
+
+
+def _resolver(
+    images: list[tuple[Position, ImagePart, int]],
     spec: ModelSpec,
     rules: WireRules,
     blobs: BlobReader,
     refit_cache: RefitCache,
-) -> dict[_Position, WirePart]:
+) -> _Resolver:
+    count = len(images) - len(_capped(images, spec, rules))
+    profiles = (profile_for(spec, rules, count), accepted_for(spec, rules, count))
+    return _Resolver(spec, profiles, blobs, refit_cache)
+
+
+def _resolved_images(
+    images: list[tuple[Position, ImagePart, int]],
+    spec: ModelSpec,
+    rules: WireRules,
+    resolver: _Resolver,
+) -> dict[Position, WirePart]:
     """Each image as sent: fitted for ``spec``, or a note (a text-only model, an image
     over the wire's count cap)."""
+    capped = _capped(images, spec, rules)
     cap = max_images(spec, rules)
-    excess = len(images) - max(cap, 0)
-    capped = set(_drop_order(images)[:excess]) if spec.vision and excess > 0 else set()
-    count = len(images) - len(capped)
-    resolver = _Resolver(
-        spec,
-        (profile_for(spec, rules, count), accepted_for(spec, rules, count)),
-        blobs,
-        refit_cache,
-    )
-    resolved: dict[_Position, WirePart] = {}
+    resolved: dict[Position, WirePart] = {}
     for at, part, turn in images:
         if not spec.vision:
             resolved[at] = _note(_no_vision_note(part, spec))
@@ -494,24 +425,28 @@ def _resolved_images(
 
 
 def _wire_messages(
-    request: ModelRequest, resolved: Mapping[_Position, WirePart]
+    request: ModelRequest, placed: Mapping[Position, tuple[WirePart, ...]]
 ) -> tuple[WireMessage, ...]:
-    """The request's messages with every image and document part replaced as resolved."""
+    """The request's messages with every image and document part replaced as placed (an
+    image sent as its crops becomes several parts)."""
 
-    def part_for(mi: int, pi: int, part: Part) -> WirePart:
-        if isinstance(part, TextPart):
-            return part
-        if isinstance(part, ImagePart | DocumentPart):
-            return resolved[(mi, pi)]
-        assert_never(part)
+    def parts_of(mi: int, message: UserMessage | ToolResult) -> tuple[WirePart, ...]:
+        out: list[WirePart] = []
+        for pi, part in enumerate(message.parts):
+            if isinstance(part, TextPart):
+                out.append(part)
+            elif isinstance(part, ImagePart | DocumentPart):
+                out.extend(placed[(mi, pi)])
+            else:
+                assert_never(part)
+        return tuple(out)
 
     out: list[WireMessage] = []
     for mi, message in enumerate(request.messages):
         if isinstance(message, UserMessage):
-            parts = tuple(part_for(mi, pi, p) for pi, p in enumerate(message.parts))
-            out.append(WireUser(parts))
+            out.append(WireUser(parts_of(mi, message)))
         elif isinstance(message, ToolResult):
-            parts = tuple(part_for(mi, pi, p) for pi, p in enumerate(message.parts))
+            parts = parts_of(mi, message)
             out.append(WireTool(message.call_id, message.tool_name, parts, message.is_error))
         elif isinstance(message, AssistantMessage):
             out.append(message)

@@ -59,10 +59,12 @@ class RefitEntry:
     size: int
 
 
-def profile_key(digest: str, profile: Profile) -> str:
-    """A stable text key for ``(digest, profile)``, usable in a JSON index."""
+def profile_key(digest: str, profile: Profile, how: str = "") -> str:
+    """A stable text key for ``(digest, profile)``, usable in a JSON index; ``how`` names
+    another derivation than a fit (``compact``: re-encoded smaller at the same size)."""
     types = ",".join(sorted(profile.media_types))
-    return f"{digest}/{profile.max_edge}/{profile.max_pixels}/{profile.max_bytes}/{types}"
+    key = f"{digest}/{profile.max_edge}/{profile.max_pixels}/{profile.max_bytes}/{types}"
+    return f"{key}/{how}" if how else key
 
 
 class RefitCache:
@@ -90,20 +92,20 @@ class RefitCache:
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
-    def get(self, digest: str, profile: Profile) -> RefitEntry | None:
-        return self._entries.get(profile_key(digest, profile))
+    def get(self, digest: str, profile: Profile, how: str = "") -> RefitEntry | None:
+        return self._entries.get(profile_key(digest, profile, how))
 
-    def put(self, digest: str, profile: Profile, entry: RefitEntry) -> None:
-        key = profile_key(digest, profile)
+    def put(self, digest: str, profile: Profile, entry: RefitEntry, how: str = "") -> None:
+        key = profile_key(digest, profile, how)
         if self._entries.get(key) == entry:
             return
         self._entries[key] = entry
         if self._index is not None:
             _write_index(self._index, self._entries)
 
-    def forget(self, digest: str, profile: Profile) -> None:
+    def forget(self, digest: str, profile: Profile, how: str = "") -> None:
         """Drop an entry (its derived blob went missing)."""
-        if self._entries.pop(profile_key(digest, profile), None) is not None and self._index:
+        if self._entries.pop(profile_key(digest, profile, how), None) is not None and self._index:
             _write_index(self._index, self._entries)
 
 

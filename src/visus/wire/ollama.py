@@ -57,8 +57,9 @@ __all__ = [
     "parse",
 ]
 
-#: What Ollama's image decoding reliably takes.
-RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}), documents=False)
+#: What Ollama's image decoding reliably takes. No crops (only what changed): its images
+#: ride in a list beside the text, where no note can stand next to its crops.
+RULES = WireRules(media_types=frozenset({"image/png", "image/jpeg"}), documents=False, crops=False)
 
 
 def _document_note(part: WireDocument) -> str:
