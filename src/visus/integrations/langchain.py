@@ -51,6 +51,7 @@ from visus.integrations.core import (
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
+from visus.wire import window_marks
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -271,8 +272,14 @@ class VisionMiddleware(AgentMiddleware):
 
     def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, tuple[str, str | None]]:
         ref = _model_ref(request.model)
-        hoist = getattr(request.model, "_llm_type", "") not in _IMAGES_IN_TOOL_RESULTS
+        kind = getattr(request.model, "_llm_type", "")
+        hoist = kind not in _IMAGES_IN_TOOL_RESULTS
         messages = self.model_messages(request.messages, self.core.model_spec(*ref), hoist=hoist)
+        # With caching on (LangChain's AnthropicPromptCachingMiddleware, outside this one),
+        # the breakpoints visus's own wire places.
+        control = (request.model_settings or {}).get("cache_control")
+        if kind == "anthropic-chat" and control:
+            messages = _with_marks(messages, control, 4 - _marks_taken(request, messages))
         return request.override(messages=messages), ref
 
     def model_messages(
@@ -412,6 +419,79 @@ class VisionMiddleware(AgentMiddleware):
         # Stored (a view's already is), so the digest its descriptor names shows it again.
         digest = self.core.remember(*found)
         return self.core.descriptor(digest, turn, _view_of(meta))
+
+
+def _with_marks(messages: list[AnyMessage], cache_control: Any, free: int) -> list[AnyMessage]:
+    """``messages`` with ``cache_control`` ending the history before the first live tool
+    image, and on the ladder before it (:func:`visus.wire.window_marks`), as visus's own
+    Anthropic wire marks them: an eviction rewrites the request from there on only, so
+    it reads the prefix up to there from the cache. At most ``free`` marks (the API
+    takes four, LangChain trims none), the window's first. LangChain rebuilds an AI
+    message's ``tool_use`` blocks from its tool calls (a mark there would be lost), so a
+    mark meant for one goes on the tool or human message before it.
+    """
+    first = next((i for i, m in enumerate(messages) if _live_image(m)), None)
+    # Every text as a block: a marked message is sent as blocks, and the same message
+    # unmarked in a later request must be the same bytes (a string would not be).
+    out = [_as_blocks(m) for m in messages]
+    marks = window_marks([_blocks(m) for m in messages], first)
+    for i in reversed(marks[-free:] if free > 0 else ()):
+        while i >= 0 and isinstance(out[i], AIMessage):
+            i -= 1
+        if i >= 0 and isinstance(out[i], ToolMessage | HumanMessage):
+            out[i] = _marked(out[i], cache_control)
+    return out
+
+
+def _marks_taken(request: ModelRequest, messages: Sequence[AnyMessage]) -> int:
+    """Breakpoints a request already carries: the top-level one (automatic caching, on
+    the newest block), the system prompt's, the tools' and any in the messages."""
+    system = request.system_message
+    blocks = [
+        b
+        for m in ([system] if system is not None else []) + list(messages)
+        if isinstance(m.content, list)
+        for b in m.content
+    ]
+    tools = [t for t in request.tools if (getattr(t, "extras", None) or {}).get("cache_control")]
+    return 1 + len(tools) + sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+
+
+def _live_image(m: AnyMessage) -> bool:
+    if isinstance(m, ToolMessage):
+        return bool(_tool_image_blocks(m))
+    return (
+        isinstance(m, HumanMessage)
+        and isinstance(m.content, list)
+        and any(_is_image_block(b) for b in m.content)
+    )
+
+
+def _blocks(m: AnyMessage) -> int:
+    """Content blocks ``m`` becomes on Anthropic's wire (near enough for the ladder)."""
+    if isinstance(m, ToolMessage):
+        return 1  # one tool_result
+    extra = len(m.tool_calls) if isinstance(m, AIMessage) else 0
+    return max(1, (len(m.content) if isinstance(m.content, list) else 1) + extra)
+
+
+def _as_blocks(m: AnyMessage) -> AnyMessage:
+    """A tool or human message whose content is a string, as one text block."""
+    if isinstance(m, ToolMessage | HumanMessage) and isinstance(m.content, str) and m.content:
+        return m.model_copy(update={"content": [{"type": "text", "text": m.content}]})
+    return m
+
+
+def _marked(m: AnyMessage, cache_control: Any) -> AnyMessage:
+    """``m`` (content as blocks) with ``cache_control`` on its last block (LangChain
+    lifts a tool message's to its ``tool_result``)."""
+    blocks = m.content if isinstance(m.content, list) else []
+    if not blocks:
+        return m
+    last = blocks[-1]
+    last = {"type": "text", "text": last} if isinstance(last, str) else dict(last)
+    last["cache_control"] = cache_control
+    return m.model_copy(update={"content": [*blocks[:-1], last]})
 
 
 def _view_of(meta: Mapping[str, Any] | None) -> ViewCall:

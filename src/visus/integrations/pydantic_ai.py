@@ -53,6 +53,7 @@ from visus.integrations.core import (
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
+from visus.wire import window_marks
 
 try:
     from pydantic_ai import RunContext
@@ -60,11 +61,13 @@ try:
     from pydantic_ai.messages import (
         BinaryContent,
         BinaryImage,
+        CachePoint,
         ImageUrl,
         ModelMessage,
         ModelRequest,
         ModelRequestPart,
         ModelResponse,
+        TextPart,
         ToolCallPart,
         ToolReturnPart,
         UserPromptPart,
@@ -190,14 +193,19 @@ class Vision(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         model: Model = request_context.model
         spec = self.spec_for(model)
+        marks = getattr(model, "system", None) == "anthropic" and _caching(
+            request_context.model_settings
+        )
         # Fitting another tool's image is CPU work: off the event loop.
-        messages, stats = await asyncio.to_thread(self.model_view, request_context.messages, spec)
+        messages, stats = await asyncio.to_thread(
+            self.model_view, request_context.messages, spec, breakpoints=marks
+        )
         request_context.messages = messages
         self.last_request = stats
         return request_context
 
     def model_view(
-        self, messages: Sequence[ModelMessage], model: ModelSpec
+        self, messages: Sequence[ModelMessage], model: ModelSpec, *, breakpoints: bool = False
     ) -> tuple[list[ModelMessage], RequestImages]:
         """``messages`` as the model should see them: old tool images as descriptors.
 
@@ -205,7 +213,9 @@ class Vision(AbstractCapability[Any]):
         each request that carries a user prompt and no tool return (a tool's
         ``ToolReturn(content=...)`` rides in a user prompt part beside its return).
         Images other tools return (inside a tool return, or its ``ToolReturn``
-        content) are fitted to ``model`` and leave the window like a view's.
+        content) are fitted to ``model`` and leave the window like a view's. With
+        ``breakpoints`` (an Anthropic model with pydantic-ai's caching on), the prompt
+        cache's breakpoints go where visus's own agent puts them (:func:`_with_marks`).
         """
         turns = _turns(messages)
         current = max(turns, default=1)
@@ -246,7 +256,7 @@ class Vision(AbstractCapability[Any]):
         stats = RequestImages(
             model.name, current, tally.live, tally.elided, tally.tokens, tally.repeated
         )
-        return out, stats
+        return (_with_marks(out) if breakpoints else out), stats
 
     def _digest(self, image: Image) -> str:
         """What tells two tool images apart: their bytes' digest (a web image: its URL)."""
@@ -386,6 +396,77 @@ def _tool_images(request: ModelRequest) -> list[Image]:
         elif isinstance(p, UserPromptPart) and from_tools and not isinstance(p.content, str):
             found += [i for i in p.content if _is_image(i)]
     return found
+
+
+def _caching(settings: Mapping[str, Any] | None) -> bool:
+    """Whether a request asks for prompt caching: pydantic-ai's unified ``cache``
+    setting (its ``Caching`` capability) or one of Anthropic's own."""
+    return bool(settings) and any(settings.get(k) for k in _CACHE_SETTINGS)  # type: ignore[union-attr]
+
+
+_CACHE_SETTINGS = (
+    "cache",
+    "anthropic_cache",
+    "anthropic_cache_messages",
+    "anthropic_cache_instructions",
+    "anthropic_cache_tool_definitions",
+)
+
+
+def _with_marks(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with a ``CachePoint`` ending the history before the first live image,
+    and the ladder before it (:func:`visus.wire.window_marks`), as visus's own Anthropic
+    wire marks them: an eviction rewrites the request from there on only, so it reads
+    the prefix up to there from the cache, where pydantic-ai's own breakpoint (the
+    newest block) would have it write the whole history again.
+
+    A ``CachePoint`` ending a request goes on its last block; one opening a request
+    goes on the last block of the response before it (pydantic-ai's rule).
+    """
+    first = next((i for i, m in enumerate(messages) if _live_media(m, tools=True)), None)
+    if first is None:
+        first = next((i for i, m in enumerate(messages) if _live_media(m, tools=False)), None)
+    out = list(messages)
+    mark = UserPromptPart(content=[CachePoint()])
+    for i in window_marks([_blocks(m) for m in messages], first):
+        m, after = out[i], out[i + 1] if i + 1 < len(out) else None
+        if isinstance(m, ModelRequest):
+            out[i] = dataclasses.replace(m, parts=[*m.parts, mark])
+        elif isinstance(after, ModelRequest) and _markable_end(m):
+            out[i + 1] = dataclasses.replace(after, parts=[mark, *after.parts])
+    return out
+
+
+def _live_media(message: ModelMessage, *, tools: bool) -> bool:
+    if not isinstance(message, ModelRequest):
+        return False
+    if tools:
+        return bool(_tool_images(message))
+    return any(
+        isinstance(p, UserPromptPart)
+        and not isinstance(p.content, str)
+        and any(_is_image(i) for i in p.content)
+        for p in message.parts
+    )
+
+
+def _blocks(message: ModelMessage) -> int:
+    """Content blocks ``message`` becomes on Anthropic's wire (near enough for the ladder)."""
+    if isinstance(message, ModelResponse):
+        return max(1, len(message.parts))
+    count = 0
+    for p in message.parts:
+        if isinstance(p, ToolReturnPart):
+            count += 1
+        elif isinstance(p, UserPromptPart):
+            count += 1 if isinstance(p.content, str) else len(p.content)
+    return max(1, count)
+
+
+def _markable_end(response: ModelResponse) -> bool:
+    """Whether a response's last block takes ``cache_control`` (a thinking block does not)."""
+    last = response.parts[-1] if response.parts else None
+    return isinstance(last, ToolCallPart) or (isinstance(last, TextPart) and bool(last.content))
 
 
 def _is_image(item: object) -> TypeGuard[Image]:

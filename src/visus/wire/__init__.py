@@ -29,6 +29,7 @@ from visus.errors import WireError
 from visus.models.spec import ModelSpec
 from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
+from visus.wire._cache import window_marks
 from visus.wire._display import abbreviate
 from visus.wire._prepare import (
     WireRules,
@@ -60,6 +61,7 @@ __all__ = [
     "max_document_pages",
     "profile_for",
     "progress_notes",
+    "window_marks",
 ]
 
 Wire: TypeAlias = Literal[

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["LADDER_BLOCKS", "ladder_message"]
+__all__ = ["LADDER_BLOCKS", "ladder_message", "window_marks"]
 
 #: How far (in content blocks) the ladder sits before the window's breakpoint: under
 #: the 20-block lookback, so the two breakpoints' reaches overlap.
@@ -52,3 +52,26 @@ def ladder_message(blocks: Sequence[int], window: int) -> int | None:
         if target < seen:
             return i
     return None
+
+
+def window_marks(blocks: Sequence[int], first_live: int | None) -> tuple[int, ...]:
+    """The messages whose last block carries the retention window's breakpoints.
+
+    ``blocks`` is each message's number of content blocks; ``first_live`` the message
+    holding the first live image (None: no image). The window's breakpoint ends the
+    history before it (an eviction changes the request only from there on, so the
+    next one reads this prefix from the cache), and the ladder sits
+    :data:`LADDER_BLOCKS` blocks before that. Oldest first. The wires and the
+    integrations that place breakpoints in a framework's messages share it.
+
+    Example:
+        >>> window_marks([1] * 30, 26)
+        (9, 25)
+        >>> window_marks([1] * 30, 5), window_marks([1] * 30, 0), window_marks([1] * 3, None)
+        ((4,), (), ())
+    """
+    if first_live is None or first_live <= 0:
+        return ()
+    window = first_live - 1
+    ladder = ladder_message(blocks, window)
+    return (window,) if ladder is None else (ladder, window)
