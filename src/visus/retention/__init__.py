@@ -72,18 +72,14 @@ Example:
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from visus import limits
 from visus.errors import InvalidInputError
 from visus.models import image_tokens
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
-    AttachmentOrigin,
     DocumentPart,
     ImagePart,
     Message,
@@ -93,6 +89,8 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
+from visus.retention.batches import ImageFate, evicted_images, evicted_to_fit, plan_images
+from visus.retention.descriptors import elided_descriptor, repeat_descriptor
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -175,66 +173,6 @@ class RetentionPolicy:
         return max(1, ((current - keep) // self.chunk) * self.chunk + 1)
 
 
-def evicted_images(count: int, live_images: int, chunk: int = 1) -> int:
-    """How many of the oldest of ``count`` images leave so at most ``live_images`` stay live.
-
-    They leave in batches of ``chunk`` (at most ``live_images``): the number evicted is
-    always a multiple of the batch and grows only when the newest images no longer
-    fit, so between two evictions every earlier image lowers to the same bytes and a
-    provider's prompt cache keeps hitting. Between evictions
-    ``live_images - chunk + 1`` to ``live_images`` images stay live; the newest always
-    does. Pure arithmetic, shared by every surface that bounds images by count.
-
-    Example:
-        >>> [evicted_images(n, live_images=4, chunk=2) for n in range(1, 10)]
-        [0, 0, 0, 0, 2, 2, 4, 4, 6]
-        >>> evicted_images(3, live_images=1, chunk=5)  # the batch never exceeds the window
-        2
-    """
-    for name, value in (("live_images", live_images), ("chunk", chunk)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
-    over = count - live_images
-    if over <= 0:
-        return 0
-    batch = min(chunk, live_images)
-    return -(-over // batch) * batch
-
-
-def evicted_to_fit(costs: Sequence[int], cap: int, *, share: float) -> int:
-    """How many of the oldest images leave so the rest cost at most ``cap``, in one batch.
-
-    ``costs`` are the images' costs against a provider's limit, oldest first (1 each
-    for an image count, bytes for a request's byte budget). Nothing leaves while they
-    fit; past the limit the oldest leave in batches of ``share`` of what fits (at
-    least one), so the number evicted is a step that moves only when the newest no
-    longer fit: between two moves every earlier image lowers to the same bytes and a
-    prompt cache keeps hitting, where trimming to the limit would rewrite the prefix
-    at every step. The newest image always stays. Pure arithmetic, shared by every
-    surface that trims at a provider's limit (the proxy, the agent's append-only
-    retention).
-
-    Example:
-        >>> [evicted_to_fit([1] * n, 8, share=0.5) for n in range(7, 14)]
-        [0, 0, 4, 4, 4, 4, 8]
-        >>> evicted_to_fit([5, 5, 5, 5], 12, share=0.25)  # two fit: batches of one
-        2
-        >>> evicted_to_fit([50, 1], 10, share=0.5)  # the newest stays whatever it costs
-        1
-    """
-    if not 0 < share <= 1:
-        raise InvalidInputError(f"retention share must be in (0, 1], got {share!r}")
-    total = sum(costs)
-    need = 0  # the fewest of the oldest that must leave
-    while total > cap and need < len(costs) - 1:
-        total -= costs[need]
-        need += 1
-    if need == 0:
-        return 0
-    batch = max(1, math.ceil((len(costs) - need) * share))
-    return min(len(costs) - 1, -(-need // batch) * batch)
-
-
 #: The default policy: only the current turn keeps its pixels.
 DEFAULT_POLICY = RetentionPolicy()
 
@@ -247,129 +185,6 @@ def current_turn(messages: Sequence[Message]) -> int:
 def first_live_turn(messages: Sequence[Message], policy: RetentionPolicy = DEFAULT_POLICY) -> int:
     """The earliest turn of ``messages`` whose images ``policy`` keeps live."""
     return policy.first_live_turn(current_turn(messages))
-
-
-def _short(digest: str) -> str:
-    return f"sha256:{digest[: limits.DESCRIPTOR_DIGEST_CHARS]}"
-
-
-def elided_descriptor(part: ImagePart | DocumentPart, turn: int) -> str:
-    """The text an image (or document) becomes once it leaves the live window.
-
-    A tool image names the one digest that shows exactly it again (``view`` takes a
-    digest prefix; a path may hold other bytes by now) and nothing else: its call and
-    the view's own line beside it (:meth:`~visus.perception.Perception.describe`) say
-    what it was, and a long run carries one descriptor per step, read again at every
-    later step. A pasted image says what and when, since no call of the model's made
-    it. A document names the call that re-creates it. The text depends only on the
-    part and its turn, so it never changes between boundary moves (prompt caches keep
-    hitting).
-
-    Example:
-        >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64,
-        ...                  PerceptionOrigin("r.pdf", tool="view", page=3))
-        >>> elided_descriptor(shot, 2)
-        '[image elided: call view("sha256:abababababababab") to see it again]'
-        >>> doc = DocumentPart("ab" * 32, "application/pdf", 10, 4,
-        ...                    PerceptionOrigin("r.pdf", tool="fetch_pdf"))
-        >>> print(elided_descriptor(doc, 2))
-        [document elided: r.pdf (4 pages) in turn 2; call fetch_pdf("r.pdf") to see it again]
-        >>> pasted = ImagePart("ab" * 32, "image/png", 10, 64, 64, AttachmentOrigin("cat.png"))
-        >>> elided_descriptor(pasted, 1).split(";")[0]
-        '[image elided: cat.png pasted in turn 1'
-    """
-    origin = part.origin
-    if isinstance(origin, AttachmentOrigin):
-        what = "image" if isinstance(part, ImagePart) else "document"
-        name = f"{origin.filename} " if origin.filename else ""
-        pages = f" ({part.page_count} pages)" if isinstance(part, DocumentPart) else ""
-        page_arg = ", page=N" if isinstance(part, DocumentPart) else ""
-        return (
-            f"[{what} elided: {name}pasted{pages} in turn {turn}; "
-            f'call view("{_short(part.digest)}"{page_arg}) to see it again]'
-        )
-    if isinstance(part, DocumentPart):
-        args = json.dumps(origin.source, ensure_ascii=False)
-        return (
-            f"[document elided: {origin.source} ({part.page_count} pages) in turn {turn}; "
-            f"call {origin.tool}({args}) to see it again]"
-        )
-    # No digest: a web image a framework passed by URL, which view fetches again.
-    ref = _short(part.digest) if part.digest else origin.source
-    return f"[image elided: call view({json.dumps(ref, ensure_ascii=False)}) to see it again]"
-
-
-def repeat_descriptor(part: ImagePart, turn: int) -> str:
-    """The text an image becomes when a live image has the same bytes (a screen that did
-    not change): it names that image's digest, which is its own.
-
-    Example:
-        >>> shot = ImagePart("ab" * 32, "image/png", 10, 64, 64, PerceptionOrigin("s.png"))
-        >>> repeat_descriptor(shot, 4)
-        '[image unchanged: the same pixels as sha256:abababababababab, shown earlier]'
-    """
-    if isinstance(part.origin, AttachmentOrigin):
-        what = f"{part.origin.filename or 'image'} pasted in turn {turn}: "
-    else:
-        what = ""
-    same = _short(part.digest) if part.digest else "an image"
-    return f"[image unchanged: {what}the same pixels as {same}, shown earlier]"
-
-
-@dataclass(frozen=True, slots=True)
-class ImageFate:
-    """What :func:`plan_images` makes of one image: kept ``live``, ``evicted`` (sent as
-    its descriptor), or a ``repeat`` of the live image at index ``same_as`` (same bytes).
-    """
-
-    kind: Literal["live", "evicted", "repeat"]
-    same_as: int | None = None
-
-
-_LIVE = ImageFate("live")
-_EVICTED = ImageFate("evicted")
-
-
-def plan_images(
-    digests: Sequence[str], *, live_images: int | None, chunk: int = 1
-) -> tuple[ImageFate, ...]:
-    """The fate of each image of a request, oldest first, under a count window.
-
-    ``digests`` are the images the turn window keeps, in request order. At most
-    ``live_images`` distinct ones stay live; when one more arrives the oldest leave,
-    ``chunk`` at a time, so earlier fates change only at an eviction (a prompt cache
-    keeps hitting in between). A later image with the bytes of a live one is a repeat.
-    The newest image is never evicted. Pure: any surface (the agent, the proxy, an
-    integration) gets the same answer for the same images.
-
-    Example:
-        >>> [f.kind for f in plan_images(list("abcde"), live_images=3, chunk=2)]
-        ['evicted', 'evicted', 'live', 'live', 'live']
-        >>> fates = plan_images(list("abcab"), live_images=3, chunk=2)
-        >>> [(f.kind, f.same_as) for f in fates[3:]]
-        [('repeat', 0), ('repeat', 1)]
-    """
-    first = 0
-    if live_images is not None:
-        target = live_images + 1 - max(1, min(chunk, live_images))
-        counts: dict[str, int] = {}
-        for n, digest in enumerate(digests):
-            counts[digest] = counts.get(digest, 0) + 1
-            if len(counts) <= live_images:
-                continue
-            # Passed the window: evict from the oldest until a batch has left.
-            while len(counts) > target and first < n:
-                old = digests[first]
-                counts[old] -= 1
-                if not counts[old]:
-                    del counts[old]
-                first += 1
-    fates: list[ImageFate] = [_EVICTED] * first
-    carrier: dict[str, int] = {}
-    for i in range(first, len(digests)):
-        held = carrier.setdefault(digests[i], i)
-        fates.append(_LIVE if held == i else ImageFate("repeat", held))
-    return tuple(fates)
 
 
 def _with_parts(message: Message, parts: tuple[Part, ...]) -> Message:

@@ -1,0 +1,135 @@
+"""How many images leave, and which, when a window or a provider's limit is passed.
+
+Pure arithmetic over a request's images (oldest first), shared by every surface that
+bounds images: visus's agent (through :func:`visus.retention.model_view`), the
+integrations and the proxy. Images always leave in batches, the oldest first, so between
+two evictions every earlier byte of a request stays the same and a prompt cache keeps
+hitting; the newest image never leaves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from visus.errors import InvalidInputError
+
+__all__ = ["ImageFate", "evicted_images", "evicted_to_fit", "plan_images"]
+
+
+def evicted_images(count: int, live_images: int, chunk: int = 1) -> int:
+    """How many of the oldest of ``count`` images leave so at most ``live_images`` stay live.
+
+    They leave in batches of ``chunk`` (at most ``live_images``): the number evicted is
+    always a multiple of the batch and grows only when the newest images no longer
+    fit, so between two evictions every earlier image lowers to the same bytes and a
+    provider's prompt cache keeps hitting. Between evictions
+    ``live_images - chunk + 1`` to ``live_images`` images stay live; the newest always
+    does. Pure arithmetic, shared by every surface that bounds images by count.
+
+    Example:
+        >>> [evicted_images(n, live_images=4, chunk=2) for n in range(1, 10)]
+        [0, 0, 0, 0, 2, 2, 4, 4, 6]
+        >>> evicted_images(3, live_images=1, chunk=5)  # the batch never exceeds the window
+        2
+    """
+    for name, value in (("live_images", live_images), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
+    over = count - live_images
+    if over <= 0:
+        return 0
+    batch = min(chunk, live_images)
+    return -(-over // batch) * batch
+
+
+def evicted_to_fit(costs: Sequence[int], cap: int, *, share: float) -> int:
+    """How many of the oldest images leave so the rest cost at most ``cap``, in one batch.
+
+    ``costs`` are the images' costs against a provider's limit, oldest first (1 each
+    for an image count, bytes for a request's byte budget). Nothing leaves while they
+    fit; past the limit the oldest leave in batches of ``share`` of what fits (at
+    least one), so the number evicted is a step that moves only when the newest no
+    longer fit: between two moves every earlier image lowers to the same bytes and a
+    prompt cache keeps hitting, where trimming to the limit would rewrite the prefix
+    at every step. The newest image always stays. Pure arithmetic, shared by every
+    surface that trims at a provider's limit (the proxy, the agent's append-only
+    retention).
+
+    Example:
+        >>> [evicted_to_fit([1] * n, 8, share=0.5) for n in range(7, 14)]
+        [0, 0, 4, 4, 4, 4, 8]
+        >>> evicted_to_fit([5, 5, 5, 5], 12, share=0.25)  # two fit: batches of one
+        2
+        >>> evicted_to_fit([50, 1], 10, share=0.5)  # the newest stays whatever it costs
+        1
+    """
+    if not 0 < share <= 1:
+        raise InvalidInputError(f"retention share must be in (0, 1], got {share!r}")
+    total = sum(costs)
+    need = 0  # the fewest of the oldest that must leave
+    while total > cap and need < len(costs) - 1:
+        total -= costs[need]
+        need += 1
+    if need == 0:
+        return 0
+    batch = max(1, math.ceil((len(costs) - need) * share))
+    return min(len(costs) - 1, -(-need // batch) * batch)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFate:
+    """What :func:`plan_images` makes of one image: kept ``live``, ``evicted`` (sent as
+    its descriptor), or a ``repeat`` of the live image at index ``same_as`` (same bytes).
+    """
+
+    kind: Literal["live", "evicted", "repeat"]
+    same_as: int | None = None
+
+
+_LIVE = ImageFate("live")
+_EVICTED = ImageFate("evicted")
+
+
+def plan_images(
+    digests: Sequence[str], *, live_images: int | None, chunk: int = 1
+) -> tuple[ImageFate, ...]:
+    """The fate of each image of a request, oldest first, under a count window.
+
+    ``digests`` are the images the turn window keeps, in request order. At most
+    ``live_images`` distinct ones stay live; when one more arrives the oldest leave,
+    ``chunk`` at a time, so earlier fates change only at an eviction (a prompt cache
+    keeps hitting in between). A later image with the bytes of a live one is a repeat.
+    The newest image is never evicted. Pure: any surface (the agent, the proxy, an
+    integration) gets the same answer for the same images.
+
+    Example:
+        >>> [f.kind for f in plan_images(list("abcde"), live_images=3, chunk=2)]
+        ['evicted', 'evicted', 'live', 'live', 'live']
+        >>> fates = plan_images(list("abcab"), live_images=3, chunk=2)
+        >>> [(f.kind, f.same_as) for f in fates[3:]]
+        [('repeat', 0), ('repeat', 1)]
+    """
+    first = 0
+    if live_images is not None:
+        target = live_images + 1 - max(1, min(chunk, live_images))
+        counts: dict[str, int] = {}
+        for n, digest in enumerate(digests):
+            counts[digest] = counts.get(digest, 0) + 1
+            if len(counts) <= live_images:
+                continue
+            # Passed the window: evict from the oldest until a batch has left.
+            while len(counts) > target and first < n:
+                old = digests[first]
+                counts[old] -= 1
+                if not counts[old]:
+                    del counts[old]
+                first += 1
+    fates: list[ImageFate] = [_EVICTED] * first
+    carrier: dict[str, int] = {}
+    for i in range(first, len(digests)):
+        held = carrier.setdefault(digests[i], i)
+        fates.append(_LIVE if held == i else ImageFate("repeat", held))
+    return tuple(fates)
