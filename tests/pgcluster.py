@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.timing import within
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -135,7 +137,7 @@ def start_cluster(
         **drop,
     )
     cluster = Cluster("127.0.0.1", port, "visus")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + within(30)
     while True:
         try:
             psycopg.connect(cluster.url(), connect_timeout=2).close()

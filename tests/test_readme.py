@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import within
 from visus.reference.server import serve_in_background
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +92,7 @@ def test_the_tether_shell_example_gets_the_answer(tmp_path: Path) -> None:
         config.timeout_graceful_shutdown = 1
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + within(20)
         while not server.started:
             assert thread.is_alive()
             assert time.monotonic() < deadline

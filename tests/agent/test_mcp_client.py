@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import within
 from visus import limits
 from visus.agent import McpMounts, McpServerSpec, ToolContext, ToolRegistry, build_agent
 from visus.errors import InvalidInputError
@@ -25,6 +26,8 @@ from visus.reference.server import serve_in_background
 
 PEER = str(Path(__file__).with_name("mcp_peer.py"))
 SRC = str(Path(__file__).parents[2] / "src")
+#: The peer's call timeout: what a hang waits for.
+CALL_TIMEOUT = float(round(within(2.0)))
 
 
 def _peer(timeout: float = 20.0) -> McpServerSpec:
@@ -42,7 +45,8 @@ def _ctx(tmp: Path) -> ToolContext:
 @pytest.fixture
 async def mounted(tmp_path: Path) -> AsyncIterator[tuple[ToolRegistry, list[str], Path]]:
     registry = ToolRegistry()
-    mounts = McpMounts([_peer(timeout=2.0)], log_dir=tmp_path / "logs")
+    # Every call must answer within it, so a loaded machine gets more than 2 s.
+    mounts = McpMounts([_peer(timeout=CALL_TIMEOUT)], log_dir=tmp_path / "logs")
     warnings = await mounts.start(registry.add)
     try:
         yield registry, warnings, tmp_path
@@ -96,7 +100,7 @@ async def test_tools_results_and_failures(
     # a hang is a tool error after the timeout, and the server still answers after it
     hung = await registry.call("peer__hang", {}, ctx)
     assert hung.is_error
-    assert "did not answer hang within 2 s" in hung.parts[0].text
+    assert f"did not answer hang within {CALL_TIMEOUT:g} s" in hung.parts[0].text
     assert not (await registry.call("peer__picture", {}, ctx)).is_error
 
     # a crash is a tool error; later calls say the server is gone

@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 
 from tests.tether.doubles import Factory
+from tests.timing import within
 from tests.tls import make_cert
 from visus.agent import McpMounts, McpServerSpec, ToolRegistry
 from visus.agent.pinned_http import PinnedTransport, pinned_client
@@ -111,7 +112,7 @@ def tls_mcp(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + within(10)
     while not server.started:
         assert thread.is_alive(), "the https server did not start"
         assert time.monotonic() < deadline, "the https server did not start in time"

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.pgcluster import Cluster, create_database, drop_database
+from tests.timing import within
 from visus.cli import app
 from visus.errors import StoreError
 from visus.store import NewFrame
@@ -113,8 +114,11 @@ async def test_a_stopped_turn_taken_over_from_a_dead_replica_says_so(pg_cluster:
     """A stop asked while replica A ran the turn, then A died: the replica that takes
     the turn over learns it was stopped (so it ends as cancelled, not interrupted)."""
     url = create_database(pg_cluster)
-    a = PostgresStore(url, replica="a", lease_seconds=0.5)
-    b = PostgresStore(url, replica="b", lease_seconds=0.5)
+    # Long enough that B's claim right after A's renewal comes within it on a loaded
+    # machine; A's death is then waited out.
+    lease = within(0.5)
+    a = PostgresStore(url, replica="a", lease_seconds=lease)
+    b = PostgresStore(url, replica="b", lease_seconds=lease)
     try:
         await a.start()
         await b.start()
@@ -126,7 +130,7 @@ async def test_a_stopped_turn_taken_over_from_a_dead_replica_says_so(pg_cluster:
         assert await b.stop_turn("i", "s", "m1") == "running"
         assert await a.renew_leases() == [("i", seq)]  # renewed, and it was asked to stop
         assert await b.claim_turn() is None  # A's lease still runs
-        await asyncio.sleep(0.8)  # A died: it renews nothing
+        await asyncio.sleep(lease + 0.3)  # A died: it renews nothing
         taken = await b.claim_turn()
         assert taken is not None
         assert (taken.seq, taken.expired, taken.stopped, taken.owner) == (seq, True, True, "b")

@@ -5,12 +5,14 @@ heard before the append it reports returned, a listener that lost its connection
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.timing import within
 from visus import limits
 from visus.store import NewFrame
 from visus.store.base import StoredFrame
@@ -98,7 +100,8 @@ async def pair(pg_url: str) -> AsyncIterator[tuple[PostgresStore, PostgresStore]
     await a.start()
     await b.start()
     try:
-        for _ in range(200):
+        deadline = time.monotonic() + within(10)
+        while time.monotonic() < deadline:
             if a._epoch >= 0 and b._epoch >= 0:
                 break
             await asyncio.sleep(0.02)
@@ -121,7 +124,7 @@ async def test_own_frames_come_from_memory_and_others_from_the_database(
     waiting = asyncio.create_task(a.wait_frames("own", 2, session=None, limit=100, timeout=30))
     await asyncio.sleep(0.1)
     await b.append_frames("own", [_new("three")])  # another replica's frame
-    page = await asyncio.wait_for(waiting, 5)
+    page = await asyncio.wait_for(waiting, within(5))
     assert [f.body for f in page.frames] == [b'{"seq":3,"own":"three"}']
     assert reads  # read from the database, woken by the notification
 

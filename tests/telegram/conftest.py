@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from PIL import Image
 
 from tests.telegram.fake_bot import TOKEN, FakeBotAPI, serve_fake_bot
+from tests.timing import within
 from visus.telegram.bot import build_application, run_gateway
 from visus.telegram.gateway import Gateway
 from visus.tether.client import TetherClient
@@ -79,7 +80,8 @@ class ScriptedRunner:
 
 
 async def until(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
+    """Wait for ``cond``: ``timeout`` on a quiet machine, more on a loaded one."""
+    deadline = time.monotonic() + within(timeout)
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or cond}")

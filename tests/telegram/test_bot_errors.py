@@ -55,7 +55,10 @@ async def test_a_failed_poll_is_one_warning_line(
             await until(
                 lambda: not fake.failures.get("getUpdates"), what="the failed polls", timeout=30
             )
-            await asyncio.sleep(0.2)
+            await until(
+                lambda: any("polling for updates" in r.getMessage() for r in caplog.records),
+                what="the warning",
+            )
     polls = [r for r in caplog.records if "polling for updates" in r.getMessage()]
     assert polls, [r.getMessage() for r in caplog.records]
     assert all(r.exc_info is None for r in polls)

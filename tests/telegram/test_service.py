@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from tests.telegram.conftest import CHAT, until
 from tests.telegram.fake_bot import TOKEN, FakeBotAPI, serve_app, text_update
 from tests.tether.doubles import Factory
+from tests.timing import within
 from visus.errors import ConfigError
 from visus.reference.server import serve_in_background
 from visus.telegram.bot import Webhook
@@ -126,11 +127,13 @@ async def test_webhook_mode_sets_the_hook_and_checks_the_secret(
         assert set_hook.params["secret_token"] == "s3cret"
         update = {"update_id": 1, **text_update(CHAT, "via webhook")}
         async with httpx.AsyncClient() as c:
-            for _ in range(100):  # the listener starts right after setWebhook
+            deadline = time.monotonic() + within(10)
+            while True:  # the listener starts right after setWebhook
                 try:
                     bad = await c.post(hook.url, json=update, headers=_secret("wrong"))
                     break
                 except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the webhook listener did not start"
                     await asyncio.sleep(0.05)
             assert bad.status_code == 403
             ok = await c.post(hook.url, json=update, headers=_secret("s3cret"))

@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 from PIL import Image
 
+from tests.timing import within
 from visus.tether.runner import ImageIn, InstanceConfig, TurnOutput
 
 
@@ -99,7 +100,7 @@ def live_server(app: Any) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + within(10)
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
@@ -112,7 +113,7 @@ def live_server(app: Any) -> Iterator[str]:
     # threads: a race that surfaces as a spurious pydantic schema error and a 500.
     # `visus serve` runs one app per process, so only multi-app processes need this.
     with contextlib.suppress(httpx.HTTPError):
-        httpx.get(f"{url}/v1/instances", timeout=10)
+        httpx.get(f"{url}/v1/instances", timeout=within(10))
     try:
         yield url
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.timing import within
 from visus import limits
 from visus.tether.server import create_app, tether_server
 
@@ -29,7 +30,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = tether_server(app, host="127.0.0.1", port=port, log_level="warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + within(10)
     while not server.started:
         assert time.monotonic() < deadline, "server did not start"
         assert thread.is_alive(), "server did not start"
@@ -56,13 +57,13 @@ def test_a_half_sent_request_is_closed_and_a_long_answer_is_not(served: str) -> 
     silent = socket.create_connection(("127.0.0.1", port))
     try:
         half.sendall(b"GET /v1/instances HTTP/1.1\r\nHost: x\r\n")  # never the blank line
-        assert _closed_within(half, 5), "a half-sent request kept its connection"
-        assert _closed_within(silent, 5), "a connection that sent nothing stayed open"
+        assert _closed_within(half, within(5)), "a half-sent request kept its connection"
+        assert _closed_within(silent, within(5)), "a connection that sent nothing stayed open"
     finally:
         half.close()
         silent.close()
     auth = {"Authorization": "Bearer tok"}
-    with httpx.Client(base_url=served, headers=auth, timeout=10) as client:
+    with httpx.Client(base_url=served, headers=auth, timeout=within(10)) as client:
         iid = client.post("/v1/instances", json={"model": "m"}).json()["id"]
         start = time.monotonic()
         # A long poll answered after 2 s, four times the headers deadline: not cut.

@@ -5,6 +5,7 @@ import base64
 
 import pytest
 
+from tests.timing import within
 from visus import limits
 from visus.tether.frames import AssistantDelta, AssistantDone, Frame, Image, encode_payload
 from visus.tether.ring import Ring
@@ -216,6 +217,6 @@ async def test_readers_cancelled_while_they_wait_leave_nothing_behind() -> None:
     # The ring still takes frames at once, and a new reader is woken by the next one.
     waiting = asyncio.create_task(ring.wait_read(ring.last_seq, timeout=30))
     await asyncio.sleep(0)
-    stored = await asyncio.wait_for(ring.append(text("after")), 1)
-    page = await asyncio.wait_for(waiting, 5)
+    stored = await asyncio.wait_for(ring.append(text("after")), within(1))
+    page = await asyncio.wait_for(waiting, within(5))
     assert [f.seq for f in page.frames] == [stored.seq]

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from tests.timing import within
 from visus.tether.client import TetherClient
 from visus.tether.frames import AssistantDelta
 from visus.tether.server import create_app, tether_server
@@ -120,12 +121,12 @@ def test_exit_ends_open_streams_so_shutdown_does_not_hang(tmp_path: Path) -> Non
     t0 = time.monotonic()
     # Ctrl-C (a SIGTERM drains first: tests/tether/test_ops.py)
     server.handle_exit(signal.SIGINT, None)
-    thread.join(5)
-    client.join(5)
+    thread.join(within(5))
+    client.join(within(5))
     sock.close()
     assert not thread.is_alive()
     assert not client.is_alive()
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < within(5)
     assert lines[0] == "retry: 1000"
 
 

@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from PIL import Image
 
+from tests.timing import within
 from visus import limits
 from visus.app import create_main_app
 from visus.attachments import AttachmentStore
@@ -38,7 +39,8 @@ ARGS = [
     "--disable-sync",
 ]
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
-ANSWER_TIMEOUT_MS = 30_000
+# An answer's end: generous, it only says the turn finished.
+ANSWER_TIMEOUT_MS = 90_000
 
 pytestmark = [
     pytest.mark.browser,
@@ -85,7 +87,7 @@ class Served:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + within(20)
         while not self.server.started:
             assert self.thread.is_alive(), "the web app did not start"
             assert time.monotonic() < deadline, "the web app did not start in time"
@@ -134,6 +136,8 @@ def open_page(browser: Any) -> Iterator[Any]:
     def _open(url: str, *, ready: bool = True, **options: Any) -> Any:
         context = browser.new_context(**options)
         contexts.append(context)
+        # Every wait of the page (30 s by default) allows for a loaded machine.
+        context.set_default_timeout(within(30) * 1000)
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -150,6 +154,12 @@ def open_page(browser: Any) -> Iterator[Any]:
     yield _open
     for context in contexts:
         context.close()
+
+
+def ms(seconds: float) -> float:
+    """A page wait of ``seconds`` on a quiet machine, in Playwright's milliseconds,
+    allowing for a loaded one."""
+    return within(seconds) * 1000
 
 
 def _new_chat(page: Any) -> str:
@@ -269,7 +279,7 @@ def test_drop_a_grid_ask_reload_and_restart(
     second = Served(tmp_path / "data", reference_url, port=first.port)
     try:
         # The open page finds the restarted server and goes on with the same session.
-        page.wait_for_selector("body[data-stream=live]", timeout=15_000)
+        page.wait_for_selector("body[data-stream=live]", timeout=ms(15))
         page.fill("#message", "And after the restart?")
         page.press("#message", "Enter")
         page.wait_for_function(
@@ -573,7 +583,7 @@ def test_sending_while_the_server_is_down_says_so(
     served = Served(tmp_path / "data", reference_url)
     page = open_page(served.url)
     served.stop()
-    page.wait_for_selector("body[data-stream=reconnecting]", timeout=15_000)
+    page.wait_for_selector("body[data-stream=reconnecting]", timeout=ms(15))
     page.fill("#message", "are you there?")
     page.press("#message", "Enter")
     page.wait_for_selector("#notice:not([hidden])")
@@ -663,7 +673,7 @@ def test_an_answer_that_beats_its_post_response_is_not_left_waiting(
         timeout=ANSWER_TIMEOUT_MS,
     )
     # The "…" bubble of that turn goes (it used to wait forever for a done it had missed).
-    page.wait_for_selector(".msg.streaming", state="detached", timeout=5_000)
+    page.wait_for_selector(".msg.streaming", state="detached", timeout=ms(5))
     assert page.locator(".msg.user").count() == 1
     assert page.errors == []
 
@@ -719,13 +729,14 @@ def test_a_turn_in_flight_shows_elapsed_time_and_stop_really_stops_it(
     assert page.is_disabled("#send")
     page.wait_for_function(
         "() => / · [1-9]\\d* s$/.test(document.querySelector('.working-text').textContent)",
-        timeout=5000,
+        timeout=ms(5),
     )
     page.screenshot(path=str(SHOTS / "10-working-with-stop.png"))
     started = time.monotonic()
     page.click(".working .stop")
-    page.wait_for_selector(".working", state="detached", timeout=10_000)
-    assert time.monotonic() - started < 10  # not the 30 s the model was asked to take
+    page.wait_for_selector(".working", state="detached", timeout=ms(10))
+    # Not the 30 s the model was asked to take (a quiet machine stops in under a second).
+    assert time.monotonic() - started < min(within(10), 25)
     assert "Stopped" in page.locator("#notice").inner_text()
     # A stop the person asked for is news, not an error: a status in the text colour.
     assert page.get_attribute("#notice", "role") == "status"
@@ -780,9 +791,9 @@ def test_the_newest_message_stays_in_view_on_load_and_resize(
                           && b.scrollTop + b.clientHeight >= b.scrollHeight - 8; }"""
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
-    page.wait_for_function(at_end, timeout=5000)
+    page.wait_for_function(at_end, timeout=ms(5))
     page.set_viewport_size({"width": 700, "height": 420})
-    page.wait_for_function(at_end, timeout=5000)
+    page.wait_for_function(at_end, timeout=ms(5))
 
 
 def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
@@ -800,7 +811,7 @@ def test_a_dropped_file_shows_in_attachments_at_once_with_upload_progress(
         [None, size, "big.log", "text/plain", "#conversation"],
     )
     assert shown == "Uploading big.log"
-    page.wait_for_selector("#attachment-list li.uploading", state="detached", timeout=30_000)
+    page.wait_for_selector("#attachment-list li.uploading", state="detached", timeout=ms(30))
     page.wait_for_selector("#attachment-list li:has-text('big.log')")
     [info] = AttachmentStore.for_session(served.instance_dir, sid).list()
     assert (info.name, info.size) == ("big.log", size)
@@ -825,8 +836,8 @@ def test_a_page_reloaded_mid_turn_shows_it_working_and_can_stop_it(
     assert page.is_disabled("#send")
     started = time.monotonic()
     page.click(".working .stop")
-    page.wait_for_selector(".working", state="detached", timeout=10_000)
-    assert time.monotonic() - started < 10
+    page.wait_for_selector(".working", state="detached", timeout=ms(10))
+    assert time.monotonic() - started < min(within(10), 25)
     assert "Stopped" in page.locator("#notice").inner_text()
     assert page.is_enabled("#send")
     assert "(stopped by the user)" in page.locator(".conversation .msg").all_inner_texts()[-1]
@@ -904,7 +915,7 @@ def test_an_answer_cut_off_at_the_output_limit_is_said_so(open_page: Any, tmp_pa
             page = open_page(served.url)
             page.fill("#message", "hello")
             page.press("#message", "Enter")
-            page.wait_for_selector("#notice:not([hidden])", timeout=30_000)
+            page.wait_for_selector("#notice:not([hidden])", timeout=ms(30))
             assert "cut off at the model's output limit" in page.inner_text("#notice")
             assert page.errors == []
         finally:
@@ -1059,12 +1070,14 @@ def test_the_bubble_names_each_phase_and_shows_a_tool_call_as_it_starts(
 def test_a_reload_keeps_the_turns_true_elapsed_time(open_page: Any, served: Served) -> None:
     page = open_page(served.url)
     _new_chat(page)
-    page.fill("#message", "wait 12")
+    page.fill("#message", "wait 60")
     page.press("#message", "Enter")
     page.wait_for_function(
-        # The bubble may not be there yet on a loaded machine: no text until it is.
-        "() => / · [3-9] s$/.test(document.querySelector('.working-text')?.textContent ?? '')",
-        timeout=15_000,
+        # The bubble may not be there yet on a loaded machine: no text until it is. Three
+        # seconds or more (a slow page may first look at 10).
+        "() => / · ([3-9]|\\d\\d+) s$/"
+        ".test(document.querySelector('.working-text')?.textContent ?? '')",
+        timeout=ms(15),
     )
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
@@ -1073,4 +1086,4 @@ def test_a_reload_keeps_the_turns_true_elapsed_time(open_page: Any, served: Serv
     seconds = int(shown.rsplit(" · ", 1)[1].split()[0])
     assert seconds >= 3, shown  # not counted again from the reload
     page.click(".working .stop")
-    page.wait_for_selector(".working", state="detached", timeout=10_000)
+    page.wait_for_selector(".working", state="detached", timeout=ms(10))
