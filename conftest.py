@@ -35,6 +35,9 @@ pytest_plugins = ["tests.pgcluster"]
 # read (a chat user gets the prose alone). Set before any reference server starts, in
 # this process or a CLI subprocess; tests of the prose unset it or pass json_block=False.
 os.environ.setdefault("VISUS_REFERENCE_JSON", "1")
+# A CLI command would otherwise start the local reference server that outlives it (for
+# the next command): no test leaves one running; tests of that server turn it on.
+os.environ.setdefault("VISUS_REFERENCE_SHARED", "0")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -420,3 +420,12 @@ REFERENCE_CONTEXT_TOKENS: Final = 128_000
 REFERENCE_MAX_BODY_BYTES: Final = 100 * MB
 #: Longest side of a PDF page as the reference model renders it to perceive a document.
 REFERENCE_PDF_PAGE_EDGE: Final = 1568
+#: Seconds the local reference server a command started (``visus run``) waits for the
+#: next command before it exits (its OCR engine stays warm meanwhile).
+REFERENCE_LOCAL_IDLE_SECONDS: Final = 600.0
+#: Seconds a command waits for the local reference server it started to be ready (its
+#: OCR engine loaded: seconds idle, more on a loaded machine).
+REFERENCE_LOCAL_START_SECONDS: Final = 120.0
+#: Longest side at which the reference model looks for text in a large image (its OCR
+#: reads the words at the larger working size; finding the lines needs no more).
+REFERENCE_OCR_DETECT_SIDE: Final = 1280

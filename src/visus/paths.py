@@ -25,9 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import platformdirs
@@ -40,6 +41,7 @@ __all__ = [
     "exposed",
     "files_dir",
     "integration_blobs_dir",
+    "locked",
     "private_dir",
     "refit_index",
     "sessions_dir",
@@ -161,3 +163,26 @@ def exposed(folders: Iterable[Path]) -> list[Path]:
         if stat.S_ISDIR(mode) and mode & 0o077:
             out.append(folder)
     return out
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (made 0600) for the block, so one
+    process at a time does what it guards; where ``fcntl`` is missing (Windows), no lock.
+
+    Example:
+        >>> import tempfile
+        >>> with locked(Path(tempfile.mkdtemp()) / "x.lock"):
+        ...     pass
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

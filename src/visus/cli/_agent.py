@@ -117,11 +117,12 @@ def agent_for(
     effort: str | None = None,
 ) -> Agent:
     from visus.agent import McpServerSpec, build_agent
-    from visus.cli._common import check_model_ref, check_roots
+    from visus.cli._common import check_model_ref, check_roots, config, use_local_reference
     from visus.errors import VisusError
 
     check_roots(roots)
     check_model_ref(model)
+    use_local_reference(model or config().default_model)
     try:
         servers = [McpServerSpec.parse(flag) for flag in mcp or ()]
         return build_agent(

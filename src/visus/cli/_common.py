@@ -40,6 +40,7 @@ __all__ = [
     "fail",
     "model_line",
     "retention",
+    "use_local_reference",
 ]
 
 # The arguments of the commands that read a recorded session (``visus session show``
@@ -243,6 +244,45 @@ def retention(
         )
     except VisusError as e:
         fail(str(e))
+
+
+def use_local_reference(ref: str) -> None:
+    """Point this command at the local reference server when ``ref`` is the offline
+    reference model and no server is named (``VISUS_REFERENCE_URL``, ``[providers.
+    reference]``): the one an earlier command started, else one started now, which
+    stays a while for the next (:mod:`visus.reference.local`). Its OCR engine then loads
+    once, not in every ``visus run``. ``VISUS_REFERENCE_SHARED=0``, or a server that
+    cannot start (said in one line), leaves the command its own, in-process.
+    """
+    import os
+
+    from visus.reference.local import enabled, local_reference_url
+
+    if ref.split(":", 1)[0] not in ("reference", "reference-pdf") or not enabled():
+        return
+    if os.environ.get("VISUS_REFERENCE_URL") or config().provider("reference").base_url:
+        return
+    from visus import limits
+    from visus.cli._progress import Progress
+    from visus.errors import ConfigError
+
+    json_block = os.environ.get("VISUS_REFERENCE_JSON", "").strip().lower() in ("1", "true")
+    with Progress() as progress:
+        progress.update("finding the reference model's server (it keeps its OCR engine loaded)")
+        try:
+            local = local_reference_url(json_block=json_block)
+        except ConfigError as e:
+            typer.echo(f"visus: note: {e}", err=True)
+            return
+    os.environ["VISUS_REFERENCE_URL"] = local.url
+    if local.started:
+        minutes = round(limits.REFERENCE_LOCAL_IDLE_SECONDS / 60)
+        typer.echo(
+            f"visus: started the reference model's server for this and later commands (pid "
+            f"{local.pid}, {local.url}; it exits after {minutes} idle minutes; "
+            "VISUS_REFERENCE_SHARED=0 keeps each command to itself)",
+            err=True,
+        )
 
 
 def cannot_listen(host: str, port: int) -> str | None:

@@ -148,13 +148,14 @@ def analyze(
 ) -> None:
     """Ask a vision model one question about an image or PDF."""
     from visus.analyze import FileAnalyzeCache, vision_analyze
-    from visus.cli._common import check_model_ref
+    from visus.cli._common import check_model_ref, use_local_reference
     from visus.errors import AnalyzeError
 
     check_model_ref(model)
     pages = _pages(page_range)
     fmt = _schema(schema)
     cfg = _config(config)
+    use_local_reference(model or cfg.vision_target().model)
     file_path, file_url, reach = _where(source)
     store = FileAnalyzeCache(cfg.data_dir / "analyze-cache") if cache else None
     try:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageOps
 
+from visus import limits
 from visus.errors import UndecodableError
 from visus.reference.palette import nearest_colour, to_hex
 
@@ -118,11 +119,17 @@ def ocr_ready() -> bool:
 
 
 def load_ocr() -> None:
-    """Load the OCR engine now, so a caller can say so instead of sitting silent.
+    """Load the OCR engine now, its models too, so a caller can say so instead of
+    sitting silent (RapidOCR reads its models on first use, seconds later).
 
     Raises ``ImportError`` with the install hint when the ``reference`` extra is missing.
     """
-    _ocr_engine()
+    engine = _ocr_engine()
+    with _call_lock:
+        for name in ("_load_det_model", "_load_rec_model"):
+            load = getattr(engine, name, None)
+            if callable(load):
+                load()
 
 
 def _ocr_engine() -> Any:
@@ -140,6 +147,36 @@ def _ocr_engine() -> Any:
                 # Its own logger says "info" on every call; a server log wants errors only.
                 _engine = RapidOCR(params={"Global.log_level": "error"})
     return _engine
+
+
+_DETECT_DEFAULT: tuple[object, object] | None = None
+
+
+def _detect_at(engine: Any, side: int) -> None:
+    """Find text lines in a large image at :data:`~visus.limits.REFERENCE_OCR_DETECT_SIDE`.
+
+    RapidOCR's detector otherwise works at the image's own size (up to its 2000 px), the
+    costliest step after reading the words, and no better at finding lines of ordinary
+    text; the words are still read from the full working image. A smaller image keeps
+    the detector's own setting, which enlarges small ones (thin strips, tiny crops).
+    Called under ``_call_lock``: the detector reads these two settings at each call.
+    """
+    global _DETECT_DEFAULT
+    det = _detector(engine)
+    if det is None or not hasattr(det, "limit_type"):
+        return  # another RapidOCR layout: its defaults, slower but the same words
+    if _DETECT_DEFAULT is None:
+        _DETECT_DEFAULT = (det.limit_type, det.limit_side_len)
+    large = side > limits.REFERENCE_OCR_DETECT_SIDE * 5 // 4
+    det.limit_type, det.limit_side_len = (
+        ("max", limits.REFERENCE_OCR_DETECT_SIDE) if large else _DETECT_DEFAULT
+    )
+
+
+def _detector(engine: Any) -> Any:
+    """RapidOCR's text detector, loaded now (it loads its model on first use)."""
+    load = getattr(engine, "_load_det_model", None)
+    return load() if callable(load) else getattr(engine, "text_det", None)
 
 
 def _open_rgb(data: bytes) -> Image.Image:
@@ -243,7 +280,9 @@ def perceive(data: bytes) -> SeenImage:
         return SeenImage(width=width, height=height, words=(), regions=regions)
     ocr_arr, scale = _ocr_input(rgb)
     with _call_lock:
-        result = _ocr_engine()(ocr_arr, use_cls=False)
+        engine = _ocr_engine()
+        _detect_at(engine, max(ocr_arr.shape[0], ocr_arr.shape[1]))
+        result = engine(ocr_arr, use_cls=False)
     found = zip(
         result.boxes if result.boxes is not None else (),
         result.txts or (),

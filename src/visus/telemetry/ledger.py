@@ -21,14 +21,12 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from visus import limits
 from visus.errors import InvalidInputError, VisusError
 from visus.models import get_model
 from visus.models.prices import cost_usd
+from visus.paths import locked
 
 __all__ = ["Ledger", "Row", "read_ledger", "usd_saved"]
 
@@ -130,7 +129,7 @@ class Ledger:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with _locked(self.path.with_suffix(".lock")):
+            with locked(self.path.with_suffix(".lock")):
                 days = _read(self.path)
                 for (day, model), row in pending.items():
                     days.setdefault(day, {}).setdefault(model, Row()).merge(row)
@@ -150,16 +149,6 @@ class Ledger:
                 await asyncio.to_thread(self.flush)
             except (OSError, VisusError) as e:
                 log.warning("could not write the savings ledger: %s", e)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _read(path: Path) -> dict[str, dict[str, Row]]:
