@@ -316,7 +316,13 @@ def test_visus_proxy_serves_without_its_own_server_header(
     from visus.cli import app
 
     ran: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: ran.update(kw))
+
+    def run(server: uvicorn.Server, *a: Any, **kw: Any) -> None:  # kept, not served
+        ran.update(vars(server.config))
+
+    # The proxy runs a uvicorn.Server of its own (tether_server), not uvicorn.run: a patch
+    # of uvicorn.run let this test start a real proxy that served for ever.
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "visus.toml").write_text("")
     monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
