@@ -101,6 +101,9 @@ def proxy(
         )
     if log_format not in ("text", "json"):
         fail(f"proxy: --log-format is text or json, not {log_format!r}")
+    # Before the app (and its /mcp) is built: the MCP SDK configures logging otherwise,
+    # a rich handler that wraps every line of a log file at 80 columns.
+    setup_logging("json" if log_format == "json" else "text")
     try:
         proxied = ProxyConfig(
             upstream=upstream,
@@ -116,7 +119,6 @@ def proxy(
         fail(str(e))
     check_listen(host, port)
     register_secret(token)
-    setup_logging("json" if log_format == "json" else "text")
     _banner(proxied, host, port)
     server = tether_server(
         app,
