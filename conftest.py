@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +31,15 @@ import pytest
 
 #: pg_cluster / pg_url: a throwaway PostgreSQL cluster (tests/pgcluster.py).
 pytest_plugins = ["tests.pgcluster"]
+
+# A suite started in the background of a shell without job control (`cmd &` in a
+# script) runs with SIGINT ignored, and every command a test starts inherits that: the
+# tests that type Ctrl-C at `visus chat` or `visus run` then wait for ever (seen: all
+# four, on a loaded machine, which the background run was). A user's terminal gives a
+# command the default: so does the suite (a Python handler is reset to the default in
+# a child at exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The reference model's answers end in the JSON block of what it saw, which most tests
 # read (a chat user gets the prose alone). Set before any reference server starts, in
