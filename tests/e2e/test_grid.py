@@ -7,6 +7,7 @@ and the provider's wire. Scoring is by position: a word counts only in its own c
 
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 
@@ -64,10 +65,18 @@ async def test_cross_turn_live_then_elided_then_viewed_again(
     third = await agent.run_turn("s", "And now?")
     data = seen(third.answer)
     assert data["images"] == []
-    assert any("grid.png" in d and "view" in d for d in data["descriptors"])
+    # The descriptor names one digest, the image's own, and how to see it again.
+    refs = {m for d in data["descriptors"] for m in re.findall(r'view\("(sha256:[0-9a-f]+)"\)', d)}
+    assert len(refs) == 1, data["descriptors"]
 
-    # Turn 4: viewing again restores it.
-    fourth = await agent.run_turn("s", view_call("grid.png"))
+    # Turn 4: viewing that digest restores exactly what was seen.
+    fourth = await agent.run_turn("s", view_call(refs.pop()))
     data = seen(fourth.answer)
+    assert len(data["images"]) == 1
+    assert score_grid(expected, data["images"][0]["words"], 2, 2)[0] == 4
+
+    # Turn 5: and so does viewing the file again.
+    fifth = await agent.run_turn("s", view_call("grid.png"))
+    data = seen(fifth.answer)
     assert len(data["images"]) == 1
     assert score_grid(expected, data["images"][0]["words"], 2, 2)[0] == 4
