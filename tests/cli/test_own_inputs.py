@@ -111,3 +111,4 @@ def test_a_truncated_png_is_exit_3_with_one_line_naming_it_everywhere(
         name = "stdin" if how == "run, piped" else "broken.png"
         assert name in lines[0], (how, err)
         assert "unable to write to memory" not in lines[0], (how, err)
+        assert lines[0].count("be decoded") == 1, (how, err)  # said once, not stuttered

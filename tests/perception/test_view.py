@@ -177,7 +177,11 @@ def test_truncated_rasters(root: Path, fmt: str) -> None:
         # are cut), so no decoder claims it: unsupported, like any unknown binary.
         refused(result, "unsupported_type")
     else:
-        refused(result, "undecodable")
+        r = refused(result, "undecodable")
+        # One sentence, said once: not "cut.png could not be decoded: source could not be
+        # decoded: ...".
+        assert r.message.count("could not be decoded") == 1, r.message
+        assert r.message.startswith(f"cut.{fmt} could not be decoded: "), r.message
 
 
 def test_zero_bytes(root: Path) -> None:

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -423,6 +424,10 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+#: How the media layer's decode errors begin (``source could not be decoded: ...``).
+_DECODE_PREFIX = re.compile(r"^[^:]{0,200}? could not be decoded: ")
+
+
 def _detail(e: BaseException) -> str:
     """An error's text without a trailing full stop, to sit inside a sentence."""
     return str(e).strip().rstrip(".") or type(e).__name__
@@ -493,7 +498,9 @@ def _refusal(e: VisusError, source: str, *, tool: str) -> Refusal:
             message += " Try a smaller file, another page, or fewer lines."
     elif isinstance(e, UndecodableError):
         reason = "undecodable"
-        message = f"{source} could not be decoded: {detail}. The file may be corrupt or truncated."
+        # The decoder's error already says "<what> could not be decoded: <why>": keep the why.
+        why = _DECODE_PREFIX.sub("", detail, count=1)
+        message = f"{source} could not be decoded: {why}. The file may be corrupt or truncated."
     elif isinstance(e, UnsupportedTypeError):
         reason = "unsupported_type"
         doing = "sent" if tool == "send" else "shown as an image"
