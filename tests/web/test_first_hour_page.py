@@ -212,3 +212,31 @@ def test_files_uploaded_together_are_all_named(open_page: Any, served: Served) -
     text = page.inner_text("#notice")
     assert "are in this chat's attached files" in text, text
     assert page.errors == []
+
+
+def test_a_turn_found_running_after_a_reload_has_no_usage_row(
+    open_page: Any, served: Served
+) -> None:
+    """The usage table, like the conversation, shows a turn's usage when it ends: a page
+    reloaded mid-turn showed a row of zeros for the running turn (seen from outside)."""
+    page = open_page(served.url)
+    _new_chat(page)
+    page.fill("#message", "hello")
+    page.press("#message", "Enter")
+    page.wait_for_selector(".turn-usage")
+    first = page.locator("#usage tbody tr").all_inner_texts()
+    assert [r.split("\t")[0] for r in first] == ["1"], first
+    page.fill("#message", "wait 60")
+    page.press("#message", "Enter")
+    page.wait_for_selector(".working .stop")
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    page.wait_for_selector(".working .stop")
+    assert page.locator("#usage tbody tr").all_inner_texts() == first
+    total = page.inner_text("#usage tfoot").split("\t")
+    assert total[0] == "All" and total[1:] == first[0].split("\t")[1:], (total, first)
+    page.click(".working .stop")
+    page.wait_for_selector(".working", state="detached", timeout=ANSWER_TIMEOUT_MS)
+    # The stopped turn's record comes back: its row with it.
+    page.wait_for_function("document.querySelectorAll('#usage tbody tr').length === 2")
+    assert page.errors == []

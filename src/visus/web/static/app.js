@@ -384,6 +384,7 @@ function resumeRunning(conv) {
   if (state.pending.size) {
     syncBusy();
     renderConversation(state);
+    renderDetails(state); // no usage row for the turn found running
     renderSessions(state, pickSession, sessionActions);
   }
 }

@@ -140,13 +140,11 @@ export function renderConversation(state) {
       }),
     );
   }
-  const usage = new Map(conv ? conv.turns.map((t) => [t.turn, t]) : []);
+  const usage = new Map(finishedTurns(state).map((t) => [t.turn, t]));
   const elided = new Set(
     (conv ? conv.images : []).filter((im) => !im.live).map((im) => `${im.turn}:${im.digest}`),
   );
   const messages = conv ? conv.messages : [];
-  // A running turn's usage line comes when it ends, under its answer, not above it.
-  const running = new Set([...state.pending.values()].map((p) => p.turn));
   messages.forEach((message, i) => {
     if (message.kind === "user") {
       const images = message.images.map((im) => imageButton(im.url, imageLabel(im, "Your")));
@@ -159,7 +157,7 @@ export function renderConversation(state) {
     const next = messages[i + 1];
     if (!next || next.turn !== message.turn) {
       const t = usage.get(message.turn);
-      if (t && t.steps && !running.has(t.turn)) {
+      if (t) {
         const u = t.usage;
         box.append(
           el("p", {
@@ -224,18 +222,33 @@ function usageRow(label, u) {
     el("td", { text: money(u.cost_usd) }));
 }
 
+// The turns whose usage is known: answered at least once and not running. A running
+// turn's usage comes when it ends (under its answer, and in the table), never as a row
+// of zeros, whether this page sent it or found it running after a reload.
+function finishedTurns(state) {
+  const running = new Set([...state.pending.values()].map((p) => p.turn));
+  return (state.conv ? state.conv.turns : []).filter((t) => t.steps && !running.has(t.turn));
+}
+
+const USAGE_FIELDS = [
+  "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cost_usd",
+];
+
 export function renderDetails(state) {
   const conv = state.conv;
   $("model-name").textContent = conv ? conv.model : state.config.model;
   const body = $("usage").tBodies[0];
   body.replaceChildren();
-  for (const t of conv ? conv.turns : []) {
+  const turns = finishedTurns(state);
+  const total = Object.fromEntries(USAGE_FIELDS.map((k) => [k, 0]));
+  for (const t of turns) {
     body.append(usageRow(String(t.turn), t.usage));
+    for (const k of USAGE_FIELDS) total[k] += t.usage[k] || 0;
   }
   const foot = $("usage").tFoot;
   foot.replaceChildren();
-  if (conv && conv.total) {
-    foot.append(usageRow("All", conv.total));
+  if (turns.length) {
+    foot.append(usageRow("All", total)); // the rows above, summed
   }
   const list = $("image-list");
   list.replaceChildren();
