@@ -224,7 +224,7 @@ def test_run_text_mode_streams_answer_and_reports_on_stderr(env: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "I see no images" in result.stdout
     assert "```json" in result.stdout
-    assert re.search(r"\[session \S+ · 1 step\(s\) · \d+ in / \d+ out · \$0\.0+\]", result.stderr)
+    assert re.search(r"\[session \S+ · 1 step · \d+ in / \d+ out · \$0\.0+\]", result.stderr)
     assert "[session" not in result.stdout
 
 

@@ -154,6 +154,22 @@ def test_list(app: typer.Typer, tmp_path: Path) -> None:
     assert [(s["id"], s["messages"], s["turns"]) for s in as_json] == [("demo", 10, 3)]
 
 
+def test_one_turn_is_said_one_turn(app: typer.Typer, tmp_path: Path) -> None:
+    """Counts of one are singular ("1 turns" was seen from outside, as "fitting 1 image(s)"
+    was in the web chat)."""
+    store = SessionStore(sessions_dir(tmp_path))
+    sid = store.create("one", meta={"model": "claude-sonnet-4-6"})
+    store.append(sid, UserMessage((TextPart("hello"),), turn=1))
+    store.append(sid, AssistantMessage((TextPart("hi"),), turn=1))
+    runner = CliRunner()
+    listed = runner.invoke(app, ["session", "list", "--data", str(tmp_path)])
+    assert listed.output.startswith("one  2 messages, 1 turn, modified "), listed.output
+    shown = runner.invoke(app, ["session", "show", "one", "--data", str(tmp_path)])
+    assert shown.output.startswith("session one: 2 messages, 1 turn; "), shown.output
+    checked = runner.invoke(app, ["session", "check", "one", "--data", str(tmp_path)])
+    assert checked.output.startswith("one: 2 messages, 0 blobs checked"), checked.output
+
+
 def test_show_notes_a_model_without_vision(app: typer.Typer, tmp_path: Path) -> None:
     _make_session(tmp_path)
     args = ["session", "show", "demo", "--data", str(tmp_path), "--model", "ollama:llama3.2"]

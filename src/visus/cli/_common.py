@@ -34,6 +34,7 @@ __all__ = [
     "check_model_ref",
     "check_roots",
     "config",
+    "counted",
     "data_line",
     "data_origin",
     "data_root",
@@ -100,6 +101,16 @@ ImageBudgetOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+def counted(n: int, noun: str) -> str:
+    """A count and its noun, plural unless it is one (no "1 turns", no "step(s)").
+
+    Example:
+        >>> counted(1, "turn"), counted(3, "step")
+        ('1 turn', '3 steps')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -205,6 +205,8 @@ def _save(result: TurnResult, folder: Path | None) -> None:
 def _summary(result: TurnResult) -> None:
     """The turn's closing lines: no answer within the step budget said on stdout, the
     session's usage on stderr."""
+    from visus.cli._common import counted
+
     if result.stopped == "step_limit":
         # On stdout: a script reading the answer must see that there is none.
         typer.echo(
@@ -213,7 +215,7 @@ def _summary(result: TurnResult) -> None:
             f"visus run -s {result.session} 'go on'"
         )
     typer.echo(
-        f"[session {result.session} · {result.steps} step(s) · "
+        f"[session {result.session} · {counted(result.steps, 'step')} · "
         f"{result.usage.input_tokens} in{cached(result.usage)} / "
         f"{result.usage.output_tokens} out · ${result.usage.cost_usd:.6f}]",
         err=True,

@@ -23,6 +23,7 @@ from visus.cli._common import (
     ImageBudgetOpt,
     LiveTurnsOpt,
     SessionArg,
+    counted,
     data_root,
     retention,
 )
@@ -222,7 +223,8 @@ def _show_text(shown: _Shown) -> None:
     """``visus session show``: a header, one line per message and image, the totals."""
     loaded, policy, spec, totals = shown.loaded, shown.policy, shown.spec, shown.totals
     typer.echo(
-        f"session {loaded.id}: {len(loaded.messages)} messages, {loaded.turn_count} turns; "
+        f"session {loaded.id}: {counted(len(loaded.messages), 'message')}, "
+        f"{counted(loaded.turn_count, 'turn')}; "
         f"model {spec.ref}; live_turns {policy.live_turns}, chunk {policy.chunk}"
         + (
             f", image-token budget {policy.image_token_budget}"
@@ -291,10 +293,13 @@ def check(
             )
         )
     else:
-        typer.echo(f"{session}: {len(loaded.messages)} messages, {len(blobs)} blobs checked")
+        typer.echo(
+            f"{session}: {counted(len(loaded.messages), 'message')}, "
+            f"{counted(len(blobs), 'blob')} checked"
+        )
         for p in problems:
             typer.echo(f"  {p}")
-        typer.echo("ok" if not problems else f"{len(problems)} problem(s)")
+        typer.echo("ok" if not problems else counted(len(problems), "problem"))
     if problems:
         raise typer.Exit(1)
 
@@ -332,7 +337,7 @@ def list_sessions(data: DataOpt = None, as_json: JsonOpt = False) -> None:
     for p, i in rows:
         when = datetime.fromtimestamp(i.modified, UTC).strftime("%Y-%m-%d %H:%M:%S")
         typer.echo(
-            f"{p.prefix + i.id}  {i.messages} messages, {i.turns} turns, "
+            f"{p.prefix + i.id}  {counted(i.messages, 'message')}, {counted(i.turns, 'turn')}, "
             f"modified {when} UTC  ({p.label})"
         )
 
