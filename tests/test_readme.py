@@ -64,6 +64,15 @@ def test_the_screenshot_is_of_the_page_and_its_script_is_in_the_repo() -> None:
     assert "docs/examples/sign.png" in readme
 
 
+def test_command_1_says_how_to_take_another_port() -> None:
+    """8750 taken (another server, a second checkout): the refusal says `--port`, and the
+    README shows it on command 1 itself, whose options go on to `visus serve`."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "port 8750 taken? `bash scripts/serve.sh --port 8751`" in readme.replace("# ", "")
+    serve_sh = (ROOT / "scripts" / "serve.sh").read_text(encoding="utf-8")
+    assert 'exec .venv/bin/visus serve "$@"' in serve_sh
+
+
 def test_the_tether_shell_example_gets_the_answer(tmp_path: Path) -> None:
     """README's curl example, run by bash as written against `visus serve`'s app on
     loopback (only the port and the token differ): the posted image is answered."""
