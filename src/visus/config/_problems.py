@@ -85,12 +85,14 @@ def describe(
         loc = tuple(p for p in item["loc"] if isinstance(p, str | int))
         key = ".".join(map(str, loc)) or "(top level)"
         what = _what(item, _known_keys(model, loc[:-1]) if model is not None else [])
+        # A misspelt key has no bad value: "retention.live_turn: unknown key; did you...".
+        about = key if item.get("type") == "extra_forbidden" else f"invalid value for {key}"
         if env_var := _env_name(loc, env):
-            problems.append(f"{env_var}: invalid value for {key}: {what}")
+            problems.append(f"{env_var}: {about}: {what}")
         elif text and (found := _line_of(text, loc)):
-            problems.append(f"{where} line {found[1]}: invalid value for {key}: {what}")
+            problems.append(f"{where} line {found[1]}: {about}: {what}")
         else:
-            problems.append(f"invalid value for {key}: {what}")
+            problems.append(f"{about}: {what}")
     return "invalid configuration:\n  " + "\n  ".join(problems)
 
 
