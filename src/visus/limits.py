@@ -331,8 +331,10 @@ CHANGES_MAX_REGIONS: Final = 3
 #: changed letter comes with the rest of its word) ...
 CHANGES_MARGIN_X_PX: Final = 32
 CHANGES_MARGIN_Y_PX: Final = 8
-#: ... and the share of the image they may cover before the whole image is sent instead.
-CHANGES_MAX_SHARE: Final = 0.5
+#: ... and the share of the image they may cover before the whole image is sent instead:
+#: past a fifth it is another screen (a page loaded, a file opened, every word of a grid
+#: replaced), which the model should see whole rather than piece together.
+CHANGES_MAX_SHARE: Final = 0.2
 
 # --- wire -------------------------------------------------------------------------
 #: Anthropic: a request carrying more than this many images ...

@@ -100,11 +100,33 @@ def _dropper(blocks: list[Any], index: int) -> Any:
     return drop
 
 
+def _placer(blocks: list[Any], index: int) -> Any:
+    def place(note: str, crops: list[Fitted]) -> None:
+        new: list[dict[str, Any]] = [{"type": "text", "text": note}]
+        for f in crops:
+            source = {"type": "base64", "media_type": f.media_type, "data": f.b64}
+            new.append({"type": "image", "source": source})
+        if "cache_control" in blocks[index]:  # the client's breakpoint stays at its end
+            new[-1]["cache_control"] = blocks[index]["cache_control"]
+        blocks[index : index + 1] = new
+
+    return place
+
+
 def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any) -> Found:
     block = blocks[index]
     source = _b64_source(block)
     media, b64 = source if source is not None else ("", None)
-    return Found(path, turn, call, b64, media, _writer(block), _dropper(blocks, index))
+    return Found(
+        path,
+        turn,
+        call,
+        b64,
+        media,
+        _writer(block),
+        _dropper(blocks, index),
+        _placer(blocks, index),
+    )
 
 
 def _starts_turn(message: dict[str, Any]) -> bool:

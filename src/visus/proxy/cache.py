@@ -31,7 +31,17 @@ from typing import Final
 
 from visus.media import Profile
 
-__all__ = ["AS_IS", "AsIs", "ElidedImages", "FitCache", "Fitted", "Known", "image_key"]
+__all__ = [
+    "AS_IS",
+    "AsIs",
+    "Cut",
+    "CutCache",
+    "ElidedImages",
+    "FitCache",
+    "Fitted",
+    "Known",
+    "image_key",
+]
 
 #: Entries of the small maps (what an image is; "sent as it was").
 _MAX_SMALL: Final = 100_000
@@ -79,6 +89,8 @@ class FitCache:
         self.max_bytes = max_bytes
         #: The images left out of requests, for ``restore_image`` (same bound by default).
         self.elided = ElidedImages(max_bytes if elided_bytes is None else elided_bytes)
+        #: What changed between consecutive screenshots (a quarter of the bound).
+        self.cuts = CutCache(max_bytes // 4)
         self._lock = threading.Lock()
         self._known: OrderedDict[str, Known] = OrderedDict()
         self._fitted: OrderedDict[tuple[str, Profile], Fitted | AsIs] = OrderedDict()
@@ -123,6 +135,47 @@ class FitCache:
                 _, gone = self._fitted.popitem(last=False)
                 if not isinstance(gone, AsIs):
                     self._bytes -= len(gone.b64)
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Where an image differs from the one before it (only what changed): each region
+    (x0, y0, x1, y1) in its pixels and that area of it as base64 PNG."""
+
+    regions: tuple[tuple[int, int, int, int], ...]
+    crops: tuple[str, ...]
+
+
+class CutCache:
+    """What :func:`visus.media.changes.changed_regions` found for a pair of images (by
+    their keys; None: nothing to cut), LRU-bounded by the crops' base64 bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._cuts: OrderedDict[tuple[str, str], Cut | None] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, pair: tuple[str, str]) -> tuple[bool, Cut | None]:
+        """``(known, cut)``: whether the pair was compared before, and what was found."""
+        with self._lock:
+            if pair not in self._cuts:
+                return False, None
+            self._cuts.move_to_end(pair)
+            return True, self._cuts[pair]
+
+    def put(self, pair: tuple[str, str], cut: Cut | None) -> None:
+        size = sum(len(c) for c in cut.crops) if cut is not None else 0
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._cuts.pop(pair, None)
+            self._bytes -= sum(len(c) for c in old.crops) if old is not None else 0
+            self._cuts[pair] = cut
+            self._bytes += size
+            while self._bytes > self.max_bytes or len(self._cuts) > _MAX_SMALL:
+                _, gone = self._cuts.popitem(last=False)
+                self._bytes -= sum(len(c) for c in gone.crops) if gone is not None else 0
 
 
 class ElidedImages:

@@ -31,7 +31,7 @@ from visus.errors import InvalidInputError, MediaError
 from visus.media import Profile, fit, load, probe, without_unusable_chunks
 from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
-from visus.proxy.cache import AS_IS, AsIs, FitCache, Fitted, Known, image_key
+from visus.proxy.cache import AS_IS, AsIs, Cut, FitCache, Fitted, Known, image_key
 from visus.record.messages import ImagePart, PerceptionOrigin
 from visus.retention import RetentionPolicy, elided_descriptor
 from visus.wire import WireRules, accepted_for, profile_for
@@ -150,6 +150,10 @@ class Edit:
     hoisted: int = 0
     repaired: int = 0
     elided: int = 0
+    #: Re-encoded smaller for the request's byte budget (bytes before pixels).
+    compacted: int = 0
+    #: Sent as the areas where they differ from the image before them (only what changed).
+    cut_images: int = 0
     cache_hits: int = 0
     bytes_saved: int = 0
     tokens_saved: int = 0
@@ -194,7 +198,14 @@ class Edit:
 
     @property
     def changed(self) -> bool:
-        return bool(self.fitted or self.hoisted or self.repaired or self.elided)
+        return bool(
+            self.fitted
+            or self.hoisted
+            or self.repaired
+            or self.elided
+            or self.compacted
+            or self.cut_images
+        )
 
     def known(self, b64: str, key: str | None = None) -> Known | None:
         """What a base64 image is (decoded and probed once per image, then cached).
@@ -252,7 +263,7 @@ class Edit:
         if isinstance(cached, Fitted):
             self.fitted += 1
             self.bytes_saved += (len(b64) - len(cached.b64)) * 3 // 4
-            self.tokens_saved += self._tokens(w, h) - self._tokens(cached.width, cached.height)
+            self.tokens_saved += self.tokens(w, h) - self.tokens(cached.width, cached.height)
             sent = f", sent as {cached.width}x{cached.height}"
             self.notes.append(ImageNote(where, f"{where} ({known.media_type} {w}x{h}{sent})"))
             return cached
@@ -284,8 +295,35 @@ class Edit:
                 self.cache.put(key, self.profile, cached)
         if isinstance(cached, AsIs):
             return None
+        self.compacted += 1
         self.bytes_saved += (len(b64) - len(cached.b64)) * 3 // 4
         return cached
+
+    def cut(self, base: str, b64: str) -> Cut | None:
+        """Where the image ``b64`` differs from ``base`` (both as sent, base64), exactly
+        (:func:`visus.media.changes.changed_regions`); None when that is not a few small
+        areas. Compared once per pair (cached by their bytes)."""
+        from visus.media.changes import changed_regions
+
+        pair = (image_key(base), image_key(b64))
+        known, cut = self.cache.cuts.get(pair) if self.cache else (False, None)
+        if known:
+            return cut
+        old, new = _decode(base), _decode(b64)
+        cut = None
+        if old is not None and new is not None:
+            try:
+                found = changed_regions(old, new)
+            except MediaError:
+                found = None
+            if found is not None:
+                cut = Cut(
+                    tuple((r.x0, r.y0, r.x1, r.y1) for r in found.regions),
+                    tuple(base64.b64encode(c).decode() for c in found.crops),
+                )
+        if self.cache is not None:
+            self.cache.cuts.put(pair, cut)
+        return cut
 
     def _fit(self, b64: str, media_type: str, known: Known, where: str) -> Fitted | AsIs | None:
         """Fit one image not seen under this profile before (None: it cannot be)."""
@@ -331,7 +369,8 @@ class Edit:
         """Point notes at where their images ended up (a protocol moved them)."""
         self.notes = [ImageNote(moved.get(n.path, n.path), n.what) for n in self.notes]
 
-    def _tokens(self, width: int, height: int) -> int:
+    def tokens(self, width: int, height: int) -> int:
+        """What an image of that size costs the model, by its token formula."""
         return image_tokens(self.spec, max(1, width), max(1, height))
 
     def size_of(self, b64: str) -> tuple[int, int] | None:
@@ -357,7 +396,7 @@ class Edit:
         if known is not None and b64 is not None and self.cache is not None:
             self.cache.elided.keep(known.digest, known.media_type, b64)
         if known is not None:
-            self.tokens_saved += self._tokens(known.width, known.height)
+            self.tokens_saved += self.tokens(known.width, known.height)
             self.bytes_saved += len(b64 or "") * 3 // 4
         path = _view_call(call)
         if path is not None and known is not None and self.view_tool is None:

@@ -53,13 +53,12 @@ class _Image:
     width: int | None = None
     height: int | None = None
     stale_text: str | None = None
+    #: Only what changed: the note and crops sent in the image's place.
+    cut: tuple[str, list[Fitted]] | None = None
 
     def part(self) -> dict[str, Any]:
         url = self.url if self.url is not None else data_url(self.media_type, self.b64)
-        inner: dict[str, Any] = {"url": url}
-        if self.detail is not None:
-            inner["detail"] = self.detail
-        return {"type": "image_url", "image_url": inner}
+        return _url_part(url, self.detail)
 
     def what(self) -> str:
         dims = f", {self.width}x{self.height}" if self.width and self.height else ""
@@ -73,10 +72,24 @@ class _Image:
     def drop(self, text: str) -> None:
         self.stale_text = text
 
+    def place(self, note: str, crops: list[Fitted]) -> None:
+        self.cut = (note, crops)
+
+    def parts(self) -> list[dict[str, Any]]:
+        """What the hoisted user message carries for this image: it, or its note and crops."""
+        if self.cut is None:
+            return [self.part()]
+        note, crops = self.cut
+        return [_text(note)] + [
+            _url_part(data_url(f.media_type, f.b64), self.detail) for f in crops
+        ]
+
     def found(self) -> Found:
         b64 = self.b64 if self.url is None else None
         call = self.call if self.call_id else None
-        return Found(self.path, self.turn, call, b64, self.media_type, self.write, self.drop)
+        # Only a tool's image may go as crops: it is hoisted, where a note can precede them.
+        place = self.place if self.call_id else None
+        return Found(self.path, self.turn, call, b64, self.media_type, self.write, self.drop, place)
 
 
 @dataclass(slots=True)
@@ -224,6 +237,13 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def _url_part(url: str, detail: Any) -> dict[str, Any]:
+    inner: dict[str, Any] = {"url": url}
+    if detail is not None:
+        inner["detail"] = detail
+    return {"type": "image_url", "image_url": inner}
+
+
 class _Hoist:
     """Pass 2's new message list: each tool message's images move to one user message
     right after its run of tool messages; ``relocated`` maps old image paths to new."""
@@ -266,7 +286,7 @@ class _Hoist:
         for image in self.run:
             hoisted.append(_text(f"[image from tool call {image.call_id}: {image.what()}]"))
             self.relocated[image.path] = f"messages[{len(self.out)}].content[{len(hoisted)}]"
-            hoisted.append(image.part())
+            hoisted.extend(image.parts())
         self.edit.hoisted += len(self.run)
         self.out.append({"role": "user", "content": hoisted})
         self.run.clear()

@@ -72,11 +72,30 @@ def _dropper(parts: list[Any], index: int) -> Any:
     return drop
 
 
+def _placer(parts: list[Any], index: int) -> Any:
+    def place(note: str, crops: list[Fitted]) -> None:
+        detail = parts[index].get("detail")
+        new: list[dict[str, Any]] = [{"type": "input_text", "text": note}]
+        for f in crops:
+            item: dict[str, Any] = {
+                "type": "input_image",
+                "image_url": data_url(f.media_type, f.b64),
+            }
+            if detail is not None:
+                item["detail"] = detail
+            new.append(item)
+        parts[index : index + 1] = new
+
+    return place
+
+
 def _found(parts: list[Any], j: int, path: str, turn: int, call: Any) -> Found:
     url = parts[j].get("image_url")
     parsed = parse_data_url(url) if isinstance(url, str) else None
     media, b64 = parsed if parsed is not None else ("", None)
-    return Found(path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j))
+    return Found(
+        path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j), _placer(parts, j)
+    )
 
 
 def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:

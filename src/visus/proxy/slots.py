@@ -19,7 +19,9 @@ decides, the same way on every wire:
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
    the 32 MB request fits), bytes go before pixels: every image is re-encoded smaller
    at the same size (:meth:`~visus.proxy.edit.Edit.compact`); only if that is still
-   over do the oldest leave, in a batch the same way; the newest always stays.
+   over do the oldest leave, in a batch the same way; the newest always stays;
+6. an image that differs from the one before it only in small areas goes as a note and
+   those areas' crops (:mod:`visus.proxy.cuts`).
 
 Example:
     >>> s = Found("messages.0.content.0", 1, None, "", "image/png", print, print)
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from visus.proxy.cuts import changed_only
 from visus.proxy.edit import Edit, Fitted
 from visus.retention import evicted_images, evicted_to_fit
 from visus.wire import profile_for
@@ -60,6 +63,9 @@ class Found:
     media_type: str
     write: Callable[[Fitted], None]
     drop: Callable[[str], None]
+    #: Puts a note and crops in the image's place (only what changed: :mod:`.cuts`);
+    #: None where the protocol cannot.
+    place: Callable[[str, list[Fitted]], None] | None = None
 
 
 def is_observation(content: Any) -> bool:
@@ -143,7 +149,13 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
         for image, _ in sent[:gone]:
             _elide(edit, image)
         sent = sent[gone:]
+    cut = changed_only(edit, sent)
     edit.images += len(sent)
-    for image, fitted in sent:
-        if fitted is not None:
+    edit.cut_images += len(cut)
+    for i, (image, fitted) in enumerate(sent):
+        if fitted is not None and i not in cut:
             image.write(fitted)
+    for i in sorted(cut, reverse=True):  # the last first: a place adds parts after its own
+        place = sent[i][0].place
+        assert place is not None
+        place(*cut[i])

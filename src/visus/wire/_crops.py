@@ -37,17 +37,21 @@ __all__ = ["Position", "crop_note", "crops"]
 Position: TypeAlias = tuple[int, int]
 
 
-def crop_note(width: int, height: int, base: str, regions: Sequence[Sequence[int]]) -> str:
+def crop_note(
+    width: int, height: int, base: str, regions: Sequence[Sequence[int]], *, ref: str = ""
+) -> str:
     """The note that precedes an image's crops: which image the rest of it equals, and
-    where each crop goes (in the image's pixels)."""
-    ref = f"sha256:{base[: limits.DESCRIPTOR_DIGEST_CHARS]}"
+    where each crop goes (in the image's pixels). ``ref`` names the base another way than
+    ``view("sha256:...")`` (the proxy's clients may have no view tool)."""
+    short = f"sha256:{base[: limits.DESCRIPTOR_DIGEST_CHARS]}"
     boxes = ", ".join("[" + ",".join(str(v) for v in r) + "]" for r in regions)
     which = (
         f"region {boxes}, whose pixels follow"
         if len(regions) == 1
         else (f"regions {boxes}, whose pixels follow in that order")
     )
-    return f'[{width}x{height}: the same as view("{ref}") except {which}]'
+    named = ref or f'view("{short}")'
+    return f"[{width}x{height}: the same as {named} except {which}]"
 
 
 def crops(
