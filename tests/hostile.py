@@ -230,3 +230,47 @@ async def turn(
             if f["type"] in ("assistant.done", "error"):
                 return dict(f)
     raise AssertionError("the turn did not end")
+
+
+class Recorder:
+    """Another program serving on another port of 127.0.0.1: it records the method,
+    path and headers of every request it gets, and answers 200 with a small page (or
+    ``body``). Where a test points a provider's base URL, or a browser, to see what
+    reaches it."""
+
+    def __init__(self, body: bytes = b"<!doctype html><title>another app</title>") -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen: list[dict[str, str]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                seen.append({"method": self.command, "path": self.path, **headers})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _record
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.seen = seen
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -331,10 +331,11 @@ def create_main_app(
 ) -> FastAPI:
     """The app ``visus serve`` runs: ``/v1`` (tether), ``/mcp`` and ``/`` (web chat).
 
-    Every route but the web chat's page needs ``token`` (bearer, or the page's cookie;
-    :class:`~visus.tether.server.TokenGate`); none given, a random one is made
-    (``app.state.token``), as Jupyter does. ``no_token=True`` opts out, on a loopback
-    ``host`` only (then only loopback names and the server's own origin are served).
+    Every route but the web chat's page needs ``token`` (the bearer token, which the
+    page keeps in its origin's storage; :class:`~visus.tether.gate.TokenGate`); none
+    given, a random one is made (``app.state.token``), as Jupyter does.
+    ``no_token=True`` opts out, on a loopback ``host`` only (then only loopback names
+    and the server's own origin are served).
     ``config`` (default: ``visus.toml``, read here, once) and the operator's choices
     make the :class:`~visus.agent.policy.OperatorPolicy` every instance lives within
     (``app.state.policy``): ``roots`` the folders agents may reach at most (default

@@ -45,7 +45,7 @@ from typing import Any
 from visus import limits
 from visus.errors import BusyError, TooLargeError
 
-__all__ = ["MEMORY", "BodyBudget", "MemoryBudget", "Reservation"]
+__all__ = ["BODY_CAP", "MEMORY", "BodyBudget", "MemoryBudget", "Reservation"]
 
 _Scope = MutableMapping[str, Any]
 _Message = MutableMapping[str, Any]
@@ -235,15 +235,49 @@ class MemoryBudget:
 MEMORY = MemoryBudget()
 
 
-class BodyBudget:
-    """ASGI middleware: a request's body counts against :data:`MEMORY` from its first
-    byte until the response is sent, so many large bodies at once wait their turn (or
-    are refused: 503 with ``Retry-After``, or 413 for a body past the whole budget)
-    instead of taking the process's memory.
+#: Scope key a gate sets to cap a request's body (``limits.PUBLIC_MAX_BODY_BYTES`` on a
+#: route served without the token).
+BODY_CAP = "visus.body_cap"
 
-    A declared ``Content-Length`` is reserved before a byte is read; a body without one
-    grows its reservation as it arrives. ``error_body(code, message)`` shapes the JSON
-    error of the app it wraps (tether's, or the proxy's provider-like one).
+
+class _Refused(Exception):
+    """Why a request was cut off: the answer :class:`BodyBudget` gives instead."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class _Stalled(Exception):
+    """The client stopped taking its answer: it is dropped."""
+
+
+def _refusal(error: TooLargeError) -> _Refused:
+    busy = isinstance(error, BusyError)
+    return _Refused(503 if busy else 413, "busy" if busy else "too_large", str(error))
+
+
+class BodyBudget:
+    """ASGI middleware: what a request holds counts against :data:`MEMORY`, from its
+    first body byte until its answer is delivered, and a client cannot hold it longer
+    than the bytes it really sends or takes.
+
+    - **Its body**, reserved as it arrives (a ``Content-Length`` alone reserves
+      nothing: eight sockets declaring 128 MB and sending one byte held the whole
+      budget), refused 413 at once when it declares more than the whole budget or than
+      the route's cap (:data:`BODY_CAP`, set by a gate), and cut (408) when it has not
+      arrived within ``HTTP_BODY_SECONDS`` plus a second per
+      ``HTTP_BODY_MIN_BYTES_PER_SECOND`` of it. Past the budget a request waits, then
+      503 with ``Retry-After``.
+    - **Its answer**, reserved while it is being delivered and sent in pieces of
+      ``HTTP_SEND_PIECE_BYTES``, each once the client has taken the one before: a
+      client that does not read holds one piece in the send buffer, not a whole answer
+      (forty slow SSE readers of a 25 MB frame took 1.3 GB). A client that takes nothing
+      for ``HTTP_SEND_STALL_SECONDS`` is dropped.
+
+    ``error_body(code, message)`` shapes the JSON error of the app it wraps (tether's,
+    or the proxy's provider-like one).
     """
 
     def __init__(
@@ -261,43 +295,56 @@ class BodyBudget:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        reservation = Reservation(self.budget, "a request body")
+        declared = _content_length(scope)
         try:
-            declared = _content_length(scope)
-            if declared:
-                await reservation.grow_async(declared)
-        except TooLargeError as e:  # BusyError too
+            _check_declared(declared, scope.get(BODY_CAP), self.budget)
+        except _Refused as e:
             await self._refuse(e, send)
             return
-        cut: list[TooLargeError] = []
-        started = False
-
-        async def guarded_send(message: _Message) -> None:
-            nonlocal started
-            if cut and not started:
-                return  # the app's answer to a body we cut off; ours follows
-            started = True
-            await send(message)
-
+        reservation = Reservation(self.budget, "a request body")
+        body = _Metered(receive, reservation, declared, scope.get(BODY_CAP))
+        answer = _Delivery(send, self.budget)
         try:
-            await self.app(scope, _metered(receive, reservation, cut), guarded_send)
+            await self.app(scope, body.receive, answer.send)
+        except _Stalled:
+            return  # the client left its answer unread: its connection is closed
+        except _Refused as e:  # no room for the answer, before it started
+            await self._refuse(e, send)
+            return
         except Exception:
-            if not cut or started:
+            if body.cut is None or answer.started:
                 raise
         finally:
             reservation.release()
-        if cut and not started:
-            await self._refuse(cut[0], send)
+            answer.release()
+        if body.cut is not None and not answer.started:
+            await self._refuse(body.cut, send)
 
-    async def _refuse(self, error: TooLargeError, send: _Send) -> None:
-        busy = isinstance(error, BusyError)
-        status = 503 if busy else 413
-        body = json.dumps(self.error_body("busy" if busy else "too_large", str(error))).encode()
+    async def _refuse(self, error: _Refused, send: _Send) -> None:
+        body = json.dumps(self.error_body(error.code, str(error))).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        if busy:
+        if error.status == 503:
             headers.append((b"retry-after", b"%d" % max(1, int(limits.MEMORY_BUDGET_WAIT_SECONDS))))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
+        headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _check_declared(declared: int, cap: int | None, budget: MemoryBudget) -> None:
+    if cap is not None and declared > cap:
+        raise _Refused(
+            413,
+            "too_large",
+            f"a request body here may be at most {cap:,} bytes without the token "
+            f"(limits.PUBLIC_MAX_BODY_BYTES); this one declares {declared:,}",
+        )
+    if declared > budget.total:
+        raise _Refused(
+            413,
+            "too_large",
+            f"a request body of {_size(declared)} is more than the whole memory budget of "
+            f"{_size(budget.total)} (limits.MEMORY_BUDGET_BYTES)",
+        )
 
 
 def _give_back() -> None:
@@ -313,7 +360,10 @@ def _give_back() -> None:
 
 
 def _tether_error(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "limit": "MEMORY_BUDGET_BYTES"}}
+    limit = {"timeout": "HTTP_BODY_SECONDS"}.get(code, "MEMORY_BUDGET_BYTES")
+    if "PUBLIC_MAX_BODY_BYTES" in message:
+        limit = "PUBLIC_MAX_BODY_BYTES"
+    return {"error": {"code": code, "message": message, "limit": limit}}
 
 
 def _content_length(scope: _Scope) -> int:
@@ -324,28 +374,130 @@ def _content_length(scope: _Scope) -> int:
     return 0
 
 
-def _metered(receive: _Receive, reservation: Reservation, cut: list[TooLargeError]) -> _Receive:
-    """``receive`` that grows ``reservation`` to what the body has brought so far.
+class _Metered:
+    """The app's ``receive``: the body's bytes reserved as they arrive, cut (``cut``
+    set, the app told the client left) past the route's cap, past the budget, or past
+    the body's deadline; nothing more of it is read or held then."""
 
-    Past the budget (a body with no length, or longer than it said, while the budget
-    is full) the refusal goes into ``cut`` and the app sees the client leave: it stops
-    reading, and nothing more of the body is held.
-    """
-    received = 0
+    def __init__(
+        self, receive: _Receive, reservation: Reservation, declared: int, cap: int | None
+    ) -> None:
+        self._receive = receive
+        self._reservation = reservation
+        self._declared = declared
+        self._cap = cap
+        self._received = 0
+        self._start = time.monotonic()
+        self._whole = False  # the last part of the body came: no deadline after it
+        self.cut: _Refused | None = None
 
-    async def receive_metered() -> _Message:
-        nonlocal received
-        if cut:
+    def _deadline(self) -> float:
+        size = max(self._declared, self._received)
+        rate = float(limits.HTTP_BODY_MIN_BYTES_PER_SECOND)
+        return self._start + float(limits.HTTP_BODY_SECONDS) + size / rate
+
+    async def receive(self) -> _Message:
+        if self.cut is not None:
             return {"type": "http.disconnect"}
-        message = await receive()
-        if message["type"] == "http.request":
-            received += len(message.get("body", b""))
-            if received > reservation.bytes:
-                try:
-                    await reservation.grow_async(received - reservation.bytes)
-                except TooLargeError as e:  # BusyError too
-                    cut.append(e)
-                    return {"type": "http.disconnect"}
+        if self._whole:
+            return await self._receive()  # a wait for the client to leave (a stream)
+        try:
+            message = await asyncio.wait_for(
+                self._receive(), max(0.0, self._deadline() - time.monotonic())
+            )
+        except TimeoutError:
+            waited = time.monotonic() - self._start
+            return self._cut_off(
+                _Refused(
+                    408,
+                    "timeout",
+                    f"the request body was not sent in time: {self._received:,} bytes in "
+                    f"{waited:.0f} s (limits.HTTP_BODY_SECONDS, HTTP_BODY_MIN_BYTES_PER_SECOND)",
+                )
+            )
+        if message["type"] != "http.request":
+            return message
+        self._whole = not message.get("more_body", False)
+        self._received += len(message.get("body", b""))
+        if self._cap is not None and self._received > self._cap:
+            return self._cut_off(_Refused(413, "too_large", _over_cap(self._cap)))
+        extra = self._received - self._reservation.bytes
+        if extra > 0:
+            try:
+                await self._reservation.grow_async(extra)
+            except TooLargeError as e:  # BusyError too
+                return self._cut_off(_refusal(e))
         return message
 
-    return receive_metered
+    def _cut_off(self, why: _Refused) -> _Message:
+        self.cut = why
+        self._reservation.release()
+        return {"type": "http.disconnect"}
+
+
+def _over_cap(cap: int) -> str:
+    return (
+        f"a request body here may be at most {cap:,} bytes without the token "
+        "(limits.PUBLIC_MAX_BODY_BYTES)"
+    )
+
+
+class _Delivery:
+    """The app's ``send``: each body message reserved while it is delivered, in pieces
+    the client must take one by one (within ``HTTP_SEND_STALL_SECONDS`` each). The
+    answer's start waits for its first body, so an answer the budget cannot hold is a
+    503 rather than a cut-off stream."""
+
+    def __init__(self, send: _Send, budget: MemoryBudget) -> None:
+        self._send = send
+        self._reservation = Reservation(budget, "an answer being sent")
+        self._start: _Message | None = None
+        self.started = False
+
+    async def send(self, message: _Message) -> None:
+        if message["type"] == "http.response.start":
+            self._start = message
+            return
+        if message["type"] != "http.response.body":
+            await self._flush_start()
+            await self._send(message)
+            return
+        body = message.get("body", b"")
+        if len(body) > limits.HTTP_SEND_PIECE_BYTES:
+            try:
+                await self._reservation.grow_async(len(body))
+            except TooLargeError as e:  # BusyError too
+                # Not started: BodyBudget answers 503 instead; else the client is dropped.
+                raise (_Stalled() if self.started else _refusal(e)) from None
+        try:
+            await self._deliver(message, body)
+        finally:
+            self._reservation.release()
+
+    async def _deliver(self, message: _Message, body: bytes) -> None:
+        piece = max(1, int(limits.HTTP_SEND_PIECE_BYTES))
+        more = bool(message.get("more_body", False))
+        view = memoryview(body)
+        for at in range(0, max(1, len(body)), piece):
+            last = at + piece >= len(body)
+            out: _Message = {
+                "type": "http.response.body",
+                "body": bytes(view[at : at + piece]),
+                "more_body": more or not last,
+            }
+            await self._flush_start()
+            await self._timed(out)
+
+    async def _flush_start(self) -> None:
+        if not self.started and self._start is not None:
+            await self._timed(self._start)
+            self.started = True
+
+    async def _timed(self, message: _Message) -> None:
+        try:
+            await asyncio.wait_for(self._send(message), float(limits.HTTP_SEND_STALL_SECONDS))
+        except TimeoutError:
+            raise _Stalled from None
+
+    def release(self) -> None:
+        self._reservation.release()

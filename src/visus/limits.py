@@ -150,6 +150,37 @@ RING_MAX_BYTES: Final = 128 * MB
 #: it is closed: half-sent requests would otherwise hold sockets (and descriptors) for
 #: ever. A request being answered is not cut by it.
 HTTP_HEADERS_TIMEOUT_SECONDS: Final = 30.0
+#: A request body must arrive within this many seconds, plus one second per
+#: HTTP_BODY_MIN_BYTES_PER_SECOND of its length: a body that trickles (a byte every few
+#: seconds, to hold a request open) is cut with 408. A 28 MB frame may take 7 minutes.
+HTTP_BODY_SECONDS: Final = 30.0
+HTTP_BODY_MIN_BYTES_PER_SECOND: Final = 64 * KB
+#: Largest body a request may carry to a route served without the token (the web chat's
+#: sign-in, its page and files, the health probes): past it, 413 before a byte is read.
+PUBLIC_MAX_BODY_BYTES: Final = 16 * KB
+#: An answer is sent in pieces of at most this many bytes, each only once the client
+#: has taken the one before (so a client that does not read holds one piece, not the
+#: answer, in the server's send buffer) ...
+HTTP_SEND_PIECE_BYTES: Final = 64 * KB
+#: ... and a client that takes none for this long is dropped (its stream, its answer).
+HTTP_SEND_STALL_SECONDS: Final = 30.0
+#: Connections (and the requests on them) a server takes at once; more are answered
+#: 503 at once, not queued.
+HTTP_MAX_CONNECTIONS: Final = 1000
+#: Longest a server stopping (SIGTERM, Ctrl-C) waits for requests in flight before it
+#: closes their connections and exits.
+HTTP_SHUTDOWN_GRACE_SECONDS: Final = 10.0
+#: Open SSE streams per instance, and per server: more are refused (429). Every client
+#: of a server holds its one token, so per token is per server.
+SSE_MAX_STREAMS_PER_INSTANCE: Final = 32
+SSE_MAX_STREAMS: Final = 256
+#: Failed token checks one client address may make in AUTH_FAILURE_WINDOW_SECONDS:
+#: past them its requests are refused (429) until the window has passed, a right token
+#: too (else each answer would still tell a right guess from a wrong one). At most
+#: AUTH_MAX_CLIENTS addresses are remembered (the oldest forgotten first).
+AUTH_MAX_FAILURES: Final = 20
+AUTH_FAILURE_WINDOW_SECONDS: Final = 60.0
+AUTH_MAX_CLIENTS: Final = 4096
 #: Longest a tether long poll (or MCP tether_read) may hold the request open (seconds).
 TETHER_POLL_MAX_WAIT_SECONDS: Final = 60.0
 #: Payload bytes one poll answer carries when the caller gives no max_bytes (one frame

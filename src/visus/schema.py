@@ -11,7 +11,11 @@ validation (``limits.SCHEMA_MATCH_SECONDS``); past it the validation stops with 
 :class:`~visus.errors.InvalidInputError` naming the pattern.
 
 ``unevaluatedProperties`` next to ``patternProperties`` is refused up front: jsonschema
-matches those patterns in code this module cannot reach.
+matches those patterns in code this module cannot reach. So is a schema that refers to
+itself without going into the value (``{"$ref": "#"}``, a ``$defs`` entry whose ``allOf``
+names itself...): jsonschema would follow it until Python's recursion limit, and a
+server answered 500 with ~150 KB of traceback per call. A value nested deeper than the
+check can follow ends the same way, as :class:`~visus.errors.InvalidInputError`.
 
 Example:
     >>> checker = bounded_validator({"type": "string", "pattern": "^A[0-9]+$"})
@@ -22,6 +26,12 @@ Example:
     ... except InvalidInputError as e:
     ...     print(str(e)[:46])
     pattern '^(a|a)+$' took longer than the schema
+    >>> try:
+    ...     bounded_validator({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}},
+    ...                        "$ref": "#/$defs/a"})
+    ... except InvalidInputError as e:
+    ...     print(str(e)[:55])
+    the schema refers to itself without end: # -> #/$defs/a
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from jsonschema.protocols import Validator
 from visus import limits
 from visus.errors import InvalidInputError
 
-__all__ = ["bounded_validator"]
+__all__ = ["BoundedValidator", "bounded_validator"]
 
 
 class _Matcher:
@@ -122,11 +132,103 @@ def _keys(schema: object) -> Iterator[str]:
             yield from _keys(item)
 
 
+# Keywords whose subschemas apply to the same value (a $ref cycle through these alone
+# never ends), as opposed to those that go into a part of it (properties, items...).
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+
+
+def _pointer(root: object, ref: str) -> object:
+    """The subschema a local ``$ref`` (``#`` or ``#/a/b``) names, or None."""
+    node = root
+    for raw in ref[2:].split("/") if ref != "#" else ():
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping):
+            node = node.get(key)
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node
+
+
+def _in_place(node: Mapping[str, Any]) -> Iterator[object]:
+    """The subschemas of ``node`` that apply to the same value, its $ref's aside."""
+    for key in _IN_PLACE:
+        value = node.get(key)
+        if isinstance(value, list):
+            yield from value
+        elif isinstance(value, Mapping) and key == "dependentSchemas":
+            yield from value.values()
+        elif value is not None:
+            yield value
+
+
+def _check_cycles(root: Mapping[str, Any]) -> None:
+    """Refuse a local ``$ref`` that leads back to itself through keywords that all apply
+    to the same value (checking it would never end)."""
+    done: set[int] = set()
+
+    def visit(node: object, trail: list[str], on_path: set[int]) -> None:
+        if not isinstance(node, Mapping) or id(node) in done:
+            return
+        if id(node) in on_path:
+            raise InvalidInputError(
+                "the schema refers to itself without end: "
+                + " -> ".join(trail[-6:])
+                + " (each $ref must go into a property or an item first)"
+            )
+        on_path.add(id(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            visit(_pointer(root, ref), [*trail, ref], on_path)
+        for sub in _in_place(node):
+            visit(sub, trail, on_path)
+        on_path.discard(id(node))
+        done.add(id(node))
+
+    for sub in _subschemas(root):
+        visit(sub, ["#"] if sub is root else ["(a subschema)"], set())
+
+
+def _subschemas(schema: object) -> Iterator[Mapping[str, Any]]:
+    """Every object in ``schema`` (each may be a schema a $ref or keyword reaches)."""
+    if isinstance(schema, Mapping):
+        yield schema
+        for value in schema.values():
+            yield from _subschemas(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _subschemas(item)
+
+
+class BoundedValidator:
+    """A validator whose checks end: patterns under one deadline, and a value nested
+    deeper than Python's recursion allows refused in words (never a RecursionError)."""
+
+    def __init__(self, checker: Validator) -> None:
+        self._checker = checker
+
+    def is_valid(self, instance: Any) -> bool:
+        return not any(True for _ in self.iter_errors(instance))
+
+    def iter_errors(self, instance: Any) -> Iterator[ValidationError]:
+        try:
+            # Listed here: the recursion happens while errors are made, not later.
+            errors = list(self._checker.iter_errors(instance))
+        except RecursionError:
+            raise InvalidInputError(
+                "the value nests deeper than the schema check can follow"
+            ) from None
+        return iter(errors)
+
+
 def bounded_validator(
     schema: Mapping[str, Any], *, seconds: float = limits.SCHEMA_MATCH_SECONDS
-) -> Validator:
+) -> BoundedValidator:
     """A validator of ``schema`` (its own draft) whose pattern matches end within
-    ``seconds`` in all, counted from now; make one per value checked."""
+    ``seconds`` in all, counted from now; make one per value checked. A schema whose
+    ``$ref`` loops back to itself is refused here (:class:`InvalidInputError`)."""
+    _check_cycles(schema)
     keys = set(_keys(schema))
     if {"unevaluatedProperties", "patternProperties"} <= keys:
         raise InvalidInputError(
@@ -142,4 +244,4 @@ def bounded_validator(
             "additionalProperties": matcher.additional_properties,
         },
     )
-    return checked(schema)
+    return BoundedValidator(checked(schema))

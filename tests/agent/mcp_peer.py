@@ -64,6 +64,12 @@ def pid() -> str:
 
 
 @server.tool()
+def environment() -> str:
+    """The names of this process's environment variables, one a line."""
+    return "\n".join(sorted(os.environ))
+
+
+@server.tool()
 def crash() -> str:
     """The process dies mid-call."""
     os._exit(3)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import schemathesis
 
 # Imported at collection, not lazily by from_dict mid-suite: pytest rewrites a plugin's
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
+from visus import limits
 from visus.tether.server import create_app
 
 from .doubles import Factory, live_server
@@ -56,7 +58,12 @@ def exercise(op: Any, mode: GenerationMode, base: str, iid: str, seen: set[int])
     run()
 
 
-def test_openapi_spec_holds_under_generated_requests(tmp_path: Path) -> None:
+def test_openapi_spec_holds_under_generated_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Negative cases send hundreds of made-up tokens: past AUTH_MAX_FAILURES the gate
+    # would refuse this client's right one too (tests/tether/test_gate.py).
+    monkeypatch.setattr(limits, "AUTH_MAX_FAILURES", 1_000_000)
     app = create_app(data_dir=tmp_path, runner_factory=Factory(), token="tok")
     with live_server(app) as base:
         spec = httpx.get(f"{base}/openapi.json").json()

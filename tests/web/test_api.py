@@ -444,59 +444,86 @@ def test_the_app_makes_a_token_unless_told_not_to(tmp_path: Path, reference_url:
         create_main_app(data=tmp_path / "d", no_token=True, host="0.0.0.0")
 
 
-async def test_the_page_trades_the_token_for_a_cookie(tmp_path: Path, reference_url: str) -> None:
+async def test_no_cookie_holds_the_token(tmp_path: Path, reference_url: str) -> None:
+    """Issue 33, item 7: a cookie reaches every port of a host, so none holds the token.
+    The page is served as it is (it keeps a ``?token=`` itself), a cookie an older page
+    was given is expired, a cookie opens nothing, and the sign-in only checks a token."""
     app = _app(tmp_path / "data", reference_url, token="s3cret")
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
     ):
-        # A wrong token is not kept: the page is served, and it asks for the token.
-        wrong = await c.get("/?token=nope")
-        assert wrong.status_code == 200
-        assert "set-cookie" not in wrong.headers
-        # The right one: a cookie, and the token leaves the address (a redirect to /).
-        r = await c.get("/?token=s3cret")
-        assert r.status_code == 303
-        assert r.headers["location"] == "/"
-        cookie = r.headers["set-cookie"].lower()
-        assert cookie.startswith("visus-token-8750=s3cret;")
-        assert "httponly" in cookie
-        assert "samesite=strict" in cookie
-        assert c.cookies.get("visus-token-8750") == "s3cret"
+        page = await c.get("/?token=s3cret")
+        assert page.status_code == 200
+        assert "set-cookie" not in page.headers
+        # What an older version set (the token itself, named for the port) opens
+        # nothing, and the page expires it.
+        c.cookies.set("visus-token-8750", "s3cret")
+        assert (await c.get("/web/api/config")).status_code == 401
+        again = await c.get("/")
+        assert 'visus-token-8750=""' in again.headers["set-cookie"]
+        assert "max-age=0" in again.headers["set-cookie"].lower()
+        c.cookies.clear()
+        # The token dialog's check: 204 or 401, and no cookie either way.
+        wrong = await c.post("/web/login", json={"token": "nope"})
+        assert wrong.status_code == 401
+        right = await c.post("/web/login", json={"token": "s3cret"})
+        assert right.status_code == 204
+        assert "set-cookie" not in right.headers
+        assert (await c.get("/web/api/config")).status_code == 401
+        bearer = {"Authorization": "Bearer s3cret"}
         for path in ("/web/api/config", "/v1/instances"):
-            assert (await c.get(path)).status_code == 200, path
-        # The page's own fetches carry Sec-Fetch-Site: same-origin; another site's
-        # (another port of the same host is same-site, and SameSite cookies go there)
-        # cannot use the cookie.
-        own = {"Sec-Fetch-Site": "same-origin"}
-        assert (await c.get("/web/api/config", headers=own)).status_code == 200
-        other = {"Sec-Fetch-Site": "same-site"}
-        r = await c.get("/web/api/config", headers=other)
-        assert r.status_code == 403
-        assert r.json()["error"]["code"] == "cross_origin"
-        # Another server's cookie on this host (another port) opens nothing here.
-        c.cookies.clear()
-        c.cookies.set("visus-token-8751", "s3cret")
-        assert (await c.get("/web/api/config")).status_code == 401
-        c.cookies.clear()
-        # The token dialog signs in the same way.
-        assert (await c.post("/web/login", json={"token": "nope"})).status_code == 401
-        assert (await c.get("/web/api/config")).status_code == 401
-        assert (await c.post("/web/login", json={"token": "s3cret"})).status_code == 204
-        assert (await c.get("/web/api/config")).status_code == 200
+            assert (await c.get(path, headers=bearer)).status_code == 200, path
 
 
-async def test_another_origin_cannot_post_even_with_the_cookie(
+async def test_the_sign_in_and_the_gate_stop_a_guesser(
+    tmp_path: Path, reference_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: /web/login had no rate limit (nor had a wrong bearer token). Past
+    AUTH_MAX_FAILURES wrong tokens from one address, that address is refused 429 for
+    the window, a right token included; another address is not."""
+    monkeypatch.setattr(limits, "AUTH_MAX_FAILURES", 5)
+    app = _app(tmp_path / "data", reference_url, token="s3cret")
+    guesser = httpx.ASGITransport(app=app, client=("192.0.2.7", 4000))
+    someone = httpx.ASGITransport(app=app, client=("192.0.2.8", 4000))
+    base = "http://127.0.0.1:8750"
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=guesser, base_url=base) as c,
+        httpx.AsyncClient(transport=someone, base_url=base) as d,
+    ):
+        for i in range(3):
+            r = await c.post("/web/login", json={"token": f"guess-{i}"})
+            assert r.status_code == 401
+        for i in range(2):
+            r = await c.get("/v1/instances", headers={"Authorization": f"Bearer guess-{i}"})
+            assert r.status_code == 401
+        for attempt in (
+            c.post("/web/login", json={"token": "s3cret"}),
+            c.get("/v1/instances", headers={"Authorization": "Bearer s3cret"}),
+        ):
+            r = await attempt
+            assert r.status_code == 429, r.text
+            assert int(r.headers["retry-after"]) > 0
+            assert r.json()["error"]["code"] == "too_many_failures"
+        # No token at all is no guess: still a plain 401.
+        assert (await c.get("/v1/instances")).status_code == 401
+        assert (await d.post("/web/login", json={"token": "s3cret"})).status_code == 204
+
+
+async def test_another_origin_cannot_post_even_with_the_token(
     tmp_path: Path, reference_url: str
 ) -> None:
     app = _app(tmp_path / "data", reference_url, token="s3cret")
     transport = httpx.ASGITransport(app=app)
+    bearer = {"Authorization": "Bearer s3cret"}
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8750") as c,
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8750", headers=bearer
+        ) as c,
     ):
-        await c.get("/?token=s3cret")
         iid = app.state.default_instance
         url = f"/v1/instances/{iid}/tether"
         frame = json.dumps({"type": "user.message", "session": "web-o", "payload": {"text": "x"}})

@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from PIL import Image
 
+from tests.hostile import Recorder
 from tests.timing import within
 from visus import limits
 from visus.app import create_main_app
@@ -304,26 +305,34 @@ def test_drop_a_grid_ask_reload_and_restart(
         second.stop()
 
 
-def test_the_printed_url_signs_in_with_a_cookie_the_page_cannot_read(
+def test_the_printed_url_signs_in_and_no_other_port_receives_the_token(
     open_page: Any, tmp_path: Path, reference_url: str
 ) -> None:
+    """Issue 33, item 7: the page traded ``?token=`` for a cookie named for the port and
+    holding the token; Chromium sent that cookie to every other server on 127.0.0.1,
+    and replayed as a bearer token it worked. Now no cookie holds it: the page keeps it
+    in its origin's own storage and sends it as a header, which nothing else gets."""
     served = Served(tmp_path / "data", reference_url, make_token=True)  # as visus serve
     token = served.app.state.token
+    other_app = Recorder()
     try:
         page = open_page(f"{served.url}/?token={token}")
         assert "token" not in page.url  # gone from the address bar (and history)
-        assert token not in page.evaluate("document.cookie + JSON.stringify(sessionStorage)")
-        [cookie] = page.context.cookies()
-        assert cookie["name"] == f"visus-token-{served.port}"
-        assert cookie["httpOnly"] is True
-        assert cookie["sameSite"] == "Strict"
         page.fill("#message", "hello")
         page.press("#message", "Enter")
         assert "I see no images" in _last_answer(page, ["I see no images"])
         page.reload()  # same browser: still in
         page.wait_for_selector("body[data-ready=true]")
-        # Another browser without the cookie is asked for the token, and nothing is shown
-        # before.
+        # The same browser visits another program on another port of this host.
+        elsewhere = page.context.new_page()
+        elsewhere.goto(other_app.url)
+        assert other_app.seen, "the browser did not reach the other app"
+        assert not any(token in " ".join(h.values()) for h in other_app.seen), other_app.seen
+        assert token not in elsewhere.evaluate(
+            "document.cookie + JSON.stringify(localStorage) + JSON.stringify(sessionStorage)"
+        )
+        assert page.context.cookies() == []  # no cookie at all
+        # Another browser without the token is asked for it, and nothing is shown before.
         other = open_page(served.url, ready=False)
         other.wait_for_selector("#token-dialog[open]")
         assert other.locator("#session-list li").count() == 0
@@ -340,6 +349,7 @@ def test_the_printed_url_signs_in_with_a_cookie_the_page_cannot_read(
         other.context.close()
         third.context.close()
     finally:
+        other_app.__exit__()
         served.stop()
 
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from visus.config import McpServerEntry
 
-__all__ = ["McpMounts", "McpServerSpec", "expand_env"]
+__all__ = ["McpMounts", "McpServerSpec", "expand_env", "server_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,28 @@ class McpServerSpec:
         if self.url is not None:
             return self.url
         return shlex.join([self.command or "", *self.args])
+
+
+#: What a process needs from visus's environment to start and read its text, besides
+#: the MCP SDK's own list (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
+#: ``USER``): the locale and where temporary files go.
+_START_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
+
+
+def server_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a stdio MCP server gets on top of the SDK's safe defaults: the
+    locale and ``TMPDIR``, then what the operator listed (``env``). Never the rest of
+    visus's environment: a server configured with ``env`` got all of it, provider keys
+    included.
+
+    Example:
+        >>> server_environment({"DOCS_TOKEN": "t"})["DOCS_TOKEN"]
+        't'
+        >>> set(server_environment({})) <= {"LANG", "LC_ALL", "LC_CTYPE", "TMPDIR"}
+        True
+    """
+    started = {k: os.environ[k] for k in _START_VARIABLES if k in os.environ}
+    return {**started, **env}
 
 
 #: ``${NAME}`` in a ``[[mcp.servers]]`` header or env value: an environment variable.
@@ -229,8 +251,9 @@ class _Connection:
                     headers=dict(spec.headers), timeout=spec.timeout, event_hooks=hooks
                 )
             return _owning(http, streamable_http_client(spec.url, http_client=http))
-        env = {**os.environ, **spec.env} if spec.env else None
-        params = StdioServerParameters(command=spec.command or "", args=list(spec.args), env=env)
+        params = StdioServerParameters(
+            command=spec.command or "", args=list(spec.args), env=server_environment(spec.env)
+        )
         self._errlog = self._open_log()
         return stdio_client(params, errlog=self._errlog)
 

@@ -22,7 +22,12 @@ from visus.analyze._schema import normalise_format
 from visus.analyze._values import CODES, AnalyzeCode, AnalyzeResult, FileSource
 from visus.analyze.cache import AnalyzeCache, FileAnalyzeCache, MemoryAnalyzeCache, cache_key
 from visus.analyze.video import keyframes, video_analyze, video_analyze_sync
-from visus.analyze.vision import resolve_target, vision_analyze, vision_analyze_sync
+from visus.analyze.vision import (
+    allowed_model,
+    resolve_target,
+    vision_analyze,
+    vision_analyze_sync,
+)
 from visus.errors import AnalyzeError
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "FileAnalyzeCache",
     "FileSource",
     "MemoryAnalyzeCache",
+    "allowed_model",
     "cache_key",
     "keyframes",
     "normalise_format",

@@ -47,8 +47,9 @@ from visus.analyze._schema import find_json, instructions, normalise_format, ret
 from visus.analyze._values import AnalyzeCode, AnalyzeResult, FileSource, fail
 from visus.analyze.cache import AnalyzeCache, cache_key
 from visus.config import VisusConfig, load_config
-from visus.errors import AnalyzeError, AuthError, ConfigError, VisusError
+from visus.errors import AnalyzeError, AuthError, ConfigError, PolicyError, VisusError
 from visus.models import ModelSpec, get_model, parse_model_ref
+from visus.models.allowed import AllowedModels
 from visus.paths import sessions_dir
 from visus.perception import Reach
 from visus.providers import ProviderClient, ProviderSettings, aclose, resolve
@@ -73,6 +74,7 @@ __all__ = [
     "Recording",
     "Target",
     "UsageSink",
+    "allowed_model",
     "ask_model",
     "check_session",
     "connect",
@@ -138,6 +140,45 @@ def resolve_target(model: str | None, config: VisusConfig) -> Target:
     except VisusError as e:
         raise fail("VISION_NOT_SUPPORTED", f"cannot resolve model {model!r}: {e}") from e
     return Target(ref=ref, spec=spec, settings=settings)
+
+
+def allowed_model(
+    model: str | None, config: VisusConfig, models: AllowedModels | None
+) -> str | None:
+    """The model an analyze call asks, where an operator lists the models clients may
+    pick (``models``; each answer is paid with the operator's keys): ``model`` when
+    listed (else :class:`~visus.errors.PolicyError` naming the list); without one, the
+    configured default (``None``) when listed, else the first listed model that takes
+    images. Unlisted, the default is never used: a server allowing only ``reference``
+    spent the environment's provider key on every ``vision_analyze`` without a model.
+
+    Example:
+        >>> from visus.config import load_config
+        >>> cfg = load_config(env={"ANTHROPIC_API_KEY": "k"})
+        >>> allowed_model(None, cfg, AllowedModels.of(["reference"]))
+        'reference'
+        >>> allowed_model(None, cfg, None) is None
+        True
+    """
+    if models is None:
+        return model
+    if model is not None:
+        models.check(model)
+        return model
+    if models.any:
+        return None
+    with contextlib.suppress(AnalyzeError):
+        if models.allows(resolve_target(None, config).ref):
+            return None
+    for ref in models.refs:
+        with contextlib.suppress(VisusError):
+            if get_model(ref).vision:
+                return ref
+    raise PolicyError(
+        f"model: the configured vision model is not one this server's operator lets "
+        f"clients use, and none of those allowed ({', '.join(models.refs) or 'none'}) "
+        "takes images ([server] models in visus.toml)"
+    )
 
 
 async def connect(target: Target, *, unavailable: AnalyzeCode) -> ProviderClient:

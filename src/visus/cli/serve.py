@@ -106,8 +106,8 @@ def serve(
 
     Embedded defaults: the offline reference model (when no provider key is set), data
     under the user's data folder (or --data / VISUS_DATA), loopback only, a random token
-    printed in the web chat's URL (open that URL; the page keeps the token in a cookie;
-    API clients send Authorization: Bearer <token>). What clients
+    printed in the web chat's URL (open that URL; the page keeps the token in its own
+    storage, never a cookie; API clients send Authorization: Bearer <token>). What clients
     may reach is decided here, once: --root, --mcp, --allow-write and --no-fetch-urls
     over visus.toml;
     a create request only narrows it, and no agent reaches visus's own files.

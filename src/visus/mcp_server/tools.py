@@ -353,11 +353,15 @@ async def vision_analyze(
     named = path if path is not None else file_path
     if named is not None and len(named) > limits.MCP_MAX_PATH_CHARS:
         raise Refused("invalid_input", path_too_long(len(named)), field="path")
-    if model is not None and state.models is not None:
-        try:
-            state.models.check(model)
-        except PolicyError as e:  # the operator's keys pay for it: their list decides
-            raise Refused("forbidden", str(e), field="model") from e
+    from visus.analyze import allowed_model
+    from visus.config import load_config
+
+    config = state.analyze_config or load_config()
+    try:
+        # The operator's keys pay for it: their list decides, the default included.
+        model = allowed_model(model, config, state.models)
+    except PolicyError as e:
+        raise Refused("forbidden", str(e), field="model") from e
     pages = None
     if first_page is not None or last_page is not None:
         pages = (first_page or 1, last_page or first_page or 1)
@@ -371,7 +375,7 @@ async def vision_analyze(
             format=format,
             pages=pages,
             reach=state.reach,
-            config=state.analyze_config,
+            config=config,
         )
     except AnalyzeError as e:
         raise Refused(e.reason, e.message) from e

@@ -35,7 +35,7 @@ import binascii
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeAlias
@@ -72,6 +72,7 @@ __all__ = [
     "encode_frame",
     "encode_outgoing",
     "encode_payload",
+    "frame_pieces",
     "frame_size",
     "frame_to_dict",
     "image_from_bytes",
@@ -315,10 +316,12 @@ _IMG_DATA = b',"data":"'
 _IMG_CLOSE = b'"}'
 
 
-def _payload_parts(payload: Payload) -> list[bytes]:
+def _payload_parts(payload: Payload) -> list[bytes | str]:
+    """The payload's JSON in parts; image data stays the frame's own text (``str``, pure
+    ASCII base64), encoded by whoever joins or slices the parts."""
     if not isinstance(payload, UserMessagePayload | AssistantDone) or not payload.images:
         return [_dumps(payload_to_dict(payload))]
-    parts = [_dumps({"text": payload.text})[:-1], b',"images":[']
+    parts: list[bytes | str] = [_dumps({"text": payload.text})[:-1], b',"images":[']
     for i, im in enumerate(payload.images):
         # Image data is checked base64 (see Image): it never needs escaping.
         parts += [
@@ -326,7 +329,7 @@ def _payload_parts(payload: Payload) -> list[bytes]:
             _IMG_OPEN,
             _dumps(im.media_type),
             _IMG_DATA,
-            im.data.encode("ascii"),
+            im.data,
             _IMG_CLOSE,
         ]
     parts.append(b"]")
@@ -344,7 +347,28 @@ def encode_payload(payload: Payload) -> bytes:
     Image data (megabytes of base64) is joined in once rather than run through
     the JSON encoder.
     """
-    return b"".join(_payload_parts(payload))
+    return _joined(_payload_parts(payload))
+
+
+def _joined(parts: Sequence[bytes | str]) -> bytes:
+    return b"".join(p if isinstance(p, bytes) else p.encode("ascii") for p in parts)
+
+
+def frame_pieces(frame: Frame, size: int) -> Iterator[bytes]:
+    """:func:`encode_frame` in pieces of at most ``size`` bytes (short parts are not
+    joined), image data sliced from the frame's own text: no reader of a stream holds a
+    copy of a whole frame (a 25 MB image frame cost each slow SSE reader 32 MB).
+
+    Example:
+        >>> f = Frame(AssistantDelta("hello"), "s", "m", ts="t")
+        >>> b"".join(frame_pieces(f, 4)) == encode_frame(f)
+        True
+    """
+    head = _dumps(_head(frame))[:-1] + b',"payload":'
+    for part in (head, *_payload_parts(frame.payload), b"}"):
+        for at in range(0, len(part), size):
+            piece = part[at : at + size]
+            yield piece if isinstance(piece, bytes) else piece.encode("ascii")
 
 
 def payload_size(payload: Payload) -> int:
@@ -373,7 +397,7 @@ def frame_size(frame: Frame) -> int:
 def encode_frame(frame: Frame) -> bytes:
     """The one wire encoding of a frame: compact JSON, keys in protocol order."""
     head = _dumps(_head(frame))[:-1] + b',"payload":'
-    return b"".join([head, *_payload_parts(frame.payload), b"}"])
+    return _joined([head, *_payload_parts(frame.payload), b"}"])
 
 
 def encode_around_seq(frame: Frame) -> tuple[bytes, bytes]:
@@ -394,14 +418,14 @@ def encode_around_seq(frame: Frame) -> tuple[bytes, bytes]:
     after = _dumps(head)  # msg_id (and reply_to), in protocol order
     return (
         _dumps(before)[:-1] + b',"seq":',
-        b"".join([b",", after[1:-1], b',"payload":', *_payload_parts(frame.payload), b"}"]),
+        _joined([b",", after[1:-1], b',"payload":', *_payload_parts(frame.payload), b"}"]),
     )
 
 
 def encode_outgoing(frame: Frame) -> bytes:
     """A frame as a producer POSTs it: no ``seq`` and no ``ts`` (the server gives both)."""
     head = {"v": frame.v, "type": frame.type, "session": frame.session, "msg_id": frame.msg_id}
-    return b"".join([_dumps(head)[:-1], b',"payload":', *_payload_parts(frame.payload), b"}"])
+    return _joined([_dumps(head)[:-1], b',"payload":', *_payload_parts(frame.payload), b"}"])
 
 
 def _head(frame: Frame) -> dict[str, Any]:

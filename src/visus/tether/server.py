@@ -29,9 +29,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import hmac
+import functools
 import ipaddress
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -45,9 +44,7 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits, paths
 from visus.budget import BodyBudget
@@ -64,6 +61,7 @@ from visus.telemetry import metrics
 from visus.telemetry.logs import RequestIds
 from visus.tether import ops
 from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
+from visus.tether.gate import Failures, TokenGate, token_matches
 from visus.tether.guard import LoopbackGuard, OriginGuard
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
@@ -80,7 +78,8 @@ from visus.tether.schemas import (
     InstanceOut,
     PollOut,
 )
-from visus.tether.shared import RawPage, frame_bytes
+from visus.tether.shared import RawPage
+from visus.tether.streams import StreamSlots, events, page_pieces, stop_streams
 
 __all__ = [
     "ERROR_STATUS",
@@ -88,7 +87,6 @@ __all__ = [
     "InUseError",
     "TokenGate",
     "check_bind",
-    "cookie_name",
     "create_app",
     "encode_page",
     "error_status",
@@ -104,9 +102,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Seconds between SSE keep-alive comments when no frame arrives.
-SSE_KEEPALIVE_SECONDS = 15.0
-
 
 def _err(status: int, code: str, message: str, **extra: str | None) -> JSONResponse:
     detail = {"code": code, "message": message, **{k: v for k, v in extra.items() if v}}
@@ -116,11 +111,7 @@ def _err(status: int, code: str, message: str, **extra: str | None) -> JSONRespo
 
 def encode_page(page: Page | RawPage) -> bytes:
     """A poll answer built from the frames' own encoding (no re-serialising of images)."""
-    frames = b",".join(frame_bytes(f) for f in page.frames)
-    tail = json.dumps(
-        {"next_seq": page.next_seq, "gap": page.gap, "more": page.more}, separators=(",", ":")
-    )
-    return b'{"frames":[' + frames + b"]," + tail[1:].encode()
+    return b"".join(page_pieces(page))
 
 
 _E = {
@@ -248,7 +239,12 @@ _Session = Annotated[
     ),
 ]
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(_openapi_bearer)], responses={401: _E[401]})
+_TOO_MANY = {"model": ErrorBody, "description": "busy, or too many wrong tokens; see Retry-After"}
+router = APIRouter(
+    prefix="/v1",
+    dependencies=[Depends(_openapi_bearer)],
+    responses={401: _E[401], 429: _TOO_MANY},
+)
 
 
 @router.post(
@@ -368,7 +364,8 @@ async def poll(
     page = await inst.ring.wait_read(
         after_seq, session=session, limit=limit, max_bytes=max_bytes, timeout=wait
     )
-    return Response(encode_page(page), media_type="application/json")
+    # In pieces: a poller that does not read holds one, not a copy of the whole answer.
+    return StreamingResponse(page_pieces(page), media_type="application/json")
 
 
 @router.get(
@@ -398,10 +395,12 @@ async def stream(
         if not last_event_id.strip().isdigit():
             raise FrameError("Last-Event-ID: must be a seq (an integer)", field="Last-Event-ID")
         cursor = int(last_event_id)
+    slots: StreamSlots = request.app.state.streams
+    slots.check(inst.config.id)  # a 429 here, before the answer starts
+    slot = functools.partial(slots.take, inst.config.id)
+    stream = events(inst.ring, cursor or 0, session, lambda: inst.closed, slot)
     return StreamingResponse(
-        metrics.streaming(
-            request.app.state, _events(inst.ring, cursor or 0, session, lambda: inst.closed)
-        ),
+        metrics.streaming(request.app.state, stream),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -471,6 +470,10 @@ def create_app(
     app.state.lifespan_hooks = []
     #: Instance id -> what uses it; such an instance cannot be deleted over the API.
     app.state.protected_instances = {}
+    #: Failed token checks per client address (TokenGate's, and the web chat's sign-in).
+    app.state.auth_failures = Failures()
+    #: The SSE streams open now (bounded per instance and in all).
+    app.state.streams = StreamSlots()
     app.add_exception_handler(VisusError, _visus_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -494,7 +497,7 @@ def create_app(
     # without the token hears 401 first).
     app.add_middleware(OriginGuard)
     if token is not None:
-        app.add_middleware(TokenGate, token=token)
+        app.add_middleware(TokenGate, token=token, failures=app.state.auth_failures)
     else:
         # No token: only this machine's own clients, never a web page in its browser.
         app.add_middleware(LoopbackGuard)
@@ -502,130 +505,6 @@ def create_app(
     app.add_middleware(metrics.CountRequests, server="serve")
     app.add_middleware(RequestIds)
     return app
-
-
-def cookie_name(host: str) -> str:
-    """The cookie holding the token for the server a ``Host`` header names: one per
-    port, because a browser shares a host's cookies across its ports and two servers on
-    one machine must not overwrite each other's.
-
-    Example:
-        >>> cookie_name("127.0.0.1:8750"), cookie_name("visus.example.com")
-        ('visus-token-8750', 'visus-token')
-    """
-    _, sep, port = host.rpartition(":")
-    return f"visus-token-{port}" if sep and port.isdigit() else "visus-token"
-
-
-def token_matches(given: str, token: str) -> bool:
-    """Constant-time comparison of a presented token with the server's."""
-    return hmac.compare_digest(given.encode(), token.encode())
-
-
-def _bearer_token(headers: Headers) -> str | None:
-    scheme, _, given = (headers.get("authorization") or "").partition(" ")
-    return given if scheme.lower() == "bearer" else None
-
-
-def _cookie(headers: Headers, name: str) -> str | None:
-    from http.cookies import CookieError, SimpleCookie
-
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(headers.get("cookie") or "")
-    except CookieError:
-        return None
-    morsel = jar.get(name)
-    return None if morsel is None else morsel.value
-
-
-def _public(scope: Scope) -> bool:
-    state = scope["app"].state if "app" in scope else None
-    path = str(scope.get("path", ""))
-    paths: set[str] = getattr(state, "public_paths", set())
-    prefixes: list[str] = getattr(state, "public_prefixes", [])
-    return path in paths or any(path.startswith(p) for p in prefixes)
-
-
-class TokenGate:
-    """ASGI gate: every request but the public ones (``app.state.public_paths`` and
-    ``public_prefixes``: the web chat's page and files, ``/openapi.json``) needs the
-    token, as ``Authorization: Bearer <token>`` or in the web chat's cookie
-    (:func:`cookie_name`, HttpOnly, SameSite=Strict); a 401 comes before anything reads
-    the body (route dependencies run only after the body is parsed). A request that
-    carries the cookie alone must come from the server's own page: a browser marks
-    every other one with ``Sec-Fetch-Site`` (another port of the same host is
-    ``same-site``, and SameSite cookies still go there), and it is refused."""
-
-    def __init__(self, app: ASGIApp, *, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _public(scope):
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        bearer = _bearer_token(headers)
-        if bearer is not None:
-            ok = token_matches(bearer, self.token)
-        else:
-            cookie = _cookie(headers, cookie_name(headers.get("host", "")))
-            ok = cookie is not None and token_matches(cookie, self.token)
-            site = headers.get("sec-fetch-site")
-            if ok and site not in (None, "same-origin", "none"):
-                response = _err(
-                    403, "cross_origin", f"a {site} request cannot use this server's cookie"
-                )
-                await response(scope, receive, send)
-                return
-        if not ok:
-            await _unauthorized()(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-def _unauthorized() -> JSONResponse:
-    return _err(
-        401,
-        "unauthorized",
-        "missing or wrong token: send Authorization: Bearer <token> (visus serve prints "
-        "it; [server] token or VISUS_TOKEN sets one), or open the web chat at the URL it "
-        "prints",
-    )
-
-
-async def _events(
-    ring: Any, cursor: int, session: str | None, closed: Callable[[], bool]
-) -> AsyncIterator[bytes]:
-    yield b"retry: 1000\n\n"
-    while not closed() and not ring.closed:
-        page: Page | RawPage = await ring.wait_read(
-            cursor, session=session, limit=100, timeout=SSE_KEEPALIVE_SECONDS
-        )
-        if page.gap:
-            note = json.dumps({"after_seq": cursor, "first_seq": ring.first_seq})
-            yield b"event: gap\ndata: " + note.encode() + b"\n\n"
-        for f in page.frames:
-            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (f.seq, f.type.encode(), frame_bytes(f))
-        if not page.frames and not page.gap:
-            yield b": keep-alive\n\n"
-        cursor = page.next_seq
-
-
-def stop_streams(app: FastAPI) -> None:
-    """End every open SSE stream of ``app`` (thread-safe; call when the server is asked
-    to exit, before it waits for connections to close: clients resume with
-    Last-Event-ID once it is back)."""
-    loop: asyncio.AbstractEventLoop | None = getattr(app.state, "loop", None)
-    if loop is None or loop.is_closed():
-        return
-
-    async def close() -> None:
-        for inst in app.state.registry:
-            await inst.ring.close()
-
-    loop.call_soon_threadsafe(lambda: loop.create_task(close()))
 
 
 def tether_server(app: Any, *, drain_seconds: float | None = None, **config: Any) -> Any:
@@ -678,6 +557,11 @@ def tether_server(app: Any, *, drain_seconds: float | None = None, **config: Any
     # Half-sent requests are closed after HTTP_HEADERS_TIMEOUT_SECONDS (uvicorn has no
     # such bound of its own).
     config.setdefault("http", HeadersTimeoutH11)
+    # A stop always completes: requests still open after the grace are cut (a trickled
+    # body or an unread answer would hold plain uvicorn for ever). Connections past the
+    # bound are answered 503 at once.
+    config.setdefault("timeout_graceful_shutdown", limits.HTTP_SHUTDOWN_GRACE_SECONDS)
+    config.setdefault("limit_concurrency", limits.HTTP_MAX_CONNECTIONS)
     return _Server(uvicorn.Config(app, **config))
 
 

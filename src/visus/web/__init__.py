@@ -7,10 +7,11 @@ uploads other files to the session's attachments and reads everything else from
 the small JSON API in :mod:`visus.web.api`.
 
 Auth: the page and its files are public (they hold no data); with a token on the
-app, ``/?token=<token>`` trades it for an HttpOnly, SameSite=Strict cookie and
-redirects to ``/`` (:mod:`visus.web.auth`; the token dialog posts to ``/web/login``),
-and every other route (``/v1``, ``/web/api``, ``/mcp``) refuses a request without the
-cookie or the bearer token (:class:`visus.tether.server.TokenGate`).
+app, the page takes ``/?token=<token>`` from its address into its origin's own storage
+and sends it as the bearer token on every request (:mod:`visus.web.auth`; the token
+dialog checks a token at ``/web/login``), and every other route (``/v1``,
+``/web/api``, ``/mcp``) refuses a request without it
+(:class:`visus.tether.gate.TokenGate`). No cookie holds the token.
 
 Example:
     >>> # app = create_main_app(data=Path(".visus-data"))   # mounts the chat itself
@@ -32,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 
 from visus.web import chats
 from visus.web.api import router as api_router
-from visus.web.auth import LOGIN_PATH, signed_in_redirect
+from visus.web.auth import LOGIN_PATH, forget_old_cookie
 from visus.web.auth import router as auth_router
 
 __all__ = ["STATIC_DIR", "mount_web"]
@@ -55,12 +56,11 @@ _PAGE_HEADERS = {
 
 
 async def page(request: Request) -> Response:
-    """The chat page; ``?token=`` with the server's token signs in first (a redirect)."""
-    signed_in = signed_in_redirect(request)
-    if signed_in is not None:
-        return signed_in
+    """The chat page (a ``?token=`` in its address is the page's to keep)."""
     html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
-    return HTMLResponse(html, headers=_PAGE_HEADERS)
+    response = HTMLResponse(html, headers=_PAGE_HEADERS)
+    forget_old_cookie(request, response)
+    return response
 
 
 def mount_web(app: FastAPI) -> None:

@@ -10,8 +10,8 @@ policy, the session's attachments, the msg_ids of its turns still ``running`` an
 blobs themselves, and attachment
 uploads ``{filename, contentBase64, mimeType}`` (the MIME type the browser gave).
 
-Routes (the app's token, bearer or the web chat's cookie, checked in front of them by
-:class:`visus.tether.server.TokenGate` when the app has one):
+Routes (the app's bearer token, checked in front of them by
+:class:`visus.tether.gate.TokenGate` when the app has one):
 
 - ``GET  /web/api/config``
 - ``GET  /web/api/sessions``
@@ -385,8 +385,8 @@ def _upload(body: bytes) -> AttachmentUpload:
 
 
 # The ``/web/api`` routes; they read ``request.app.state`` (see :func:`web_stores`).
-# The token is checked in front of every route (tether's TokenGate: the bearer, or
-# the web chat's cookie), before a body is read.
+# The token is checked in front of every route (tether's TokenGate: the bearer), before
+# a body is read.
 router = APIRouter(prefix="/web/api", include_in_schema=False)
 
 

@@ -1,14 +1,18 @@
-"""The web chat's sign-in: the server's token traded for a cookie, as Jupyter does.
+"""The web chat's sign-in: the page keeps the token in its own origin's storage.
 
-``visus serve`` prints the chat's URL with its token (``/?token=...``). Opening it, the
-page route checks the token, sets it in a cookie (HttpOnly: no script reads it;
-SameSite=Strict; Secure over https; named for the port, :func:`cookie_name`) and
-redirects to ``/``, so the token leaves the address bar and the history. A wrong token
-is not kept: the page is served with it still in the address, and the page drops it and
-asks for the token. The token dialog posts it to ``POST /web/login`` (``{"token"}``),
-which sets the same cookie or answers 401. From then on every request the page makes
-carries the cookie, which :class:`~visus.tether.server.TokenGate` takes like the bearer
-token, from the page's own origin only.
+``visus serve`` prints the chat's URL with its token (``/?token=...``). The page takes
+the token from its address, keeps it in ``localStorage`` (which belongs to the page's
+origin: scheme, host and port) and removes it from the address and the history; every
+request the page makes carries it as ``Authorization: Bearer <token>``, the stream too
+(read with ``fetch``). The token dialog posts a token to ``POST /web/login``
+(``{"token"}``): 204 for the server's own, 401 for any other, which the page then keeps
+the same way.
+
+No cookie holds it: a browser sends a host's cookies to every port of that host, so a
+cookie holding the token reached any other program serving on the machine, which could
+use it as the bearer token (issue 33). A cookie an older version set is cleared when
+the page loads. Sign-in attempts count against the same per-address bound as wrong
+bearer tokens (:class:`~visus.tether.gate.Failures`): past it, 429.
 
 Example:
     >>> [r.path for r in router.routes]
@@ -18,18 +22,15 @@ Example:
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from visus.tether.server import cookie_name, token_matches
+from visus.tether.gate import Failures, client_address, token_matches, too_many
 from visus.web.api import error_response
 
-__all__ = ["COOKIE_MAX_AGE_SECONDS", "LOGIN_PATH", "Login", "router", "signed_in_redirect"]
+__all__ = ["LOGIN_PATH", "Login", "forget_old_cookie", "router"]
 
 #: Where the token dialog posts the token.
 LOGIN_PATH = "/web/login"
-#: How long the browser keeps the cookie (a new token at the next start ends it sooner).
-COOKIE_MAX_AGE_SECONDS = 30 * 24 * 3600
 
 
 class Login(BaseModel):
@@ -39,28 +40,18 @@ class Login(BaseModel):
     token: str = Field(min_length=1, max_length=512)
 
 
-def _set_cookie(response: Response, request: Request, token: str) -> None:
-    response.set_cookie(
-        cookie_name(request.headers.get("host", "")),
-        token,
-        max_age=COOKIE_MAX_AGE_SECONDS,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+def _old_cookie(host: str) -> str:
+    """The cookie an older visus set for the server a ``Host`` header names."""
+    _, sep, port = host.rpartition(":")
+    return f"visus-token-{port}" if sep and port.isdigit() else "visus-token"
 
 
-def signed_in_redirect(request: Request) -> Response | None:
-    """For ``GET /?token=...`` with the server's token: a redirect to ``/`` that sets the
-    cookie; None for any other request (the page is served as it is)."""
-    token = getattr(request.app.state, "token", None)
-    given = request.query_params.get("token")
-    if not token or given is None or not token_matches(given, token):
-        return None
-    response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-    _set_cookie(response, request, token)
-    return response
+def forget_old_cookie(request: Request, response: Response) -> None:
+    """Expire the token cookie an older version of the page was given, if the browser
+    still sends it (it would go on reaching every port of this host)."""
+    name = _old_cookie(request.headers.get("host", ""))
+    if name in request.cookies:
+        response.delete_cookie(name, path="/")
 
 
 router = APIRouter(include_in_schema=False)
@@ -68,11 +59,15 @@ router = APIRouter(include_in_schema=False)
 
 @router.post(LOGIN_PATH, status_code=204, response_model=None)
 async def login(body: Login, request: Request) -> Response:
-    """Trade the token for the cookie (204), or 401 for a wrong one."""
+    """Whether ``body.token`` is the server's (204) or not (401); past the bound on
+    wrong tokens from this address, 429."""
     token = getattr(request.app.state, "token", None)
+    failures: Failures | None = getattr(request.app.state, "auth_failures", None)
+    client = client_address(request.scope)
+    if failures is not None and (wait := failures.blocked(client)) > 0:
+        return too_many(wait)
     if token and not token_matches(body.token, token):
+        if failures is not None:
+            failures.add(client)
         return error_response(401, "unauthorized", "that token was refused")
-    response = Response(status_code=204)
-    if token:
-        _set_cookie(response, request, token)
-    return response
+    return Response(status_code=204)

@@ -1,24 +1,55 @@
 // Talking to the server: signing in, JSON calls, blob URLs and the SSE reader.
-// The token lives in an HttpOnly cookie the server sets (from the printed /?token= URL,
-// or the token dialog through signIn); the page never holds it, and every same-origin
-// request carries the cookie. EventSource cannot be stopped cleanly mid-read, so the
-// tether stream is read with fetch and parsed here (ids, events, multi-line data,
-// comments).
+// The token lives in this page's localStorage, which belongs to its origin alone
+// (scheme, host and port: no other server on the machine can read it), and goes out as
+// `Authorization: Bearer` on every request. No cookie holds it: a browser sends a
+// host's cookies to all of its ports. EventSource can neither send that header nor be
+// stopped cleanly mid-read, so the tether stream is read with fetch and parsed here
+// (ids, events, multi-line data, comments).
 
-/**
- * A `?token=` the server left in the address bar was not its token (a right one is
- * traded for the cookie and redirected away): drop it from the URL and history, and say
- * so, so the token dialog can tell the person.
- */
-export function refusedTokenInURL() {
-  const url = new URL(window.location.href);
-  if (!url.searchParams.has("token")) return false;
-  url.searchParams.delete("token");
-  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
-  return true;
+const TOKEN_KEY = "visus-token";
+// The server refused the token this page held (it was cleared): the dialog says so.
+let refused = false;
+
+function storedToken() {
+  try {
+    return window.localStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null; // storage blocked: the dialog asks on every load
+  }
 }
 
-/** Trade a token for the server's cookie; false when the server refused it. */
+function keepToken(token) {
+  try {
+    if (token) window.localStorage.setItem(TOKEN_KEY, token);
+    else window.localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // storage blocked: the token lives as long as this page (below)
+  }
+  memoryToken = token || null;
+}
+
+let memoryToken = storedToken();
+
+/**
+ * Take a `?token=` from the address (the URL visus serve prints) into this origin's
+ * storage, and drop it from the URL and history. Whether it is right is known on the
+ * first request: a refused one opens the token dialog saying so.
+ */
+export function takeTokenFromURL() {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (given === null) return;
+  url.searchParams.delete("token");
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  if (given) keepToken(given);
+}
+
+/** Whether the server refused the token this page held. */
+export function tokenRefused() {
+  return refused;
+}
+
+/** Check a token with the server and keep it; false when the server refused it. */
 export async function signIn(token) {
   const response = await reach("/web/login", {
     method: "POST",
@@ -27,11 +58,13 @@ export async function signIn(token) {
   });
   if (response.status === 401) return false;
   await checked(response);
+  keepToken(token);
+  refused = false;
   return true;
 }
 
 function headers(extra = {}) {
-  return { ...extra };
+  return memoryToken ? { ...extra, Authorization: `Bearer ${memoryToken}` } : { ...extra };
 }
 
 /** An error answer from the server: `{error: {code, message, limit?}}`. */
@@ -61,6 +94,10 @@ async function reach(path, init) {
 
 async function checked(response) {
   if (response.ok) return response;
+  if (response.status === 401 && memoryToken) {
+    keepToken(null); // refused: ask again rather than send it on
+    refused = true;
+  }
   let detail;
   try {
     detail = (await response.json()).error || {};
@@ -177,6 +214,10 @@ export function postJSONWithProgress(path, body, onProgress) {
         answer = JSON.parse(xhr.responseText || "{}");
       } catch {
         answer = {};
+      }
+      if (xhr.status === 401 && memoryToken) {
+        keepToken(null);
+        refused = true;
       }
       if (xhr.status >= 200 && xhr.status < 300) resolve(answer);
       else reject(new ApiError(xhr.status, answer.error || { message: `HTTP ${xhr.status}` }));

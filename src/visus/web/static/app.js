@@ -10,7 +10,8 @@ import {
   postJSON,
   postJSONWithProgress,
   readEvents,
-  refusedTokenInURL,
+  takeTokenFromURL,
+  tokenRefused as storedTokenRefused,
   sendJSON,
   signIn,
 } from "./api.js";
@@ -706,7 +707,7 @@ function askToken() {
   const dialog = $("token-dialog");
   // Asked again after a refusal: say so, or the dialog just comes back as if the click
   // had done nothing.
-  $("token-error").hidden = !tokenRefused;
+  $("token-error").hidden = !(tokenRefused || storedTokenRefused());
   if (!dialog.open) dialog.showModal();
   $("token-input").select();
 }
@@ -857,7 +858,7 @@ async function start() {
   }
 }
 
-tokenRefused = refusedTokenInURL();
+takeTokenFromURL();
 wire();
 renderTray();
 start();

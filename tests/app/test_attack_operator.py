@@ -1,0 +1,87 @@
+"""Issue 33, items 8 and 9: what the operator pays with stays the operator's.
+
+- ``/mcp``'s ``vision_analyze`` without ``model`` used the configured default (the
+  model of the provider key in the environment) even when the operator allowed only
+  ``reference`` (``[server] models``): every such call spent that key.
+- A stdio MCP server configured with ``env`` received visus's whole environment,
+  provider keys included; it gets what the operator listed, and what a process needs to
+  start.
+
+Both against a real `visus serve` whose environment holds a provider key.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
+from PIL import Image
+
+from tests import hostile
+from visus.reference.server import serve_in_background
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-ant-operators-own-0123456789"
+PEER = Path(__file__).resolve().parents[1] / "agent" / "mcp_peer.py"
+
+
+@pytest.fixture(scope="module")
+def reference_url() -> Iterator[str]:
+    with serve_in_background() as url:
+        yield url
+
+
+def _png() -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), (0, 90, 200)).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+async def test_mcp_vision_analyze_without_a_model_keeps_to_the_allowed_ones(
+    tmp_path: Path, reference_url: str
+) -> None:
+    with hostile.Recorder() as anthropic:
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": anthropic.url}
+        with hostile.serve(tmp_path, reference_url=reference_url, env=env) as server:
+            http = httpx.AsyncClient(headers=server.headers, timeout=120)
+            mcp_url = f"{server.url}/mcp"
+            async with Client(streamable_http_client(mcp_url, http_client=http)) as mcp:
+                args = {"prompt": "what colour is it?", "file_base64": _png()}
+                result = await mcp.call_tool("vision_analyze", args)
+        said = "".join(c.text for c in result.content if isinstance(c, TextContent))
+        assert anthropic.seen == [], anthropic.seen  # the key was spent there
+        assert not result.is_error, said
+        assert json.loads(said)["model"] == "reference", said
+
+
+async def test_a_stdio_mcp_server_gets_only_the_variables_it_was_given(
+    tmp_path: Path, reference_url: str
+) -> None:
+    config = (
+        f"[[mcp.servers]]\nname = 'peer'\ncommand = '{sys.executable}'\n"
+        f"args = ['{PEER}']\nenv = {{ PEER_MODE = 'listed' }}\n"
+    )
+    env = {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": "sk-openai-own"}
+    with hostile.serve(tmp_path, reference_url=reference_url, config=config, env=env) as server:
+        async with server.async_client(timeout=120) as http:
+            iid = (await http.get("/web/api/config")).json()["instance"]
+            done = await hostile.turn(http, iid, "env", "call peer__environment {}")
+            assert done["type"] == "assistant.done", done
+            conv = (await http.get("/web/api/sessions/env")).json()
+    results = [m for m in conv["messages"] if m["kind"] == "tool"]
+    assert results, conv
+    assert not results[0]["is_error"], results
+    names = set(results[0]["text"].split())
+    assert "PEER_MODE" in names, names  # what the operator listed
+    assert "PATH" in names, names  # what a process needs to start
+    assert not names & {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "VISUS_TOKEN"}, names
