@@ -139,6 +139,30 @@ def test_a_read_refused_as_an_image_is_followed_by_a_view_once() -> None:
     assert "I could not view notes.txt" in reply.text
 
 
+@pytest.mark.parametrize("marker", ["", "[tool error] "])
+@pytest.mark.parametrize(("tool", "said"), [("view", "view"), ("send_image", "send image")])
+def test_a_refused_call_is_said_as_refused_on_every_wire(marker: str, tool: str, said: str) -> None:
+    """Chat Completions, Responses and Ollama mark a failed tool's text "[tool error] ";
+    the answer still says the refusal: it said "I see no images in what view returned for
+    nothere.png" there, and "send_image: [tool error] refused ..." (seen from outside)."""
+    refused = (
+        "refused (not_found): nothere.png does not exist. Check the path (relative paths "
+        "start at the first allowed root)."
+    )
+    call = InCall("c1", tool, json.dumps({"path": "nothere.png"}))
+    conv = Conversation(
+        (
+            _user(f"{'look at' if tool == 'view' else 'send me'} nothere.png"),
+            InMessage(role="assistant", tool_calls=(call,)),
+            InMessage(role="tool", texts=(marker + refused,), tool_call_id="c1"),
+        ),
+        tools=TOOLS,
+    )
+    reply = respond(conv)
+    assert reply.tool_calls == ()
+    assert reply.text.startswith(f"I could not {said} nothere.png: nothere.png does not exist")
+
+
 def test_a_question_about_an_earlier_image_answers_about_that_image(
     grid2: Grid, grid3: Grid
 ) -> None:

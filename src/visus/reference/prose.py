@@ -197,6 +197,11 @@ def _quote(target: str, text: str) -> str:
     return f'{target} says: "{shown}"{more}'
 
 
+#: What the Chat Completions, Responses and Ollama wires put before a failed tool's
+#: result (they have no error flag): the refusal follows it.
+_TOOL_ERROR = "[tool error] "
+
+
 def _results(conv: Conversation, start: int) -> Focus:
     """This turn's tool results: refusals and texts in call order, then its images."""
     labels = _labels(conv)
@@ -211,7 +216,7 @@ def _results(conv: Conversation, start: int) -> Focus:
         if result is None:
             continue
         target = _call_target(call.name, call.arguments)
-        text = "\n".join(result.texts).strip()
+        text = "\n".join(result.texts).strip().removeprefix(_TOOL_ERROR)
         if text.startswith(("refused", "error")):
             reason = text.split(": ", 1)[-1]
             lines.append(f"I could not {call.name.replace('_', ' ')} {target}: {reason}")
