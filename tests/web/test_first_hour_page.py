@@ -240,3 +240,28 @@ def test_a_turn_found_running_after_a_reload_has_no_usage_row(
     # The stopped turn's record comes back: its row with it.
     page.wait_for_function("document.querySelectorAll('#usage tbody tr').length === 2")
     assert page.errors == []
+
+
+def test_the_note_naming_kept_files_is_not_shown_as_typed_text(
+    open_page: Any, served: Served
+) -> None:
+    """The page tells the model which files it kept ("[attached to this session: ...]");
+    the person sees what they typed and a quiet note, live and after a reload (every
+    dropped image showed the bracketed line in its bubble, unlike docs/web-chat.png)."""
+    page = open_page(served.url)
+    _new_chat(page)
+    png, expected = make_grid(1, 1, seed=83)
+    _drop(page, png, "sign.png", "image/png")
+    page.fill("#message", "what is this?")
+    page.press("#message", "Enter")
+    _last_answer(page, [w for w, *_ in expected])
+    for when in ("live", "reloaded"):
+        bubble = page.locator(".msg.user").last
+        assert bubble.locator(".text").all_inner_texts() == ["what is this?"], when
+        note = bubble.locator(".attached-note").inner_text()
+        assert note.startswith("In this chat's attachments: sign.png ("), (when, note)
+        assert "[attached to this session" not in page.inner_text("#conversation"), when
+        page.reload()
+        page.wait_for_selector("body[data-ready=true]")
+        page.wait_for_selector(".msg.user .attached-note")
+    assert page.errors == []

@@ -81,13 +81,23 @@ export function imageLabel(image, who) {
   return `${who} image${source} (${image.width}×${image.height})`;
 }
 
+// The line the page adds to a message for the model, naming the files it kept in the
+// session's attachments (app.js, send): shown as a quiet note under the message, not as
+// bracketed text the person did not type.
+const ATTACHED_NOTE = /\s*\[attached to this session: ([^\]\n]*)\]\s*$/;
+
 export function userBubble(text, images) {
   const bubble = el("article", { class: "msg user", "aria-label": "You said" });
-  if (text) renderText(bubble, text);
+  const note = ATTACHED_NOTE.exec(text || "");
+  const typed = note ? text.slice(0, note.index) : text;
+  if (typed) renderText(bubble, typed);
   if (images.length) {
     const row = el("div", { class: "images" });
     for (const image of images) row.append(image);
     bubble.append(row);
+  }
+  if (note) {
+    bubble.append(el("p", { class: "attached-note", text: `In this chat's attachments: ${note[1]}` }));
   }
   return bubble;
 }
