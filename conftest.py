@@ -24,6 +24,7 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,3 +151,22 @@ def _block_network(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _sse_streams_outlive_the_test() -> Iterator[None]:
+    """Fail a test that leaves sse-starlette's process-wide ``AppStatus.should_exit``
+    set: every SSE response after it in this process (the MCP SDK's streamable HTTP)
+    would end at once, and a later MCP test fail with "SSE stream ended without a
+    response", far from the cause. Plain ``uvicorn.Server.handle_exit`` sets it once
+    sse-starlette is imported; stop a server with ``should_exit = True`` or
+    ``tether_server`` (:mod:`visus.tether.stopping`)."""
+    yield
+    sse = sys.modules.get("sse_starlette.sse")
+    status = getattr(sse, "AppStatus", None)
+    if status is not None and status.should_exit:
+        status.should_exit = False  # the tests after this one are not its victims
+        pytest.fail(
+            "this test set sse-starlette's AppStatus.should_exit (uvicorn's handle_exit): "
+            "it ends every later SSE stream in the process"
+        )

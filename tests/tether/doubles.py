@@ -91,13 +91,27 @@ class Factory:
 @contextmanager
 def live_server(app: Any) -> Iterator[str]:
     """Run ``app`` with uvicorn on 127.0.0.1 and a free port, in a thread."""
+    config = uvicorn.Config(app, host="127.0.0.1", log_level="warning", lifespan="on")
+    with serving(uvicorn.Server(config)) as (_, url):
+        # Build the app's routes now, from this one thread. FastAPI (0.165) builds an
+        # included router's routes lazily on the first request that reaches it, and apps
+        # that share visus's module-level tether router (several replicas in one test
+        # process) would otherwise build the same routes at once from their server
+        # threads: a race that surfaces as a spurious pydantic schema error and a 500.
+        # `visus serve` runs one app per process, so only multi-app processes need this.
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(f"{url}/v1/instances", timeout=within(10))
+        yield url
+
+
+@contextmanager
+def serving(server: uvicorn.Server) -> Iterator[tuple[threading.Thread, str]]:
+    """Run ``server`` on 127.0.0.1 and a free port, in a thread: the thread and the
+    URL once it has started; ``should_exit`` at the end (never ``handle_exit``, which
+    sse-starlette replaced: see ``visus.tether.stopping``)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + within(10)
@@ -105,17 +119,8 @@ def live_server(app: Any) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
-    url = f"http://127.0.0.1:{port}"
-    # Build the app's routes now, from this one thread. FastAPI (0.165) builds an
-    # included router's routes lazily on the first request that reaches it, and apps
-    # that share visus's module-level tether router (several replicas in one test
-    # process) would otherwise build the same routes at once from their server
-    # threads: a race that surfaces as a spurious pydantic schema error and a 500.
-    # `visus serve` runs one app per process, so only multi-app processes need this.
-    with contextlib.suppress(httpx.HTTPError):
-        httpx.get(f"{url}/v1/instances", timeout=within(10))
     try:
-        yield url
+        yield thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(10)

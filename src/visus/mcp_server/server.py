@@ -19,6 +19,7 @@ from visus.mcp_server.results import max_result_bytes
 from visus.mcp_server.tools import ToolContext
 from visus.perception import Reach
 from visus.tether.guard import IN_PROCESS_HOST
+from visus.tether.stopping import DisconnectOnStop
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -125,7 +126,9 @@ def mount_mcp(
     )
     for route in sub.routes:
         if isinstance(route, Route):
-            route.app = McpBodyGate(route.app, cap)
+            # DisconnectOnStop: the SDK's SSE streams end when this app's server stops
+            # (tether_server), not when any uvicorn server in the process does.
+            route.app = DisconnectOnStop(McpBodyGate(route.app, cap), app.state)
     app.router.routes.extend(sub.routes)
     app.state.lifespan_hooks.append(server.session_manager.run)
     app.state.mcp_server = server

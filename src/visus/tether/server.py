@@ -79,6 +79,7 @@ from visus.tether.schemas import (
     PollOut,
 )
 from visus.tether.shared import RawPage
+from visus.tether.stopping import uvicorn_handle_exit
 from visus.tether.streams import StreamSlots, events, page_pieces, stop_streams
 
 __all__ = [
@@ -409,6 +410,7 @@ async def stream(
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.loop = asyncio.get_running_loop()  # for stop_streams from a signal
+    app.state.stopping = asyncio.Event()  # set by stop_streams, on this loop
     registry: Registry = app.state.registry
     async with AsyncExitStack() as stack:
         if registry.shared:
@@ -543,7 +545,9 @@ def tether_server(app: Any, *, drain_seconds: float | None = None, **config: Any
 
         def _stop(self, sig: int, frame: Any) -> None:
             app.state.draining = True
-            super().handle_exit(sig, frame)
+            # Not super().handle_exit: sse-starlette replaced it with one that ends
+            # every SSE stream in the process for good (visus.tether.stopping).
+            uvicorn_handle_exit(self, sig, frame)
             stop_streams(app)
 
         async def on_tick(self, counter: int) -> bool:

@@ -36,6 +36,7 @@ from visus.tether.frames import Frame, frame_pieces
 from visus.tether.instances import BusyError
 from visus.tether.ring import Page
 from visus.tether.shared import RawFrame, RawPage
+from visus.tether.stopping import mark_stopping
 
 __all__ = [
     "SSE_KEEPALIVE_SECONDS",
@@ -164,13 +165,16 @@ async def events(
 def stop_streams(app: Any) -> None:
     """End every open SSE stream of ``app`` (thread-safe; call when the server is asked
     to exit, before it waits for connections to close: clients resume with
-    Last-Event-ID once it is back)."""
+    Last-Event-ID once it is back): the tether streams' rings close, and requests
+    wrapped in :class:`~visus.tether.stopping.DisconnectOnStop` (``/mcp``) read
+    ``http.disconnect``. Streams of other servers in this process go on."""
     loop: asyncio.AbstractEventLoop | None = getattr(app.state, "loop", None)
     if loop is None or loop.is_closed():
         return
 
     async def close() -> None:
-        for inst in app.state.registry:
+        mark_stopping(app.state)
+        for inst in getattr(app.state, "registry", ()):  # the proxy has none
             await inst.ring.close()
 
     loop.call_soon_threadsafe(lambda: loop.create_task(close()))
