@@ -71,6 +71,7 @@ __all__ = [
     "UnsupportedTypeError",
     "VisusError",
     "WireError",
+    "os_reason",
 ]
 
 
@@ -223,3 +224,18 @@ class AnalyzeError(VisusError):
             'url_blocked'
         """
         return self.code.lower()
+
+
+def os_reason(e: BaseException) -> str:
+    """What went wrong in ``e`` without the path an OS error names: a refusal a client
+    reads says what failed, not where the server keeps its files.
+
+    Example:
+        >>> os_reason(FileNotFoundError(2, "No such file or directory", "/srv/data/x"))
+        'No such file or directory'
+        >>> os_reason(RuntimeError("Symlink loop from '/srv/data/a'"))
+        'a symbolic link loop'
+    """
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return "a symbolic link loop" if isinstance(e, RuntimeError) else type(e).__name__

@@ -242,6 +242,11 @@ ANALYZE_CACHE_MAX_ENTRIES: Final = 256
 ATTACHMENT_MAX_FILE_BYTES: Final = 25 * MB
 ATTACHMENT_MAX_SESSION_BYTES: Final = 200 * MB
 ATTACHMENT_MAX_FILES: Final = 200
+#: All sessions of one instance together (one server's web chat, say): a client may
+#: open any number of sessions, so the per-session caps alone bounded nothing (fifty
+#: sessions of 200 MB were all taken).
+ATTACHMENT_MAX_INSTANCE_BYTES: Final = 1024 * MB
+ATTACHMENT_MAX_INSTANCE_FILES: Final = 2000
 GREP_MAX_HITS: Final = 200
 GREP_MAX_PATTERN_CHARS: Final = 500
 #: Characters of one line that grep searches (the rest of a longer line is skipped).

@@ -6,8 +6,11 @@
 - A stdio MCP server configured with ``env`` received visus's whole environment,
   provider keys included; it gets what the operator listed, and what a process needs to
   start.
+- Smaller: refusals named the server's layout (the allowed roots, the data folder, the
+  path in an OS error) where the client gave none of it; a recursive ``$ref`` answered
+  500 with a traceback.
 
-Both against a real `visus serve` whose environment holds a provider key.
+All against a real `visus serve` (whose environment holds a provider key).
 """
 
 from __future__ import annotations
@@ -85,3 +88,42 @@ async def test_a_stdio_mcp_server_gets_only_the_variables_it_was_given(
     assert "PEER_MODE" in names, names  # what the operator listed
     assert "PATH" in names, names  # what a process needs to start
     assert not names & {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "VISUS_TOKEN"}, names
+
+
+async def test_refusals_keep_the_servers_layout_and_a_recursive_schema_is_refused(
+    tmp_path: Path, reference_url: str
+) -> None:
+    """Issue 33, smaller items: a refusal named the operator's allowed root (a create
+    request's roots), the absolute path an OS error carried (a symlink loop) and the
+    data folder (a session or blob not found); a
+    ``format`` whose ``$ref`` loops back on itself went on to the model, whose server
+    answered 500 with a RecursionError traceback per call."""
+    with hostile.serve(tmp_path, reference_url=reference_url) as server:
+        files = tmp_path / "data" / "files"
+        (files / "loop").symlink_to(files / "loop")
+        async with server.async_client(timeout=120) as http:
+            r = await http.post("/v1/instances", json={"model": "reference", "roots": ["/"]})
+            assert r.status_code == 403, r.text
+            assert str(files) not in r.text, r.text
+            assert str(tmp_path) not in r.text, r.text
+            # A session or blob that is not there: its folder is the server's own.
+            r = await http.patch(f"/web/api/sessions/{'0' * 26}", json={"title": "x"})
+            assert r.status_code == 404, r.text
+            assert str(tmp_path) not in r.text, r.text
+            r = await http.get(f"/web/api/blobs/{'a' * 64}")
+            assert r.status_code == 404, r.text
+            assert str(tmp_path) not in r.text, r.text
+        http2 = httpx.AsyncClient(headers=server.headers, timeout=120)
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http2)) as mcp:
+            looped = await mcp.call_tool("view", {"path": "loop"})
+            said = "".join(c.text for c in looped.content if isinstance(c, TextContent))
+            assert looped.is_error, said
+            assert str(tmp_path) not in said, said
+            schema = {"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}
+            args = {"prompt": "what?", "file_base64": _png(), "format": schema}
+            before = server.log.stat().st_size
+            refused = await mcp.call_tool("vision_analyze", args)
+            said = "".join(c.text for c in refused.content if isinstance(c, TextContent))
+            assert refused.is_error, said
+            assert "refers to itself" in said, said
+            assert server.log.stat().st_size - before < 2000  # no traceback

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.conftest import Opener
+from visus import limits
 from visus.attachments import (
     AttachmentCaps,
     AttachmentStore,
@@ -131,6 +132,28 @@ def test_caps_are_the_same_on_every_store(opener: Opener) -> None:
     with pytest.raises(LimitError, match="ATTACHMENT_MAX_FILES"):
         chat.put("d.bin", b64(b""), "application/octet-stream")
     assert [a.name for a in chat.list()] == ["a.bin", "b.bin", "c.bin"]
+
+
+def test_caps_hold_over_all_the_sessions_of_an_instance(
+    opener: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: the caps were per session only, and a client opens any number of
+    sessions (fifty of 200 MB were all taken). An instance's sessions together keep
+    ATTACHMENT_MAX_INSTANCE_BYTES and ATTACHMENT_MAX_INSTANCE_FILES; another instance
+    (namespace) has its own."""
+    monkeypatch.setattr(limits, "ATTACHMENT_MAX_INSTANCE_FILES", 4)
+    monkeypatch.setattr(limits, "ATTACHMENT_MAX_INSTANCE_BYTES", 1000)
+    store = opener()
+    for i in range(3):
+        store.attachments(NS, f"s{i}").put("a.bin", b64(b"x" * 300), "application/octet-stream")
+    with pytest.raises(LimitError, match="ATTACHMENT_MAX_INSTANCE_BYTES"):
+        store.attachments(NS, "s3").put("a.bin", b64(b"x" * 101), "application/octet-stream")
+    store.attachments(NS, "s3").put("a.bin", b64(b"x" * 100), "application/octet-stream")
+    with pytest.raises(LimitError, match="ATTACHMENT_MAX_INSTANCE_FILES"):
+        store.attachments(NS, "s4").put("b.bin", b64(b""), "application/octet-stream")
+    # A re-send of a stored file is no new file; another instance starts from nothing.
+    store.attachments(NS, "s0").put("a.bin", b64(b"x" * 300), "application/octet-stream")
+    store.attachments("instances/i-2", "s0").put("b.bin", b64(b"y"), "text/plain")
 
 
 def test_two_stores_uploading_at_once_keep_the_caps_and_unique_names(opener: Opener) -> None:

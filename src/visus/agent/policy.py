@@ -196,10 +196,11 @@ class OperatorPolicy:
                 raise ReachError(f"roots: {raw!r} is not an absolute path")
             resolved = path.resolve()
             if not _inside(resolved, self.roots):
-                allowed = ", ".join(map(str, self.roots)) or "none"
+                # The allowed folders are the operator's layout: not said to a client.
                 raise ReachError(
-                    f"roots: {raw!r} is outside the roots this server allows ({allowed}); "
-                    "a create request may only narrow them (visus serve --root)"
+                    f"roots: {raw!r} is outside the roots this server allows; a create "
+                    "request may only narrow them to folders inside those (an instance "
+                    "created without roots has them all; visus serve --root sets them)"
                 )
             out.append(resolved)
         return tuple(out)

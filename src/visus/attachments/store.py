@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -164,6 +165,28 @@ class AttachmentCaps:
     max_file_bytes: int = limits.ATTACHMENT_MAX_FILE_BYTES
     max_session_bytes: int = limits.ATTACHMENT_MAX_SESSION_BYTES
     max_files: int = limits.ATTACHMENT_MAX_FILES
+    #: Over all of an instance's sessions (None: ``limits``' value at the check).
+    max_instance_bytes: int | None = None
+    max_instance_files: int | None = None
+
+    def check_instance(self, files: int, size: int, up: Upload) -> None:
+        """Refuse ``up`` (a new file) where the instance's sessions already hold
+        ``files`` attachments of ``size`` bytes in all (:class:`LimitError`)."""
+        most_files = self.max_instance_files or limits.ATTACHMENT_MAX_INSTANCE_FILES
+        most_bytes = self.max_instance_bytes or limits.ATTACHMENT_MAX_INSTANCE_BYTES
+        if files >= most_files:
+            raise LimitError(
+                f"this server's chats already hold {files} attachments, the limit "
+                f"(ATTACHMENT_MAX_INSTANCE_FILES = {most_files}); "
+                f"{up.wanted} was not stored: delete a chat to make room"
+            )
+        if size + len(up.data) > most_bytes:
+            raise LimitError(
+                f"{up.wanted} ({len(up.data)} bytes) would bring this server's chats' "
+                f"attachments to {size + len(up.data)} bytes, over the limit of "
+                f"{most_bytes} bytes (ATTACHMENT_MAX_INSTANCE_BYTES): "
+                "delete a chat to make room"
+            )
 
     def file_too_large(self, name: str, size: int, *, about: bool = False) -> str:
         """The per-file refusal, the same words on every store."""
@@ -269,6 +292,9 @@ class AttachmentStore:
         self.max_session_bytes = max_session_bytes
         self.max_files = max_files
         self._lock = _folder_lock(self.root)
+        #: The folder of every session of the instance (``for_session``'s): the caps
+        #: over all of them hold there; None, only this session's.
+        self.sessions: Path | None = None
 
     @classmethod
     def for_session(cls, data: Path | str, session_id: str, **caps: int) -> AttachmentStore:
@@ -283,7 +309,9 @@ class AttachmentStore:
         from visus.record.sessions import validate_session_id
 
         root = sessions_dir(data) / validate_session_id(session_id) / "attachments"
-        return cls(root, **caps)
+        store = cls(root, **caps)
+        store.sessions = sessions_dir(data)
+        return store
 
     # --- manifest ---------------------------------------------------------------
 
@@ -326,9 +354,12 @@ class AttachmentStore:
         """
         caps = AttachmentCaps(self.max_file_bytes, self.max_session_bytes, self.max_files)
         up = prepare_upload(filename, content_base64, mime_type, caps)
-        with self._lock:
+        together = _folder_lock(self.sessions) if self.sessions is not None else _NO_LOCK
+        with together, self._lock:
             files = self._load()
             info, new = admit(files, up, caps)
+            if new and self.sessions is not None:
+                caps.check_instance(*_held_by(self.sessions), up)
             if new:
                 _write_atomic(self.root / _FILES / info.name, up.data)
                 self._save([*files, info])
@@ -373,6 +404,22 @@ def _folder_lock(root: Path) -> threading.Lock:
     key = Path(os.path.abspath(root))
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(key, threading.Lock())
+
+
+_NO_LOCK = contextlib.nullcontext()
+
+
+def _held_by(sessions: Path) -> tuple[int, int]:
+    """Attachments, and their bytes, over every session folder in ``sessions``."""
+    files = size = 0
+    for manifest in sessions.glob(f"*/attachments/{_MANIFEST}"):
+        try:
+            entries = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+            files += len(entries)
+            size += sum(int(f["size"]) for f in entries)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a manifest being written or broken: its session reports it
+    return files, size
 
 
 def _unclashed(name: str, taken: set[str]) -> str:

@@ -47,6 +47,7 @@ from visus.errors import (
     ReachError,
     TooLargeError,
     UnsupportedTypeError,
+    os_reason,
 )
 from visus.limits import MAX_SOURCE_BYTES
 
@@ -187,7 +188,7 @@ class Reach:
             # whether or not its target exists, so the refusal leaks nothing.
             loose = path.resolve(strict=False)
         except (RuntimeError, OSError) as e:  # symlink loop, name too long
-            raise InvalidInputError(f"cannot resolve {raw!r}: {e}") from e
+            raise InvalidInputError(f"cannot resolve {raw!r}: {os_reason(e)}") from e
         if not self.contains(loose):
             raise self._outside(raw, loose)
         try:
@@ -195,7 +196,7 @@ class Reach:
         except FileNotFoundError as e:
             raise NotFoundError(f"{raw!r} does not exist") from e
         except (RuntimeError, OSError) as e:
-            raise InvalidInputError(f"cannot resolve {raw!r}: {e}") from e
+            raise InvalidInputError(f"cannot resolve {raw!r}: {os_reason(e)}") from e
         if not self.contains(real):  # changed between the two resolves
             raise self._outside(raw, real)
         try:
@@ -203,7 +204,7 @@ class Reach:
         except FileNotFoundError as e:
             raise NotFoundError(f"{raw!r} does not exist") from e
         except OSError as e:
-            raise InvalidInputError(f"cannot stat {raw!r}: {e}") from e
+            raise InvalidInputError(f"cannot stat {raw!r}: {os_reason(e)}") from e
         if stat.S_ISDIR(st.st_mode):
             raise InvalidInputError(f"{raw!r} is a directory, not a file")
         if not stat.S_ISREG(st.st_mode):
@@ -232,7 +233,7 @@ class Reach:
         except PermissionError as e:
             raise ReachError(f"{path.name!r} cannot be read: permission denied") from e
         except OSError as e:  # ELOOP: swapped for a symlink after resolve
-            raise ReachError(f"{path.name!r} cannot be opened safely: {e}") from e
+            raise ReachError(f"{path.name!r} cannot be opened safely: {os_reason(e)}") from e
         with os.fdopen(fd, "rb") as f:
             opened = _fd_path(fd)
             if opened is not None and not self.contains(opened):

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from visus.errors import IntegrityError, InvalidKeyError, NotFoundError, StoreError
+from visus.errors import IntegrityError, InvalidKeyError, NotFoundError, StoreError, os_reason
 from visus.paths import private_dir
 
 __all__ = [
@@ -212,7 +212,7 @@ class FileBlobStore:
                 if existing is not None and existing != target:
                     existing.unlink(missing_ok=True)
             except OSError as e:
-                raise StoreError(f"cannot write blob {digest}: {e}") from e
+                raise StoreError(f"cannot write blob {digest}: {os_reason(e)}") from e
             self.writes += 1
         return digest
 
@@ -234,13 +234,13 @@ class FileBlobStore:
     def get(self, digest: str) -> bytes:
         found = self.path(digest)
         if found is None:
-            raise NotFoundError(f"blob sha256:{digest} is missing from {self.root}")
+            raise NotFoundError(f"blob sha256:{digest} is missing")
         try:
             data = found.read_bytes()
         except FileNotFoundError as e:
-            raise NotFoundError(f"blob sha256:{digest} is missing from {self.root}") from e
+            raise NotFoundError(f"blob sha256:{digest} is missing") from e
         except OSError as e:
-            raise StoreError(f"cannot read blob {digest}: {e}") from e
+            raise StoreError(f"cannot read blob {digest}: {os_reason(e)}") from e
         self.reads += 1
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
@@ -286,7 +286,7 @@ class FileBlobStore:
                 except FileNotFoundError:
                     continue
                 except OSError as e:
-                    raise StoreError(f"cannot remove blob {digest}: {e}") from e
+                    raise StoreError(f"cannot remove blob {digest}: {os_reason(e)}") from e
                 removed += 1
                 for folder in (found.parent, found.parent.parent):
                     try:

@@ -45,6 +45,7 @@ from visus.errors import (
     NotFoundError,
     StoreError,
     VisusError,
+    os_reason,
 )
 from visus.paths import private_dir
 from visus.record.blobs import BlobStore
@@ -297,9 +298,9 @@ class SessionStore:
             # The owner's only: a record holds the conversation and every tool result.
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError as e:
-            raise StoreError(f"session {sid!r} already exists in {self.root}") from e
+            raise StoreError(f"session {sid!r} already exists") from e
         except OSError as e:
-            raise StoreError(f"cannot create session {sid!r}: {e}") from e
+            raise StoreError(f"cannot create session {sid!r}: {os_reason(e)}") from e
         try:
             _write_all(fd, line)
             os.fsync(fd)
@@ -320,9 +321,9 @@ class SessionStore:
             try:
                 fd = os.open(target, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError as e:
-                raise NotFoundError(f"no session {session_id!r} in {self.root}") from e
+                raise NotFoundError(f"no session {session_id!r}") from e
             except OSError as e:
-                raise StoreError(f"cannot open session {session_id!r}: {e}") from e
+                raise StoreError(f"cannot open session {session_id!r}: {os_reason(e)}") from e
             try:
                 _lock_file(fd)  # another process appending to the same session waits
                 size = os.fstat(fd).st_size
@@ -331,7 +332,7 @@ class SessionStore:
                 _write_all(fd, line)
                 os.fsync(fd)
             except OSError as e:
-                raise StoreError(f"cannot append to session {session_id!r}: {e}") from e
+                raise StoreError(f"cannot append to session {session_id!r}: {os_reason(e)}") from e
             finally:
                 os.close(fd)
 
@@ -347,9 +348,9 @@ class SessionStore:
         try:
             raw = target.read_bytes()
         except FileNotFoundError as e:
-            raise NotFoundError(f"no session {session_id!r} in {self.root}") from e
+            raise NotFoundError(f"no session {session_id!r}") from e
         except OSError as e:
-            raise StoreError(f"cannot read session {session_id!r}: {e}") from e
+            raise StoreError(f"cannot read session {session_id!r}: {os_reason(e)}") from e
 
         problems: list[str] = []
         messages: list[Message] = []
@@ -475,7 +476,7 @@ class SessionStore:
         """Give the session a title (None or blank: back to none). The log is not
         touched: the title is a small file beside it, replaced whole."""
         if not self.exists(session_id):
-            raise NotFoundError(f"no session {session_id!r} in {self.root}")
+            raise NotFoundError(f"no session {session_id!r}")
         target = self._title_path(session_id)
         clean = check_title(title)
         if clean is None:
@@ -489,7 +490,9 @@ class SessionStore:
                 f.write(clean)
             os.replace(tmp, target)
         except OSError as e:
-            raise StoreError(f"cannot set the title of session {session_id!r}: {e}") from e
+            raise StoreError(
+                f"cannot set the title of session {session_id!r}: {os_reason(e)}"
+            ) from e
 
     def delete(self, session_id: str) -> bool:
         """Remove a session's log, title and folder (attachments); False if there was
@@ -503,7 +506,7 @@ class SessionStore:
                 self._title_path(session_id).unlink(missing_ok=True)
                 shutil.rmtree(self.root / session_id, ignore_errors=True)
             except OSError as e:
-                raise StoreError(f"cannot delete session {session_id!r}: {e}") from e
+                raise StoreError(f"cannot delete session {session_id!r}: {os_reason(e)}") from e
         return existed
 
     def referenced_digests(self) -> set[str]:

@@ -4,10 +4,10 @@ The same names, caps and errors as the file store's
 :class:`~visus.attachments.AttachmentStore` (both run
 :func:`~visus.attachments.prepare_upload` and :func:`~visus.attachments.admit`); what
 differs is the lock. A put takes a transaction-scoped advisory lock on its session
-(namespace and id), reads the session's entries, admits the upload and inserts it in
-one transaction, so two replicas uploading to one session at once are serialised: the
-caps hold and no two files share a name. Bytes are verified against their sha256 on
-every read, like blobs.
+(namespace and id), after one on its namespace (the caps over all its sessions), reads
+the session's entries, admits the upload and inserts it in one transaction, so two
+replicas uploading at once are serialised: the caps hold and no two files share a name.
+Bytes are verified against their sha256 on every read, like blobs.
 
 No psycopg import here: the connection comes from
 :meth:`~visus.store.pg_conn.Database.tx`, which translates its errors.
@@ -75,10 +75,19 @@ class PgAttachments:
         up = prepare_upload(filename, content_base64, mime_type, self.caps)
         key = f"{self.namespace}/{self.session_id}"
         with self.db.tx(f"cannot store attachment {up.wanted!r}") as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, key))
+            # The namespace first (its sessions' caps together), then the session.
+            lock = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+            conn.execute(lock, (_LOCK_CLASS + 1, self.namespace))
+            conn.execute(lock, (_LOCK_CLASS, key))
             files = self._rows(conn)
             info, new = admit(files, up, self.caps)
             if new:
+                count, size = conn.execute(
+                    "SELECT count(*), coalesce(sum(size), 0) FROM visus_attachments "
+                    "WHERE namespace = %s",
+                    (self.namespace,),
+                ).fetchone() or (0, 0)
+                self.caps.check_instance(int(count), int(size), up)
                 conn.execute(
                     "INSERT INTO visus_attachments (namespace, session, n, name, "
                     "original_name, mime_type, size, sha256, data) "
