@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -236,9 +237,15 @@ class Recorder:
     """Another program serving on another port of 127.0.0.1: it records the method,
     path and headers of every request it gets, and answers 200 with a small page (or
     ``body``). Where a test points a provider's base URL, or a browser, to see what
-    reaches it."""
+    reaches it. With ``hold``, each request is answered once that is set (an upstream
+    still thinking: what the caller holds meanwhile is what it holds for as long)."""
 
-    def __init__(self, body: bytes = b"<!doctype html><title>another app</title>") -> None:
+    def __init__(
+        self,
+        body: bytes = b"<!doctype html><title>another app</title>",
+        *,
+        hold: threading.Event | None = None,
+    ) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         seen: list[dict[str, str]] = []
@@ -250,6 +257,8 @@ class Recorder:
                     self.rfile.read(length)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 seen.append({"method": self.command, "path": self.path, **headers})
+                if hold is not None:
+                    hold.wait(within(120))
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", str(len(body)))
@@ -264,8 +273,6 @@ class Recorder:
         self.seen = seen
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        import threading
-
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def __enter__(self) -> Recorder:

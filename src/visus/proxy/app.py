@@ -48,8 +48,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits
-from visus.budget import BodyBudget
-from visus.errors import ConfigError
+from visus.budget import MEMORY, BodyBudget
+from visus.errors import BusyError, ConfigError, TooLargeError
 from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.cache import FitCache
 from visus.proxy.edit import Edit, ImageNote
@@ -322,10 +322,10 @@ def _decoded(request: Request, raw: bytes) -> bytes | Response | None:
 async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     """Edit the images of a Messages, Chat Completions or Responses body, then forward.
 
-    ``held`` is the one reference to the body as read: once the edited body is
-    serialised, the original, its decompressed copy and the parsed object are let go,
-    so only what goes upstream is held while it is forwarded (``python -m benchmarks
-    budgets``: a 250 MB body peaked at 1,225 MB before, 950 MB now).
+    ``held`` is the one reference to the body as read, and ``work`` to what it decodes
+    and parses to: once the edit is done they are let go, so while the upstream answers
+    only what goes to it is held (``python -m benchmarks budgets``: a 250 MB body peaked
+    at 1,225 MB before, 950 MB now; gzip bombs, ``proxy-gzip``).
     """
     started = time.perf_counter()
     raw = held.pop()
@@ -334,27 +334,54 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     plain = _decoded(request, raw)
     if isinstance(plain, Response):
         return plain
-    body = _parse(raw if plain is None else plain)
-    if body is None:
-        return await _forward(request, path, raw, [])
-    model = body.get("model")
-    with seams.proxied(path, model if isinstance(model, str) else "") as traced:
-        response = await _edited(request, path, raw, plain, body, started, traced)
-        traced.set({names.HTTP_STATUS: response.status_code})
-        return response
+    try:
+        # BodyBudget counted the compressed bytes: what they decode to counts too, or
+        # a few 256 KB gzip bombs would hold 256 MB each. No wait: the decode is done.
+        decoded = MEMORY.reserve(len(plain or b""), what="a decompressed request body", wait=0)
+    except TooLargeError as e:  # BusyError too
+        code = "busy" if isinstance(e, BusyError) else "too_large"
+        return JSONResponse(_budget_error(code, str(e)), status_code=503 if code == "busy" else 413)
+    try:
+        body = _parse(raw if plain is None else plain)
+        model = body.get("model") if body is not None else None
+        work = _Work(raw, plain, body)
+        del raw, plain, body
+        with seams.proxied(path, model if isinstance(model, str) else "") as traced:
+            sending: _Sending = (work.raw, [], False)
+            if work.body is not None:
+                sending = await _edited(request, path, work, started, traced)
+            work.plain = work.body = None
+            decoded.release()  # what is left is what goes upstream
+            content, notes, was_decoded = sending
+            del sending
+            response = await _forward(request, path, content, notes, decoded=was_decoded)
+            traced.set({names.HTTP_STATUS: response.status_code})
+            return response
+    finally:
+        decoded.release()
+
+
+@dataclass
+class _Work:
+    """A request body as read, decoded and parsed: the one reference to each, so what
+    the forward does not send is let go before it waits on the upstream."""
+
+    raw: bytes
+    plain: bytes | None
+    body: dict[str, Any] | None
+
+
+_Sending = tuple[bytes, list[ImageNote], bool]
 
 
 async def _edited(
-    request: Request,
-    path: str,
-    raw: bytes,
-    plain: bytes | None,
-    body: dict[str, Any],
-    started: float,
-    traced: Span,
-) -> Response:
-    """The rest of :func:`_rewrite`: edit ``body``, count it, forward what results."""
+    request: Request, path: str, work: _Work, started: float, traced: Span
+) -> _Sending:
+    """The rest of :func:`_rewrite`: edit the body, count it; what to forward (the
+    body, the notes, whether it was decoded), ``work`` emptied of all else."""
     proxy = _proxy(request)
+    body = work.body
+    assert body is not None
     rewrite = functools.partial(
         PROTOCOLS[path],
         body,
@@ -363,11 +390,13 @@ async def _edited(
         chunk=proxy.config.image_batch,
         cache=proxy.cache,
     )
+    decoded = work.plain is not None
+    work.plain = work.body = None
     try:
         edit = await anyio.to_thread.run_sync(rewrite)
     except Exception:  # a proxy bug must not cost the user the request
         logger.exception("%s: could not edit the request; forwarding it as it is", path)
-        return await _forward(request, path, raw, [])
+        return work.raw, [], False
     content = _serialise(body) if edit.changed else None
     model = body.get("model")
     proxy.stats.add(
@@ -376,15 +405,11 @@ async def _edited(
         seconds=time.perf_counter() - started,
     )
     traced.set(edit_attributes(edit))
-    decoded = plain is not None
-    if content is not None:
-        _log(request, body, edit)
-    # What goes upstream is all the rest of the request needs to hold.
-    del body, plain, rewrite
     if content is None:
-        return await _forward(request, path, raw, edit.notes)
-    del raw
-    return await _forward(request, path, content, edit.notes, decoded=decoded)
+        return work.raw, edit.notes, False
+    _log(request, body, edit)
+    work.raw = b""
+    return content, edit.notes, decoded
 
 
 async def api_endpoint(request: Request) -> Response:
