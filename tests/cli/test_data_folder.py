@@ -97,7 +97,7 @@ def test_the_banner_config_show_and_session_list_agree_on_the_default(home: Path
     web.append("web-1", UserMessage(turn=1, parts=(TextPart("hello"),)))
     listed = runner.invoke(app, ["session", "list"])
     assert listed.exit_code == 0, listed.stderr
-    assert listed.stdout.startswith("i-webchat/web-1  1 messages"), listed.stdout
+    assert listed.stdout.startswith("i-webchat/web-1  1 message, 1 turn,"), listed.stdout
 
 
 @pytest.mark.parametrize(

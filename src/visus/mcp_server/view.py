@@ -187,8 +187,10 @@ def view_result(
 
 def _view_note(seen: Perception) -> str:
     """The text before a view's image: the perception's line (source size, region, what
-    was sent, how to zoom), its bytes and digest, and where a long text goes on."""
-    note = f"{seen.describe()}; {seen.size} bytes, {seen.tagged_digest}"
+    was sent, how to zoom), what it costs the host's model (Claude's tokens for the size
+    sent: a host sees one result per call, unlike an agent's history re-read every step),
+    its bytes and digest, and where a long text goes on."""
+    note = f"{seen.describe()}, ~{seen.tokens} tokens; {seen.size} bytes, {seen.tagged_digest}"
     end, total = seen.line_end, seen.line_total
     if end is not None and total is not None and end < total:
         note += f"; offset={end} shows the next lines"
