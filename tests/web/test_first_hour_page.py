@@ -265,3 +265,21 @@ def test_the_note_naming_kept_files_is_not_shown_as_typed_text(
         page.wait_for_selector("body[data-ready=true]")
         page.wait_for_selector(".msg.user .attached-note")
     assert page.errors == []
+
+
+def test_a_new_chat_is_listed_by_its_first_message_while_it_runs(
+    open_page: Any, served: Served
+) -> None:
+    """The server titles a chat by its first message's first line; the list said "New
+    chat" until that first turn ended (a minute, on a large image and a loaded machine)."""
+    page = open_page(served.url)
+    _new_chat(page)
+    page.fill("#message", "wait 60\nand then hello")
+    page.press("#message", "Enter")
+    page.wait_for_selector(".working .stop")
+    current = page.locator("#session-list [aria-current=true] .title")
+    assert current.inner_text() == "wait 60"
+    page.click(".working .stop")
+    page.wait_for_selector(".working", state="detached", timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_selector("#session-list [aria-current=true]:has-text('wait 60')")
+    assert page.errors == []

@@ -493,7 +493,9 @@ async function addFiles(files) {
     return;
   }
   renderTray();
-  notice(problems.join(" "));
+  // Only what these checks found: another drop's notice, shown meanwhile (one file
+  // over the image count, say), stays until the person acts.
+  if (problems.length) notice(problems.join(" "));
 }
 
 // The original of each image sent goes to the session's attachments too (within their

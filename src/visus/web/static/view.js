@@ -216,9 +216,14 @@ export function followResizes(box) {
   box.addEventListener("scroll", () => {
     end = box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
   });
-  new ResizeObserver(() => {
+  const follow = () => {
     if (end) box.scrollTop = box.scrollHeight;
-  }).observe(box);
+  };
+  new ResizeObserver(follow).observe(box);
+  // What is added or changed inside the box after the scroll to the end (a usage line,
+  // a re-rendered table, text laid out late on a loaded machine) grows it without
+  // resizing the box itself, which the ResizeObserver alone would miss.
+  new MutationObserver(follow).observe(box, { childList: true, subtree: true, characterData: true });
 }
 
 // One row of the usage table: input tokens, the part the provider's prompt cache read
@@ -284,13 +289,22 @@ export function renderDetails(state) {
   if (!attachments.children.length) attachments.append(el("li", { class: "help", text: "None yet." }));
 }
 
+// The title of the open chat before the server lists it: while its first turn runs,
+// what the server will call it (its first message's first line), not "New chat".
+function newChatTitle(state) {
+  const first = [...state.pending.values()].find((p) => p.typed !== undefined);
+  if (!first) return "New chat";
+  const line = first.typed.trim().split("\n")[0].trim();
+  return line || (first.images && first.images.length ? "(image)" : "New chat");
+}
+
 export function renderSessions(state, onPick, actions = {}) {
   const list = $("session-list");
   list.replaceChildren();
   const known = new Set(state.sessions.map((s) => s.id));
   const rows = known.has(state.sid) || !state.sid
     ? state.sessions
-    : [{ id: state.sid, title: "New chat", turns: 0, modified: Date.now() / 1000 }, ...state.sessions];
+    : [{ id: state.sid, title: newChatTitle(state), turns: 0, modified: Date.now() / 1000 }, ...state.sessions];
   // The open chat counts the turns it runs now (its first one too, before it is listed).
   const runningTurns = [...state.pending.values()].map((p) => p.turn);
   for (const s of rows) {
