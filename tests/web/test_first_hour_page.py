@@ -234,7 +234,8 @@ def test_a_turn_found_running_after_a_reload_has_no_usage_row(
     page.wait_for_selector(".working .stop")
     assert page.locator("#usage tbody tr").all_inner_texts() == first
     total = page.inner_text("#usage tfoot").split("\t")
-    assert total[0] == "All" and total[1:] == first[0].split("\t")[1:], (total, first)
+    assert total[0] == "All", total
+    assert total[1:] == first[0].split("\t")[1:], (total, first)
     page.click(".working .stop")
     page.wait_for_selector(".working", state="detached", timeout=ANSWER_TIMEOUT_MS)
     # The stopped turn's record comes back: its row with it.
