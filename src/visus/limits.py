@@ -354,7 +354,13 @@ DESCRIPTOR_DIGEST_CHARS: Final = 16
 #: of the cached window every 5 screens; 6/6 was 2% cheaper there but above keep-last on
 #: OpenAI).
 RETENTION_LIVE_IMAGES: Final = 4
-RETENTION_IMAGE_CHUNK: Final = 4
+#: Append-only histories (models that bind their reasoning to the prefix): the live tool
+#: image tokens past which the oldest leave, and the share of what fits that leaves then
+#: (benchmarks/RESULTS.md "economics": the break-even measured on Sonnet 5.5 and Opus 5.5).
+RETENTION_APPEND_ONLY_TOKENS: Final = 60_000
+RETENTION_APPEND_ONLY_SHARE: Final = 0.5
+#: Live tool images take at most this share of a model's context window.
+RETENTION_CONTEXT_SHARE: Final = 0.5
 #: At a provider's limit (images per request, request bytes), the oldest images leave in
 #: one batch of this share of what fits, not one per step (each step would rewrite the
 #: cached prefix): ``retention.evicted_to_fit``.

@@ -12,19 +12,23 @@ without it fails at the first eviction.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from visus.agent import build_agent
 from visus.errors import ProviderError
+from visus.models import image_tokens
 from visus.providers import ProviderSettings
-from visus.record.messages import AssistantMessage
+from visus.record.messages import AssistantMessage, ModelRequest, TextPart
 from visus.reference.grid import make_grid
 from visus.reference.server import serve_in_background
+from visus.retention import RetentionPolicy
 from visus.wire import lower
 
 from .test_long_run import _Recording
@@ -70,11 +74,37 @@ def _strip(value: Any) -> Any:
     return value
 
 
+def _unthought(body: Any) -> Any:
+    """``body``'s messages without their reasoning blocks (Anthropic and Bedrock)."""
+
+    def reasoning(block: Any) -> bool:
+        return block.get("type") in ("thinking", "redacted_thinking") or "reasoningContent" in block
+
+    return {
+        "messages": [
+            {**m, "content": [b for b in m["content"] if not reasoning(b)]}
+            for m in body["messages"]
+        ]
+    }
+
+
+def _elided(request: ModelRequest) -> int:
+    return sum(
+        isinstance(p, TextPart) and p.text.startswith("[image elided")
+        for m in request.messages
+        for p in m.parts
+    )
+
+
 @pytest.mark.parametrize("wire", ["anthropic", "bedrock"])
 async def test_a_long_screen_loop_keeps_its_reasoning_and_meets_no_400(
     reference_url: str, tmp_path: Path, wire: str
 ) -> None:
     agent = _agent(tmp_path, reference_url, wire)
+    # A break-even of ten screens (the family's is far larger) so 24 steps meet it.
+    grid = make_grid(2, 3, seed=101)[0]
+    width, height = Image.open(io.BytesIO(grid)).size
+    agent.policy = RetentionPolicy(append_tokens=10 * image_tokens(agent.model, width, height))
     recorder = _Recording(agent.client)
     agent.client = recorder
     prompt = _screens(tmp_path / "work")
@@ -85,26 +115,41 @@ async def test_a_long_screen_loop_keeps_its_reasoning_and_meets_no_400(
     assert (result.stopped, result.steps) == ("answer", STEPS + 1)
     steps = [m for m in result.messages if isinstance(m, AssistantMessage)]
     assert all(m.provider_state is not None for m in steps)  # every reply's reasoning kept
-    # Every request sent each earlier reply's blocks back exactly as they came.
+    # Append-only: images leave rarely, in large batches (half of what fits), and the
+    # history between two evictions only grows.
+    elided = [_elided(r) for r in recorder.requests]
+    evictions = [k for k in range(1, len(elided)) if elided[k] > elided[k - 1]]
+    assert 2 <= len(evictions) <= STEPS // 5
+    assert all(elided[k] - elided[k - 1] >= 5 for k in evictions)
+    for k in range(1, len(recorder.requests)):
+        if k in evictions:
+            continue
+        before, after = (
+            _strip(lower(recorder.requests[j], wire=wire, model=agent.model, blobs=agent.blobs))
+            for j in (k - 1, k)
+        )
+        if k - 1 in evictions:  # the reasoning the eviction cost is not sent again
+            before, after = _unthought(before), _unthought(after)
+        assert after["messages"][: len(before["messages"]) - 1] == before["messages"][:-1]
     for request in recorder.requests[1:]:
         body = lower(request, wire=wire, model=agent.model, blobs=agent.blobs)
         sent = [m for m in body["messages"] if m["role"] == "assistant"]
-        kept = [m for m in request.messages if isinstance(m, AssistantMessage)]
-        assert len(sent) == len(kept)
-        for turn, message in zip(sent, kept, strict=True):
-            assert message.provider_state is not None
-            assert _strip(turn["content"]) == json.loads(message.provider_state.items)
+        said = [m for m in request.messages if isinstance(m, AssistantMessage)]
+        assert len(sent) == len(said)
+        for turn, message in zip(sent, said, strict=True):
+            if message.provider_state is not None:  # its blocks back exactly as they came
+                assert _strip(turn["content"]) == json.loads(message.provider_state.items)
         opt_in = (
             body["betas"]
             if wire == "anthropic"
             else (body["additionalModelRequestFields"]["anthropic_beta"])
         )
         assert "thinking-binding-controls-2026-08-01" in opt_in  # on every request
-    # Retention evicted screenshots: the reasoning after each eviction was dropped (not
-    # a 400), and usage says how much.
-    dropped = sum(m.usage.reasoning_dropped for m in steps if m.usage is not None)
-    assert dropped > 0
-    assert result.usage.reasoning_dropped == dropped
+    # Each eviction dropped the reasoning made over the old prefix, once: the request
+    # that evicts (not a 400), never the ones after it, and usage says how much.
+    dropped = [m.usage.reasoning_dropped if m.usage else 0 for m in steps]
+    assert [k for k, n in enumerate(dropped) if n] == evictions
+    assert result.usage.reasoning_dropped == sum(dropped) > 0
 
 
 async def test_without_the_opt_in_the_first_eviction_is_a_400(

@@ -14,23 +14,41 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from visus import limits
 from visus.agent.mcp_client import McpMounts
-from visus.agent.tools import OutboundImage, ResultCache, ToolContext, ToolRegistry
-from visus.errors import ImageRejectedError, InvalidInputError, MediaError, VisusError
+from visus.agent.tools import ResultCache, ToolContext, ToolRegistry
+from visus.agent.turns import (
+    CANCELLED,
+    NOT_RERUN,
+    DeltaCallback,
+    PastedImage,
+    ResumeRefusedError,
+    Say,
+    StatusCallback,
+    ToolCallback,
+    Turn,
+    TurnResult,
+    cache_key,
+    elide_part,
+    last_step,
+    refusal,
+    resend_outbox,
+    sayer,
+    turn_start,
+    unanswered,
+)
+from visus.errors import ImageRejectedError, InvalidInputError, MediaError
 from visus.media import fit, offload
 from visus.media.types import Profile
 from visus.models import ModelSpec, image_tokens
 from visus.models.allowed import AllowedModels
 from visus.perception import Reach
-from visus.providers.base import OnDelta, ProviderClient, aclose
+from visus.providers.base import ProviderClient, aclose
 from visus.record.blobs import BlobStore
 from visus.record.messages import (
     AssistantMessage,
@@ -40,7 +58,6 @@ from visus.record.messages import (
     Message,
     ModelRequest,
     Part,
-    StopReason,
     TextPart,
     ToolCall,
     ToolResult,
@@ -50,7 +67,7 @@ from visus.record.messages import (
 from visus.record.sessions import SessionLog
 from visus.retention import RetentionPolicy, model_view
 from visus.telemetry import seams
-from visus.wire import RefitCache, progress_notes
+from visus.wire import RefitCache, image_ceiling, progress_notes
 
 if TYPE_CHECKING:
     from visus.config import VisusConfig
@@ -67,28 +84,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The one delta-callback type (the providers' :data:`~visus.providers.base.OnDelta`).
-DeltaCallback = OnDelta
-#: Called as each tool call starts (before it runs), e.g. to show it in a terminal.
-ToolCallback = Callable[[ToolCall], Awaitable[None] | None]
-#: Called with what the turn is doing now ("fitting 2 images for gpt-4.1",
-#: "waiting for gpt-4.1"), for a progress line; tool calls go to a ToolCallback. It may
-#: be a coroutine function (a server appends a frame), which is awaited.
-StatusCallback = Callable[[str], Awaitable[None] | None]
-_Say = Callable[[str], Awaitable[None]]
-
-
-def _sayer(on_status: StatusCallback | None) -> _Say:
-    """``on_status`` as one awaitable call, whichever kind it is (or none)."""
-
-    async def say(label: str) -> None:
-        said = on_status(label) if on_status is not None else None
-        if said is not None:
-            await said
-
-    return say
-
-
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with eyes. Use `read` to read a file as text and `view` "
     "to see a file as pixels (images, SVG, PDF pages, rendered text). Images you viewed in "
@@ -102,71 +97,6 @@ _CONSERVATIVE = Profile(
     max_bytes=1 * limits.MB,
     media_types=frozenset({"image/png", "image/jpeg"}),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PastedImage:
-    """An image a user put into their message (bytes as received)."""
-
-    data: bytes
-    media_type: str | None = None
-    filename: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    answer: str
-    usage: Usage
-    steps: int
-    session: str
-    turn: int
-    images: tuple[OutboundImage, ...] = ()
-    #: "answer" | "max_tokens" (the answer was cut off at the output limit) | "step_limit"
-    stopped: str = "answer"
-    messages: tuple[Message, ...] = field(default=(), repr=False)
-    #: What the loop did to recover, e.g. images re-fitted after a provider refused them.
-    notes: tuple[str, ...] = ()
-    #: Why the model's last step stopped, as its wire said (None: the wire did not say).
-    stop_reason: StopReason | None = None
-
-    @property
-    def truncated(self) -> bool:
-        """True when the final answer was cut off at the model's output limit."""
-        return self.stopped == "max_tokens"
-
-
-class ResumeRefusedError(VisusError):
-    """A turn taken up from its record cannot go on: a tool call that changes things
-    (not :attr:`~visus.agent.tools.Tool.read_only`) has no recorded result, so it may
-    or may not have run. The message names the call."""
-
-
-@dataclass(slots=True)
-class _Turn:
-    """One turn as it runs: where it records, and what it has spent and said so far."""
-
-    session_id: str
-    number: int
-    history: list[Message]
-    ctx: ToolContext
-    usage: Usage = field(default_factory=Usage)
-    answer: str = ""
-    notes: list[str] = field(default_factory=list)
-    stop: StopReason | None = None
-
-    def result(self, steps: int, stopped: str) -> TurnResult:
-        return TurnResult(
-            self.answer,
-            self.usage,
-            steps,
-            self.session_id,
-            self.number,
-            tuple(self.ctx.outbox),
-            stopped,
-            tuple(self.history),
-            tuple(self.notes),
-            self.stop,
-        )
 
 
 @dataclass
@@ -258,14 +188,14 @@ class Agent:
         # In the turn's own event loop: the MCP client sessions belong to it.
         started = await self.mcp.start(self.tools.add) if self.mcp is not None else []
         history = await self._history(session_id)
-        begun = _begun(history, request_id) if resume and request_id else None
-        status = _sayer(on_status)
+        begun = turn_start(history, request_id) if resume and request_id else None
+        status = sayer(on_status)
         if begun is None:
             number = max((m.turn for m in history), default=0) + 1
             await self._open(session_id, history, number, text, images, request_id, status)
         else:
             number = history[begun].turn
-        turn = _Turn(session_id, number, history, self._context(session_id, number, history))
+        turn = Turn(session_id, number, history, self._context(session_id, number, history))
         turn.notes += started
         steps = 0
         if begun is not None:
@@ -291,7 +221,7 @@ class Agent:
         text: str,
         images: Sequence[PastedImage],
         request_id: str | None,
-        status: _Say,
+        status: Say,
     ) -> None:
         """Record the turn's user message (its pasted images fitted and stored)."""
         # Fitting pasted images decodes and re-encodes them: off the event loop, as
@@ -324,17 +254,17 @@ class Agent:
         )
 
     async def _step(
-        self, turn: _Turn, on_delta: DeltaCallback | None, status: _Say
+        self, turn: Turn, on_delta: DeltaCallback | None, status: Say
     ) -> AssistantMessage:
         """Ask the model once and record its reply."""
         try:
             await status(f"waiting for {self.model.name}")
             reply = await self._complete(
-                turn.history, on_delta, turn.notes, _cache_key(turn.session_id)
+                turn.history, on_delta, turn.notes, cache_key(turn.session_id)
             )
         except asyncio.CancelledError:
             # The user's message stays answered, so the next turn alternates cleanly.
-            stopped = AssistantMessage(parts=(TextPart(_CANCELLED),), turn=turn.number)
+            stopped = AssistantMessage(parts=(TextPart(CANCELLED),), turn=turn.number)
             await self._append(turn.session_id, turn.history, stopped)
             raise
         reply = replace(reply, turn=turn.number)
@@ -350,7 +280,7 @@ class Agent:
         return reply
 
     async def _calls(
-        self, turn: _Turn, calls: Sequence[ToolCall], on_tool: ToolCallback | None
+        self, turn: Turn, calls: Sequence[ToolCall], on_tool: ToolCallback | None
     ) -> None:
         """Run the model's tool calls in order, recording each result as it comes."""
         ctx = turn.ctx
@@ -368,7 +298,7 @@ class Agent:
                     traced.tool_outcome(outcome.parts, is_error=outcome.is_error, tokens=tokens)
             except asyncio.CancelledError:
                 for left in calls[index:]:
-                    note = _unanswered(left, turn.number)
+                    note = unanswered(left, turn.number)
                     await self._append(turn.session_id, turn.history, note)
                 raise
             tool_cost = sum(spent[before:], Usage()) if len(spent) > before else None
@@ -385,7 +315,7 @@ class Agent:
             await self._append(turn.session_id, turn.history, record)
 
     async def _resume(
-        self, turn: _Turn, recorded: Sequence[Message], on_tool: ToolCallback | None
+        self, turn: Turn, recorded: Sequence[Message], on_tool: ToolCallback | None
     ) -> tuple[int, TurnResult | None]:
         """Take up a turn from its recorded steps: (steps taken, its result when the
         answer was recorded already). Calls left without a result run again if their
@@ -397,8 +327,8 @@ class Agent:
                 turn.usage = turn.usage + m.usage
             if isinstance(m, AssistantMessage):
                 turn.answer, turn.stop = m.text, m.stop_reason
-        await asyncio.to_thread(_resend_outbox, turn, recorded, self.blobs)
-        last = _last_step(recorded)
+        await asyncio.to_thread(resend_outbox, turn, recorded, self.blobs)
+        last = last_step(recorded)
         if last is None:
             return steps, None
         if not last.tool_calls:
@@ -408,9 +338,9 @@ class Agent:
         refused = next((c for c in pending if not self._read_only(c.name)), None)
         if refused is not None:
             for call in pending:
-                note = _unanswered(call, turn.number, _NOT_RERUN)
+                note = unanswered(call, turn.number, NOT_RERUN)
                 await self._append(turn.session_id, turn.history, note)
-            raise ResumeRefusedError(_refusal(refused))
+            raise ResumeRefusedError(refusal(refused))
         await self._calls(turn, pending, on_tool)
         return steps, None
 
@@ -427,7 +357,8 @@ class Agent:
         notes: list[str],
         cache_key: str | None = None,
     ) -> AssistantMessage:
-        view = model_view(history, self.policy, model=self.model)
+        ceiling = image_ceiling(self.model, self.client.wire)
+        view = model_view(history, self.policy, model=self.model, ceiling=ceiling)
         seams.record_retention(history, view)
         send = functools.partial(self._send, on_delta=on_delta, cache_key=cache_key)
         try:
@@ -444,7 +375,7 @@ class Agent:
             except ImageRejectedError as second:
                 seams.refused()
                 notes.append(f"provider refused the re-fitted image ({second}); elided")
-                return await send(tuple(self._map_images(view, _elide_part)))
+                return await send(tuple(self._map_images(view, elide_part)))
 
     async def _send(
         self,
@@ -538,7 +469,7 @@ class Agent:
         try:
             fitted = fit(self.blobs.get(part.digest), _CONSERVATIVE)
         except Exception:  # a blob we cannot re-fit is elided rather than failing the turn
-            return _elide_part(part)
+            return elide_part(part)
         digest = self.blobs.put(fitted.data, fitted.media_type)
         return replace(
             part,
@@ -561,83 +492,3 @@ class Agent:
             parts = tuple(fn(p) if isinstance(p, ImagePart | DocumentPart) else p for p in m.parts)
             out.append(replace(m, parts=parts))
         return out
-
-
-def _begun(history: Sequence[Message], request_id: str) -> int | None:
-    """Where the turn answering ``request_id`` starts in ``history`` (its user message),
-    if it was recorded; only the session's last turn can be unfinished."""
-    for i in range(len(history) - 1, -1, -1):
-        m = history[i]
-        if isinstance(m, UserMessage):
-            return i if m.request_id == request_id else None
-    return None
-
-
-def _last_step(recorded: Sequence[Message]) -> AssistantMessage | None:
-    """The turn's last model reply, unless every step after it is recorded too."""
-    for m in reversed(recorded):
-        if isinstance(m, AssistantMessage):
-            return m
-    return None
-
-
-def _resend_outbox(turn: _Turn, recorded: Sequence[Message], blobs: BlobStore) -> None:
-    """The images the turn's recorded ``send_image`` calls sent, back in its outbox (the
-    process that ran them died with its outbox): the record keeps the very bytes."""
-    for m in recorded:
-        if not isinstance(m, ToolResult) or m.tool_name != "send_image" or m.is_error:
-            continue
-        for part in m.parts:
-            if isinstance(part, ImagePart) and part.origin.kind == "perception":
-                data = blobs.get(part.digest)
-                image = OutboundImage(part.media_type, data, source=part.origin.source)
-                turn.ctx.outbox.append(image)
-
-
-def _refusal(call: ToolCall) -> str:
-    args = json.dumps(dict(call.arguments), ensure_ascii=False, sort_keys=True)
-    if len(args) > 200:
-        args = args[:199] + "…"
-    return (
-        f"the turn was taken over from a server that stopped during the tool call "
-        f"{call.name} {args} (call {call.id}); its result was never recorded and "
-        f"{call.name} changes things, so it is not run a second time: check whether it "
-        "took effect, then send your message again"
-    )
-
-
-_NOT_RERUN = (
-    "(not run again: the server running this call stopped before its result was "
-    "recorded; it may or may not have taken effect)"
-)
-
-
-def _elide_part(part: ImagePart | DocumentPart) -> Part:
-    origin = part.origin
-    what = "image" if isinstance(part, ImagePart) else "document"
-    if origin.kind == "perception":
-        return TextPart(
-            f"[{what} omitted: the provider refused the {what} from {origin.source}; "
-            f'call {origin.tool}("{origin.source}") to try again]'
-        )
-    return TextPart(f"[{what} omitted: the provider refused this pasted {what}]")
-
-
-_CANCELLED = "(stopped by the user)"
-
-
-def _cache_key(session_id: str) -> str:
-    """A session's prompt-cache key: stable across processes, and not its name (sent to
-    the provider)."""
-    return "visus-" + hashlib.sha256(session_id.encode()).hexdigest()[:24]
-
-
-def _unanswered(call: ToolCall, turn: int, why: str = _CANCELLED) -> ToolResult:
-    """The error result a call gets that was never run (or not to the end)."""
-    return ToolResult(
-        call_id=call.id,
-        tool_name=call.name,
-        parts=(TextPart(why),),
-        is_error=True,
-        turn=turn,
-    )

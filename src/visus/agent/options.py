@@ -48,7 +48,8 @@ class VisionKeywords(TypedDict, total=False):
     live_turns: int
     chunk: int
     live_images: int | None
-    image_chunk: int
+    image_chunk: int | None
+    append_only: bool | None
     data: PathLike | None
     blobs: BlobStore | None
     tools: Sequence[str] | None
@@ -66,9 +67,11 @@ class VisionOptions:
     Retention (:class:`~visus.retention.RetentionPolicy`): the images of the last
     ``live_turns`` user turns keep their pixels, the window moving ``chunk`` turns at a
     time so a prompt cache keeps hitting; within it at most ``live_images`` tool images
-    stay live (``None``: no bound), the oldest leaving ``image_chunk`` at a time. An
-    image that leaves becomes a one-line descriptor naming its digest, which ``view``
-    brings back.
+    stay live (``None``: no bound), the oldest leaving ``image_chunk`` at a time (``None``:
+    the whole window but the newest). ``append_only`` (``None``: the model decides, True
+    for those that bind their reasoning to the prefix) keeps the history append-only: no
+    window, images leave only at a ceiling, in one batch. An image that leaves becomes a
+    one-line descriptor naming its digest, which ``view`` brings back.
 
     ``data``: visus's data folder (default: ``$VISUS_DATA``, else the user's data
     folder); ``blobs``: where viewed images are stored (default: under ``data``).
@@ -82,7 +85,8 @@ class VisionOptions:
     live_turns: int = 1
     chunk: int = 1
     live_images: int | None = limits.RETENTION_LIVE_IMAGES
-    image_chunk: int = limits.RETENTION_IMAGE_CHUNK
+    image_chunk: int | None = None
+    append_only: bool | None = None
     data: Path | None = None
     blobs: BlobStore | None = None
     tools: tuple[str, ...] | None = None
@@ -117,10 +121,12 @@ class VisionOptions:
         return Reach(list(self.roots), render=self.render)
 
     def retention(self) -> RetentionPolicy:
-        """The retention policy of ``live_turns``, ``chunk``, ``live_images``, ``image_chunk``."""
+        """The retention policy of ``live_turns``, ``chunk``, ``live_images``,
+        ``image_chunk`` and ``append_only``."""
         return RetentionPolicy(
             live_turns=self.live_turns,
             chunk=self.chunk,
             live_images=self.live_images,
             image_chunk=self.image_chunk,
+            append_only=self.append_only,
         )

@@ -80,8 +80,12 @@ class RetentionSettings(_Frozen):
     attachments_live_turns: int = Field(limits.RETENTION_ATTACHMENTS_LIVE_TURNS, ge=0)
     #: Tool images live at most, however many steps a turn takes; 0: turns alone bound them.
     live_images: int = Field(limits.RETENTION_LIVE_IMAGES, ge=0)
-    #: Images that leave together once ``live_images`` is passed (prompt caches).
-    image_chunk: int = Field(limits.RETENTION_IMAGE_CHUNK, ge=1)
+    #: Images that leave together once ``live_images`` is passed (prompt caches); unset:
+    #: the whole window but the newest.
+    image_chunk: int | None = Field(None, ge=1)
+    #: Keep the history append-only (images leave only at a ceiling, in one batch);
+    #: unset: the model decides (true for those that bind their reasoning to the prefix).
+    append_only: bool | None = None
 
     @property
     def attachments_window(self) -> int | None:
@@ -109,6 +113,7 @@ class RetentionSettings(_Frozen):
             attachments_live_turns=self.attachments_window,
             live_images=self.images_window,
             image_chunk=self.image_chunk,
+            append_only=self.append_only,
         )
 
 

@@ -72,6 +72,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -89,88 +90,47 @@ from visus.record.messages import (
     ToolResult,
     UserMessage,
 )
-from visus.retention.batches import ImageFate, evicted_images, evicted_to_fit, plan_images
+from visus.retention.batches import (
+    Ceiling,
+    ImageFate,
+    Shown,
+    evicted_images,
+    evicted_over,
+    evicted_to_fit,
+    plan_images,
+)
 from visus.retention.descriptors import elided_descriptor, repeat_descriptor
+from visus.retention.policy import (
+    APPEND_ONLY_FAMILIES,
+    AppendOnly,
+    RetentionPolicy,
+    plan_tool_images,
+    policy_for,
+)
+from visus.retention.reasoning import drop_stale_reasoning
 
 __all__ = [
+    "APPEND_ONLY_FAMILIES",
     "DEFAULT_POLICY",
+    "AppendOnly",
+    "Ceiling",
     "ImageFate",
     "ImageStatus",
     "RetentionPolicy",
+    "Shown",
     "current_turn",
     "elided_descriptor",
     "evicted_images",
+    "evicted_over",
     "evicted_to_fit",
     "first_live_turn",
     "image_statuses",
     "model_view",
     "plan_images",
+    "plan_tool_images",
+    "policy_for",
     "repeat_descriptor",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RetentionPolicy:
-    """How much of the record keeps its pixels. See the module docstring for each knob.
-
-    Example:
-        >>> p = RetentionPolicy(live_turns=2, chunk=4)
-        >>> [p.first_live_turn(t) for t in (2, 3, 5, 6, 9, 10, 13)]
-        [1, 1, 1, 5, 5, 9, 9]
-        >>> RetentionPolicy(live_images=4, image_chunk=5).image_batch
-        4
-    """
-
-    live_turns: int = 1
-    chunk: int = 1
-    image_token_budget: int | None = None
-    #: Turns an attached (pasted) image keeps its pixels; ``None``: forever.
-    attachments_live_turns: int | None = limits.RETENTION_ATTACHMENTS_LIVE_TURNS
-    #: Distinct tool images live at most (the newest); ``None``: bounded by turns alone.
-    live_images: int | None = limits.RETENTION_LIVE_IMAGES
-    #: Images that leave together when ``live_images`` is passed (a larger number than
-    #: ``live_images`` counts as ``live_images``: the newest image always stays).
-    image_chunk: int = limits.RETENTION_IMAGE_CHUNK
-
-    def __post_init__(self) -> None:
-        optional = ("attachments_live_turns", "live_images")
-        for name in ("live_turns", "chunk", "image_chunk", *optional):
-            value = getattr(self, name)
-            if value is None and name in optional:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"retention {name} must be an integer >= 1, got {value!r}")
-        budget = self.image_token_budget
-        if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int) or budget < 0
-        ):
-            raise InvalidInputError(
-                f"retention image_token_budget must be an integer >= 0 or None, got {budget!r}"
-            )
-
-    @property
-    def image_batch(self) -> int:
-        """Images that leave together: ``image_chunk``, at most ``live_images``."""
-        cap = self.live_images
-        return self.image_chunk if cap is None else min(self.image_chunk, cap)
-
-    def first_live_turn(self, current: int) -> int:
-        """The earliest turn whose images stay live when ``current`` is the latest turn."""
-        return max(1, ((current - self.live_turns) // self.chunk) * self.chunk + 1)
-
-    def first_live_attachment_turn(self, current: int) -> int:
-        """The earliest turn whose attachments stay live (1 when they never leave).
-
-        Example:
-            >>> RetentionPolicy(attachments_live_turns=3).first_live_attachment_turn(10)
-            8
-            >>> RetentionPolicy(attachments_live_turns=None).first_live_attachment_turn(10)
-            1
-        """
-        keep = self.attachments_live_turns
-        if keep is None:
-            return 1
-        return max(1, ((current - keep) // self.chunk) * self.chunk + 1)
 
 
 #: The default policy: only the current turn keeps its pixels.
@@ -240,16 +200,23 @@ def _elide_old(message: Message, *, views: bool, attachments: bool) -> Message:
     return _rewrite(message, old, frozenset())
 
 
-def _apply_count(view: list[Message], policy: RetentionPolicy) -> None:
-    """Tool images past ``live_images`` leave in batches; repeats of a live image go."""
+def _apply_count(
+    view: list[Message], policy: RetentionPolicy, model: ModelSpec | None, ceiling: Ceiling | None
+) -> None:
+    """Tool images past the window or the ceiling leave in batches; repeats of a live
+    image go."""
     at: list[tuple[int, int]] = []  # (message, part) of each live tool image
-    digests: list[str] = []
+    shown: list[Shown] = []
     for i, message in enumerate(view):
         for j, part in enumerate(message.parts):
             if isinstance(part, ImagePart) and isinstance(part.origin, PerceptionOrigin):
                 at.append((i, j))
-                digests.append(part.digest)
-    fates = plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
+                tokens = image_tokens(model, part.width, part.height) if model else 0
+                shown.append(Shown(part.digest, part.size, tokens))
+    plan = functools.partial(plan_tool_images, policy=policy, model=model, ceiling=ceiling)
+    fates = plan(shown)
+    if policy.append_only and model is not None and model.preserved_thinking:
+        drop_stale_reasoning(view, [i for i, _ in at], shown, plan)
     elide: dict[int, set[int]] = {}
     repeat: dict[int, set[int]] = {}
     for (i, j), fate in zip(at, fates, strict=True):
@@ -264,21 +231,26 @@ def model_view(
     policy: RetentionPolicy = DEFAULT_POLICY,
     *,
     model: ModelSpec | None = None,
+    ceiling: Ceiling | None = None,
 ) -> tuple[Message, ...]:
     """What the model sees of ``messages`` under ``policy``; the record is untouched.
 
-    In order: the turn windows (``live_turns``, ``attachments_live_turns``), the count
-    window over the tool images still live (``live_images`` in batches of
-    ``image_chunk``; a repeat of a live image becomes :func:`repeat_descriptor`), then
-    ``image_token_budget``. Pure and idempotent: the same messages give the same view.
-    ``model`` is needed only for ``image_token_budget`` (to count image tokens);
-    a budget without a model raises :class:`~visus.errors.InvalidInputError`.
-    Messages that keep every part are returned as the same objects.
+    ``policy`` is first resolved for ``model`` (an append-only history for a model that
+    binds its reasoning to the prefix, :meth:`RetentionPolicy.for_model`). In order:
+    the turn windows (``live_turns``, ``attachments_live_turns``; not append-only), the
+    tool images still live (:func:`plan_tool_images`: the count window, then the
+    ceiling, the model's and the provider's ``ceiling``, each met by one batch; a repeat
+    of a live image becomes :func:`repeat_descriptor`), then ``image_token_budget``.
+    Pure and idempotent: the same messages give the same view. ``model`` counts image
+    tokens (``image_token_budget`` needs one: without, it raises
+    :class:`~visus.errors.InvalidInputError`). Messages that keep every part are returned
+    as the same objects.
 
     Example:
         >>> model_view([]) == ()
         True
     """
+    policy = policy.for_model(model)
     view = list(messages)
     current = current_turn(view)
     first_live = policy.first_live_turn(current)
@@ -288,7 +260,7 @@ def model_view(
         views, attachments = message.turn < first_live, message.turn < first_attachment
         if (views or attachments) and message.kind != "assistant":
             view[i] = _elide_old(message, views=views, attachments=attachments)
-    _apply_count(view, policy)
+    _apply_count(view, policy, model, ceiling)
 
     budget = policy.image_token_budget
     if budget is not None:

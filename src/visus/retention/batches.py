@@ -16,7 +16,15 @@ from typing import Literal
 
 from visus.errors import InvalidInputError
 
-__all__ = ["ImageFate", "evicted_images", "evicted_to_fit", "plan_images"]
+__all__ = [
+    "Ceiling",
+    "ImageFate",
+    "Shown",
+    "evicted_images",
+    "evicted_over",
+    "evicted_to_fit",
+    "plan_images",
+]
 
 
 def evicted_images(count: int, live_images: int, chunk: int = 1) -> int:
@@ -93,8 +101,78 @@ _LIVE = ImageFate("live")
 _EVICTED = ImageFate("evicted")
 
 
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """What the live tool images of one request may come to: how many, their bytes (as
+    the wire counts them) and their tokens. ``None``: no bound on that measure.
+
+    Example:
+        >>> Ceiling(images=100).tighter(Ceiling(images=20, image_tokens=9000))
+        Ceiling(images=20, image_bytes=None, image_tokens=9000)
+    """
+
+    images: int | None = None
+    image_bytes: int | None = None
+    image_tokens: int | None = None
+
+    def tighter(self, other: Ceiling) -> Ceiling:
+        """The smaller bound of the two on each measure."""
+
+        def low(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        return Ceiling(
+            low(self.images, other.images),
+            low(self.image_bytes, other.image_bytes),
+            low(self.image_tokens, other.image_tokens),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """One tool image of a request as a plan weighs it: its digest, bytes and tokens."""
+
+    digest: str
+    size: int = 0
+    tokens: int = 0
+
+
+def evicted_over(images: Sequence[Shown], ceiling: Ceiling, *, share: float) -> int:
+    """How many of the oldest ``images`` leave so the rest stay under ``ceiling``, in one
+    batch of ``share`` of what fits (:func:`evicted_to_fit` on each measure; the most
+    any measure needs). An image whose bytes an earlier one already has costs nothing:
+    it is sent as a one-line note while that one is live.
+
+    Example:
+        >>> shots = [Shown(d, 100, 1500) for d in "abcdefgh"]
+        >>> evicted_over(shots, Ceiling(image_tokens=9000), share=0.5)
+        3
+        >>> evicted_over(shots, Ceiling(images=100, image_bytes=10_000), share=0.5)
+        0
+    """
+    seen: set[str] = set()
+    counts: list[int] = []
+    sizes: list[int] = []
+    tokens: list[int] = []
+    for image in images:
+        new = image.digest not in seen
+        seen.add(image.digest)
+        counts.append(int(new))
+        sizes.append(image.size if new else 0)
+        tokens.append(image.tokens if new else 0)
+    gone = 0
+    for costs, cap in (
+        (counts, ceiling.images),
+        (sizes, ceiling.image_bytes),
+        (tokens, ceiling.image_tokens),
+    ):
+        if cap is not None:
+            gone = max(gone, evicted_to_fit(costs, cap, share=share))
+    return gone
+
+
 def plan_images(
-    digests: Sequence[str], *, live_images: int | None, chunk: int = 1
+    digests: Sequence[str], *, live_images: int | None, chunk: int = 1, at_least: int = 0
 ) -> tuple[ImageFate, ...]:
     """The fate of each image of a request, oldest first, under a count window.
 
@@ -102,8 +180,9 @@ def plan_images(
     ``live_images`` distinct ones stay live; when one more arrives the oldest leave,
     ``chunk`` at a time, so earlier fates change only at an eviction (a prompt cache
     keeps hitting in between). A later image with the bytes of a live one is a repeat.
-    The newest image is never evicted. Pure: any surface (the agent, the proxy, an
-    integration) gets the same answer for the same images.
+    The newest image is never evicted. ``at_least`` of the oldest leave whatever the
+    window (a provider's limit: :func:`evicted_over`). Pure: any surface (the agent, the
+    proxy, an integration) gets the same answer for the same images.
 
     Example:
         >>> [f.kind for f in plan_images(list("abcde"), live_images=3, chunk=2)]
@@ -127,6 +206,7 @@ def plan_images(
                 if not counts[old]:
                     del counts[old]
                 first += 1
+    first = max(first, min(at_least, len(digests) - 1))
     fates: list[ImageFate] = [_EVICTED] * first
     carrier: dict[str, int] = {}
     for i in range(first, len(digests)):

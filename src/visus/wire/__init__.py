@@ -28,6 +28,7 @@ from typing import Literal, Protocol, TypeAlias, get_args
 from visus.errors import WireError
 from visus.models.spec import ModelSpec
 from visus.record.messages import AssistantMessage, JSONObject, ModelRequest
+from visus.retention import Ceiling
 from visus.wire import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from visus.wire._cache import window_marks
 from visus.wire._display import abbreviate
@@ -35,6 +36,7 @@ from visus.wire._prepare import (
     WireRules,
     accepted_for,
     max_document_pages,
+    max_images,
     prepare,
     profile_for,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "WireSpec",
     "abbreviate",
     "accepted_for",
+    "image_ceiling",
     "lower",
     "max_document_pages",
     "profile_for",
@@ -113,6 +116,23 @@ WIRES: Mapping[Wire, WireSpec] = MappingProxyType(
     }
 )
 assert set(WIRES) == set(get_args(Wire))
+
+
+def image_ceiling(spec: ModelSpec, wire: Wire) -> Ceiling:
+    """What one request on ``wire`` may carry of images for ``spec``, as retention plans
+    with it (:func:`visus.retention.model_view`'s ``ceiling``): the image cap and the
+    image bytes (as stored: a wire that counts base64 takes three quarters of its budget).
+
+    Example:
+        >>> from visus.models import get_model
+        >>> image_ceiling(get_model("claude-haiku-4-5"), "anthropic").images
+        100
+    """
+    rules = WIRES[wire].rules
+    budget = rules.max_request_image_bytes
+    if budget is not None and rules.base64_byte_limit:
+        budget = budget * 3 // 4
+    return Ceiling(images=max_images(spec, rules), image_bytes=budget)
 
 
 def lower(

@@ -1,0 +1,93 @@
+"""Reasoning an eviction already cost: not sent again.
+
+A model that binds its reasoning to the prefix (Anthropic "Preserved thinking",
+``ModelSpec.preserved_thinking``) checks each reasoning block sent back against
+everything before it as it was when the block was made. An append-only history changes
+that prefix only at an eviction: the request that evicts sends every block as it came,
+the provider drops those made before the change point and after it (``drop_block``:
+listed in ``input_transformations``, counted in ``Usage.reasoning_dropped``, reasoning
+the model does again), and answers with a block made over the new prefix, which follows
+the last block it kept. Sending the dropped blocks again on every later request would
+have them dropped, and counted and redone, at every step until the next eviction; so
+from the request after the eviction on they are left out (the assistant turn goes as the
+record's text and calls), and the blocks the provider kept and the new ones stay one
+unbroken run, as the reference server (:mod:`visus.reference.binding`) checks it.
+
+Which blocks: an assistant message at record position ``p`` was answered to the request
+that held the images before it; its block is stale when an image before it that was live
+in that request has left since. The plan is the same pure arithmetic as the view
+(:func:`visus.retention.plan_tool_images` over the images before ``p``), so this needs
+no state: the same record gives the same answer on every surface.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from visus.record.messages import AssistantMessage, Message
+from visus.retention.batches import ImageFate, Shown
+
+__all__ = ["drop_stale_reasoning", "leading_evicted"]
+
+#: The fates of the first ``k`` tool images as the request holding only them planned.
+Plan = Callable[[Sequence[Shown]], tuple[ImageFate, ...]]
+
+
+def leading_evicted(fates: Sequence[ImageFate]) -> int:
+    """How many of the oldest images a plan evicted (an append-only plan evicts only a
+    run of the oldest).
+
+    Example:
+        >>> leading_evicted([ImageFate("evicted"), ImageFate("live"), ImageFate("evicted")])
+        1
+    """
+    n = 0
+    for fate in fates:
+        if fate.kind != "evicted":
+            break
+        n += 1
+    return n
+
+
+def drop_stale_reasoning(
+    view: list[Message], image_at: Sequence[int], shown: Sequence[Shown], plan: Plan
+) -> None:
+    """Leave out, in place, the reasoning of the assistant messages of ``view`` whose
+    blocks an earlier request already had dropped (module docstring). ``image_at`` is the
+    view position of each tool image in ``shown`` (oldest first); ``plan`` plans the
+    images of a shorter request.
+
+    Example:
+        >>> from visus.record.messages import ProviderState, ToolResult
+        >>> said = AssistantMessage(provider_state=ProviderState("anthropic", "[]"))
+        >>> shot = ToolResult("c", "view", ())
+        >>> view: list[Message] = [shot, said, shot, said, shot, said, shot]
+        >>> def plan(s):  # a request with three images or more evicts the oldest
+        ...     return tuple(ImageFate("evicted" if len(s) >= 3 and i == 0 else "live")
+        ...                  for i in range(len(s)))
+        >>> drop_stale_reasoning(view, [0, 2, 4, 6], [Shown(d) for d in "abcd"], plan)
+        >>> [view[p].provider_state is None for p in (1, 3, 5)]  # the third made after
+        [True, True, False]
+    """
+    said = [i for i, m in enumerate(view) if isinstance(m, AssistantMessage)]
+    if not said or not shown:
+        return
+    memo: dict[int, int] = {}
+
+    def evicted(count: int) -> int:  # the oldest evicted by the request with ``count``
+        if count not in memo:
+            memo[count] = leading_evicted(plan(shown[:count])) if count else 0
+        return memo[count]
+
+    # The previous request held the images before the latest assistant message.
+    before = evicted(bisect.bisect_left(image_at, said[-1]))
+    for p in said[:-1]:
+        message = view[p]
+        assert isinstance(message, AssistantMessage)
+        if message.provider_state is None:
+            continue
+        count = bisect.bisect_left(image_at, p)
+        if min(before, count) > evicted(count):
+            view[p] = replace(message, provider_state=None)
