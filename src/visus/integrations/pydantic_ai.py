@@ -16,6 +16,13 @@
   which reads a tool result as JSON, a text part after the function responses). The
   change is for that request only: the run's history (``result.all_messages()``)
   keeps every image, so nothing is lost and no history processor rewrites it;
+* keeps the model's reasoning: pydantic-ai replays Claude's thinking blocks, which
+  models with preserved thinking bind to everything before them; an eviction edits
+  that history, so on such a model every request asks for stale blocks to be dropped
+  (``block_binding`` ``drop_block`` in the ``thinking`` object, which brings its beta),
+  never a 400 (:func:`~visus.integrations._common.bound_thinking`);
+* passes ``effort`` (``Vision(effort="low")``) as pydantic-ai's ``thinking`` level
+  when the run's settings name none of their own;
 * keeps token estimates: :attr:`Vision.last_request` after each model request.
 
 Example:
@@ -37,10 +44,11 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, Unpack
+from typing import Any, TypeGuard, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
+from visus.integrations._common import bound_thinking, checked_effort
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -73,6 +81,7 @@ try:
         UserPromptPart,
     )
     from pydantic_ai.models import Model, ModelRequestContext
+    from pydantic_ai.settings import ModelSettings, merge_model_settings
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as e:  # pragma: no cover - exercised only without the extra
@@ -107,7 +116,9 @@ class Vision(AbstractCapability[Any]):
     there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
     their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
     images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
-    ``allow_loopback_http``.
+    ``allow_loopback_http``. ``effort``: how hard the model thinks (one of its levels,
+    ``visus models --json``), sent as the ``thinking`` setting unless the run's own
+    settings choose (``thinking``, ``anthropic_effort``, ``openai_reasoning_effort``).
 
     Example:
         >>> import tempfile
@@ -119,9 +130,12 @@ class Vision(AbstractCapability[Any]):
     def __init__(
         self,
         roots: Sequence[PathLike] | PathLike = (".",),
+        *,
+        effort: str | None = None,
         **options: Unpack[VisionKeywords],
     ) -> None:
         self.core = VisionCore(VisionOptions.of(roots, **options))
+        self.effort = effort
         self.last_request: RequestImages | None = None
         self._toolset: FunctionToolset[Any] = FunctionToolset(
             [
@@ -201,8 +215,31 @@ class Vision(AbstractCapability[Any]):
             self.model_view, request_context.messages, spec, breakpoints=marks
         )
         request_context.messages = messages
+        request_context.model_settings = self.settings_for(
+            model, spec, request_context.model_settings
+        )
         self.last_request = stats
         return request_context
+
+    def settings_for(
+        self, model: Model, spec: ModelSpec, given: ModelSettings | None
+    ) -> ModelSettings | None:
+        """The request's settings with :attr:`effort` (where they choose none) and, on
+        an Anthropic model that binds its thinking to the history, the ``thinking``
+        object that drops stale blocks (in ``extra_body``, which pydantic-ai honours
+        over its own and gives the binding beta; the caller's thinking is kept in it)."""
+        merged: Mapping[str, Any] = merge_model_settings(model.settings, given) or {}
+        out: dict[str, Any] = dict(given or {})
+        if self.effort is not None and not any(merged.get(k) is not None for k in _EFFORTS):
+            out["thinking"] = checked_effort(spec, self.effort)
+        if getattr(model, "system", None) == "anthropic":
+            extra = merged.get("extra_body")
+            extra = dict(extra) if isinstance(extra, Mapping) else {}
+            own = extra.get("thinking", merged.get("anthropic_thinking"))
+            bound = bound_thinking(spec, own if isinstance(own, Mapping) else None)
+            if bound is not None:
+                out["extra_body"] = {**extra, "thinking": bound}
+        return cast("ModelSettings", out) if out else given
 
     def model_view(
         self, messages: Sequence[ModelMessage], model: ModelSpec, *, breakpoints: bool = False
@@ -403,6 +440,9 @@ def _caching(settings: Mapping[str, Any] | None) -> bool:
     setting (its ``Caching`` capability) or one of Anthropic's own."""
     return bool(settings) and any(settings.get(k) for k in _CACHE_SETTINGS)  # type: ignore[union-attr]
 
+
+#: The settings by which a run chooses its own effort (pydantic-ai's unified one first).
+_EFFORTS = ("thinking", "anthropic_effort", "openai_reasoning_effort")
 
 _CACHE_SETTINGS = (
     "cache",

@@ -1,0 +1,166 @@
+"""Each framework's real loop on a model that binds its reasoning to the history, against
+the reference server (which enforces it as Anthropic's API does for a new account: a
+replayed thinking block after a changed prefix is a 400 unless the request opts into
+``drop_block``; OpenAI's newer models drop such reasoning items without an error).
+
+visus's evictions (an old screenshot becomes its descriptor) edit the history before
+later reasoning. The frameworks replay the reasoning; every request the server sees is
+recorded: none is refused, each one's earlier replies go back with their reasoning, and
+the reasoning an eviction invalidates is dropped and counted by the server, not a 400.
+The effort a caller gives the integration reaches the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.integrations.test_long_runs import CHUNK, LIVE, STEPS, _screens
+from visus.errors import ConfigError
+from visus.integrations._common import BINDING_BETA
+
+
+class Wire:
+    """What the server saw and answered, request by request (an httpx client's hooks)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.headers: list[httpx2.Headers] = []
+        self.answers: list[tuple[int, dict[str, Any]]] = []
+
+    async def request(self, request: httpx2.Request) -> None:
+        self.sent.append(_json(request.content))
+        self.headers.append(request.headers)
+
+    async def response(self, response: httpx2.Response) -> None:
+        self.answers.append((response.status_code, _json(await response.aread())))
+
+    def client(self) -> httpx2.AsyncClient:
+        hooks: Any = {"request": [self.request], "response": [self.response]}
+        return httpx2.AsyncClient(event_hooks=hooks, timeout=120)
+
+    def refused(self) -> list[tuple[int, dict[str, Any]]]:
+        return [a for a in self.answers if a[0] >= 400]
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    """A JSON body, or a stream's events (``{"events": [...]}``, each one's data)."""
+    try:
+        found = json.loads(data)
+    except ValueError:
+        lines = data.decode(errors="replace").splitlines()
+        events = [json.loads(x[5:]) for x in lines if x.startswith("data:") and x[5:].strip()]
+        return {"events": [e for e in events if isinstance(e, dict)]}
+    return found if isinstance(found, dict) else {"json": found}
+
+
+def _found(value: object, key: str) -> Iterator[object]:
+    """Every value of ``key`` anywhere in ``value`` (a body or a stream's events)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == key:
+                yield v
+            yield from _found(v, key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _found(v, key)
+
+
+def _tokens(answer: dict[str, Any], key: str) -> list[int]:
+    return [int(v) for v in _found(answer, key) if isinstance(v, int)]
+
+
+@contextmanager
+def _no_framework_recovery() -> Iterator[None]:
+    """pydantic-ai warns when it had to retry a refused request without the stale
+    block: the loud form of the 400 this test says never happens."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+def _claude_thinking(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "thinking")
+
+
+def _check_claude(wire: Wire) -> None:
+    """No 400; every request opts into drop_block with its beta; every earlier reply goes
+    back with its thinking; evictions dropped reasoning (the server counted it)."""
+    assert wire.refused() == []
+    assert len(wire.sent) >= STEPS + 1
+    for body, headers in zip(wire.sent, wire.headers, strict=True):
+        assert body["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+        assert BINDING_BETA in headers.get("anthropic-beta", "")
+        replies = [m for m in body["messages"] if m["role"] == "assistant"]
+        assert all(_claude_thinking(m) >= 1 for m in replies), body["messages"]
+    dropped = sum(
+        1
+        for _, answer in wire.answers
+        for listed in _found(answer, "input_transformations")
+        for t in (listed if isinstance(listed, list) else ())
+        if t.get("type") == "thinking_dropped"
+    )
+    assert dropped > 0  # the evictions happened, and cost reasoning, counted
+
+
+async def test_pydantic_ai_replaying_thinking_meets_no_400(
+    reference_url: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from anthropic import AsyncAnthropic
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from visus.integrations.pydantic_ai import Vision
+
+    prompt = _screens(tmp_path)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data", live_images=LIVE, image_chunk=CHUNK)
+    wire = Wire()
+    async with wire.client() as http:
+        client = AsyncAnthropic(base_url=reference_url, api_key="k", http_client=http)
+        model = AnthropicModel(
+            "claude-opus-5-5", provider=AnthropicProvider(anthropic_client=client)
+        )
+        agent = Agent(model, capabilities=[vision])
+        with _no_framework_recovery():
+            result = await agent.run(prompt)
+    assert result.output
+    _check_claude(wire)
+
+
+async def test_pydantic_ai_effort_reaches_the_wire(reference_url: str, tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai")
+    from anthropic import AsyncAnthropic
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from visus.integrations.pydantic_ai import Vision
+
+    wire = Wire()
+    async with wire.client() as http:
+        client = AsyncAnthropic(base_url=reference_url, api_key="k", http_client=http)
+        model = AnthropicModel(
+            "claude-opus-5-5", provider=AnthropicProvider(anthropic_client=client)
+        )
+        low = Vision(roots=[tmp_path], data=tmp_path / "data", effort="low")
+        await Agent(model, capabilities=[low]).run("hello")
+        # The run's own setting wins over the integration's.
+        await Agent(model, capabilities=[low], model_settings={"thinking": "high"}).run("hello")
+        wrong = Agent(model, capabilities=[Vision(roots=[tmp_path], data=tmp_path, effort="ultra")])
+        with pytest.raises(ConfigError, match="its levels: low, medium, high, xhigh, max"):
+            await wrong.run("hello")
+    assert [b["output_config"]["effort"] for b in wire.sent] == ["low", "high"]
+    # The server spent the reasoning each level stands for.
+    spent = [max(_tokens(a, "output_tokens")) for _, a in wire.answers]
+    assert spent[0] < spent[1]
