@@ -146,6 +146,10 @@ TETHER_MAX_WIRE_BYTES: Final = 28 * MB  # one frame as sent
 TETHER_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 RING_MAX_FRAMES: Final = 1000
 RING_MAX_BYTES: Final = 128 * MB
+#: The rings of all of a server's instances together (the oldest frames anywhere go
+#: first): a client may create any number of instances, and eight of them, each ring
+#: full of 26 MB messages, held 1 GB of the server.
+RINGS_MAX_BYTES: Final = 256 * MB
 #: Longest a connection to visus serve may wait for a request's headers (seconds) before
 #: it is closed: half-sent requests would otherwise hold sockets (and descriptors) for
 #: ever. A request being answered is not cut by it.

@@ -235,3 +235,41 @@ async def test_readers_cancelled_as_frames_arrive_never_wedge_the_instance(
             held = await _body(server, f"/v1/instances/{iid}/tether", {"Content-Length": "1000"})
             assert server.terminate(within(60)), server.tail()
             held.close()
+
+
+async def test_many_instances_full_of_large_messages_share_one_ring_budget(
+    tmp_path: Path, reference_url: str
+) -> None:
+    """Hostile pass: each instance's ring held up to RING_MAX_BYTES (128 MB) of frames
+    and a client creates any number of instances: eight, each sent six 26 MB messages,
+    kept 1083 MB of the server. The rings of a server now share RINGS_MAX_BYTES (64 MB
+    here): the oldest frames anywhere go first."""
+    image = {"media_type": "image/png", "data": base64.b64encode(os.urandom(9_500_000)).decode()}
+    payload = {"text": "x", "images": [image, image]}
+    with hostile.serve(
+        tmp_path, reference_url=reference_url, bounds={"RINGS_MAX_BYTES": 64 * MB}
+    ) as server:
+        async with server.async_client(timeout=120) as http:
+            before = server.rss()
+            iids = []
+            for _ in range(8):
+                created = await http.post("/v1/instances", json={"model": "reference"})
+                assert created.status_code == 201, created.text
+                iids.append(created.json()["id"])
+            for iid in iids:
+                for k in range(6):
+                    frame = {"type": "user.message", "session": f"s{k}", "payload": payload}
+                    sent = await http.post(f"/v1/instances/{iid}/tether", json=frame)
+                    assert sent.status_code == 202, sent.text
+            deadline = time.monotonic() + within(120)
+            while any(i["pending"] for i in (await http.get("/v1/instances")).json()["instances"]):
+                assert time.monotonic() < deadline, "the turns did not end"
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
+            kept = server.rss() - before
+            print(f"8 instances x 6 messages of 26 MB: kept +{kept / MB:.0f} MB")
+            assert kept < 300 * MB, f"kept {kept / MB:.0f} MB"
+            # The newest message of the last instance is still there to read.
+            last = await http.get(f"/v1/instances/{iids[-1]}/tether/poll", params={"after_seq": 0})
+            assert last.status_code == 200, last.text
+            assert last.json()["frames"], last.text

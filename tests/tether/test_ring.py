@@ -8,7 +8,7 @@ import pytest
 from tests.timing import within
 from visus import limits
 from visus.tether.frames import AssistantDelta, AssistantDone, Frame, Image, encode_payload
-from visus.tether.ring import Ring
+from visus.tether.ring import Ring, RingPool
 
 
 def text(t: str, session: str = "s") -> Frame:
@@ -220,3 +220,28 @@ async def test_readers_cancelled_while_they_wait_leave_nothing_behind() -> None:
     stored = await asyncio.wait_for(ring.append(text("after")), within(1))
     page = await asyncio.wait_for(waiting, within(5))
     assert [f.seq for f in page.frames] == [stored.seq]
+
+
+async def test_rings_of_one_pool_keep_its_bytes_oldest_first() -> None:
+    """Issue 33: each ring had its own 128 MB and a client creates any number of
+    instances. Rings of one pool hold its bytes together: the frame appended longest
+    ago in any of them goes first; a ring emptied so tells its readers (gap)."""
+    size = len(encode_payload(image_frame(1000).payload))
+    pool = RingPool(max_bytes=3 * size)
+    rings = [Ring(pool=pool) for _ in range(3)]
+    for ring in rings:
+        await ring.append(image_frame(1000))
+    assert pool.bytes == 3 * size
+    await rings[1].append(image_frame(1000))  # the first ring's frame is the oldest
+    assert [len(r) for r in rings] == [0, 2, 1]
+    assert pool.bytes <= 3 * size
+    assert rings[0].read(0).gap
+    await rings[1].append(image_frame(1000))  # now its own first one is
+    assert [len(r) for r in rings] == [0, 2, 1]
+    assert rings[1].read(0).gap
+    big = RingPool(max_bytes=size // 2)  # one frame over the whole pool stays
+    alone = Ring(pool=big)
+    await alone.append(image_frame(1000))
+    assert len(alone) == 1
+    await alone.close()  # a closed ring's bytes no longer count
+    assert big.bytes == 0
