@@ -449,6 +449,10 @@ PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
 PROXY_FIT_CACHE_BYTES: Final = 64 * MB
 #: Characters of a tool call's arguments shown in an image's label or descriptor.
 PROXY_LABEL_ARGS_CHARS: Final = 120
+#: A Messages reply the proxy reads for the reasoning the upstream dropped
+#: (``input_transformations``) while passing it on: a JSON reply past this, or a stream
+#: whose first event is, is passed on unread (proxy.reasoning.DroppedTap).
+PROXY_REPLY_TAP_BYTES: Final = 1 * MB
 #: Distinct model names the savings ledger and /metrics keep apart (a client names the
 #: model: past this, or past PROXY_LEDGER_MODEL_CHARS, a name is counted as "other").
 PROXY_LEDGER_MAX_MODELS: Final = 64

@@ -339,9 +339,11 @@ def _proxy_usage(data: Path, as_json: bool) -> None:
 def _saved_line(row: Row) -> str:
     """``12 requests, 3,400,000 bytes and 9,000 image tokens saved ($0.027000), +4.1 ms each``."""
     added = 1000 * row.added_seconds / row.requests if row.requests else 0.0
+    dropped = row.reasoning_dropped
     return (
         f"{row.requests} requests, {row.bytes_saved:,} bytes and {row.tokens_saved:,} image "
         f"tokens saved (${row.usd_saved:.6f}), +{added:.1f} ms each"
+        + (f"; {dropped} reasoning blocks dropped upstream" if dropped else "")
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
 from visus.proxy.mcp import restore_tool
+from visus.proxy.reasoning import bind_claude
 from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
@@ -113,7 +114,7 @@ def _placer(blocks: list[Any], index: int) -> Any:
     return place
 
 
-def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any) -> Found:
+def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any, at: int) -> Found:
     block = blocks[index]
     source = _b64_source(block)
     media, b64 = source if source is not None else ("", None)
@@ -126,6 +127,7 @@ def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any) -> Fo
         _writer(block),
         _dropper(blocks, index),
         _placer(blocks, index),
+        at,
     )
 
 
@@ -168,7 +170,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
             if kind == "tool_use" and isinstance(block.get("id"), str):
                 calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
             elif kind == "image":
-                found.append(_found(content, j, f"messages.{i}.content.{j}", turn, None))
+                found.append(_found(content, j, f"messages.{i}.content.{j}", turn, None, i))
             elif kind == "tool_result":
                 _repair(block, edit)
                 inner = block.get("content")
@@ -177,6 +179,9 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                     for k, item in enumerate(inner):
                         if _is_image(item):
                             path = f"messages.{i}.content.{j}.content.{k}"
-                            found.append(_found(inner, k, path, turn, call))
+                            found.append(_found(inner, k, path, turn, call, i))
     plan(edit, found, current=turn)
+    edit.binding = bind_claude(
+        body, edit.spec, edited_at=edit.edited_at, evicted_at=edit.evicted_at
+    )
     return edit

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import json
 import logging
 import time
@@ -45,7 +44,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from visus import limits
 from visus.budget import MEMORY, BodyBudget
@@ -53,13 +51,21 @@ from visus.errors import BusyError, ConfigError, TooLargeError
 from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.cache import FitCache
 from visus.proxy.edit import Edit, ImageNote
-from visus.proxy.encoding import READABLE, BodyTooLarge, UnknownCoding, decode_body
+from visus.proxy.encoding import (
+    READABLE,
+    BodyTooLarge,
+    UnknownCoding,
+    decode_body,
+    parse_json,
+    serialise_json,
+)
+from visus.proxy.gate import TokenGate
 from visus.proxy.mcp import RestoreServer
 from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
+from visus.proxy.reasoning import BINDING_BETA, DroppedTap, with_beta
 from visus.proxy.rejection import explain
-from visus.proxy.stats import ProxyStats, edit_attributes
+from visus.proxy.stats import ProxyStats, edit_attributes, log_edit
 from visus.proxy.transport import (
-    PROXY_TOKEN_HEADER,
     forward_headers,
     new_client,
     reply_headers,
@@ -194,23 +200,6 @@ async def _read(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-def _log(request: Request, body: dict[str, Any], edit: Edit) -> None:
-    # What changed, never what was sent: no headers (keys), no text, no pixels.
-    logger.info(
-        "%s model=%s images=%d fitted=%d hoisted=%d repaired=%d elided=%d "
-        "saved=%d bytes ~%d image tokens",
-        request.url.path,
-        body.get("model"),
-        edit.images,
-        edit.fitted,
-        edit.hoisted,
-        edit.repaired,
-        edit.elided,
-        edit.bytes_saved,
-        edit.tokens_saved,
-    )
-
-
 async def _send(request: Request, outgoing: httpx.Request) -> httpx.Response | None:
     """Send ``outgoing`` upstream and wait for its answer as long as the client waits.
 
@@ -255,15 +244,26 @@ async def _explained(response: httpx.Response, notes: list[ImageNote]) -> Respon
 
 
 async def _forward(
-    request: Request, path: str, content: bytes, notes: list[ImageNote], *, decoded: bool = False
+    request: Request,
+    path: str,
+    content: bytes,
+    notes: list[ImageNote],
+    *,
+    decoded: bool = False,
+    beta: str | None = None,
+    model: str = "",
 ) -> Response:
-    """Send the request on to ``path`` upstream (``decoded``: ``content`` was decompressed)."""
+    """Send the request on to ``path`` upstream (``decoded``: ``content`` was decompressed;
+    ``beta``: an ``anthropic-beta`` value the proxy adds; ``model``: the body's, for the
+    reasoning the upstream says it dropped)."""
     proxy = _proxy(request)
     anthropic_api = path.startswith("/v1/messages") or "anthropic-version" in request.headers
     url = upstream_url(
         proxy.config.upstream, path, request.scope["query_string"], anthropic=anthropic_api
     )
     headers = forward_headers(request.headers.raw, decoded=decoded)
+    if beta is not None:
+        headers = with_beta(headers, beta)
     outgoing = proxy.http().build_request(request.method, url, headers=headers, content=content)
     try:
         response = await _send(request, outgoing)
@@ -282,27 +282,19 @@ async def _forward(
         if isinstance(explained, JSONResponse):
             proxy.stats.image_rejections += 1
         return explained
+    body = stream_body(response)
+    if path == "/v1/messages" and response.status_code == 200:
+        tap = DroppedTap(
+            response.headers.get("content-type"),
+            response.headers.get("content-encoding"),
+            functools.partial(proxy.stats.dropped, model),
+        )
+        body = tap.wrap(body)
     return StreamingResponse(
-        metrics.streaming(proxy.stats, stream_body(response)),
+        metrics.streaming(proxy.stats, body),
         status_code=response.status_code,
         headers=reply_headers(response.headers),
     )
-
-
-def _parse(raw: bytes) -> dict[str, Any] | None:
-    """The body as a JSON object, or None (not JSON, not an object, nested too deep)."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None  # forwarded as it is: the upstream says what is wrong with it
-    return body if isinstance(body, dict) else None
-
-
-def _serialise(body: dict[str, Any]) -> bytes | None:
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-    except (ValueError, RecursionError):
-        return None
 
 
 def _decoded(request: Request, raw: bytes) -> bytes | Response | None:
@@ -342,19 +334,27 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
         code = "busy" if isinstance(e, BusyError) else "too_large"
         return JSONResponse(_budget_error(code, str(e)), status_code=503 if code == "busy" else 413)
     try:
-        body = _parse(raw if plain is None else plain)
+        body = parse_json(raw if plain is None else plain)
         model = body.get("model") if body is not None else None
         work = _Work(raw, plain, body)
         del raw, plain, body
         with seams.proxied(path, model if isinstance(model, str) else "") as traced:
-            sending: _Sending = (work.raw, [], False)
+            sending: _Sending = (work.raw, [], False, None)
             if work.body is not None:
                 sending = await _edited(request, path, work, started, traced)
             work.plain = work.body = None
             decoded.release()  # what is left is what goes upstream
-            content, notes, was_decoded = sending
+            content, notes, was_decoded, beta = sending
             del sending
-            response = await _forward(request, path, content, notes, decoded=was_decoded)
+            response = await _forward(
+                request,
+                path,
+                content,
+                notes,
+                decoded=was_decoded,
+                beta=beta,
+                model=model if isinstance(model, str) else "",
+            )
             traced.set({names.HTTP_STATUS: response.status_code})
             return response
     finally:
@@ -371,7 +371,9 @@ class _Work:
     body: dict[str, Any] | None
 
 
-_Sending = tuple[bytes, list[ImageNote], bool]
+#: What goes upstream: the body, the notes naming its images, whether it was decoded, and
+#: an ``anthropic-beta`` value the proxy adds (:mod:`visus.proxy.reasoning`).
+_Sending = tuple[bytes, list[ImageNote], bool, str | None]
 
 
 async def _edited(
@@ -396,20 +398,17 @@ async def _edited(
         edit = await anyio.to_thread.run_sync(rewrite)
     except Exception:  # a proxy bug must not cost the user the request
         logger.exception("%s: could not edit the request; forwarding it as it is", path)
-        return work.raw, [], False
-    content = _serialise(body) if edit.changed else None
+        return work.raw, [], False, None
+    content = serialise_json(body) if edit.changed else None
     model = body.get("model")
-    proxy.stats.add(
-        edit,
-        model=model if isinstance(model, str) else "",
-        seconds=time.perf_counter() - started,
-    )
+    name = model if isinstance(model, str) else ""
+    proxy.stats.add(edit, model=name, seconds=time.perf_counter() - started)
     traced.set(edit_attributes(edit))
     if content is None:
-        return work.raw, edit.notes, False
-    _log(request, body, edit)
+        return work.raw, edit.notes, False, None
+    log_edit(request.url.path, body.get("model"), edit)
     work.raw = b""
-    return content, edit.notes, decoded
+    return content, edit.notes, decoded, BINDING_BETA if edit.binding.opted_in else None
 
 
 async def api_endpoint(request: Request) -> Response:
@@ -447,32 +446,6 @@ routes = [
         methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
     ),
 ]
-
-
-class TokenGate:
-    """Refuse requests without the proxy's token (``x-visus-token``) when one is set."""
-
-    def __init__(self, app: ASGIApp, token: str, *, public: frozenset[str] = ops.PROBES) -> None:
-        self.app = app
-        self.token = token.encode()
-        self.public = public
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in self.public:
-            headers = dict(scope["headers"])
-            given = headers.get(PROXY_TOKEN_HEADER.encode(), b"")
-            if scope["path"] == "/metrics" and not given:
-                # A scraper sends Authorization: Bearer (Prometheus' own setting).
-                scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-                given = given if scheme.lower() == b"bearer" else b""
-            if not hmac.compare_digest(given, self.token):
-                await _error(
-                    401,
-                    "authentication_error",
-                    f"visus proxy: missing or wrong {PROXY_TOKEN_HEADER}",
-                )(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 @asynccontextmanager

@@ -32,6 +32,7 @@ from visus.media import Profile, fit, load, probe, without_unusable_chunks
 from visus.models import get_model, image_tokens
 from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.proxy.cache import AS_IS, AsIs, Cut, FitCache, Fitted, Known, image_key
+from visus.proxy.reasoning import Binding
 from visus.record.messages import ImagePart, PerceptionOrigin
 from visus.retention import RetentionPolicy, elided_descriptor
 from visus.wire import WireRules, accepted_for, profile_for
@@ -158,6 +159,13 @@ class Edit:
     bytes_saved: int = 0
     tokens_saved: int = 0
     notes: list[ImageNote] = field(default_factory=list)
+    #: The first top-level item (message, input item) the edit changed, and the first
+    #: where it elided or cut an image (None: none): reasoning after them is bound to a
+    #: prefix the proxy edited (:mod:`visus.proxy.reasoning`).
+    edited_at: int | None = None
+    evicted_at: int | None = None
+    #: What the protocol module did about bound reasoning.
+    binding: Binding = field(default_factory=Binding)
 
     @classmethod
     def for_model(
@@ -195,6 +203,14 @@ class Edit:
             cache=cache,
             view_tool=view_tool,
         )
+
+    def touched(self, at: int, *, evicted: bool) -> None:
+        """Note that item ``at`` was changed (``evicted``: an image elided or cut)."""
+        if at < 0:
+            return
+        self.edited_at = at if self.edited_at is None else min(self.edited_at, at)
+        if evicted:
+            self.evicted_at = at if self.evicted_at is None else min(self.evicted_at, at)
 
     @property
     def changed(self) -> bool:

@@ -22,10 +22,19 @@ Example:
 
 from __future__ import annotations
 
+import json
 import zlib
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["READABLE", "BodyTooLarge", "UnknownCoding", "decode_body", "readable_accept"]
+__all__ = [
+    "READABLE",
+    "BodyTooLarge",
+    "UnknownCoding",
+    "decode_body",
+    "parse_json",
+    "readable_accept",
+    "serialise_json",
+]
 
 #: Content codings whose answers the proxy (httpx, without optional decoders) decodes.
 READABLE: Final = frozenset({"gzip", "x-gzip", "deflate", "identity"})
@@ -106,3 +115,20 @@ def decode_body(data: bytes, coding: str | None, *, limit: int) -> bytes:
         except zlib.error as e:
             raise UnknownCoding(f"{name} (the body is not valid {name}: {e})") from e
     return data
+
+
+def parse_json(raw: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object, or None (not JSON, not an object, nested too deep)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # forwarded as it is: the upstream says what is wrong with it
+    return body if isinstance(body, dict) else None
+
+
+def serialise_json(body: dict[str, Any]) -> bytes | None:
+    """The body as compact JSON bytes, or None (nested too deep to write)."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except (ValueError, RecursionError):
+        return None

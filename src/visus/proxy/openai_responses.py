@@ -19,6 +19,7 @@ from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, data_url, parse_data_url
 from visus.proxy.mcp import restore_tool
+from visus.proxy.reasoning import Binding, reasoning_after, responses_reasoning
 from visus.proxy.slots import Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
@@ -89,12 +90,12 @@ def _placer(parts: list[Any], index: int) -> Any:
     return place
 
 
-def _found(parts: list[Any], j: int, path: str, turn: int, call: Any) -> Found:
+def _found(parts: list[Any], j: int, path: str, turn: int, call: Any, at: int) -> Found:
     url = parts[j].get("image_url")
     parsed = parse_data_url(url) if isinstance(url, str) else None
     media, b64 = parsed if parsed is not None else ("", None)
     return Found(
-        path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j), _placer(parts, j)
+        path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j), _placer(parts, j), at
     )
 
 
@@ -128,6 +129,11 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
             continue
         for j, part in enumerate(parts):
             if isinstance(part, dict) and part.get("type") == "input_image":
-                found.append(_found(parts, j, f"input[{i}].{key}[{j}]", turn, call))
+                found.append(_found(parts, j, f"input[{i}].{key}[{j}]", turn, call, i))
     plan(edit, found, current=turn)
+    # The provider discards the reasoning items after a changed point, without an error
+    # (OpenAI "preserved reasoning"): counted, nothing to opt into.
+    if edit.spec.preserved_thinking:
+        after = reasoning_after(responses_reasoning(items), edit.evicted_at)
+        edit.binding = Binding(after_edits=after)
     return edit

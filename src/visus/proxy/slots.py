@@ -66,6 +66,9 @@ class Found:
     #: Puts a note and crops in the image's place (only what changed: :mod:`.cuts`);
     #: None where the protocol cannot.
     place: Callable[[str, list[Fitted]], None] | None = None
+    #: The top-level item (message, input item) it sits in; -1 where that is not
+    #: where the client put it (chat hoisting): reasoning after it is bound to it.
+    at: int = -1
 
 
 def is_observation(content: Any) -> bool:
@@ -94,6 +97,7 @@ def is_observation(content: Any) -> bool:
 
 def _elide(edit: Edit, image: Found) -> None:
     image.drop(edit.elide(image.b64, image.turn, image.call))
+    edit.touched(image.at, evicted=True)
 
 
 def _drop_oldest(edit: Edit, live: list[Found], gone: int) -> list[Found]:
@@ -155,7 +159,9 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
     for i, (image, fitted) in enumerate(sent):
         if fitted is not None and i not in cut:
             image.write(fitted)
+            edit.touched(image.at, evicted=False)
     for i in sorted(cut, reverse=True):  # the last first: a place adds parts after its own
         place = sent[i][0].place
         assert place is not None
         place(*cut[i])
+        edit.touched(sent[i][0].at, evicted=True)

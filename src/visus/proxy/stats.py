@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -19,7 +20,9 @@ from visus.telemetry import names
 from visus.telemetry.ledger import Ledger
 from visus.telemetry.metrics import Metric, counter, gauge
 
-__all__ = ["ProxyStats", "edit_attributes"]
+__all__ = ["ProxyStats", "edit_attributes", "log_edit"]
+
+logger = logging.getLogger("visus.proxy")
 
 
 @dataclass(slots=True)
@@ -41,6 +44,14 @@ class ProxyStats:
     image_tokens_saved: int = 0
     image_rejections: int = 0
     upstream_errors: int = 0
+    #: Reasoning bound to its prefix (:mod:`visus.proxy.reasoning`): requests the proxy
+    #: opted into ``drop_block`` (and its beta), requests whose own ``block_binding``
+    #: it kept, reasoning blocks or items requests carried after a point the proxy
+    #: evicted, and reasoning blocks the upstream said it dropped.
+    binding_opt_ins: int = 0
+    binding_kept: int = 0
+    reasoning_after_edits: int = 0
+    reasoning_dropped: int = 0
     #: Answers streaming back to clients now.
     open_streams: int = 0
     #: Per model and day, priced; ``<data>/proxy/ledger.json`` when the proxy has a data folder.
@@ -65,6 +76,9 @@ class ProxyStats:
         self.image_tokens_saved += edit.tokens_saved
         if edit.changed:
             self.requests_changed += 1
+        self.binding_opt_ins += edit.binding.opted_in
+        self.binding_kept += edit.binding.client_choice is not None
+        self.reasoning_after_edits += edit.binding.after_edits
         self.ledger.add(
             model,
             images=edit.images,
@@ -72,6 +86,12 @@ class ProxyStats:
             tokens_saved=edit.tokens_saved,
             seconds=seconds,
         )
+
+    def dropped(self, model: str, blocks: int) -> None:
+        """Count reasoning blocks the upstream dropped from a request to ``model``
+        (a reply's ``input_transformations``)."""
+        self.reasoning_dropped += blocks
+        self.ledger.dropped(model, blocks)
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ledger"}
@@ -132,6 +152,11 @@ class ProxyStats:
                 "visus_proxy_added_seconds",
                 "Seconds the proxy added before forwarding (read, edit, write), by model",
             ),
+            "reasoning_dropped": (
+                "visus_proxy_reasoning_dropped",
+                "Reasoning blocks the upstream said it dropped from proxied requests "
+                "(input_transformations): reasoning the model may do again, by model",
+            ),
         }
         for key, (name, doc) in per.items():
             yield counter(name, doc, [({"model": m}, float(getattr(r, key))) for m, r in rows])
@@ -148,3 +173,32 @@ def edit_attributes(edit: Edit) -> dict[str, int]:
         names.BYTES_SAVED: edit.bytes_saved,
         names.TOKENS_SAVED: edit.tokens_saved,
     }
+
+
+def log_edit(path: str, model: object, edit: Edit) -> None:
+    """One line saying what the proxy changed in a request to ``path``, never what was
+    sent: no headers (keys), no text, no pixels."""
+    logger.info(
+        "%s model=%s images=%d fitted=%d hoisted=%d repaired=%d elided=%d "
+        "saved=%d bytes ~%d image tokens",
+        path,
+        model,
+        edit.images,
+        edit.fitted,
+        edit.hoisted,
+        edit.repaired,
+        edit.elided,
+        edit.bytes_saved,
+        edit.tokens_saved,
+    )
+    bound = edit.binding
+    if bound.opted_in or bound.client_choice is not None:
+        # Reasoning bound to its prefix (proxy.reasoning): what the request does about it.
+        logger.info(
+            "%s reasoning after the proxy's edits: %d block(s); %s",
+            path,
+            bound.after_edits,
+            "added block_binding drop_block and its beta"
+            if bound.opted_in
+            else f"kept the client's prefix_mismatch_behavior={bound.client_choice}",
+        )

@@ -51,6 +51,9 @@ class Row:
     tokens_saved: int = 0
     usd_saved: float = 0.0
     added_seconds: float = 0.0
+    #: Reasoning blocks the upstream dropped because an edit changed their prefix
+    #: (what the model may do again: its cost).
+    reasoning_dropped: int = 0
 
     def merge(self, other: Row) -> None:
         for f in fields(self):
@@ -100,6 +103,14 @@ class Ledger:
     ) -> None:
         """Count one request to ``model``."""
         row = Row(1, images, bytes_saved, tokens_saved, usd_saved(model, tokens_saved), seconds)
+        with self._lock:
+            model = self._bounded(model)
+            self._since_start.setdefault(model, Row()).merge(row)
+            self._pending.setdefault((day or _today(), model), Row()).merge(row)
+
+    def dropped(self, model: str, blocks: int, *, day: str | None = None) -> None:
+        """Count reasoning blocks the upstream dropped from a request to ``model``."""
+        row = Row(reasoning_dropped=blocks)
         with self._lock:
             model = self._bounded(model)
             self._since_start.setdefault(model, Row()).merge(row)

@@ -1,0 +1,218 @@
+"""A client that replays Claude's thinking (as Claude Code does) through ``visus proxy
+--live-images`` on an Opus-5.5-like model (issue 34): the proxy's evictions edit the
+history before later thinking blocks, which the reference server (as Anthropic's API for
+an account created from 2026-08-31) refuses with a 400 unless the request opts into
+``drop_block`` with its beta. The proxy opts in where it edited, never over the client's
+own choice, and counts the reasoning that costs; on Responses the provider drops the
+reasoning after an edit without an error, and the proxy counts it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from visus.proxy import ProxyConfig
+from visus.retention import evicted_images
+
+from .conftest import grid, serve_app, serve_proxy
+
+STEPS = 22
+LIVE = 4
+BETA = "thinking-binding-controls-2026-08-01"
+TOOLS: list[Any] = [
+    {"name": "screenshot", "description": "see", "input_schema": {"type": "object"}}
+]
+
+
+@dataclass
+class Relay:
+    """Between the proxy and the reference server: keeps each forwarded body and its
+    ``anthropic-beta`` header, passes everything on as it is."""
+
+    upstream: str
+    seen: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        async def relay(request: Request) -> Response:
+            raw = await request.body()
+            self.seen.append((json.loads(raw), request.headers.get("anthropic-beta", "")))
+            headers = {
+                k: v for k, v in request.headers.items() if k not in ("host", "content-length")
+            }
+            async with httpx.AsyncClient(timeout=120) as client:
+                answer = await client.post(
+                    self.upstream + request.url.path, content=raw, headers=headers
+                )
+            kept = {"content-type": answer.headers.get("content-type", "application/json")}
+            return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+        return Starlette(routes=[Route("/v1/{rest:path}", relay, methods=["POST"])])
+
+
+@pytest.fixture
+def relayed(reference_url: str) -> Iterator[tuple[Relay, str]]:
+    relay = Relay(reference_url)
+    with serve_app(relay.app()) as url:
+        yield relay, url
+
+
+def _shot(n: int) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": "image/png", "data": grid(2, 2, seed=n).b64}
+    return {"type": "image", "source": source}
+
+
+def _loop(
+    client: anthropic.Anthropic, steps: int, *, stream: bool = False, **extra: Any
+) -> tuple[list[dict[str, Any]], int]:
+    """The client's loop: each reply sent back exactly as returned, then a screenshot as
+    the tool's result. Returns the history and the thinking blocks the replies said were
+    dropped (``input_transformations``)."""
+    loop = "each screenshot " + json.dumps([{"n": n} for n in range(steps)])
+    messages: list[dict[str, Any]] = [{"role": "user", "content": loop}]
+    dropped = 0
+    for n in range(steps):
+        args: dict[str, Any] = {
+            "model": "claude-opus-5-5",
+            "max_tokens": 2000,
+            "tools": TOOLS,
+            "messages": messages,
+            **extra,
+        }
+        if stream:
+            with client.messages.stream(**args) as events:
+                reply = events.get_final_message()
+        else:
+            reply = client.messages.create(**args)
+        content = [b.model_dump(exclude_none=True) for b in reply.content]
+        assert content[0]["type"] == "thinking", content
+        transformations = (reply.model_extra or {}).get("input_transformations") or []
+        dropped += sum(1 for t in transformations if t.get("type") == "thinking_dropped")
+        messages.append({"role": "assistant", "content": content})  # as returned
+        call = next(b for b in content if b["type"] == "tool_use")
+        result = {"type": "tool_result", "tool_use_id": call["id"], "content": [_shot(n)]}
+        messages.append({"role": "user", "content": [result]})
+    return messages, dropped
+
+
+def _images(body: dict[str, Any]) -> int:
+    return sum(
+        1
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+        for c in b["content"]
+        if c.get("type") == "image"
+    )
+
+
+def test_a_client_replaying_thinking_meets_no_400_through_the_proxy(
+    relayed: tuple[Relay, str],
+) -> None:
+    relay, upstream = relayed
+    config = ProxyConfig(upstream=upstream, live_images=LIVE)
+    with serve_proxy(config) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        _, dropped = _loop(client, STEPS)  # a 400 raises here
+        stats = httpx.get(f"{url}/stats").json()
+    bodies = [b for b, _ in relay.seen]
+    assert len(bodies) == STEPS
+    # Request n carries n screenshots; the oldest leave in whole windows.
+    gone = [evicted_images(n, LIVE, LIVE) for n in range(STEPS)]
+    evictions = [n for n in range(1, STEPS) if gone[n] != gone[n - 1]]
+    assert len(evictions) >= 4
+    for n, body in enumerate(bodies):
+        assert _images(body) == n - gone[n]
+    # The forwarded history is append-only but at those requests.
+    changed = [
+        n
+        for n in range(1, STEPS)
+        if bodies[n]["messages"][: len(bodies[n - 1]["messages"])] != bodies[n - 1]["messages"]
+    ]
+    assert changed == evictions
+    # From the first eviction on, every request opts into drop_block with its beta; before
+    # it the proxy forwarded what the client sent.
+    first = evictions[0]
+    for n, (body, beta) in enumerate(relay.seen):
+        opted = body.get("thinking") == {
+            "type": "adaptive",
+            "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+        }
+        assert opted == (n >= first), n
+        assert (BETA in beta) == (n >= first), n
+    # What it cost is counted: the blocks the upstream dropped, as the client was told.
+    assert dropped > 0
+    assert stats["reasoning_dropped"] == dropped
+    assert stats["binding_opt_ins"] == STEPS - first
+    assert stats["reasoning_after_edits"] >= dropped
+    assert stats["binding_kept"] == 0
+
+
+def test_a_streaming_client_has_its_dropped_reasoning_counted(reference_url: str) -> None:
+    with serve_proxy(ProxyConfig(upstream=reference_url, live_images=2)) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        _, dropped = _loop(client, 6, stream=True)
+        stats = httpx.get(f"{url}/stats").json()
+    assert dropped > 0
+    assert stats["reasoning_dropped"] == dropped
+
+
+def test_the_clients_own_binding_behaviour_is_kept(reference_url: str) -> None:
+    """A client that asks for the 400 (``error``) gets it: never overridden."""
+    own = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "error"}}
+    with serve_proxy(ProxyConfig(upstream=reference_url, live_images=2)) as url:
+        client = anthropic.Anthropic(
+            base_url=url,
+            api_key="k",
+            max_retries=0,
+            default_headers={"anthropic-beta": BETA},
+        )
+        with pytest.raises(anthropic.BadRequestError, match="bound to a different"):
+            _loop(client, 6, thinking=own)
+        stats = httpx.get(f"{url}/stats").json()
+    assert stats["binding_kept"] >= 1
+    assert stats["binding_opt_ins"] == 0
+
+
+def test_responses_reasoning_after_an_eviction_is_counted(reference_url: str) -> None:
+    """On Responses the provider drops the reasoning after a changed point without an
+    error; the client's replayed reasoning items go on and the proxy counts them."""
+    steps = 8
+    with serve_proxy(ProxyConfig(upstream=reference_url, live_images=2)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        loop = "each screenshot " + json.dumps([{"n": n} for n in range(steps)])
+        items: list[Any] = [{"role": "user", "content": loop}]
+        tools: list[Any] = [
+            {"type": "function", "name": "screenshot", "parameters": {"type": "object"}}
+        ]
+        for n in range(steps):
+            reply = client.responses.create(
+                model="gpt-5.6-sol",
+                input=items,
+                tools=tools,
+                store=False,
+                include=["reasoning.encrypted_content"],
+            )
+            out = [o.model_dump(exclude_none=True) for o in reply.output]
+            assert out[0]["type"] == "reasoning"
+            items.extend(out)
+            call = next(o for o in out if o["type"] == "function_call")
+            image = {"type": "input_image", "image_url": grid(2, 2, seed=n).data_url}
+            items.append(
+                {"type": "function_call_output", "call_id": call["call_id"], "output": [image]}
+            )
+        stats = httpx.get(f"{url}/stats").json()
+    assert stats["images_elided"] > 0
+    assert stats["reasoning_after_edits"] > 0
+    assert stats["binding_opt_ins"] == 0  # nothing to opt into on this wire
