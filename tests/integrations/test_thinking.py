@@ -164,3 +164,128 @@ async def test_pydantic_ai_effort_reaches_the_wire(reference_url: str, tmp_path:
     # The server spent the reasoning each level stands for.
     spent = [max(_tokens(a, "output_tokens")) for _, a in wire.answers]
     assert spent[0] < spent[1]
+
+
+def _chat_anthropic(url: str, wire: Wire, model: str, **kwargs: Any) -> Any:
+    """LangChain's ChatAnthropic on the reference server, its requests on ``wire``
+    (ChatAnthropic builds its own client; this one is the same with the wire's hooks)."""
+    from anthropic import AsyncAnthropic
+    from langchain_anthropic import ChatAnthropic
+
+    chat = ChatAnthropic(model=model, base_url=url, api_key="k", **kwargs)  # type: ignore[call-arg]
+    chat.__dict__["_async_client"] = AsyncAnthropic(
+        base_url=url, api_key="k", http_client=wire.client()
+    )
+    return chat
+
+
+async def test_langchain_replaying_thinking_meets_no_400(
+    reference_url: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from visus.integrations.langchain import VisionMiddleware
+
+    prompt = _screens(tmp_path)
+    vision = VisionMiddleware(
+        roots=[tmp_path], data=tmp_path / "data", live_images=LIVE, image_chunk=CHUNK
+    )
+    wire = Wire()
+    agent = create_agent(
+        _chat_anthropic(reference_url, wire, "claude-opus-5-5"), tools=[], middleware=[vision]
+    )
+    state = await agent.ainvoke({"messages": [HumanMessage(prompt)]})
+    assert state["messages"][-1].text
+    _check_claude(wire)
+
+
+async def test_langchain_effort_reaches_the_wire(reference_url: str, tmp_path: Path) -> None:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from visus.integrations.langchain import VisionMiddleware
+
+    wire = Wire()
+    low = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data", effort="low")
+    hello = {"messages": [HumanMessage("hello")]}
+    chat = _chat_anthropic(reference_url, wire, "claude-opus-5-5")
+    await create_agent(chat, tools=[], middleware=[low]).ainvoke(hello)
+    # The chat model's own effort wins over the integration's.
+    high = _chat_anthropic(reference_url, wire, "claude-opus-5-5", effort="high")
+    await create_agent(high, tools=[], middleware=[low]).ainvoke(hello)
+    wrong = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data", effort="ultra")
+    with pytest.raises(ConfigError, match="its levels: low, medium, high, xhigh, max"):
+        await create_agent(chat, tools=[], middleware=[wrong]).ainvoke(hello)
+    assert [b["output_config"]["effort"] for b in wire.sent] == ["low", "high"]
+    spent = [max(_tokens(a, "output_tokens")) for _, a in wire.answers]
+    assert spent[0] < spent[1]
+
+
+async def _agents_run(
+    url: str, wire: Wire, vision: Any, prompt: str, model: str, **settings: Any
+) -> Any:
+    """One Agents SDK run on the Responses wire of the reference server."""
+    from agents import Agent, ModelSettings, OpenAIProvider, Runner, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="k", http_client=wire.client())
+    try:
+        provider = OpenAIProvider(openai_client=client, use_responses=True)
+        agent = Agent(
+            name="screens",
+            model=model,
+            tools=vision.tools,
+            model_settings=ModelSettings(**settings),
+        )
+        config = vision.run_config(model_provider=provider)
+        return await Runner.run(agent, prompt, run_config=config, max_turns=STEPS + 5)
+    finally:
+        await client.close()
+
+
+async def test_openai_agents_replaying_reasoning_meets_no_error(
+    reference_url: str, tmp_path: Path
+) -> None:
+    """gpt-5.6-sol binds its reasoning items to the history (OpenAI "preserved
+    reasoning"): the SDK sends every earlier reasoning item back; after an eviction the
+    server drops the stale ones (no error) and the model's reasoning tokens show the
+    reasoning done again."""
+    pytest.importorskip("agents")
+    from visus.integrations.openai_agents import Vision
+
+    prompt = _screens(tmp_path)
+    vision = Vision(roots=[tmp_path], data=tmp_path / "data", live_images=LIVE, image_chunk=CHUNK)
+    wire = Wire()
+    result = await _agents_run(reference_url, wire, vision, prompt, "gpt-5.6-sol")
+    assert result.final_output
+    assert wire.refused() == []
+    assert len(wire.sent) >= STEPS + 1
+    for n, body in enumerate(wire.sent):
+        items = body["input"] if isinstance(body["input"], list) else []
+        assert sum(1 for i in items if i.get("type") == "reasoning") == n, n
+    spent = [max(_tokens(a, "reasoning_tokens")) for _, a in wire.answers]
+    assert max(spent) > min(spent)  # reasoning an eviction dropped, done again
+
+
+async def test_openai_agents_effort_reaches_the_wire(reference_url: str, tmp_path: Path) -> None:
+    pytest.importorskip("agents")
+    from openai.types.shared import Reasoning
+
+    from visus.integrations.openai_agents import Vision
+
+    wire = Wire()
+    low = Vision(roots=[tmp_path], data=tmp_path / "data", effort="low")
+    await _agents_run(reference_url, wire, low, "hello", "gpt-5.6-sol")
+    # The agent's own setting wins over the integration's.
+    high = Reasoning(effort="high")
+    await _agents_run(reference_url, wire, low, "hello", "gpt-5.6-sol", reasoning=high)
+    wrong = Vision(roots=[tmp_path], data=tmp_path / "data", effort="ultra")
+    with pytest.raises(ConfigError, match="its levels: none, low, medium, high, xhigh, max"):
+        await _agents_run(reference_url, wire, wrong, "hello", "gpt-5.6-sol")
+    assert [b["reasoning"]["effort"] for b in wire.sent] == ["low", "high"]
+    spent = [max(_tokens(a, "reasoning_tokens")) for _, a in wire.answers]
+    assert spent[0] < spent[1]

@@ -18,6 +18,13 @@ middleware
   after the run of tool messages, each labelled with its call, since OpenAI's Chat
   Completions refuses images in tool messages; a live image is fitted to the
   request's model again if another model asked for it;
+* keeps the model's reasoning: ``ChatAnthropic`` replays Claude's thinking blocks,
+  which models with preserved thinking bind to everything before them; an eviction
+  edits that history, so on such a model each request asks for stale blocks to be
+  dropped (``thinking.block_binding`` ``drop_block`` and its beta), never a 400;
+* passes ``effort`` (``VisionMiddleware(effort="low")``) as the call's
+  ``reasoning_effort`` to ``ChatAnthropic`` and ``ChatOpenAI`` where neither the model
+  nor the request chooses one;
 * keeps :attr:`VisionMiddleware.last_request` (live/elided/hoisted counts, tokens).
 
 Example:
@@ -39,6 +46,7 @@ from typing import Any, TypeGuard, Unpack
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
+from visus.integrations._common import BINDING_BETA, bound_thinking, checked_effort
 from visus.integrations.core import (
     CONSERVATIVE,
     NO_VIEW,
@@ -121,16 +129,20 @@ class VisionMiddleware(AgentMiddleware):
     there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
     their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
     images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
-    ``allow_loopback_http``.
+    ``allow_loopback_http``. ``effort``: how hard the model thinks (one of its levels,
+    ``visus models --json``), sent where neither the chat model nor the request says.
     """
 
     def __init__(
         self,
         roots: Sequence[PathLike] | PathLike = (".",),
+        *,
+        effort: str | None = None,
         **options: Unpack[VisionKeywords],
     ) -> None:
         super().__init__()
         self.core = VisionCore(VisionOptions.of(roots, **options))
+        self.effort = effort
         self.last_request: RequestImages | None = None
         self.tools: list[BaseTool] = [self._tool(s.name) for s in self.core.tool_specs()]
 
@@ -272,15 +284,42 @@ class VisionMiddleware(AgentMiddleware):
 
     def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, tuple[str, str | None]]:
         ref = _model_ref(request.model)
+        spec = self.core.model_spec(*ref)
         kind = getattr(request.model, "_llm_type", "")
         hoist = kind not in _IMAGES_IN_TOOL_RESULTS
-        messages = self.model_messages(request.messages, self.core.model_spec(*ref), hoist=hoist)
+        messages = self.model_messages(request.messages, spec, hoist=hoist)
         # With caching on (LangChain's AnthropicPromptCachingMiddleware, outside this one),
         # the breakpoints visus's own wire places.
         control = (request.model_settings or {}).get("cache_control")
         if kind == "anthropic-chat" and control:
             messages = _with_marks(messages, control, 4 - _marks_taken(request, messages))
-        return request.override(messages=messages), ref
+        model, settings = self._settings(request.model, kind, spec, request.model_settings)
+        return request.override(messages=messages, model=model, model_settings=settings), ref
+
+    def _settings(
+        self, model: BaseChatModel, kind: str, spec: ModelSpec, given: Mapping[str, Any] | None
+    ) -> tuple[BaseChatModel, dict[str, Any]]:
+        """The chat model and call settings a request goes with: :attr:`effort` where
+        neither chooses one, and on a Claude model that binds its thinking to the history
+        the thinking that drops stale blocks, with its beta (a thinking the model was
+        built with wins over the call's in ``ChatAnthropic``, so it goes on a copy)."""
+        out = dict(given or {})
+        if self.effort is not None and kind in _EFFORT_KINDS and not _own_effort(model, out):
+            out["reasoning_effort"] = checked_effort(spec, self.effort)
+        if kind != "anthropic-chat":
+            return model, out
+        built = getattr(model, "thinking", None)
+        kwargs = getattr(model, "model_kwargs", None) or {}
+        bound = bound_thinking(spec, built or out.get("thinking", kwargs.get("thinking")))
+        if bound is None:
+            return model, out
+        if built is not None:
+            model = model.model_copy(update={"thinking": bound})
+        else:
+            out["thinking"] = bound
+        betas = out.get("betas", kwargs.get("betas", getattr(model, "betas", None))) or []
+        out["betas"] = [*betas, *([] if BINDING_BETA in betas else [BINDING_BETA])]
+        return model, out
 
     def model_messages(
         self, messages: Sequence[AnyMessage], model: ModelSpec, *, hoist: bool
@@ -419,6 +458,24 @@ class VisionMiddleware(AgentMiddleware):
         # Stored (a view's already is), so the digest its descriptor names shows it again.
         digest = self.core.remember(*found)
         return self.core.descriptor(digest, turn, _view_of(meta))
+
+
+#: Chat models that take a call's ``reasoning_effort`` (ChatAnthropic: ``output_config``).
+_EFFORT_KINDS = frozenset({"anthropic-chat", "openai-chat"})
+
+
+def _own_effort(model: BaseChatModel, settings: Mapping[str, Any]) -> bool:
+    """Whether the chat model or the call's settings choose an effort of their own."""
+    if any(settings.get(k) is not None for k in ("effort", "reasoning_effort", "reasoning")):
+        return True
+    config = settings.get("output_config") or getattr(model, "output_config", None) or {}
+    kwargs = getattr(model, "model_kwargs", None) or {}
+    return (
+        getattr(model, "reasoning_effort", None) is not None
+        or getattr(model, "reasoning", None) is not None
+        or "effort" in config
+        or any(k in kwargs for k in ("effort", "reasoning_effort", "reasoning"))
+    )
 
 
 def _with_marks(messages: list[AnyMessage], cache_control: Any, free: int) -> list[AnyMessage]:

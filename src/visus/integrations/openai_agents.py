@@ -20,6 +20,11 @@
 * :meth:`Vision.session` wraps any SDK ``Session`` (a :class:`VisionSession`): image
   data URLs are stored once in visus's blob store and the session keeps a short
   ``visus-blob:sha256:...`` reference, restored when the items are read back.
+* ``Vision(effort="low")`` goes as ``ModelSettings.reasoning.effort`` on each request
+  whose settings name no effort of their own (Responses ``reasoning.effort``, Chat
+  Completions ``reasoning_effort``). Reasoning items the SDK sends back are left as
+  they are: on a model that binds them to the history (GPT-5.6 and later) the API
+  drops those an eviction invalidated, without an error.
 * A tool call sees the run config: a wiring that would drop its image (Chat
   Completions through a model visus does not wrap) fails with the fix, and a run
   without retention warns once. ``view("sha256:...")`` reaches the images of the
@@ -39,6 +44,7 @@ import asyncio
 import base64
 import binascii
 import copy
+import dataclasses
 import json
 import warnings
 from collections import OrderedDict
@@ -48,6 +54,7 @@ from typing import Any, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
+from visus.integrations._common import checked_effort
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -67,6 +74,7 @@ try:
         Model,
         ModelProvider,
         ModelResponse,
+        ModelSettings,
         RunConfig,
         ToolOutputImage,
         ToolOutputText,
@@ -113,15 +121,19 @@ class Vision:
     there): ``render``, ``live_turns``/``chunk`` (the images of the last user turns keep
     their pixels), ``live_images``/``image_chunk`` (within them at most that many tool
     images, however many steps one run takes), ``data``, ``blobs``, ``tools``,
-    ``allow_loopback_http``.
+    ``allow_loopback_http``. ``effort``: how hard the model thinks (one of its levels,
+    ``visus models --json``), sent where the agent's ``ModelSettings`` name none.
     """
 
     def __init__(
         self,
         roots: Sequence[PathLike] | PathLike = (".",),
+        *,
+        effort: str | None = None,
         **options: Unpack[VisionKeywords],
     ) -> None:
         self.core = VisionCore(VisionOptions.of(roots, **options))
+        self.effort = effort
         self.last_request: RequestImages | None = None
         # Tool call id -> the images of the request whose reply made that call: what
         # the call's conversation holds (the tool context does not carry the run's
@@ -249,6 +261,17 @@ class Vision:
         name = model if isinstance(model, str) else getattr(model, "model", None)
         # An agent naming no model runs the SDK's default (OPENAI_DEFAULT_MODEL).
         return self.core.model_spec(str(name or get_default_model()), "openai")
+
+    def settings_for(self, model: Model, settings: ModelSettings) -> ModelSettings:
+        """``settings`` with :attr:`effort` as ``reasoning.effort`` when they name none."""
+        reasoning = settings.reasoning
+        if self.effort is None or (reasoning is not None and reasoning.effort is not None):
+            return settings
+        effort = checked_effort(self.spec_for(model), self.effort)
+        given = reasoning.model_dump(exclude_none=True) if reasoning is not None else {}
+        # ModelSettings (a pydantic dataclass) makes its Reasoning of the mapping.
+        chosen: Any = {**given, "effort": effort}
+        return dataclasses.replace(settings, reasoning=chosen)
 
     # --- the request view --------------------------------------------------------
 
@@ -433,19 +456,34 @@ class VisionModel(Model):
         return self.vision.model_input(input, spec, hoist=hoist), self.vision.held(input)
 
     async def get_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: ModelSettings,
+        *args: Any,
+        **kwargs: Any,
     ) -> ModelResponse:
         # Fitting another tool's image is CPU work: off the event loop.
         sent, held = await asyncio.to_thread(self._input, input)
-        response = await self.inner.get_response(system_instructions, sent, *args, **kwargs)
+        settings = self.vision.settings_for(self.inner, model_settings)
+        response = await self.inner.get_response(
+            system_instructions, sent, settings, *args, **kwargs
+        )
         self.vision.note_calls(held, response.output)
         return response
 
     async def stream_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: ModelSettings,
+        *args: Any,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         sent, held = await asyncio.to_thread(self._input, input)
-        async for event in self.inner.stream_response(system_instructions, sent, *args, **kwargs):
+        settings = self.vision.settings_for(self.inner, model_settings)
+        stream = self.inner.stream_response(system_instructions, sent, settings, *args, **kwargs)
+        async for event in stream:
             if getattr(event, "type", None) == "response.completed":
                 response = getattr(event, "response", None)
                 self.vision.note_calls(held, getattr(response, "output", ()))
