@@ -10,6 +10,10 @@ without a breakpoint ending the history before the live window the whole prompt 
 written again (85.8% of input tokens read against visus's 92.9%, ``anthropic_cache_
 messages``). The capability places that breakpoint as visus's wire does; LangChain's
 middleware does the same with ``cache_control``.
+
+The Agents SDK speaks OpenAI's wires (Responses and Chat Completions), whose caching is
+automatic: no breakpoint can be placed; the prefix the SDK sends through visus's model
+wrapper must stay as stable as visus's own, which the same measure shows on gpt-5.
 """
 
 from __future__ import annotations
@@ -48,13 +52,14 @@ def _share(read: int, total: int) -> float:
     return read / total
 
 
-async def _visus(url: str, tmp: Path) -> float:
+async def _visus(url: str, tmp: Path, provider: str = "anthropic", model: str = MODEL) -> float:
     work = tmp / "work"
     work.mkdir(parents=True)
     prompt = _screens(work)
-    settings = ProviderSettings(api_keys={"anthropic": "k"}, base_urls={"anthropic": url}, env={})
+    base = url if provider == "anthropic" else f"{url}/v1"
+    settings = ProviderSettings(api_keys={provider: "k"}, base_urls={provider: base}, env={})
     agent = build_agent(
-        f"anthropic:{MODEL}",
+        f"{provider}:{model}",
         data=tmp / "data",
         roots=[work],
         system=SYSTEM,
@@ -145,4 +150,40 @@ async def test_pydantic_ai_reads_the_cache_within_5_points_of_visuss_agent(
     with serve_in_background() as url:
         theirs = await _pydantic_ai(url, tmp_path / "pai", settings, unified)
     assert own > 0.85  # the harness caches at all
+    assert abs(own - theirs) <= 0.05, (own, theirs)
+
+
+async def _openai_agents(url: str, tmp: Path, model: str, *, responses: bool) -> float:
+    from agents import Agent, OpenAIProvider, Runner, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    from visus.integrations.openai_agents import Vision
+
+    set_tracing_disabled(True)
+    work = tmp / "work"
+    work.mkdir(parents=True)
+    prompt = _screens(work)
+    vision = Vision(roots=[work], data=tmp / "data")
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="k")
+    try:
+        provider = OpenAIProvider(openai_client=client, use_responses=responses)
+        agent = Agent(name="screens", model=model, instructions=SYSTEM, tools=vision.tools)  # type: ignore[arg-type]
+        config = vision.run_config(model_provider=provider)
+        result = await Runner.run(agent, prompt, run_config=config, max_turns=STEPS + 5)
+    finally:
+        await client.close()
+    usage = result.context_wrapper.usage
+    return _share(usage.input_tokens_details.cached_tokens, usage.input_tokens)
+
+
+@pytest.mark.parametrize("responses", [True, False], ids=["responses", "chat"])
+async def test_openai_agents_reads_the_cache_within_5_points_of_visuss_agent(
+    tmp_path: Path, responses: bool
+) -> None:
+    pytest.importorskip("agents")
+    with serve_in_background() as url:
+        own = await _visus(url, tmp_path / "visus", "openai", "gpt-5")
+    with serve_in_background() as url:
+        theirs = await _openai_agents(url, tmp_path / "sdk", "gpt-5", responses=responses)
+    assert own > 0.7  # the harness caches at all
     assert abs(own - theirs) <= 0.05, (own, theirs)
