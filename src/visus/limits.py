@@ -195,6 +195,17 @@ TETHER_MAX_ID_CHARS: Final = 128
 #: Turns accepted but not finished per instance; each holds its decoded images until
 #: it runs, so more are refused (429) rather than queued without bound.
 TETHER_MAX_PENDING_TURNS: Final = 8
+#: Instances one server holds (a create request past it is refused; the web chat's
+#: and replicas' fixed ids are not counted out): each has its ring, its queued turns
+#: and their runs, so a client creating them without end multiplied every bound above.
+TETHER_MAX_INSTANCES: Final = 64
+#: The messages (as sent, and their decoded images) of every turn in flight on one
+#: server, all instances together, each counted twice: a turn holds its message until
+#: it ends, and running it holds about as much again (its images fitted and sent).
+#: Past it a user message is refused 429 busy: about five turns of two 9.5 MB images
+#: at once, hundreds of screenshots' size. Apart from MEMORY_BUDGET_BYTES, which the
+#: turns' own decodes need.
+TETHER_TURNS_MAX_BYTES: Final = 512 * MB
 #: Ingress bodies up to this size skip the early busy check: a turn.cancel must pass
 #: when an instance is at TETHER_MAX_PENDING_TURNS (that is when a user wants Stop).
 TETHER_SMALL_FRAME_BYTES: Final = 4096

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import os
 import socket
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PIL import Image
 
 from tests import hostile
 from tests.timing import within
@@ -273,3 +275,51 @@ async def test_many_instances_full_of_large_messages_share_one_ring_budget(
             last = await http.get(f"/v1/instances/{iids[-1]}/tether/poll", params={"after_seq": 0})
             assert last.status_code == 200, last.text
             assert last.json()["frames"], last.text
+
+
+async def test_queued_turns_of_many_instances_hold_the_memory_budget_only(
+    tmp_path: Path, reference_url: str
+) -> None:
+    """Hostile pass: a queued turn holds its message and decoded images until it runs;
+    TETHER_MAX_PENDING_TURNS bounded them per instance only, and a client creates
+    instances. Three instances, four 26 MB messages each to a model still thinking
+    (each turn then holds about 120 MB): the turns in flight now count their messages
+    twice against TETHER_TURNS_MAX_BYTES (200 MB here), past it 429 busy; and past
+    TETHER_MAX_INSTANCES a create is refused until one is deleted."""
+    noise = Image.frombytes("RGB", (1770, 1770), os.urandom(1770 * 1770 * 3))
+    png = io.BytesIO()
+    noise.save(png, "PNG", compress_level=1)  # 9.4 MB: noise does not compress
+    image = {"media_type": "image/png", "data": base64.b64encode(png.getvalue()).decode()}
+    payload = {"text": "wait 40", "images": [image, image]}
+    bounds = {
+        "TETHER_TURNS_MAX_BYTES": 200 * MB,
+        "RINGS_MAX_BYTES": 32 * MB,
+        "TETHER_MAX_INSTANCES": 4,
+    }
+    with hostile.serve(tmp_path, reference_url=reference_url, bounds=bounds) as server:
+        async with server.async_client(timeout=120) as http:
+            before = server.rss()
+            iids = []
+            for _ in range(3):  # with the web chat's, four
+                created = await http.post("/v1/instances", json={"model": "reference"})
+                assert created.status_code == 201, created.text
+                iids.append(created.json()["id"])
+            extra = await http.post("/v1/instances", json={"model": "reference"})
+            assert extra.status_code == 403, extra.text
+            assert "TETHER_MAX_INSTANCES" in extra.text, extra.text
+            codes = []
+            for iid in iids:
+                for k in range(4):
+                    frame = {"type": "user.message", "session": f"s{k}", "payload": payload}
+                    sent = await http.post(f"/v1/instances/{iid}/tether", json=frame)
+                    codes.append(sent.status_code)
+            await asyncio.sleep(1.0)
+            held = server.rss() - before
+            print(f"12 turns of 26 MB messages sent: {sorted(codes)}, held +{held / MB:.0f} MB")
+            assert 202 in codes, codes
+            assert 429 in codes, codes  # it took all 12
+            assert set(codes) <= {202, 429}, codes
+            assert held < 500 * MB, f"held {held / MB:.0f} MB"
+            assert (await http.delete(f"/v1/instances/{iids[0]}")).status_code == 204
+            again = await http.post("/v1/instances", json={"model": "reference"})
+            assert again.status_code == 201, again.text

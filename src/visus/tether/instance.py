@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from visus import limits, media
-from visus.errors import LimitError, NotFoundError, VisusError
+from visus.budget import MemoryBudget, Reservation
+from visus.errors import LimitError, NotFoundError, TooLargeError, VisusError
 from visus.media import Profile, offload
 from visus.tether.deltas import DeltaWriter, Emit
 from visus.tether.frames import (
@@ -45,6 +46,7 @@ from visus.tether.frames import (
     frame_size,
     image_from_bytes,
     new_msg_id,
+    payload_size,
 )
 from visus.tether.limits import (
     FrameError,
@@ -132,6 +134,18 @@ def _kw(e: VisusError) -> dict[str, str]:
     if isinstance(e, TetherLimitError):
         return {"limit": e.limit, "field": e.field}
     return {"field": e.field} if isinstance(e, FrameError) else {}
+
+
+class _TurnBytes(MemoryBudget):
+    """The bytes of every turn in flight in this process (``limits.TETHER_TURNS_MAX_BYTES``)."""
+
+    @property
+    def total(self) -> int:
+        return int(limits.TETHER_TURNS_MAX_BYTES)
+
+
+#: The messages of the turns in flight, all instances of this process together.
+TURNS = _TurnBytes()
 
 
 class BusyError(LimitError):
@@ -228,14 +242,36 @@ class Instance:
                 f"{cap} (TETHER_MAX_PENDING_TURNS); retry when a turn is done"
             )
 
-    def start_turn(self, frame: Frame, images: tuple[ImageIn, ...]) -> asyncio.Task[None]:
-        """Run the turn for an appended ``user.message`` in the background."""
+    def hold(self, frame: Frame, images: tuple[ImageIn, ...]) -> Reservation:
+        """:data:`TURNS`' bytes for a turn's frame and decoded images, counted twice,
+        which it holds until it ends (:class:`BusyError` when they do not fit now): per instance
+        TETHER_MAX_PENDING_TURNS bound them, but a client creates any number of
+        instances."""
+        # Twice: running the turn holds about as much again (its images fitted, sent).
+        size = 2 * (payload_size(frame.payload) + sum(len(im.data) for im in images))
+        try:
+            return TURNS.reserve(size, what="a turn's message", wait=0)
+        except TooLargeError as e:
+            raise BusyError(
+                f"instance {self.config.id}: the turns in flight on this server hold "
+                f"{TURNS.in_use} bytes of their messages, and this one's {size} would pass "
+                f"the limit of {TURNS.total} (TETHER_TURNS_MAX_BYTES); retry when a "
+                "turn is done"
+            ) from e
+
+    def start_turn(
+        self, frame: Frame, images: tuple[ImageIn, ...], held: Reservation | None = None
+    ) -> asyncio.Task[None]:
+        """Run the turn for an appended ``user.message`` in the background (``held``:
+        its :meth:`hold`, released when it ends)."""
+        held = held or self.hold(frame, images)
         task = asyncio.create_task(self._turn(frame, images))
         key = (frame.session, frame.msg_id)
         self._tasks.add(task)
         self._by_request[key] = task
 
         def forget(done: asyncio.Task[None]) -> None:
+            held.release()
             self._tasks.discard(done)
             if self._by_request.get(key) is done:
                 del self._by_request[key]
@@ -280,8 +316,9 @@ class Instance:
 
     async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
         """Append an ingress ``user.message`` and have its turn run; return it with its seq."""
+        held = self.hold(frame, images)  # refused before it is appended
         stored: Frame = await self.ring.append(frame)
-        self.start_turn(stored, images)
+        self.start_turn(stored, images, held)
         return stored
 
     async def refresh(self) -> None:

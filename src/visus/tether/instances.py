@@ -32,7 +32,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from visus.errors import ConfigError, NotFoundError, VisusError
+from visus import limits
+from visus.errors import ConfigError, NotFoundError, PolicyError, VisusError
 from visus.paths import PRIVATE_DIR_MODE, private_dir
 from visus.store import FileStore, SharedRingStore, Store
 from visus.tether.frames import now_ts
@@ -174,6 +175,11 @@ class Registry:
         for r in roots or ():
             if not os.path.isabs(r):
                 raise ConfigError(f"roots: {r!r} is not an absolute path")
+        if instance_id is None and len(self._instances) >= limits.TETHER_MAX_INSTANCES:
+            raise PolicyError(
+                f"this server holds {len(self._instances)} instances, the limit "
+                "(TETHER_MAX_INSTANCES); delete one (DELETE /v1/instances/{id}) first"
+            )
         iid = instance_id or "i-" + secrets.token_hex(8)
         folder = self.data_dir / "instances" / iid
         config = InstanceConfig(
