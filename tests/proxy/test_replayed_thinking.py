@@ -8,6 +8,7 @@ reasoning after an edit without an error, and the proxy counts it."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,13 +18,15 @@ import anthropic
 import httpx
 import openai
 import pytest
+from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from visus.models import get_model, image_tokens
 from visus.proxy import ProxyConfig
-from visus.retention import evicted_images
+from visus.retention import evicted_images, evicted_to_fit, policy_for
 
 from .conftest import grid, serve_app, serve_proxy
 
@@ -74,13 +77,13 @@ def _shot(n: int) -> dict[str, Any]:
 
 def _loop(
     client: anthropic.Anthropic, steps: int, *, stream: bool = False, **extra: Any
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[dict[str, Any]], list[int]]:
     """The client's loop: each reply sent back exactly as returned, then a screenshot as
-    the tool's result. Returns the history and the thinking blocks the replies said were
-    dropped (``input_transformations``)."""
+    the tool's result. Returns the history and, per request, the thinking blocks its
+    reply said were dropped (``input_transformations``)."""
     loop = "each screenshot " + json.dumps([{"n": n} for n in range(steps)])
     messages: list[dict[str, Any]] = [{"role": "user", "content": loop}]
-    dropped = 0
+    dropped: list[int] = []
     for n in range(steps):
         args: dict[str, Any] = {
             "model": "claude-opus-5-5",
@@ -97,7 +100,7 @@ def _loop(
         content = [b.model_dump(exclude_none=True) for b in reply.content]
         assert content[0]["type"] == "thinking", content
         transformations = (reply.model_extra or {}).get("input_transformations") or []
-        dropped += sum(1 for t in transformations if t.get("type") == "thinking_dropped")
+        dropped.append(sum(1 for t in transformations if t.get("type") == "thinking_dropped"))
         messages.append({"role": "assistant", "content": content})  # as returned
         call = next(b for b in content if b["type"] == "tool_use")
         result = {"type": "tool_result", "tool_use_id": call["id"], "content": [_shot(n)]}
@@ -115,6 +118,27 @@ def _images(body: dict[str, Any]) -> int:
         for c in b["content"]
         if c.get("type") == "image"
     )
+
+
+def _changes(bodies: list[dict[str, Any]], *, without_reasoning: bool = False) -> list[int]:
+    """The requests whose messages do not start with all of the previous request's."""
+
+    def seen(body: dict[str, Any]) -> list[Any]:
+        if not without_reasoning:
+            return list(body["messages"])
+        return [
+            [b for b in m["content"] if b.get("type") != "thinking"]
+            if isinstance(m["content"], list)
+            else m["content"]
+            for m in body["messages"]
+        ]
+
+    out = []
+    for n in range(1, len(bodies)):
+        before, now = seen(bodies[n - 1]), seen(bodies[n])
+        if now[: len(before)] != before:
+            out.append(n)
+    return out
 
 
 def test_a_client_replaying_thinking_meets_no_400_through_the_proxy(
@@ -135,12 +159,11 @@ def test_a_client_replaying_thinking_meets_no_400_through_the_proxy(
     for n, body in enumerate(bodies):
         assert _images(body) == n - gone[n]
     # The forwarded history is append-only but at those requests.
-    changed = [
-        n
-        for n in range(1, STEPS)
-        if bodies[n]["messages"][: len(bodies[n - 1]["messages"])] != bodies[n - 1]["messages"]
-    ]
-    assert changed == evictions
+    # The forwarded history is append-only but at those requests (the prefix a thinking
+    # block is bound to: its reasoning left out; the bytes change once more, one request
+    # after each, where the reasoning the eviction cost is left out).
+    assert _changes(bodies, without_reasoning=True) == evictions
+    assert _changes(bodies) == sorted({*evictions, *(n + 1 for n in evictions if n + 1 < STEPS)})
     # From the first eviction on, every request opts into drop_block with its beta; before
     # it the proxy forwarded what the client sent.
     first = evictions[0]
@@ -151,11 +174,13 @@ def test_a_client_replaying_thinking_meets_no_400_through_the_proxy(
         }
         assert opted == (n >= first), n
         assert (BETA in beta) == (n >= first), n
-    # What it cost is counted: the blocks the upstream dropped, as the client was told.
-    assert dropped > 0
-    assert stats["reasoning_dropped"] == dropped
+    # What it cost is counted: the blocks the upstream dropped, as the client was told,
+    # only at the evictions (the blocks they invalidated are left out afterwards).
+    assert [n for n, d in enumerate(dropped) if d] == evictions
+    assert stats["reasoning_dropped"] == sum(dropped)
+    assert stats["reasoning_left_out"] >= sum(dropped) - dropped[-1]
     assert stats["binding_opt_ins"] == STEPS - first
-    assert stats["reasoning_after_edits"] >= dropped
+    assert stats["reasoning_after_edits"] >= sum(dropped)
     assert stats["binding_kept"] == 0
 
 
@@ -164,8 +189,8 @@ def test_a_streaming_client_has_its_dropped_reasoning_counted(reference_url: str
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
         _, dropped = _loop(client, 6, stream=True)
         stats = httpx.get(f"{url}/stats").json()
-    assert dropped > 0
-    assert stats["reasoning_dropped"] == dropped
+    assert sum(dropped) > 0
+    assert stats["reasoning_dropped"] == sum(dropped)
 
 
 def test_the_clients_own_binding_behaviour_is_kept(reference_url: str) -> None:
@@ -216,3 +241,73 @@ def test_responses_reasoning_after_an_eviction_is_counted(reference_url: str) ->
     assert stats["images_elided"] > 0
     assert stats["reasoning_after_edits"] > 0
     assert stats["binding_opt_ins"] == 0  # nothing to opt into on this wire
+
+
+class Thinker:
+    """An Anthropic-shaped upstream that answers each request with a thinking block and
+    a tool call, and keeps every body it gets (the shapes only: no binding check)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def app(self) -> Starlette:
+        async def messages(request: Request) -> Response:
+            self.bodies.append(json.loads(await request.body()))
+            n = len(self.bodies)
+            reply = {
+                "id": f"msg_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-opus-5-5",
+                "content": [
+                    {"type": "thinking", "thinking": "", "signature": f"sig{n}"},
+                    {"type": "tool_use", "id": f"t{n}", "name": "screenshot", "input": {}},
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+            return Response(json.dumps(reply), media_type="application/json")
+
+        return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
+
+def test_without_a_window_the_history_stays_append_only_until_the_break_even() -> None:
+    """No --live-images: a model that binds its reasoning keeps every screenshot until
+    its family's break-even in image tokens (retention.policy_for: 60,000 for Opus 5.5),
+    then the oldest half of what fits leaves in one batch, with the opt-in from then on."""
+    thinker = Thinker()
+    steps = 24
+    with serve_app(thinker.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for n in range(steps):
+            reply = client.messages.create(
+                model="claude-opus-5-5", max_tokens=100, tools=TOOLS, messages=messages
+            )
+            messages.append(
+                {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
+            )
+            source = {
+                "type": "base64",
+                "media_type": "image/png",
+                "data": grid(4, 2, seed=n, edge=2000).b64,
+            }
+            image = {"type": "image", "source": source}
+            result = {"type": "tool_result", "tool_use_id": f"t{n + 1}", "content": [image]}
+            messages.append({"role": "user", "content": [result]})
+    opus = get_model("claude-opus-5-5")
+    policy = policy_for(opus)
+    ceiling = policy.ceiling(opus).image_tokens
+    assert ceiling is not None
+    shot = Image.open(io.BytesIO(grid(4, 2, seed=0, edge=2000).png))
+    each = image_tokens(opus, shot.width, shot.height)
+    gone = [evicted_to_fit([each] * n, ceiling, share=policy.share) for n in range(steps)]
+    first = gone.index(next(g for g in gone if g))  # the first past the break-even
+    assert 8 < first < steps - 2
+    assert gone[first] >= first // 3  # a large batch, not an image a step
+    assert [_images(b) for b in thinker.bodies] == [n - gone[n] for n in range(steps)]
+    evictions = [n for n in range(1, steps) if gone[n] != gone[n - 1]]
+    assert _changes(thinker.bodies, without_reasoning=True) == evictions
+    opted = [b.get("thinking", {}).get("block_binding") is not None for b in thinker.bodies]
+    assert opted == [n >= first for n in range(steps)]

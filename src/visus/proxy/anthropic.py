@@ -23,12 +23,14 @@ from typing import Any
 from visus.proxy.edit import Edit, Fitted
 from visus.proxy.mcp import restore_tool
 from visus.proxy.reasoning import bind_claude
-from visus.proxy.slots import Found, is_observation, plan
+from visus.proxy.slots import Found, is_observation, plan, stale_reasoning
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.anthropic import RULES
 
 __all__ = ["rewrite"]
+
+_REASONING = frozenset({"thinking", "redacted_thinking"})
 
 
 def _is_image(block: Any) -> bool:
@@ -154,12 +156,15 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
         return edit
     calls: dict[str, tuple[str, Any]] = {}
     found: list[Found] = []
+    said: list[tuple[int, int]] = []
     turn = 0
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
         if _starts_turn(message):
             turn += 1
+        if message.get("role") == "assistant":
+            said.append((i, turn))
         content = message.get("content")
         if not isinstance(content, list):
             continue
@@ -180,8 +185,26 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                         if _is_image(item):
                             path = f"messages.{i}.content.{j}.content.{k}"
                             found.append(_found(inner, k, path, turn, call, i))
+    left_out = 0
+    if edit.spec.preserved_thinking:
+        for i in sorted(stale_reasoning(edit, found, said)):
+            left_out += _leave_out_reasoning(messages[i])
+            edit.touched(i, evicted=False)
     plan(edit, found, current=turn)
     edit.binding = bind_claude(
-        body, edit.spec, edited_at=edit.edited_at, evicted_at=edit.evicted_at
+        body, edit.spec, edited_at=edit.edited_at, evicted_at=edit.evicted_at, left_out=left_out
     )
     return edit
+
+
+def _leave_out_reasoning(message: dict[str, Any]) -> int:
+    """Take the thinking blocks out of an assistant message (how many), unless they are
+    all it holds (an empty message is refused: the provider drops them instead)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _REASONING)]
+    if not kept or len(kept) == len(content):
+        return 0
+    message["content"] = kept
+    return len(content) - len(kept)

@@ -34,7 +34,7 @@ from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.proxy.cache import AS_IS, AsIs, Cut, FitCache, Fitted, Known, image_key
 from visus.proxy.reasoning import Binding
 from visus.record.messages import ImagePart, PerceptionOrigin
-from visus.retention import RetentionPolicy, elided_descriptor
+from visus.retention import RetentionPolicy, elided_descriptor, policy_for
 from visus.wire import WireRules, accepted_for, profile_for
 
 __all__ = [
@@ -144,6 +144,10 @@ class Edit:
     live_images: int | None = None
     chunk: int = 1
     limit_share: float = limits.RETENTION_LIMIT_SHARE
+    #: Without a window of the operator's, a model that binds its reasoning to the
+    #: prefix keeps its history append-only: its live images' tokens past this (the
+    #: family's break-even, :func:`visus.retention.policy_for`) leave in one batch.
+    append_tokens: int | None = None
     cache: FitCache | None = None
     view_tool: str | None = None
     images: int = 0
@@ -191,8 +195,13 @@ class Edit:
             # forwards its images, fitted to the profile every provider takes.
             if known is not None and known.vision:
                 spec = known
+        append = None
+        if policy is None and live_images is None and spec.preserved_thinking:
+            append = policy_for(spec)
         return cls(
             spec=spec,
+            limit_share=append.share if append else limits.RETENTION_LIMIT_SHARE,
+            append_tokens=append.ceiling(spec).image_tokens if append else None,
             profile=profile_for(spec, rules, image_count),
             rules=rules,
             accepted=accepted_for(spec, rules, image_count),

@@ -30,7 +30,7 @@ Example:
     ...     {"role": "assistant", "content": [{"type": "thinking", "thinking": "",
     ...                                        "signature": "s"}]}]}
     >>> bind_claude(body, get_model("claude-opus-5-5"), edited_at=0, evicted_at=0)
-    Binding(opted_in=True, client_choice=None, after_edits=1)
+    Binding(opted_in=True, client_choice=None, after_edits=1, left_out=0)
     >>> body["thinking"]
     {'type': 'adaptive', 'block_binding': {'prefix_mismatch_behavior': 'drop_block'}}
 """
@@ -68,12 +68,15 @@ class Binding:
     ``opted_in``: it added ``drop_block`` and the beta; ``client_choice``: the client's
     own ``prefix_mismatch_behavior`` (kept as sent) where the proxy would have opted
     in; ``after_edits``: reasoning blocks or items the request carried after the first
-    point the proxy evicted (what the provider may drop).
+    point the proxy evicted (what the provider may drop); ``left_out``: blocks an
+    earlier request's eviction already had dropped, not sent again
+    (:func:`visus.proxy.slots.stale_reasoning`).
     """
 
     opted_in: bool = False
     client_choice: str | None = None
     after_edits: int = 0
+    left_out: int = 0
 
 
 def _claude_reasoning(message: object) -> int:
@@ -94,7 +97,12 @@ def reasoning_after(counts: Sequence[int], at: int | None) -> int:
 
 
 def bind_claude(
-    body: dict[str, Any], spec: ModelSpec, *, edited_at: int | None, evicted_at: int | None
+    body: dict[str, Any],
+    spec: ModelSpec,
+    *,
+    edited_at: int | None,
+    evicted_at: int | None,
+    left_out: int = 0,
 ) -> Binding:
     """Opt a Messages ``body`` into ``drop_block`` where the proxy edited before a
     thinking block of a model that binds it (module docstring); the caller adds
@@ -102,7 +110,7 @@ def bind_claude(
 
     ``edited_at``: the first message the proxy changed (a fit included: a fitted image
     is stable, but the opt-in only matters where something is not); ``evicted_at``: the
-    first where it elided or cut an image.
+    first where it elided or cut an image; ``left_out``: stale blocks the caller took out.
     """
     messages = body.get("messages")
     if not spec.preserved_thinking or edited_at is None or not isinstance(messages, list):
@@ -110,23 +118,23 @@ def bind_claude(
     counts = [_claude_reasoning(m) for m in messages]
     after = reasoning_after(counts, evicted_at)
     if not reasoning_after(counts, edited_at):
-        return Binding(after_edits=after)
+        return Binding(after_edits=after, left_out=left_out)
     thinking = body.get("thinking")
     if thinking is None:
         # "If your request doesn't set the thinking parameter, adding it changes nothing
         # else": these models think adaptively by default.
         body["thinking"] = {"type": "adaptive", "block_binding": dict(_DROP)}
-        return Binding(opted_in=True, after_edits=after)
+        return Binding(opted_in=True, after_edits=after, left_out=left_out)
     if not isinstance(thinking, dict) or thinking.get("type") == "disabled":
         # Not ours to fix: a malformed object is the upstream's to refuse, and with
         # thinking off the docs say to remove the thinking by hand.
-        return Binding(after_edits=after)
+        return Binding(after_edits=after, left_out=left_out)
     binding = thinking.get("block_binding")
     if binding is not None:
         choice = binding.get("prefix_mismatch_behavior") if isinstance(binding, dict) else None
-        return Binding(client_choice=str(choice or "error"), after_edits=after)
+        return Binding(False, str(choice or "error"), after, left_out)
     thinking["block_binding"] = dict(_DROP)
-    return Binding(opted_in=True, after_edits=after)
+    return Binding(opted_in=True, after_edits=after, left_out=left_out)
 
 
 def responses_reasoning(items: Iterable[object]) -> list[int]:

@@ -13,7 +13,9 @@ decides, the same way on every wire:
 3. never more than the provider takes in one request (the catalog's ``max_images``
    for the model, capped by the wire's: Anthropic 100): past it the oldest leave in
    one batch of ``limit_share`` of the cap (:func:`visus.retention.evicted_to_fit`),
-   not one image per step;
+   not one image per step; with no window of the operator's, a model that binds its
+   reasoning to the prefix is append-only (:func:`visus.retention.policy_for`): past
+   its family's break-even in image tokens the oldest leave in one batch too;
 4. the rest are fitted against one profile (which depends on how many there are:
    Anthropic's many-image rule), each image's result cached;
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
@@ -31,7 +33,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +44,7 @@ from visus.retention import evicted_images, evicted_to_fit
 from visus.wire import profile_for
 from visus.wire._prepare import max_images
 
-__all__ = ["Found", "is_observation", "plan"]
+__all__ = ["Found", "evicted_by", "is_observation", "plan", "stale_reasoning"]
 
 # How smolagents words a tool's output when it sends it as a *user* message ("Call id:
 # ..." before a ToolCallingAgent's, "Observation:" otherwise): a step of the same turn.
@@ -106,6 +109,12 @@ def _drop_oldest(edit: Edit, live: list[Found], gone: int) -> list[Found]:
     return live[gone:]
 
 
+def _tokens(edit: Edit, image: Found) -> int:
+    """What an image costs the model (0 when it cannot be read: it is not fitted)."""
+    size = edit.size_of(image.b64) if image.b64 is not None else None
+    return edit.tokens(*size) if size is not None else 0
+
+
 def _cost(edit: Edit, image: Found, fitted: Fitted | None) -> int:
     """What one sent image costs against the wire's request budget."""
     b64 = fitted.b64 if fitted is not None else image.b64
@@ -123,18 +132,63 @@ def _compacted(edit: Edit, image: Found, fitted: Fitted | None) -> Fitted | None
     return edit.compact(b64) or fitted
 
 
+def evicted_by(edit: Edit, found: Sequence[Found], current: int) -> int:
+    """How many of the oldest of ``found`` (a request's images, oldest first, whose
+    latest turn is ``current``) leave before fitting: those of stale turns, then the
+    ``live_images`` window, the provider's image cap and, append-only, the break-even
+    tokens, each in its batch. Pure arithmetic over the images, so the images of an
+    earlier, shorter request give what that request elided (:func:`stale_reasoning`).
+    """
+    stale = 0
+    while stale < len(found) and edit.is_stale(found[stale].turn, current):
+        stale += 1
+    n = len(found) - stale
+    gone = evicted_images(n, edit.live_images, edit.chunk) if edit.live_images else 0
+    cap = max_images(edit.spec, edit.rules)
+    gone += evicted_to_fit([1] * (n - gone), cap, share=edit.limit_share)
+    if edit.append_tokens is not None:
+        tokens = [_tokens(edit, image) for image in found[stale + gone :]]
+        gone += evicted_to_fit(tokens, edit.append_tokens, share=edit.limit_share)
+    return stale + gone
+
+
+def stale_reasoning(
+    edit: Edit, found: Sequence[Found], said: Sequence[tuple[int, int]]
+) -> set[int]:
+    """The assistant messages whose reasoning an earlier request already had dropped:
+    left out from the request after that eviction on (as visus's agent does:
+    :mod:`visus.retention.reasoning`). ``said``: each assistant message's index and the
+    turn it answered, in order.
+
+    A reply at ``p`` answered the request that held the images before it; its reasoning
+    is stale when an image before it that was live in that request has left since (in
+    the previous request: the one the eviction was sent in, which sent every block and
+    had the provider drop and count those). Byte budgets are not replayed: a block they
+    made stale goes back, and the provider drops it (counted).
+    """
+    if len(said) < 2 or not found:
+        return set()
+    at = [image.at for image in found]
+
+    def held_and_evicted(p: int, turn: int) -> tuple[int, int]:
+        count = bisect.bisect_left(at, p)  # the images of the request answered at p
+        return count, evicted_by(edit, found[:count], turn) if count else 0
+
+    before = held_and_evicted(*said[-1])[1]  # what the previous request evicted
+    stale: set[int] = set()
+    for p, turn in said[:-1]:
+        held, evicted = held_and_evicted(p, turn)
+        if min(before, held) > evicted:
+            stale.add(p)
+    return stale
+
+
 def plan(edit: Edit, found: list[Found], *, current: int) -> None:
     """Elide, fit and write every image of a request whose latest turn is ``current``."""
-    live: list[Found] = []
-    for image in found:
-        if edit.is_stale(image.turn, current):
-            _elide(edit, image)
-        else:
-            live.append(image)
-    if edit.live_images is not None:
-        live = _drop_oldest(edit, live, evicted_images(len(live), edit.live_images, edit.chunk))
-    cap = max_images(edit.spec, edit.rules)
-    live = _drop_oldest(edit, live, evicted_to_fit([1] * len(live), cap, share=edit.limit_share))
+    gone = evicted_by(edit, found, current)
+    for image in found[:gone]:
+        _elide(edit, image)
+    live = found[gone:]
     edit.profile = profile_for(edit.spec, edit.rules, len(live))
     sent: list[tuple[Found, Fitted | None]] = [
         (

@@ -52,6 +52,9 @@ class ProxyStats:
     binding_kept: int = 0
     reasoning_after_edits: int = 0
     reasoning_dropped: int = 0
+    #: Reasoning blocks an earlier request's eviction had the upstream drop, left out
+    #: of later requests (not dropped, counted and redone again at every step).
+    reasoning_left_out: int = 0
     #: Answers streaming back to clients now.
     open_streams: int = 0
     #: Per model and day, priced; ``<data>/proxy/ledger.json`` when the proxy has a data folder.
@@ -79,6 +82,7 @@ class ProxyStats:
         self.binding_opt_ins += edit.binding.opted_in
         self.binding_kept += edit.binding.client_choice is not None
         self.reasoning_after_edits += edit.binding.after_edits
+        self.reasoning_left_out += edit.binding.left_out
         self.ledger.add(
             model,
             images=edit.images,
