@@ -23,6 +23,13 @@ Issue 33's, each in a fresh child process too:
   Pillow's 1 MB chunk bound: CPU seconds of the process, and what it ended in.
 - ``gifs``: twelve fits of a 27 KB 6000 x 6000 palette GIF at once (Claude's profile):
   the process's peak RSS, its RSS after, and the memory budget's own peak.
+- ``video``: sixteen keyframes of a 20 MB MJPEG of 9000 x 9000 frames: the wall time,
+  the process's peak RSS and the render workers'.
+- ``sse`` and ``body``: against a real `visus serve` (``benchmarks/_attacks.py``): forty
+  slow SSE readers of a 26 MB frame; eight sign-ins declaring 128 MB beside an
+  authenticated post, and a body trickled a byte at a time; eight instances' rings
+  full of 26 MB messages (``rings``); four 128 MB gzip bodies through `visus proxy`
+  held by the upstream (``gzip``).
 
 ``VISUS_BENCH_BASELINE_SRC=/old/checkout/src python -m benchmarks budgets``
 (``VISUS_BENCH_ONLY=pngs`` runs one scenario).
@@ -38,6 +45,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks import _attacks
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -216,6 +225,16 @@ out["results"] = sorted({r for _, r in out["results"]})
 print(json.dumps(out))
 """
 
+_VIDEO = r"""
+from tests.media import bombs
+from visus.media import video
+data = bombs.encoded_video("mjpeg", "avi", 9000, 9000, 16, "yuvj420p")
+def call():
+    frames, _ = video.keyframes(data, max_frames=16)
+    return f"{len(frames)} keyframes"
+print(json.dumps(at_once(call, 1)))
+"""
+
 _SCENARIOS = {
     "pngs": _PNGS,
     "scans": _SCANS,
@@ -223,6 +242,7 @@ _SCENARIOS = {
     "pdf": _PDF,
     "ztxt": _ZTXT,
     "gifs": _GIFS,
+    "video": _VIDEO,
 }
 
 
@@ -344,6 +364,11 @@ def main() -> None:
             continue
         for label, src in runs:
             print(f"{name:6} {label:6} {json.dumps(_child(code, src))}", flush=True)
+    served = {"sse": _attacks.sse, "body": _attacks.body, "rings": _attacks.rings}
+    for name, scenario in {**served, "gzip": _attacks.gzip}.items():
+        if not only or only == name:
+            for label, src in runs:
+                print(f"{name:6} {label:6} {json.dumps(scenario(src))}", flush=True)
     if not only or only == "proxy":
         upstream, body = _upstream(), _proxy_body()
         for label, src in runs:

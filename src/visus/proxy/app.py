@@ -317,7 +317,7 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
     ``held`` is the one reference to the body as read, and ``work`` to what it decodes
     and parses to: once the edit is done they are let go, so while the upstream answers
     only what goes to it is held (``python -m benchmarks budgets``: a 250 MB body peaked
-    at 1,225 MB before, 950 MB now; gzip bombs, ``proxy-gzip``).
+    at 1,225 MB before, 950 MB now; four 128 MB gzip bodies, ``gzip``: 1,028 -> 3 MB).
     """
     started = time.perf_counter()
     raw = held.pop()
