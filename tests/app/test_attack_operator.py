@@ -127,3 +127,23 @@ async def test_refusals_keep_the_servers_layout_and_a_recursive_schema_is_refuse
             assert refused.is_error, said
             assert "refers to itself" in said, said
             assert server.log.stat().st_size - before < 2000  # no traceback
+
+
+async def test_attachments_across_many_chats_stop_at_the_instance_cap(tmp_path: Path) -> None:
+    """Issue 33, smaller: the attachment caps were per session and a client opens any
+    number of sessions (fifty of 200 MB were all accepted). Over the web chat's API of a
+    real `visus serve`, the chats together stop at ATTACHMENT_MAX_INSTANCE_BYTES (1 MB
+    here): 413 naming it, nothing stored past it."""
+    bounds = {"ATTACHMENT_MAX_INSTANCE_BYTES": 1024 * 1024}
+    with hostile.serve(tmp_path, bounds=bounds) as server:
+        async with server.async_client(timeout=120) as http:
+            chunk = base64.b64encode(b"x" * 300_000).decode()
+            codes = []
+            for i in range(6):
+                sid = f"01JABCDEFGHJKMNPQRSTVWX{i:03d}"
+                body = {"filename": "a.bin", "contentBase64": chunk, "mimeType": "text/plain"}
+                r = await http.post(f"/web/api/sessions/{sid}/attachments", json=body)
+                codes.append(r.status_code)
+                if r.status_code == 413:
+                    assert r.json()["error"]["limit"] == "ATTACHMENT_MAX_INSTANCE_BYTES", r.text
+            assert codes == [201, 201, 201, 413, 413, 413], codes

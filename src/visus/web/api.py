@@ -330,6 +330,14 @@ def error_response(
     return JSONResponse({"error": detail}, status_code=status, headers=headers)
 
 
+_ATTACHMENT_LIMITS = (
+    "ATTACHMENT_MAX_FILES",
+    "ATTACHMENT_MAX_SESSION_BYTES",
+    "ATTACHMENT_MAX_INSTANCE_FILES",
+    "ATTACHMENT_MAX_INSTANCE_BYTES",
+)
+
+
 def error_from(e: VisusError) -> JSONResponse:
     if isinstance(e, NotFoundError):
         return error_response(404, "not_found", str(e))
@@ -338,7 +346,7 @@ def error_from(e: VisusError) -> JSONResponse:
     if isinstance(e, LimitError):
         text = str(e)
         name = next(
-            (n for n in ("ATTACHMENT_MAX_FILES", "ATTACHMENT_MAX_SESSION_BYTES") if n in text),
+            (n for n in _ATTACHMENT_LIMITS if n in text),
             None,
         )
         return error_response(413, "too_large", text, limit=name)
