@@ -23,7 +23,7 @@ from typing import Any
 from visus.proxy.edit import Edit, Fitted
 from visus.proxy.mcp import restore_tool
 from visus.proxy.reasoning import bind_claude
-from visus.proxy.slots import Found, is_observation, plan, stale_reasoning
+from visus.proxy.slots import Fate, Found, is_observation, plan, stale_reasoning
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.anthropic import RULES
@@ -86,51 +86,31 @@ def _repair(result: dict[str, Any], edit: Edit) -> None:
         edit.repaired += repaired
 
 
-def _writer(block: dict[str, Any]) -> Any:
-    def write(f: Fitted) -> None:
-        block["source"] = {"type": "base64", "media_type": f.media_type, "data": f.b64}
-
-    return write
+def _source(f: Fitted) -> dict[str, Any]:
+    return {"type": "base64", "media_type": f.media_type, "data": f.b64}
 
 
-def _dropper(blocks: list[Any], index: int) -> Any:
-    def drop(text: str) -> None:
-        replacement: dict[str, Any] = {"type": "text", "text": text}
-        if "cache_control" in blocks[index]:  # the client's breakpoint stays where it was
-            replacement["cache_control"] = blocks[index]["cache_control"]
-        blocks[index] = replacement
-
-    return drop
-
-
-def _placer(blocks: list[Any], index: int) -> Any:
-    def place(note: str, crops: list[Fitted]) -> None:
-        new: list[dict[str, Any]] = [{"type": "text", "text": note}]
-        for f in crops:
-            source = {"type": "base64", "media_type": f.media_type, "data": f.b64}
-            new.append({"type": "image", "source": source})
-        if "cache_control" in blocks[index]:  # the client's breakpoint stays at its end
-            new[-1]["cache_control"] = blocks[index]["cache_control"]
+def _apply(blocks: list[Any], index: int, fate: Fate) -> None:
+    """Write one image's fate back in place: its fitted bytes, its descriptor (keeping
+    the client's ``cache_control`` where it was), or a note and crops (the breakpoint at
+    their end)."""
+    block = blocks[index]
+    mark = {"cache_control": block["cache_control"]} if "cache_control" in block else {}
+    if fate.text is not None:
+        blocks[index] = {"type": "text", "text": fate.text, **mark}
+    elif fate.note is not None:
+        new: list[dict[str, Any]] = [{"type": "text", "text": fate.note}]
+        new += [{"type": "image", "source": _source(f)} for f in fate.crops]
+        new[-1].update(mark)
         blocks[index : index + 1] = new
-
-    return place
+    elif fate.fitted is not None:
+        block["source"] = _source(fate.fitted)
 
 
 def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any, at: int) -> Found:
-    block = blocks[index]
-    source = _b64_source(block)
+    source = _b64_source(blocks[index])
     media, b64 = source if source is not None else ("", None)
-    return Found(
-        path,
-        turn,
-        call,
-        b64,
-        media,
-        _writer(block),
-        _dropper(blocks, index),
-        _placer(blocks, index),
-        at,
-    )
+    return Found(path, turn, call, b64, media, at, can_place=True)
 
 
 def _starts_turn(message: dict[str, Any]) -> bool:
@@ -156,6 +136,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
         return edit
     calls: dict[str, tuple[str, Any]] = {}
     found: list[Found] = []
+    places: list[tuple[list[Any], int]] = []  # where each found image sits
     said: list[tuple[int, int]] = []
     turn = 0
     for i, message in enumerate(messages):
@@ -176,6 +157,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                 calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
             elif kind == "image":
                 found.append(_found(content, j, f"messages.{i}.content.{j}", turn, None, i))
+                places.append((content, j))
             elif kind == "tool_result":
                 _repair(block, edit)
                 inner = block.get("content")
@@ -185,12 +167,16 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                         if _is_image(item):
                             path = f"messages.{i}.content.{j}.content.{k}"
                             found.append(_found(inner, k, path, turn, call, i))
+                            places.append((inner, k))
     left_out = 0
     if edit.spec.preserved_thinking:
         for i in sorted(stale_reasoning(edit, found, said)):
             left_out += _leave_out_reasoning(messages[i])
             edit.touched(i, evicted=False)
-    plan(edit, found, current=turn)
+    fates = plan(edit, found, current=turn)
+    # The last first: a note and crops take more than the image's one place.
+    for (blocks, index), fate in reversed(list(zip(places, fates, strict=True))):
+        _apply(blocks, index, fate)
     edit.binding = bind_claude(
         body, edit.spec, edited_at=edit.edited_at, evicted_at=edit.evicted_at, left_out=left_out
     )

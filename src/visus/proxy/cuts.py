@@ -6,7 +6,7 @@ The proxy sees a client's whole history at every step. Of the images a request s
 is compared, as it would be sent, with the latest earlier one of the same size that is
 sent too (:meth:`~visus.proxy.edit.Edit.cut`: exactly, no threshold, once per pair); when
 they differ only in a few small areas, it is sent as a one-line note naming that image
-and the crops, where its protocol can place them (``Found.place``), the crops cost the
+and the crops, where its protocol can place them (``Found.can_place``), the crops cost the
 model fewer tokens and the provider's image cap leaves room. A crop sent stands for its
 image: the next screenshot is cut against it. Decided from the request alone, so a
 re-sent history goes out as the same bytes.
@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from visus import limits
@@ -30,14 +30,14 @@ from visus.wire._prepare import max_images
 
 
 class Shot(Protocol):
-    """What this module reads of an image found in a body (``slots.Found``, which calls
-    this module, so it is not imported here)."""
+    """What this module reads of an image found in a body (``slots.Found``: slots
+    imports this module, so it is not imported here)."""
 
     @property
     def b64(self) -> str | None: ...
 
     @property
-    def place(self) -> Callable[[str, list[Fitted]], None] | None: ...
+    def can_place(self) -> bool: ...
 
 
 __all__ = ["Shot", "changed_only"]
@@ -70,7 +70,7 @@ def changed_only(
         size = (fitted.width, fitted.height) if fitted is not None else (known.width, known.height)
         base = latest.get(size)
         latest[size] = (b64, known.digest)
-        if base is None or base[0] == b64 or image.place is None:
+        if base is None or base[0] == b64 or not image.can_place:
             continue
         cut = edit.cut(base[0], b64)
         if cut is None or len(cut.crops) - 1 > room:

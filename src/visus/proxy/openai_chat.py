@@ -29,7 +29,7 @@ from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, call_text, data_url, parse_data_url
 from visus.proxy.mcp import restore_tool
-from visus.proxy.slots import Found, is_observation, plan
+from visus.proxy.slots import Fate, Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_chat import HOIST_INTRO, RULES
@@ -65,15 +65,15 @@ class _Image:
         name = call_text(*self.call) if self.call else "tool result"
         return f"{name}{dims}"
 
-    def write(self, fitted: Fitted) -> None:
-        self.media_type, self.b64 = fitted.media_type, fitted.b64
-        self.width, self.height = fitted.width, fitted.height
-
-    def drop(self, text: str) -> None:
-        self.stale_text = text
-
-    def place(self, note: str, crops: list[Fitted]) -> None:
-        self.cut = (note, crops)
+    def take(self, fate: Fate) -> None:
+        """What :func:`~visus.proxy.slots.plan` decided for it (written out in pass 2)."""
+        if fate.text is not None:
+            self.stale_text = fate.text
+        elif fate.note is not None:
+            self.cut = (fate.note, list(fate.crops))
+        elif fate.fitted is not None:
+            self.media_type, self.b64 = fate.fitted.media_type, fate.fitted.b64
+            self.width, self.height = fate.fitted.width, fate.fitted.height
 
     def parts(self) -> list[dict[str, Any]]:
         """What the hoisted user message carries for this image: it, or its note and crops."""
@@ -88,8 +88,7 @@ class _Image:
         b64 = self.b64 if self.url is None else None
         call = self.call if self.call_id else None
         # Only a tool's image may go as crops: it is hoisted, where a note can precede them.
-        place = self.place if self.call_id else None
-        return Found(self.path, self.turn, call, b64, self.media_type, self.write, self.drop, place)
+        return Found(self.path, self.turn, call, b64, self.media_type, can_place=bool(self.call_id))
 
 
 @dataclass(slots=True)
@@ -164,7 +163,9 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
     tools, user_images = _find(messages, turns, calls, edit)
     everything = [im for t in tools.values() for im in t.images] + [im for *_, im in user_images]
     everything.sort(key=lambda im: im.order)  # the order the model reads them: oldest first
-    plan(edit, [im.found() for im in everything], current=turns[-1] if turns else 0)
+    fates = plan(edit, [im.found() for im in everything], current=turns[-1] if turns else 0)
+    for image, fate in zip(everything, fates, strict=True):
+        image.take(fate)
     for image in everything:
         if image.stale_text is None:
             _size(edit, image)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from visus.proxy.edit import Edit, Fitted, data_url, parse_data_url
+from visus.proxy.edit import Edit, data_url, parse_data_url
 from visus.proxy.mcp import restore_tool
 from visus.proxy.reasoning import Binding, reasoning_after, responses_reasoning
-from visus.proxy.slots import Found, is_observation, plan
+from visus.proxy.slots import Fate, Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_responses import RULES
@@ -59,44 +59,29 @@ def _repair(item: dict[str, Any], edit: Edit) -> None:
         edit.repaired += repaired
 
 
-def _writer(part: dict[str, Any]) -> Any:
-    def write(f: Fitted) -> None:
-        part["image_url"] = data_url(f.media_type, f.b64)
-
-    return write
-
-
-def _dropper(parts: list[Any], index: int) -> Any:
-    def drop(text: str) -> None:
-        parts[index] = {"type": "input_text", "text": text}
-
-    return drop
-
-
-def _placer(parts: list[Any], index: int) -> Any:
-    def place(note: str, crops: list[Fitted]) -> None:
-        detail = parts[index].get("detail")
-        new: list[dict[str, Any]] = [{"type": "input_text", "text": note}]
-        for f in crops:
-            item: dict[str, Any] = {
-                "type": "input_image",
-                "image_url": data_url(f.media_type, f.b64),
-            }
-            if detail is not None:
-                item["detail"] = detail
-            new.append(item)
+def _apply(parts: list[Any], index: int, fate: Fate) -> None:
+    """Write one image's fate back in place: its fitted bytes, its descriptor, or a note
+    and crops (at the image's ``detail``)."""
+    part = parts[index]
+    if fate.text is not None:
+        parts[index] = {"type": "input_text", "text": fate.text}
+    elif fate.note is not None:
+        detail = {"detail": part["detail"]} if part.get("detail") is not None else {}
+        new: list[dict[str, Any]] = [{"type": "input_text", "text": fate.note}]
+        for f in fate.crops:
+            new.append(
+                {"type": "input_image", "image_url": data_url(f.media_type, f.b64), **detail}
+            )
         parts[index : index + 1] = new
-
-    return place
+    elif fate.fitted is not None:
+        part["image_url"] = data_url(fate.fitted.media_type, fate.fitted.b64)
 
 
 def _found(parts: list[Any], j: int, path: str, turn: int, call: Any, at: int) -> Found:
     url = parts[j].get("image_url")
     parsed = parse_data_url(url) if isinstance(url, str) else None
     media, b64 = parsed if parsed is not None else ("", None)
-    return Found(
-        path, turn, call, b64, media, _writer(parts[j]), _dropper(parts, j), _placer(parts, j), at
-    )
+    return Found(path, turn, call, b64, media, at, can_place=True)
 
 
 def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
@@ -111,6 +96,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
         return edit
     calls: dict[str, tuple[str, Any]] = {}
     found: list[Found] = []
+    places: list[tuple[list[Any], int]] = []  # where each found image sits
     turn = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -130,7 +116,11 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
         for j, part in enumerate(parts):
             if isinstance(part, dict) and part.get("type") == "input_image":
                 found.append(_found(parts, j, f"input[{i}].{key}[{j}]", turn, call, i))
-    plan(edit, found, current=turn)
+                places.append((parts, j))
+    fates = plan(edit, found, current=turn)
+    # The last first: a note and crops take more than the image's one place.
+    for (parts, index), fate in reversed(list(zip(places, fates, strict=True))):
+        _apply(parts, index, fate)
     # The provider discards the reasoning items after a changed point, without an error
     # (OpenAI "preserved reasoning"): counted, nothing to opt into.
     if edit.spec.preserved_thinking:

@@ -1,9 +1,10 @@
 """What the protocol modules share: the images found in a body, and what becomes of them.
 
-A protocol module walks a body, repairs what it must, and hands :func:`plan` one
-:class:`Found` per image in the order the model reads them, each knowing how to write
-a fitted image back in place and how to become a descriptor. :func:`plan` then
-decides, the same way on every wire:
+The flow is one way: a protocol module walks a body, repairs what it must, and hands
+:func:`plan` one :class:`Found` per image in the order the model reads them (what the
+image is and where, as data); :func:`plan` decides, the same way on every wire, and
+returns one :class:`Fate` per image, which the protocol module writes back into its
+body itself (nothing here calls back into it):
 
 1. images of turns before the live window (``--live-turns``) leave;
 2. at most ``--live-images`` stay live, the oldest leaving in batches of ``chunk``
@@ -26,15 +27,15 @@ decides, the same way on every wire:
    those areas' crops (:mod:`visus.proxy.cuts`).
 
 Example:
-    >>> s = Found("messages.0.content.0", 1, None, "", "image/png", print, print)
-    >>> s.path
-    'messages.0.content.0'
+    >>> s = Found("messages.0.content.0", 1, None, "", "image/png")
+    >>> s.path, Fate(text="[image elided]").text
+    ('messages.0.content.0', '[image elided]')
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ from visus.retention import evicted_images, evicted_to_fit
 from visus.wire import profile_for
 from visus.wire._prepare import max_images
 
-__all__ = ["Found", "evicted_by", "is_observation", "plan", "stale_reasoning"]
+__all__ = ["Fate", "Found", "evicted_by", "is_observation", "plan", "stale_reasoning"]
 
 # How smolagents words a tool's output when it sends it as a *user* message ("Call id:
 # ..." before a ToolCallingAgent's, "Observation:" otherwise): a step of the same turn.
@@ -53,10 +54,9 @@ _OBSERVATION_PREFIXES = ("Observation:", "Call id:")
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One image in the outgoing body.
+    """One image in the outgoing body, as data.
 
-    ``b64`` is None for an image given by URL (counted, never fitted); ``write`` puts
-    a fitted image in its place, ``drop`` a descriptor text.
+    ``b64`` is None for an image given by URL (counted, never fitted).
     """
 
     path: str
@@ -64,14 +64,23 @@ class Found:
     call: tuple[str, Any] | None
     b64: str | None
     media_type: str
-    write: Callable[[Fitted], None]
-    drop: Callable[[str], None]
-    #: Puts a note and crops in the image's place (only what changed: :mod:`.cuts`);
-    #: None where the protocol cannot.
-    place: Callable[[str, list[Fitted]], None] | None = None
     #: The top-level item (message, input item) it sits in; -1 where that is not
     #: where the client put it (chat hoisting): reasoning after it is bound to it.
     at: int = -1
+    #: Whether its protocol can send a note and crops in its place (:mod:`.cuts`).
+    can_place: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """What becomes of one image: sent as ``fitted``, replaced by the descriptor
+    ``text``, or sent as the ``note`` and its ``crops`` (only what changed); all
+    empty: left as the client sent it."""
+
+    fitted: Fitted | None = None
+    text: str | None = None
+    note: str | None = None
+    crops: tuple[Fitted, ...] = ()
 
 
 def is_observation(content: Any) -> bool:
@@ -98,15 +107,9 @@ def is_observation(content: Any) -> bool:
     return False
 
 
-def _elide(edit: Edit, image: Found) -> None:
-    image.drop(edit.elide(image.b64, image.turn, image.call))
+def _elided(edit: Edit, image: Found) -> Fate:
     edit.touched(image.at, evicted=True)
-
-
-def _drop_oldest(edit: Edit, live: list[Found], gone: int) -> list[Found]:
-    for image in live[:gone]:
-        _elide(edit, image)
-    return live[gone:]
+    return Fate(text=edit.elide(image.b64, image.turn, image.call))
 
 
 def _tokens(edit: Edit, image: Found) -> int:
@@ -183,12 +186,14 @@ def stale_reasoning(
     return stale
 
 
-def plan(edit: Edit, found: list[Found], *, current: int) -> None:
-    """Elide, fit and write every image of a request whose latest turn is ``current``."""
+def plan(edit: Edit, found: list[Found], *, current: int) -> list[Fate]:
+    """What becomes of every image of a request whose latest turn is ``current``
+    (one :class:`Fate` per image of ``found``, in its order)."""
+    fates: dict[int, Fate] = {}  # by position in found
     gone = evicted_by(edit, found, current)
-    for image in found[:gone]:
-        _elide(edit, image)
-    live = found[gone:]
+    for n in range(gone):
+        fates[n] = _elided(edit, found[n])
+    live, offset = found[gone:], gone
     edit.profile = profile_for(edit.spec, edit.rules, len(live))
     sent: list[tuple[Found, Fitted | None]] = [
         (
@@ -204,18 +209,18 @@ def plan(edit: Edit, found: list[Found], *, current: int) -> None:
             sent = [(image, _compacted(edit, image, fitted)) for image, fitted in sent]
             costs = [_cost(edit, image, fitted) for image, fitted in sent]
         gone = evicted_to_fit(costs, budget, share=edit.limit_share)
-        for image, _ in sent[:gone]:
-            _elide(edit, image)
-        sent = sent[gone:]
+        for n in range(gone):
+            fates[offset + n] = _elided(edit, sent[n][0])
+        sent, offset = sent[gone:], offset + gone
     cut = changed_only(edit, sent)
     edit.images += len(sent)
     edit.cut_images += len(cut)
     for i, (image, fitted) in enumerate(sent):
-        if fitted is not None and i not in cut:
-            image.write(fitted)
+        if i in cut:
+            note, crops = cut[i]
+            fates[offset + i] = Fate(note=note, crops=tuple(crops))
+            edit.touched(image.at, evicted=True)
+        elif fitted is not None:
+            fates[offset + i] = Fate(fitted=fitted)
             edit.touched(image.at, evicted=False)
-    for i in sorted(cut, reverse=True):  # the last first: a place adds parts after its own
-        place = sent[i][0].place
-        assert place is not None
-        place(*cut[i])
-        edit.touched(sent[i][0].at, evicted=True)
+    return [fates.get(n, Fate()) for n in range(len(found))]
