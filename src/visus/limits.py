@@ -206,6 +206,11 @@ TETHER_MAX_INSTANCES: Final = 64
 #: at once, hundreds of screenshots' size. Apart from MEMORY_BUDGET_BYTES, which the
 #: turns' own decodes need.
 TETHER_TURNS_MAX_BYTES: Final = 512 * MB
+#: What a turn counts at least there (twice, as above): running it holds its context,
+#: the files it views and the model's answer, whatever its message. So at most 64
+#: turns run at once on a server (TETHER_MAX_INSTANCES x TETHER_MAX_PENDING_TURNS
+#: would be 512), each of which may start the operator's MCP servers.
+TETHER_TURN_MIN_BYTES: Final = 4 * MB
 #: Ingress bodies up to this size skip the early busy check: a turn.cancel must pass
 #: when an instance is at TETHER_MAX_PENDING_TURNS (that is when a user wants Stop).
 TETHER_SMALL_FRAME_BYTES: Final = 4096

@@ -323,3 +323,22 @@ async def test_queued_turns_of_many_instances_hold_the_memory_budget_only(
             assert (await http.delete(f"/v1/instances/{iids[0]}")).status_code == 204
             again = await http.post("/v1/instances", json={"model": "reference"})
             assert again.status_code == 201, again.text
+
+
+async def test_small_turns_in_flight_are_bounded_over_the_server(tmp_path: Path) -> None:
+    """Hostile pass: text-only turns cost TETHER_TURNS_MAX_BYTES almost nothing, so up
+    to TETHER_MAX_INSTANCES x TETHER_MAX_PENDING_TURNS (512) ran at once, each with its
+    context and the operator's MCP servers. Each counts TETHER_TURN_MIN_BYTES at least
+    (twice): with room for three here, six turns to a model still thinking: three run,
+    three are refused 429 busy naming the limit."""
+    bounds = {"TETHER_TURNS_MAX_BYTES": 3 * 8 * MB}
+    with hostile.serve(tmp_path, bounds=bounds) as server:
+        async with server.async_client(timeout=120) as http:
+            iid = await _iid(http)
+            answers = []
+            for k in range(6):
+                frame = {"type": "user.message", "session": f"s{k}", "payload": {"text": "wait 30"}}
+                answers.append(await http.post(f"/v1/instances/{iid}/tether", json=frame))
+            codes = [a.status_code for a in answers]
+            assert codes == [202, 202, 202, 429, 429, 429], codes  # six 202 before
+            assert "TETHER_TURNS_MAX_BYTES" in answers[-1].text, answers[-1].text

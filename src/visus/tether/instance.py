@@ -243,12 +243,15 @@ class Instance:
             )
 
     def hold(self, frame: Frame, images: tuple[ImageIn, ...]) -> Reservation:
-        """:data:`TURNS`' bytes for a turn's frame and decoded images, counted twice,
-        which it holds until it ends (:class:`BusyError` when they do not fit now): per instance
+        """:data:`TURNS`' bytes for a turn's frame and decoded images (at least
+        TETHER_TURN_MIN_BYTES), counted twice, which it holds until it ends
+        (:class:`BusyError` when they do not fit now): per instance
         TETHER_MAX_PENDING_TURNS bound them, but a client creates any number of
         instances."""
-        # Twice: running the turn holds about as much again (its images fitted, sent).
-        size = 2 * (payload_size(frame.payload) + sum(len(im.data) for im in images))
+        # Twice: running the turn holds about as much again (its images fitted, sent);
+        # at least TETHER_TURN_MIN_BYTES, its context whatever the message.
+        message = payload_size(frame.payload) + sum(len(im.data) for im in images)
+        size = 2 * max(message, limits.TETHER_TURN_MIN_BYTES)
         try:
             return TURNS.reserve(size, what="a turn's message", wait=0)
         except TooLargeError as e:
