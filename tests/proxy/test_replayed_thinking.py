@@ -8,9 +8,11 @@ reasoning after an edit without an error, and the proxy counts it."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +26,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from visus import limits
 from visus.models import get_model, image_tokens
 from visus.proxy import ProxyConfig
+from visus.proxy.reasoning import DroppedTap
 from visus.retention import evicted_images, evicted_to_fit, policy_for
 
 from .conftest import grid, serve_app, serve_proxy
@@ -311,3 +315,42 @@ def test_without_a_window_the_history_stays_append_only_until_the_break_even() -
     assert _changes(thinker.bodies, without_reasoning=True) == evictions
     opted = [b.get("thinking", {}).get("block_binding") is not None for b in thinker.bodies]
     assert opted == [n >= first for n in range(steps)]
+
+
+async def _through(tap: DroppedTap, chunks: list[bytes]) -> bytes:
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    return b"".join([c async for c in tap.wrap(source())])
+
+
+_DROPS = [{"type": "thinking_dropped", "path": f"messages.{n}.content.0"} for n in (1, 3)]
+
+
+def test_the_reply_tap_reads_a_stream_split_anywhere_and_passes_every_byte() -> None:
+    start = {"type": "message_start", "message": {"input_transformations": _DROPS}}
+    stream = (
+        f"event: message_start\r\ndata: {json.dumps(start)}\r\n\r\n"
+        'event: ping\r\ndata: {"type": "ping"}\r\n\r\n'
+    ).encode()
+    counted: list[int] = []
+    tap = DroppedTap("text/event-stream; charset=utf-8", None, counted.append)
+    pieces = [stream[i : i + 7] for i in range(0, len(stream), 7)]
+    assert asyncio.run(_through(tap, pieces)) == stream
+    assert counted == [2]
+
+
+def test_the_reply_tap_reads_a_compressed_reply_and_gives_up_past_its_bound() -> None:
+    reply = json.dumps({"content": [], "input_transformations": _DROPS}).encode()
+    counted: list[int] = []
+    packed = gzip.compress(reply)
+    tap = DroppedTap("application/json", "gzip", counted.append)
+    assert asyncio.run(_through(tap, [packed])) == packed
+    assert counted == [2]
+    # A reply past PROXY_REPLY_TAP_BYTES, or not JSON, goes on unread and uncounted.
+    big = json.dumps({"pad": "x" * limits.PROXY_REPLY_TAP_BYTES, "input_transformations": _DROPS})
+    for body in (big.encode(), b"{not json", b"[" * 100_000):
+        tap = DroppedTap("application/json", None, counted.append)
+        assert asyncio.run(_through(tap, [body[:4096], body[4096:]])) == body
+    assert counted == [2]
