@@ -341,4 +341,6 @@ async def test_small_turns_in_flight_are_bounded_over_the_server(tmp_path: Path)
                 answers.append(await http.post(f"/v1/instances/{iid}/tether", json=frame))
             codes = [a.status_code for a in answers]
             assert codes == [202, 202, 202, 429, 429, 429], codes  # six 202 before
-            assert "TETHER_TURNS_MAX_BYTES" in answers[-1].text, answers[-1].text
+            assert answers[-1].json()["error"]["limit"] == "TETHER_TURNS_MAX_BYTES", answers[
+                -1
+            ].text

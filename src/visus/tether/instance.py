@@ -70,6 +70,7 @@ __all__ = [
     "Reply",
     "TurnLostError",
     "TurnNotResumedError",
+    "TurnsBusyError",
     "fit_egress",
     "request_key",
 ]
@@ -150,6 +151,10 @@ TURNS = _TurnBytes()
 
 class BusyError(LimitError):
     """Too many turns in flight on one instance (HTTP 429)."""
+
+
+class TurnsBusyError(BusyError):
+    """The turns in flight on the server hold TETHER_TURNS_MAX_BYTES (HTTP 429)."""
 
 
 class TurnLostError(Exception):
@@ -255,7 +260,7 @@ class Instance:
         try:
             return TURNS.reserve(size, what="a turn's message", wait=0)
         except TooLargeError as e:
-            raise BusyError(
+            raise TurnsBusyError(
                 f"instance {self.config.id}: the turns in flight on this server hold "
                 f"{TURNS.in_use} bytes of their messages, and this one's {size} would pass "
                 f"the limit of {TURNS.total} (TETHER_TURNS_MAX_BYTES); retry when a "

@@ -63,6 +63,7 @@ from visus.tether import ops
 from visus.tether.frames import INGRESS_TYPES, CancelPayload, decode_frame
 from visus.tether.gate import Failures, TokenGate, token_matches
 from visus.tether.guard import LoopbackGuard, OriginGuard
+from visus.tether.instance import TurnsBusyError
 from visus.tether.instances import BusyError, Registry
 from visus.tether.limits import FrameError, TetherLimitError, check_wire, load_json
 from visus.tether.ring import Page
@@ -150,6 +151,7 @@ ERROR_STATUS: tuple[tuple[type[VisusError], _Status], ...] = (
     (ReachError, _Status(403, "outside_reach")),
     (PolicyError, _Status(403, "forbidden")),
     (InUseError, _Status(409, "in_use")),
+    (TurnsBusyError, _Status(429, "busy", limit="TETHER_TURNS_MAX_BYTES", retry_after="1")),
     (BusyError, _Status(429, "busy", limit="TETHER_MAX_PENDING_TURNS", retry_after="1")),
     (TetherLimitError, _Status(413, "too_large")),
     (LimitError, _Status(413, "too_large")),
