@@ -30,14 +30,48 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from visus.errors import ConfigError
 from visus.models import ModelSpec
+from visus.record.messages import AssistantMessage, Message, ProviderState, ToolResult
+from visus.retention import ImageFate, Shown
+from visus.retention.reasoning import drop_stale_reasoning
+from visus.wire import Wire
 from visus.wire._thinking import BINDING_BETA
 
-__all__ = ["BINDING_BETA", "DROP_BLOCK", "bound_thinking", "checked_effort"]
+__all__ = [
+    "BINDING_BETA",
+    "DROP_BLOCK",
+    "bound_thinking",
+    "checked_effort",
+    "stale_replies",
+    "wire_of",
+]
+
+# The wire each provider's models are spoken to on, where there is one.
+_WIRES: Mapping[str, Wire] = {
+    "anthropic": "anthropic",
+    "bedrock": "bedrock",
+    "gemini": "gemini",
+    "ollama": "ollama",
+}
+
+
+def wire_of(provider: str, *, chat: bool | None = None) -> Wire | None:
+    """The wire a framework speaks to ``provider``'s model on (its byte and image
+    limits bound retention's plan): OpenAI's is Chat Completions or Responses as
+    ``chat`` says, unknown when it does not; None for a provider visus has no wire for.
+
+    Example:
+        >>> wire_of("anthropic"), wire_of("openai", chat=True), wire_of("openai")
+        ('anthropic', 'openai-chat', None)
+    """
+    if provider in ("openai", "openai-compatible"):
+        return None if chat is None else "openai-chat" if chat else "openai-responses"
+    return _WIRES.get(provider)
+
 
 #: What a stale thinking block does on request (Anthropic "Preserved thinking": "Set
 #: the mismatch behavior"): dropped and listed, not a 400.
@@ -83,3 +117,40 @@ def checked_effort(spec: ModelSpec, effort: str | None) -> str | None:
         return effort
     levels = ", ".join(spec.efforts)
     raise ConfigError(f"{spec.name} takes no effort {effort!r} (its levels: {levels})")
+
+
+# Stand-ins for the framework's messages, for drop_stale_reasoning (which reads only
+# where the replies are and which of them carry reasoning).
+_REASONED = AssistantMessage(provider_state=ProviderState("integration", "[]"))
+_REPLY = AssistantMessage()
+_OTHER = ToolResult("", "", ())
+
+
+def stale_replies(
+    size: int,
+    reasoned: Collection[int],
+    replies: Sequence[int],
+    image_at: Sequence[int],
+    shown: Sequence[Shown],
+    plan: Callable[[Sequence[Shown]], tuple[ImageFate, ...]],
+) -> set[int]:
+    """Which of a framework history's replies (positions among ``size`` messages) to
+    send without their reasoning: those whose blocks an eviction already had the
+    provider drop (:mod:`visus.retention.reasoning`: sent again at every later step they
+    would be dropped, counted and redone every time). ``reasoned``: the replies that
+    carry reasoning; ``replies``: every reply; ``image_at``: the position of each tool
+    image of ``shown`` (oldest first); ``plan``: the plan of a request holding only the
+    first of them. The same arithmetic as visus's agent, on the framework's history.
+
+    Example:
+        >>> def plan(s):  # a request with three images or more evicts the oldest
+        ...     return tuple(ImageFate("evicted" if len(s) >= 3 and i == 0 else "live")
+        ...                  for i in range(len(s)))
+        >>> stale_replies(7, {1, 3, 5}, [1, 3, 5], [0, 2, 4, 6], [Shown(d) for d in "abcd"], plan)
+        {1, 3}
+    """
+    view: list[Message] = [_OTHER] * size
+    for p in replies:
+        view[p] = _REASONED if p in reasoned else _REPLY
+    drop_stale_reasoning(view, image_at, shown, plan)
+    return {p for p in reasoned if view[p] is not _REASONED}

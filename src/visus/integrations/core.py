@@ -65,11 +65,15 @@ from visus.record.messages import (
 )
 from visus.retention import (
     ImageFate,
+    RetentionPolicy,
+    Shown,
     elided_descriptor,
-    plan_images,
+    plan_tool_images,
+    policy_for,
     repeat_descriptor,
 )
 from visus.telemetry import seams
+from visus.wire import Wire, image_ceiling
 
 __all__ = [
     "CONSERVATIVE",
@@ -499,16 +503,41 @@ class VisionCore:
 
     # --- retention ---------------------------------------------------------------
 
-    def live_from(self, current_turn: int) -> int:
-        """The earliest turn whose images keep their pixels when ``current_turn`` is newest."""
-        return self.policy.first_live_turn(current_turn)
+    def policy_for(self, model: ModelSpec | None) -> RetentionPolicy:
+        """The retention for ``model``: :attr:`policy` with what it leaves open decided
+        per model family (:func:`visus.retention.policy_for`): append-only for a model
+        that binds its reasoning to the history, the count window otherwise."""
+        return policy_for(model, self.policy)
 
-    def plan(self, digests: Sequence[str]) -> tuple[ImageFate, ...]:
-        """The fate of each tool image the turn window keeps (oldest first, by digest, or
-        by URL for a web image): at most ``live_images`` live, evicted in batches, an
-        unchanged screen a repeat (:func:`visus.retention.plan_images`)."""
-        policy = self.policy
-        return plan_images(digests, live_images=policy.live_images, chunk=policy.image_batch)
+    def live_from(self, current_turn: int, model: ModelSpec | None = None) -> int:
+        """The earliest turn whose images keep their pixels when ``current_turn`` is
+        newest (for ``model``: 1 on an append-only history, whose images leave only at
+        a ceiling)."""
+        return self.policy_for(model).first_live_turn(current_turn)
+
+    def shown(self, key: str, data: bytes | None, model: ModelSpec) -> Shown:
+        """A tool image as :meth:`plan` weighs it: ``key`` (its digest, or a web image's
+        URL), its bytes and its tokens for ``model`` (none known for a web image)."""
+        if data is None:
+            return Shown(key)
+        return Shown(key, len(data), self.tokens(model, data))
+
+    def plan(
+        self,
+        images: Sequence[Shown | str],
+        model: ModelSpec | None = None,
+        wire: Wire | None = None,
+    ) -> tuple[ImageFate, ...]:
+        """The fate of each tool image the turn window keeps (oldest first; a digest
+        alone weighs nothing): the one plan every surface applies
+        (:func:`visus.retention.plan_tool_images`) for ``model``. At most
+        ``live_images`` live, evicted in batches, an unchanged screen a repeat; on an
+        append-only history no count window, the oldest leaving in one batch only near
+        a ceiling (the model's images per request, a share of its context, the family's
+        break-even; the bytes ``wire`` takes when it is known)."""
+        shown = [i if isinstance(i, Shown) else Shown(i) for i in images]
+        ceiling = image_ceiling(model, wire) if model is not None and wire is not None else None
+        return plan_tool_images(shown, self.policy, model=model, ceiling=ceiling)
 
     def descriptor(self, digest: str, turn: int, view: ViewCall = NO_VIEW) -> str:
         """The plain text an image of ``turn`` becomes once it leaves the live window.

@@ -40,13 +40,20 @@ import asyncio
 import base64
 import contextvars
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, Unpack
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
-from visus.integrations._common import BINDING_BETA, bound_thinking, checked_effort
+from visus.integrations._common import (
+    BINDING_BETA,
+    bound_thinking,
+    checked_effort,
+    stale_replies,
+    wire_of,
+)
 from visus.integrations.core import (
     CONSERVATIVE,
     NO_VIEW,
@@ -331,15 +338,16 @@ class VisionMiddleware(AgentMiddleware):
         """
         turns = _turns(messages)
         current = max(turns, default=1)
-        first_live = self.core.live_from(current)
+        first_live = self.core.live_from(current, model)
         prepared = [_with_image_text(m) for m in messages]
-        digests = [
-            self._digest(b, _visus_artifact(m))
+        shown = [
+            self.core.shown(self._digest(b, _visus_artifact(m)), _data(b), model)
             for m, t in zip(prepared, turns, strict=True)
             if t >= first_live
             for b in _tool_image_blocks(m)
         ]
-        tally = ImageTally(fates=iter(self.core.plan(digests)))
+        wire = wire_of(model.provider, chat=hoist if model.provider == "openai" else None)
+        tally = ImageTally(fates=iter(self.core.plan(shown, model, wire)))
         out: list[AnyMessage] = []
         pending: list[Any] = []
         for m, t in zip(prepared, turns, strict=True):
@@ -356,6 +364,19 @@ class VisionMiddleware(AgentMiddleware):
             pending += hoisted
         if pending:
             out.append(HumanMessage(content=pending))
+        if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
+            image_at = [
+                n
+                for n, (m, t) in enumerate(zip(prepared, turns, strict=True))
+                if t >= first_live
+                for _ in _tool_image_blocks(m)
+            ]
+            replies = [n for n, m in enumerate(out) if isinstance(m, AIMessage)]
+            reasoned = {n for n in replies if _reasoning_blocks(out[n])}
+            plan = functools.partial(self.core.plan, model=model, wire=wire)
+            for n in stale_replies(len(out), reasoned, replies, image_at, shown, plan):
+                kept = [b for b in out[n].content if b not in _reasoning_blocks(out[n])]
+                out[n] = out[n].model_copy(update={"content": kept})
         self.last_request = RequestImages(
             model.name,
             current,
@@ -653,6 +674,19 @@ def _image_bytes(block: dict[str, Any]) -> tuple[bytes, str] | None:
     except ValueError:
         return None
     return data, media_type if isinstance(media_type, str) and media_type else "image/png"
+
+
+def _reasoning_blocks(m: AnyMessage) -> list[Any]:
+    """Claude's thinking blocks in a reply's content (none in any other message)."""
+    if not isinstance(m, AIMessage) or not isinstance(m.content, list):
+        return []
+    kinds = ("thinking", "redacted_thinking")
+    return [b for b in m.content if isinstance(b, dict) and b.get("type") in kinds]
+
+
+def _data(block: dict[str, Any]) -> bytes | None:
+    found = _image_bytes(block)
+    return None if found is None else found[0]
 
 
 def _visus_artifact(message: AnyMessage) -> dict[str, Any] | None:

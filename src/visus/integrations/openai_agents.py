@@ -45,6 +45,7 @@ import base64
 import binascii
 import copy
 import dataclasses
+import functools
 import json
 import warnings
 from collections import OrderedDict
@@ -54,7 +55,7 @@ from typing import Any, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
-from visus.integrations._common import checked_effort
+from visus.integrations._common import checked_effort, stale_replies, wire_of
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -67,6 +68,8 @@ from visus.integrations.core import (
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
+from visus.retention import Shown
+from visus.wire import Wire
 
 try:
     from agents import (
@@ -316,15 +319,16 @@ class Vision:
         prepared = [_with_image_text(item) for item in items]
         turns = _turns(prepared)
         current = max(turns, default=1)
-        first_live = self.core.live_from(current)
+        first_live = self.core.live_from(current, model)
         calls = _calls(prepared)
-        digests = [
-            _image_key(image.url)
+        shown = [
+            self.core.shown(_image_key(image.url), _inline(image.url), model)
             for item, t in zip(prepared, turns, strict=True)
             if t >= first_live and _is_output(item)
             for image in _images(item)
         ]
-        tally = ImageTally(fates=iter(self.core.plan(digests)))
+        wire = wire_of(model.provider, chat=hoist)
+        tally = ImageTally(fates=iter(self.core.plan(shown, model, wire)))
         out: list[Item] = []
         pending: list[Item] = []  # hoisted content waiting for the end of a run of outputs
         for item, t in zip(prepared, turns, strict=True):
@@ -343,6 +347,8 @@ class Vision:
             pending += hoisted
         if pending:
             out.append({"role": "user", "content": pending})
+        if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
+            out = self._fresh_reasoning(prepared, out, turns, first_live, shown, model, wire)
         self.last_request = RequestImages(
             model.name,
             current,
@@ -353,6 +359,32 @@ class Vision:
             tally.repeated,
         )
         return out
+
+    def _fresh_reasoning(
+        self,
+        given: Sequence[Item],
+        items: list[Item],
+        turns: Sequence[int],
+        first_live: int,
+        shown: Sequence[Shown],
+        model: ModelSpec,
+        wire: Wire | None,
+    ) -> list[Item]:
+        """``items`` (``given`` as sent) without the reasoning items an eviction already
+        had the API drop (:func:`~visus.integrations._common.stale_replies`): each is a
+        reply of the request holding the items before it; sent again at every later
+        step, it would be dropped and its reasoning redone every time."""
+        image_at = [
+            n
+            for n, (item, t) in enumerate(zip(given, turns, strict=True))
+            if t >= first_live and _is_output(item)
+            for _ in _images(item)
+        ]
+        replies = [n for n, i in enumerate(items) if _is_reply(i)]
+        reasoned = {n for n in replies if items[n].get("type") == "reasoning"}
+        plan = functools.partial(self.core.plan, model=model, wire=wire)
+        stale = stale_replies(len(items), reasoned, replies, image_at, shown, plan)
+        return [i for n, i in enumerate(items) if n not in stale]
 
     def _output(
         self,
@@ -654,6 +686,16 @@ def _image_key(url: str) -> str:
     """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
     data = _inline(url)
     return url if data is None else content_digest(data)
+
+
+def _is_reply(item: Any) -> bool:
+    """An item a model's reply made (reasoning, a call, its message)."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type")
+    return kind in ("reasoning", "function_call") or (
+        kind == "message" and item.get("role") == "assistant"
+    )
 
 
 def _is_user(item: Any) -> bool:

@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
-from visus.integrations._common import bound_thinking, checked_effort
+from visus.integrations._common import bound_thinking, checked_effort, stale_replies, wire_of
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -76,6 +77,7 @@ try:
         ModelRequestPart,
         ModelResponse,
         TextPart,
+        ThinkingPart,
         ToolCallPart,
         ToolReturnPart,
         UserPromptPart,
@@ -256,17 +258,23 @@ class Vision(AbstractCapability[Any]):
         """
         turns = _turns(messages)
         current = max(turns, default=1)
-        first_live = self.core.live_from(current)
+        first_live = self.core.live_from(current, model)
         calls = _calls(messages)
         tally = ImageTally()
-        # Tool images the turn window keeps, in order: the count window decides them.
-        digests = [
-            self._digest(i)
-            for m, t in zip(messages, turns, strict=True)
+        # Tool images the turn window keeps, in order: the plan decides them.
+        image_at = [
+            n
+            for n, (m, t) in enumerate(zip(messages, turns, strict=True))
             if t >= first_live and isinstance(m, ModelRequest)
-            for i in _tool_images(m)
+            for _ in _tool_images(m)
         ]
-        tally.fates = iter(self.core.plan(digests))
+        shown = [
+            self.core.shown(self._digest(i), _image_data(i), model)
+            for n in sorted(set(image_at))
+            for i in _tool_images(cast("ModelRequest", messages[n]))
+        ]
+        wire = wire_of(model.provider)
+        tally.fates = iter(self.core.plan(shown, model, wire))
         out: list[ModelMessage] = []
         for m, t in zip(messages, turns, strict=True):
             if not isinstance(m, ModelRequest):
@@ -290,6 +298,15 @@ class Vision(AbstractCapability[Any]):
                 a is not b for a, b in zip(parts, m.parts, strict=False)
             )
             out.append(dataclasses.replace(m, parts=parts) if changed else m)
+        if model.preserved_thinking:
+            reasoned = {n for n, m in enumerate(out) if _thinks(m)}
+            replies = [n for n, m in enumerate(out) if isinstance(m, ModelResponse)]
+            plan = functools.partial(self.core.plan, model=model, wire=wire)
+            for n in stale_replies(len(out), reasoned, replies, image_at, shown, plan):
+                reply = out[n]
+                assert isinstance(reply, ModelResponse)
+                kept = [p for p in reply.parts if not isinstance(p, ThinkingPart)]
+                out[n] = dataclasses.replace(reply, parts=kept)
         stats = RequestImages(
             model.name, current, tally.live, tally.elided, tally.tokens, tally.repeated
         )
@@ -507,6 +524,12 @@ def _markable_end(response: ModelResponse) -> bool:
     """Whether a response's last block takes ``cache_control`` (a thinking block does not)."""
     last = response.parts[-1] if response.parts else None
     return isinstance(last, ToolCallPart) or (isinstance(last, TextPart) and bool(last.content))
+
+
+def _thinks(message: ModelMessage) -> bool:
+    return isinstance(message, ModelResponse) and any(
+        isinstance(p, ThinkingPart) for p in message.parts
+    )
 
 
 def _is_image(item: object) -> TypeGuard[Image]:
