@@ -245,3 +245,33 @@ async def test_rings_of_one_pool_keep_its_bytes_oldest_first() -> None:
     assert len(alone) == 1
     await alone.close()  # a closed ring's bytes no longer count
     assert big.bytes == 0
+
+
+async def test_a_turn_gives_its_bytes_back_however_it_ends() -> None:
+    """Issue 33: a turn holds its message in instance.TURNS until it ends; one that
+    ends in an error, and a message the ring failed to take, leave nothing held."""
+    from tests.tether.test_clear_errors import Raising
+    from visus.tether.frames import UserMessagePayload
+    from visus.tether.instance import TURNS, Instance
+    from visus.tether.runner import InstanceConfig
+
+    config = InstanceConfig(id="i-1", model="m", created="t", data_dir="/nonexistent")
+    inst = Instance(config, Raising(RuntimeError("boom")))
+    before = TURNS.in_use
+    frame = Frame(UserMessagePayload("hi"), "s", "m1")
+    await inst.accept(frame, ())
+    assert TURNS.in_use == before + 2 * limits.TETHER_TURN_MIN_BYTES
+    deadline = asyncio.get_running_loop().time() + within(30)
+    while inst.pending:  # the turn fails at once; a loaded machine may take a while
+        assert asyncio.get_running_loop().time() < deadline, "the turn did not end"
+        await asyncio.sleep(0.01)
+    assert TURNS.in_use == before
+
+    class Broken(Ring):
+        def append_nowait(self, frame: Frame) -> Frame:
+            raise RuntimeError("the ring failed")
+
+    inst.ring = Broken()
+    with pytest.raises(RuntimeError, match="the ring failed"):
+        await inst.accept(Frame(UserMessagePayload("hi"), "s", "m2"), ())
+    assert TURNS.in_use == before

@@ -325,7 +325,11 @@ class Instance:
     async def accept(self, frame: Frame, images: tuple[ImageIn, ...]) -> Frame:
         """Append an ingress ``user.message`` and have its turn run; return it with its seq."""
         held = self.hold(frame, images)  # refused before it is appended
-        stored: Frame = await self.ring.append(frame)
+        try:
+            stored: Frame = await self.ring.append(frame)
+        except BaseException:
+            held.release()
+            raise
         self.start_turn(stored, images, held)
         return stored
 
