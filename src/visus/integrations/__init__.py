@@ -6,5 +6,7 @@ Each framework is imported only inside its own module, installed by its extra:
 * :mod:`visus.integrations.openai_agents` (``pip install -e '.[openai-agents]'`` in the checkout)
 * :mod:`visus.integrations.langchain` (``pip install -e '.[langchain]'`` in the checkout)
 
-:mod:`visus.integrations.core` holds what they share (tools, fitting, retention).
+:mod:`visus.integrations.core` holds what they share (tools, fitting, retention),
+``visus.integrations._common`` the steps each adapter spells in its framework's types,
+:mod:`visus.integrations.items` OpenAI-style image items and the Agents SDK session.
 """

@@ -1,8 +1,16 @@
-"""What the three framework adapters repeat, said once: reasoning and effort settings.
+"""What the three framework adapters repeat, said once.
 
 :mod:`visus.integrations.core` is the framework-neutral pipeline (tools, fitting,
-retention); this module holds the decisions each adapter then spells in its own
-framework's settings:
+retention); this module holds the steps each adapter then spells in its own
+framework's types, so a framework module holds only that framework's glue:
+
+* :class:`RequestImages` (one request's image counts) and :func:`turns_of` (a turn
+  starts at each user message, however a framework says so);
+* :func:`split_images`: one tool result's images as a request carries them, live ones
+  as the adapter sends them, the others as their descriptor or repeat note
+  (:func:`not_sent`), and :func:`hoisted_label` for a wire that takes images only in
+  a user message;
+* :func:`stale_replies`: the replies whose reasoning an eviction already cost;
 
 * :func:`bound_thinking`: the ``thinking`` object that lets a model which binds its
   reasoning to the history (Anthropic "Preserved thinking": Opus 5.5, Sonnet 5.5,
@@ -30,10 +38,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from visus.errors import ConfigError
+from visus.integrations.core import NO_VIEW, ImageTally, ViewCall, VisionCore
 from visus.models import ModelSpec
 from visus.record.messages import AssistantMessage, Message, ProviderState, ToolResult
 from visus.retention import ImageFate, Shown
@@ -44,11 +54,153 @@ from visus.wire._thinking import BINDING_BETA
 __all__ = [
     "BINDING_BETA",
     "DROP_BLOCK",
+    "RequestImages",
+    "Split",
     "bound_thinking",
     "checked_effort",
+    "hoisted_label",
+    "not_sent",
+    "split_images",
     "stale_replies",
+    "turns_of",
     "wire_of",
 ]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestImages:
+    """The images of one model request: how many kept their pixels, became text,
+    repeat a live one (an unchanged screen, sent as a note) or were hoisted into a user
+    message (Chat Completions); ``live_tokens`` estimates the live ones' cost by visus's
+    formula for ``model``.
+
+    Example:
+        >>> RequestImages.of(ImageTally(live=2, elided=3, tokens=900), "m", 4, hoisted=True)
+        RequestImages(model='m', turn=4, live=2, elided=3, live_tokens=900, repeated=0, hoisted=2)
+    """
+
+    model: str
+    turn: int
+    live: int
+    elided: int
+    live_tokens: int
+    repeated: int = 0
+    hoisted: int = 0
+
+    @classmethod
+    def of(
+        cls, tally: ImageTally, model: str, turn: int, *, hoisted: bool = False
+    ) -> RequestImages:
+        """The counts of a request prepared with ``tally`` (``hoisted``: its live images
+        went to a user message)."""
+        moved = tally.live if hoisted else 0
+        return cls(model, turn, tally.live, tally.elided, tally.tokens, tally.repeated, moved)
+
+
+def turns_of(messages: Iterable[T], starts: Callable[[T], bool]) -> list[int]:
+    """Each message's turn: one starts at each message ``starts`` says opens one (a
+    user's); what comes before the first is turn 1.
+
+    Example:
+        >>> turns_of("aUbbUc", str.isupper)
+        [1, 1, 1, 1, 2, 2]
+    """
+    turns: list[int] = []
+    turn = 0
+    for m in messages:
+        if starts(m):
+            turn += 1
+        turns.append(max(turn, 1))
+    return turns
+
+
+@dataclass(slots=True)
+class Split(Generic[T]):
+    """One tool result's images as a request carries them: ``swap`` maps ``id`` of each
+    image's own part to what is sent instead, ``live`` pairs each live image with the
+    part it is sent as, ``notes`` are the texts the others became, in order."""
+
+    swap: dict[int, Any] = field(default_factory=dict)
+    live: list[tuple[T, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def split_images(
+    images: Sequence[T],
+    fates: Sequence[str],
+    tally: ImageTally,
+    *,
+    part: Callable[[T], object],
+    live: Callable[[T], Any],
+    note: Callable[[T, bool], str],
+    text: Callable[[str], Any],
+) -> Split[T]:
+    """Each image of one tool result by its fate (``live``, ``repeat`` or evicted):
+    ``live(image)`` the part a live one is sent as, ``note(image, repeat)`` the text
+    another becomes and ``text(note)`` that text as a part; ``part(image)`` is the
+    image's own part in the result. The counts go to ``tally``.
+
+    Example:
+        >>> tally = ImageTally()
+        >>> split = split_images(["a", "b"], ["evicted", "live"], tally, part=id,
+        ...                      live=str.upper, note=lambda i, r: f"[{i}]", text=str)
+        >>> split.live, split.notes, (tally.live, tally.elided)
+        ([('b', 'B')], ['[a]'], (1, 1))
+    """
+    out: Split[T] = Split()
+    for image, fate in zip(images, fates, strict=True):
+        if fate == "live":
+            sent = live(image)
+            out.swap[id(part(image))] = sent
+            out.live.append((image, sent))
+            continue
+        repeat = fate == "repeat"
+        said = note(image, repeat)
+        out.swap[id(part(image))] = text(said)
+        out.notes.append(said)
+        tally.repeated += repeat
+        tally.elided += not repeat
+    tally.live += len(out.live)
+    return out
+
+
+def hoisted_label(call_id: object) -> tuple[str, str]:
+    """What a tool result whose images went to the next user message says instead, and
+    the label before each of them there.
+
+    Example:
+        >>> hoisted_label("c1")[1]
+        'Image from tool call c1:'
+    """
+    return (
+        f"(the image is in the next user message, labelled {call_id})",
+        f"Image from tool call {call_id}:",
+    )
+
+
+def not_sent(
+    core: VisionCore,
+    found: tuple[bytes, str] | None,
+    url: str | None,
+    turn: int,
+    view: ViewCall = NO_VIEW,
+    *,
+    repeat: bool = False,
+) -> str:
+    """The text a tool image of ``turn`` is sent as when it is not live: its descriptor,
+    or with ``repeat`` the note that a live image has the same bytes. ``found``: its
+    bytes and media type (stored, so the digest the text names shows them again); else
+    ``url``, a web image's, which ``view`` takes; neither (a provider file id, a data
+    URL that is not base64): a note that names nothing to view."""
+    describe = core.repeat_descriptor if repeat else core.descriptor
+    if found is None:
+        if url is None or url.startswith("data:"):
+            return f"[image elided: returned by a tool in turn {turn}]"
+        return describe("", turn, ViewCall(url))
+    return describe(core.remember(*found), turn, view)
+
 
 # The wire each provider's models are spoken to on, where there is one.
 _WIRES: Mapping[str, Wire] = {

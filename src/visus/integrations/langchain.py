@@ -49,9 +49,14 @@ from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
 from visus.integrations._common import (
     BINDING_BETA,
+    RequestImages,
     bound_thinking,
     checked_effort,
+    hoisted_label,
+    not_sent,
+    split_images,
     stale_replies,
+    turns_of,
     wire_of,
 )
 from visus.integrations.core import (
@@ -113,20 +118,6 @@ class _Call:
 # Set by wrap_tool_call around the tool's own run (the same task or thread): one
 # call's model and conversation, never another's.
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("visus_call", default=None)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestImages:
-    """The images of one model request: live, elided, hoisted, and the live ones' tokens."""
-
-    model: str
-    turn: int
-    live: int
-    elided: int
-    hoisted: int
-    live_tokens: int
-    #: Images sent as a note because a live image has the same bytes (unchanged screens).
-    repeated: int = 0
 
 
 class VisionMiddleware(AgentMiddleware):
@@ -377,15 +368,7 @@ class VisionMiddleware(AgentMiddleware):
             for n in stale_replies(len(out), reasoned, replies, image_at, shown, plan):
                 kept = [b for b in out[n].content if b not in _reasoning_blocks(out[n])]
                 out[n] = out[n].model_copy(update={"content": kept})
-        self.last_request = RequestImages(
-            model.name,
-            current,
-            tally.live,
-            tally.elided,
-            tally.live if hoist else 0,
-            tally.tokens,
-            tally.repeated,
-        )
+        self.last_request = RequestImages.of(tally, model.name, current, hoisted=hoist)
         return out
 
     def _tool_message(
@@ -403,39 +386,40 @@ class VisionMiddleware(AgentMiddleware):
         notes), and what it hoists into the next user message."""
         meta = _visus_artifact(m)
         texts = [b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"]
-        swap: dict[int, dict[str, Any]] = {}  # id(image block) -> what is sent instead
-        notes: list[str] = []
-        sent: list[dict[str, Any]] = []
-        for b, fate in zip(images, fates, strict=True):
-            if fate == "live":
-                # A view's was fitted for the model that asked; this one may need less.
-                swap[id(b)] = self._fitted(b, model)
-                sent.append(swap[id(b)])
-                continue
-            repeat = fate == "repeat"
-            note = self._repeat(b, meta, turn) if repeat else self._descriptor(b, meta, turn)
-            swap[id(b)] = {"type": "text", "text": note}
-            notes.append(note)
-            tally.repeated += repeat
-            tally.elided += not repeat
-        if not sent:
-            # One plain string: every chat model reads it as the tool's text.
-            return m.model_copy(update={"content": "\n".join(texts + notes)}), []
-        tally.live += len(sent)
-        for b in sent:
-            found = _image_bytes(b)
+
+        def live(block: dict[str, Any]) -> dict[str, Any]:
+            # A view's was fitted for the model that asked; this one may need less.
+            sent = self._fitted(block, model)
+            found = _image_bytes(sent)
             tally.tokens += self.core.tokens(model, found[0]) if found else 0
+            return sent
+
+        def note(block: dict[str, Any], repeat: bool) -> str:
+            url = _image_url(block)
+            view = _view_of(meta)
+            return not_sent(self.core, _image_bytes(block), url, turn, view, repeat=repeat)
+
+        split = split_images(
+            images,
+            fates,
+            tally,
+            part=lambda b: b,
+            live=live,
+            note=note,
+            text=lambda t: {"type": "text", "text": t},
+        )
+        if not split.live:
+            # One plain string: every chat model reads it as the tool's text.
+            return m.model_copy(update={"content": "\n".join(texts + split.notes)}), []
         if not hoist:
-            content = [swap.get(id(b), b) for b in m.content]
-            changed = any(swap[id(b)] is not b for b in images)
+            content = [split.swap.get(id(b), b) for b in m.content]
+            changed = any(split.swap[id(b)] is not b for b in images)
             return (m.model_copy(update={"content": content}) if changed else m), []
-        texts += notes
-        texts.append(f"(the image is in the next user message, labelled {m.tool_call_id})")
+        said, label = hoisted_label(m.tool_call_id)
         hoisted: list[Any] = []
-        for b in sent:
-            hoisted.append({"type": "text", "text": f"Image from tool call {m.tool_call_id}:"})
-            hoisted.append(b)
-        return m.model_copy(update={"content": "\n".join(texts)}), hoisted
+        for _, sent in split.live:
+            hoisted += [{"type": "text", "text": label}, sent]
+        return m.model_copy(update={"content": "\n".join([*texts, *split.notes, said])}), hoisted
 
     def _digest(self, block: dict[str, Any], meta: dict[str, Any] | None) -> str:
         """What tells two tool images apart: the bytes' digest (a view's names the same),
@@ -446,12 +430,6 @@ class VisionMiddleware(AgentMiddleware):
         if meta is not None:
             return str(meta["digest"])
         return _image_url(block) or ""
-
-    def _repeat(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
-        digest = self._digest(block, meta)
-        if not _image_bytes(block) and meta is None:
-            return self.core.repeat_descriptor("", turn, ViewCall(digest))  # a web URL
-        return self.core.repeat_descriptor(digest, turn, _view_of(meta))
 
     def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
         """An image block as ``model`` is sent it (a web URL as it is). A view's was
@@ -468,17 +446,6 @@ class VisionMiddleware(AgentMiddleware):
             "base64": base64.b64encode(fitted.data).decode("ascii"),
             "mime_type": fitted.media_type,
         }
-
-    def _descriptor(self, block: dict[str, Any], meta: dict[str, Any] | None, turn: int) -> str:
-        found = _image_bytes(block)
-        if found is None:
-            url = _image_url(block)
-            if url is None:  # a provider file id: nothing visus can show again
-                return f"[image elided: returned by a tool in turn {turn}]"
-            return self.core.descriptor("", turn, ViewCall(url))  # view takes the URL
-        # Stored (a view's already is), so the digest its descriptor names shows it again.
-        digest = self.core.remember(*found)
-        return self.core.descriptor(digest, turn, _view_of(meta))
 
 
 #: Chat models that take a call's ``reasoning_effort`` (ChatAnthropic: ``output_config``).
@@ -609,13 +576,7 @@ def _noted(response: ModelResponse, ref: tuple[str, str | None]) -> ModelRespons
 
 def _turns(messages: Sequence[BaseMessage]) -> list[int]:
     """Each message's turn: one starts at each human message."""
-    turns: list[int] = []
-    turn = 0
-    for m in messages:
-        if isinstance(m, HumanMessage):
-            turn += 1
-        turns.append(max(turn, 1))
-    return turns
+    return turns_of(messages, lambda m: isinstance(m, HumanMessage))
 
 
 def _with_image_text(m: AnyMessage) -> AnyMessage:

@@ -41,9 +41,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import copy
 import dataclasses
 import functools
 import json
@@ -55,7 +52,16 @@ from typing import Any, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
-from visus.integrations._common import checked_effort, stale_replies, wire_of
+from visus.integrations._common import (
+    RequestImages,
+    checked_effort,
+    hoisted_label,
+    not_sent,
+    split_images,
+    stale_replies,
+    turns_of,
+    wire_of,
+)
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -65,6 +71,7 @@ from visus.integrations.core import (
     VisionWarning,
     image_in_text,
 )
+from visus.integrations.items import VisionSession, data_url, decoded, inline, media_type_of
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
@@ -95,26 +102,11 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["RequestImages", "Vision", "VisionModel", "VisionProvider", "VisionSession"]
 
-_BLOB_REF = "visus-blob:"
 # Tool calls whose conversation is remembered at once (a run resolves its calls
 # right after the reply that made them).
 _ASKED = 4096
 
 Item = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestImages:
-    """The images of one model request: live, elided, hoisted, and the live ones' tokens."""
-
-    model: str
-    turn: int
-    live: int
-    elided: int
-    hoisted: int
-    live_tokens: int
-    #: Images sent as a note because a live image has the same bytes (unchanged screens).
-    repeated: int = 0
 
 
 class Vision:
@@ -209,7 +201,7 @@ class Vision:
             if seen.image is None:
                 return seen.text
             self._check_wiring(ctx)
-            url = _data_url(seen.image.media_type, seen.data)
+            url = data_url(seen.image.media_type, seen.data)
             return [ToolOutputText(text=seen.text), ToolOutputImage(image_url=url)]
 
         return invoke
@@ -296,7 +288,7 @@ class Vision:
                 continue
             for c in content if isinstance(content, list) else ():
                 url = c.get("image_url") if isinstance(c, dict) else None
-                data = _inline(url) if isinstance(url, str) else None
+                data = inline(url) if isinstance(url, str) else None
                 if c.get("type") == "input_image" and data is not None:
                     out.append(HeldImage(content_digest(data), turn, view))
         return out
@@ -322,7 +314,7 @@ class Vision:
         first_live = self.core.live_from(current, model)
         calls = _calls(prepared)
         shown = [
-            self.core.shown(_image_key(image.url), _inline(image.url), model)
+            self.core.shown(_image_key(image.url), inline(image.url), model)
             for item, t in zip(prepared, turns, strict=True)
             if t >= first_live and _is_output(item)
             for image in _images(item)
@@ -349,15 +341,7 @@ class Vision:
             out.append({"role": "user", "content": pending})
         if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
             out = self._fresh_reasoning(prepared, out, turns, first_live, shown, model, wire)
-        self.last_request = RequestImages(
-            model.name,
-            current,
-            tally.live,
-            tally.elided,
-            tally.live if hoist else 0,
-            tally.tokens,
-            tally.repeated,
-        )
+        self.last_request = RequestImages.of(tally, model.name, current, hoisted=hoist)
         return out
 
     def _fresh_reasoning(
@@ -401,67 +385,50 @@ class Vision:
         """One tool output with images as sent (each live one fitted, the others as
         notes), and what it hoists into the next user message."""
         texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
-        swap: dict[int, Item] = {}  # id(input_image) -> what is sent instead
-        kept: list[tuple[_Image, str]] = []  # live images and the URL each is sent as
-        notes: list[str] = []
-        for image, fate in zip(images, fates, strict=True):
-            if fate == "live":
-                url = self._live(image, model)
-                tally.tokens += self.core.tokens(model, _decode(url))
-                swap[id(image.part)] = {**image.part, "image_url": url}
-                kept.append((image, url))
-                continue
-            repeat = fate == "repeat"
-            note = self._descriptor(image, turn, view, repeat=repeat)
-            swap[id(image.part)] = {"type": "input_text", "text": note}
-            notes.append(note)
-            tally.repeated += repeat
-            tally.elided += not repeat
-        if not kept:
-            return {**item, "output": "\n".join(texts + notes)}, []
-        tally.live += len(kept)
+
+        def live(image: _Image) -> Item:
+            url = self._live(image, model)
+            tally.tokens += self.core.tokens(model, decoded(url))
+            return {**image.part, "image_url": url}
+
+        def note(image: _Image, repeat: bool) -> str:
+            data = inline(image.url)
+            found = None if data is None else (data, media_type_of(image.url))
+            return not_sent(self.core, found, image.url, turn, view, repeat=repeat)
+
+        split = split_images(
+            images,
+            fates,
+            tally,
+            part=lambda i: i.part,
+            live=live,
+            note=note,
+            text=lambda t: {"type": "input_text", "text": t},
+        )
+        if not split.live:
+            return {**item, "output": "\n".join(texts + split.notes)}, []
         if not hoist:
-            return {**item, "output": [swap.get(id(c), c) for c in item["output"]]}, []
-        call_id = item.get("call_id")
-        texts += notes
-        texts.append(f"(the image is in the next user message, labelled {call_id})")
+            return {**item, "output": [split.swap.get(id(c), c) for c in item["output"]]}, []
+        said, label = hoisted_label(item.get("call_id"))
         hoisted: list[Item] = []
-        for image, url in kept:
-            hoisted.append({"type": "input_text", "text": f"Image from tool call {call_id}:"})
+        for image, sent in split.live:
             detail = image.part.get("detail") or "auto"
-            hoisted.append({"type": "input_image", "image_url": url, "detail": detail})
-        return {**item, "output": "\n".join(texts)}, hoisted
+            hoisted.append({"type": "input_text", "text": label})
+            hoisted.append(
+                {"type": "input_image", "image_url": sent["image_url"], "detail": detail}
+            )
+        return {**item, "output": "\n".join([*texts, *split.notes, said])}, hoisted
 
     def _live(self, image: _Image, model: ModelSpec) -> str:
         """The URL a live image is sent as: a data URL fitted to ``model`` (a view's
         already is, unless another model than the one that asked gets it)."""
-        data = _inline(image.url)
+        data = inline(image.url)
         if data is None:
             return image.url  # a web URL (the provider fetches it), or not base64
-        fitted = self.core.tool_image(data, _media_type(image.url), model)
+        fitted = self.core.tool_image(data, media_type_of(image.url), model)
         if fitted.data is data:
             return image.url
-        return _data_url(fitted.media_type, fitted.data)
-
-    def _descriptor(
-        self,
-        image: _Image,
-        turn: int,
-        view: ViewCall,
-        *,
-        repeat: bool = False,
-    ) -> str:
-        """The note an image that is not sent becomes: its descriptor, or with ``repeat``
-        the note that a live image has the same bytes."""
-        note = self.core.repeat_descriptor if repeat else self.core.descriptor
-        data = _inline(image.url)
-        if data is None and image.url.startswith("data:"):
-            return f"[image elided: returned by a tool in turn {turn}]"
-        if data is None:
-            return note("", turn, ViewCall(image.url))  # view takes the URL
-        # Stored (a view's already is), so the digest its descriptor names shows it again.
-        digest = self.core.remember(data, _media_type(image.url))
-        return note(digest, turn, view)
+        return data_url(fitted.media_type, fitted.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,69 +510,6 @@ class VisionProvider(ModelProvider):
         await self.inner.aclose()
 
 
-class VisionSession:
-    """An SDK ``Session`` storing each image once in visus's blob store.
-
-    Items are written to ``inner`` with every ``input_image`` data URL replaced by
-    ``visus-blob:sha256:<hex>`` (the bytes go to ``blobs``) and restored on read, so a
-    50-image session is small on disk. A reference whose blob is gone reads back as a
-    text note instead of failing the load.
-
-    Example:
-        >>> from agents import SQLiteSession
-        >>> from visus.record.blobs import MemoryBlobStore
-        >>> s = VisionSession(SQLiteSession("demo"), MemoryBlobStore())
-        >>> s.session_id
-        'demo'
-    """
-
-    def __init__(self, inner: Session, blobs: BlobStore) -> None:
-        self.inner = inner
-        self.blobs = blobs
-        self.session_id = inner.session_id
-        self.session_settings = getattr(inner, "session_settings", None)
-
-    async def get_items(self, limit: int | None = None) -> list[Any]:
-        return [self._restore(i) for i in await self.inner.get_items(limit)]
-
-    async def add_items(self, items: list[Any]) -> None:
-        await self.inner.add_items([self._store(i) for i in items])
-
-    async def pop_item(self) -> Any:
-        item = await self.inner.pop_item()
-        return None if item is None else self._restore(item)
-
-    async def clear_session(self) -> None:
-        await self.inner.clear_session()
-
-    def _store(self, item: Any) -> Any:
-        return _map_images(item, self._put)
-
-    def _restore(self, item: Any) -> Any:
-        return _map_images(item, self._get)
-
-    def _put(self, part: Item) -> Item:
-        url = part.get("image_url")
-        if not isinstance(url, str):
-            return part
-        data = _inline(url)
-        if data is None:  # a web URL, or a data URL that is not base64: kept as it is
-            return part
-        digest = self.blobs.put(data, _media_type(url))
-        return {**part, "image_url": f"{_BLOB_REF}sha256:{digest}"}
-
-    def _get(self, part: Item) -> Item:
-        url = part.get("image_url")
-        if not isinstance(url, str) or not url.startswith(_BLOB_REF):
-            return part
-        digest = url.removeprefix(_BLOB_REF).removeprefix("sha256:")
-        try:
-            data = self.blobs.get(digest)
-        except Exception:  # missing or corrupt: a note, never a failed load
-            return {"type": "input_text", "text": f"[image sha256:{digest} is no longer stored]"}
-        return {**part, "image_url": _data_url(self.blobs.media_type(digest) or "image/png", data)}
-
-
 # --- helpers -------------------------------------------------------------------------
 
 
@@ -631,13 +535,7 @@ def _run_model(ctx: ToolContext[Any]) -> Model | None:
 
 def _turns(items: Sequence[Any]) -> list[int]:
     """Each item's turn: one starts at each user message."""
-    turns: list[int] = []
-    turn = 0
-    for item in items:
-        if _is_user(item):
-            turn += 1
-        turns.append(max(turn, 1))
-    return turns
+    return turns_of(items, _is_user)
 
 
 def _calls(items: Sequence[Any]) -> dict[Any, Item]:
@@ -684,7 +582,7 @@ def _with_image_text(item: Any) -> Any:
 
 def _image_key(url: str) -> str:
     """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
-    data = _inline(url)
+    data = inline(url)
     return url if data is None else content_digest(data)
 
 
@@ -712,45 +610,3 @@ def _call_args(call: Mapping[str, Any]) -> ViewCall:
     except (json.JSONDecodeError, TypeError):
         return NO_VIEW
     return ViewCall.of(args) if isinstance(args, dict) else NO_VIEW
-
-
-def _data_url(media_type: str, data: bytes) -> str:
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _media_type(url: str) -> str:
-    return url[5:].split(";", 1)[0].split(",", 1)[0] or "image/png"
-
-
-def _inline(url: str) -> bytes | None:
-    """The bytes of a base64 ``data:`` URL; None for a web URL or any other data URL."""
-    head = url.partition(",")[0]
-    if not (url.startswith("data:") and head.endswith(";base64")):
-        return None
-    return _decode(url) or None
-
-
-def _decode(url: str) -> bytes:
-    try:
-        return base64.b64decode(url.split(",", 1)[1], validate=True)
-    except (IndexError, binascii.Error, ValueError):
-        return b""
-
-
-def _map_images(item: Any, fn: Any) -> Any:
-    """``item`` with ``fn`` applied to every input_image part (a copy; ``item`` untouched)."""
-    if not isinstance(item, dict):
-        return item
-    changed = False
-    out = dict(item)
-    for key in ("output", "content"):
-        value = item.get(key)
-        if isinstance(value, list):
-            mapped = [
-                fn(c) if isinstance(c, dict) and c.get("type") == "input_image" else c
-                for c in value
-            ]
-            if any(a is not b for a, b in zip(mapped, value, strict=True)):
-                out[key] = mapped
-                changed = True
-    return out if changed else copy.copy(item)

@@ -44,12 +44,19 @@ import asyncio
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeGuard, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.errors import ConfigError
-from visus.integrations._common import bound_thinking, checked_effort, stale_replies, wire_of
+from visus.integrations._common import (
+    RequestImages,
+    bound_thinking,
+    checked_effort,
+    not_sent,
+    stale_replies,
+    turns_of,
+    wire_of,
+)
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
@@ -93,22 +100,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     ) from e
 
 __all__ = ["RequestImages", "Vision"]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestImages:
-    """The images of one model request: how many kept pixels, how many became text.
-
-    ``live_tokens`` estimates the live images' cost by visus's formula for ``model``.
-    """
-
-    model: str
-    turn: int
-    live: int
-    elided: int
-    live_tokens: int
-    #: Images sent as a note because a live image has the same bytes (unchanged screens).
-    repeated: int = 0
 
 
 class Vision(AbstractCapability[Any]):
@@ -307,9 +298,7 @@ class Vision(AbstractCapability[Any]):
                 assert isinstance(reply, ModelResponse)
                 kept = [p for p in reply.parts if not isinstance(p, ThinkingPart)]
                 out[n] = dataclasses.replace(reply, parts=kept)
-        stats = RequestImages(
-            model.name, current, tally.live, tally.elided, tally.tokens, tally.repeated
-        )
+        stats = RequestImages.of(tally, model.name, current)
         return (_with_marks(out) if breakpoints else out), stats
 
     def _digest(self, image: Image) -> str:
@@ -389,13 +378,11 @@ class Vision(AbstractCapability[Any]):
         fate = tally.fate(live)
         if fate == "live":
             return self._live(image, model, tally)
-        if fate == "repeat":
-            tally.repeated += 1
-            digest = self._digest(image)
-            if digest.startswith(("http:", "https:")):
-                digest = ""
-            return self.core.repeat_descriptor(digest, turn, view)
-        return self._elided(image, turn, tally, view)
+        repeat = fate == "repeat"
+        tally.repeated += repeat
+        tally.elided += not repeat
+        url = image.url if isinstance(image, ImageUrl) else None
+        return not_sent(self.core, _found(image), url, turn, view, repeat=repeat)
 
     def _live(self, image: Image, model: ModelSpec, tally: ImageTally) -> Image:
         """A live image as sent: fitted to ``model`` (a view's already is, unless this
@@ -414,25 +401,6 @@ class Vision(AbstractCapability[Any]):
         return BinaryImage(
             data=fitted.data, media_type=fitted.media_type, identifier=image.identifier
         )
-
-    def _elided(
-        self,
-        image: Image,
-        turn: int,
-        tally: ImageTally,
-        view: ViewCall = NO_VIEW,
-    ) -> str:
-        tally.elided += 1
-        if isinstance(image, ImageUrl):
-            inline = _inline(image)
-            if inline is None and image.url.startswith("data:"):
-                return f"[image elided: returned by a tool in turn {turn}]"  # unreadable
-            if inline is None:
-                return self.core.descriptor("", turn, ViewCall(image.url))  # view takes the URL
-            image = inline
-        # Stored (a view's already is), so the digest its descriptor names shows it again.
-        digest = self.core.remember(image.data, image.media_type)
-        return self.core.descriptor(digest, turn, view)
 
 
 Image = BinaryContent | ImageUrl
@@ -558,28 +526,31 @@ def _inline(image: ImageUrl) -> BinaryContent | None:
         return None
 
 
+def _found(image: Image) -> tuple[bytes, str] | None:
+    """The bytes and media type an image item holds (None for a web URL or a malformed
+    data URL)."""
+    held = _inline(image) if isinstance(image, ImageUrl) else image
+    return None if held is None else (held.data, held.media_type)
+
+
 def _image_data(image: Image) -> bytes | None:
     """The bytes an image item holds (None for a web URL or a malformed data URL)."""
-    if isinstance(image, ImageUrl):
-        inline = _inline(image)
-        return None if inline is None else inline.data
-    return image.data
+    found = _found(image)
+    return None if found is None else found[0]
 
 
 def _turns(messages: Sequence[ModelMessage]) -> list[int]:
     """Each message's turn: one starts at each request with a user prompt and no tool
     return (a ``ToolReturn``'s content rides in a user prompt part beside its return)."""
-    turns: list[int] = []
-    turn = 0
-    for m in messages:
-        if (
-            isinstance(m, ModelRequest)
-            and any(isinstance(p, UserPromptPart) for p in m.parts)
-            and not any(isinstance(p, ToolReturnPart) for p in m.parts)
-        ):
-            turn += 1
-        turns.append(max(turn, 1))
-    return turns
+    return turns_of(messages, _opens_turn)
+
+
+def _opens_turn(m: ModelMessage) -> bool:
+    return (
+        isinstance(m, ModelRequest)
+        and any(isinstance(p, UserPromptPart) for p in m.parts)
+        and not any(isinstance(p, ToolReturnPart) for p in m.parts)
+    )
 
 
 def _calls(messages: Sequence[ModelMessage]) -> dict[str, ToolCallPart]:
