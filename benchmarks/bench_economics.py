@@ -1,37 +1,45 @@
 """What a long screen-agent run costs in dollars under each retention strategy.
 
-A 100-step session: one user message, then at each step one 1568x980 screenshot comes
-back from a ``view`` call; about a third of the screens are unchanged from the step
-before (the same bytes). Each step's record goes through visus's own retention
-(``model_view``) and lowering (``visus.wire.lower``: Anthropic ``cache_control``
-breakpoints, OpenAI ``prompt_cache_key``) and is POSTed to the reference server, whose
-prompt-cache accounting follows each provider's documentation
-(:mod:`visus.reference.cache`); the usage it answers is priced at list prices by
-``visus.models.prices`` (genai-prices: cache writes 1.25x and reads 0.1x the input price
-on Claude, cached input at a tenth on GPT-5). Wires: Anthropic (claude-sonnet-4-6) and
-OpenAI Responses (gpt-5). Each strategy gets a fresh server (an empty cache).
+A 300-step session (totals also at step 100): one user message, then at each step one
+1568x980 screenshot comes back from a ``view`` call; about a third of the screens are
+unchanged from the step before (the same bytes). Each step's record goes through
+visus's own retention (``model_view`` with the wire's ``image_ceiling``) and lowering
+(``visus.wire.lower``: Anthropic ``cache_control`` breakpoints, OpenAI
+``prompt_cache_key``) and is POSTed to the reference server, whose prompt-cache
+accounting follows each provider's documentation (:mod:`visus.reference.cache`) and
+which enforces reasoning bound to its prefix (:mod:`visus.reference.binding`); the usage
+it answers is priced at list prices (``visus.models.prices``). Models: claude-sonnet-4-6
+(no thinking) and gpt-5 as before, and claude-sonnet-5-5 and claude-opus-5-5 thinking
+(adaptive; every request with ``drop_block``, as visus sends it): each reply, with its
+thinking block, goes into the record and back as returned, and a block the server
+drops (its prefix changed) is reasoning done again, billed as output in the next reply.
+Each strategy gets a fresh server (an empty cache).
 
-Strategies, side by side:
+Strategies, side by side, as their code or docs describe them:
 
-* ``keep-all``: every screenshot stays, with caching (Claude Code, Anthropic's
-  computer-use demo);
+* ``claude-code``: keep everything until a provider limit (images per request, request
+  bytes, half the context), then drop the oldest half in one batch; append-only
+  otherwise (Claude Code keeps its history as sent);
 * ``keep-last``: only the newest screenshot (Inspect's ``max_screenshots=1``);
-* ``evict-at-limit``: everything until the provider's image limit (Anthropic 100 per
-  request, OpenAI 500), then the oldest leave in batches of 20 (hermes-agent);
-* ``visus``: visus's defaults (``RetentionPolicy()``: at most 4 live, the oldest
-  leaving 4 at a time, an unchanged screen sent as a one-line note).
+* ``hermes``: hermes-agent's rule: 20 images per request if any image is over 2000 px,
+  else 100 (these are 1568 px: 100); 24 MB; the oldest 8 at a time; exact duplicates
+  skipped;
+* ``visus``: ``policy_for(model)``: the count window (4 live, the window leaving whole)
+  on models that do not bind reasoning; append-only up to the family's break-even
+  (``APPEND_ONLY_FAMILIES``) on those that do.
 
-The other strategies send an unchanged screen again (their record holds a copy of the
-bytes with one changed metadata byte: the same tokens, as a client resending it pays).
+claude-code and keep-last send an unchanged screen again (their record holds a copy of
+the bytes with one changed metadata byte: the same tokens, as a client resending it pays).
 
-Per step: input tokens, cached share, dollars. Checked and printed: visus's total is
-the lowest at step 100; its images' cost per step stays flat to step 300 (the mean over
-the 10 steps ending at 300 within 1.2x of those ending at 30); at least 80% of its input
-tokens from step 3 on are cache reads; no request of any strategy breaks a provider
-limit (images per request, request bytes, context window). A sweep over
-``live_images``/``image_chunk`` pairs shows why the defaults are what they are.
+Per step: input tokens, cached share, dollars; per strategy: evicting requests and
+reasoning blocks dropped. Checked and printed: visus's total is the lowest (or tied) at
+steps 100 and 300; at least 80% of its input tokens from step 3 on are cache reads; no
+request of any strategy breaks a provider limit (images per request, request bytes,
+context window). A sweep per family shows why the defaults are what they are:
+``live_images``/``image_chunk`` pairs, or the append-only break-even in image tokens.
 
 Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it;
+``VISUS_ECONOMICS_MODELS=claude-opus-5-5,gpt-5`` picks models;
 ``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps).
 """
 
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import json
 import os
 import random
@@ -69,8 +78,8 @@ from visus.record.messages import (
     UserMessage,
 )
 from visus.reference.server import serve_in_background
-from visus.retention import RetentionPolicy, model_view
-from visus.wire import WIRES, RefitCache, ReplyContext, Wire, lower
+from visus.retention import Ceiling, RetentionPolicy, model_view, policy_for
+from visus.wire import WIRES, RefitCache, ReplyContext, Wire, image_ceiling, lower
 
 WIDTH, HEIGHT = 1568, 980
 #: A screen agent's instructions run to thousands of tokens (Anthropic's computer-use
@@ -99,6 +108,8 @@ class Strategy:
     policy: RetentionPolicy
     #: Whether an unchanged screen reaches the record as the same bytes (visus knows).
     dedup: bool
+    #: What the strategy itself caps besides the wire's limits (hermes-agent's 24 MB).
+    ceiling: Ceiling | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,7 @@ class Step:
     image_tokens: int  # tokens of the live images in the request
     request_bytes: int
     images: int
+    elided: int = 0  # images sent as descriptors
 
 
 @dataclass(frozen=True)
@@ -117,22 +129,49 @@ class WireRun:
     max_bytes: int
 
 
-RUNS = (
-    WireRun("anthropic", get_model("claude-sonnet-4-6"), 100, limits.ANTHROPIC_MAX_REQUEST_BYTES),
-    WireRun("openai-responses", get_model("gpt-5"), 500, 50 * limits.MB),
+def _run_of(wire: Wire, name: str, max_bytes: int) -> WireRun:
+    spec = get_model(name)
+    return WireRun(wire, spec, spec.max_images, max_bytes)
+
+
+_ANTHROPIC_BYTES = limits.ANTHROPIC_MAX_REQUEST_BYTES
+RUNS: tuple[WireRun, ...] = (
+    _run_of("anthropic", "claude-sonnet-4-6", _ANTHROPIC_BYTES),
+    _run_of("openai-responses", "gpt-5", 50 * limits.MB),
+    # Thinking (adaptive; Opus 5.5 always): each reply's thinking block goes back as
+    # returned, bound to its prefix; a dropped block is reasoning billed again.
+    _run_of("anthropic", "claude-sonnet-5-5", _ANTHROPIC_BYTES),
+    _run_of("anthropic", "claude-opus-5-5", _ANTHROPIC_BYTES),
 )
+_RUN_NAMES = os.environ.get("VISUS_ECONOMICS_MODELS")
+if _RUN_NAMES:
+    RUNS = tuple(r for r in RUNS if r.model.name in _RUN_NAMES.split(","))
 
 
 def _strategies(run: WireRun) -> list[Strategy]:
+    # hermes-agent: 20 images per request if any is over 2000 px, else 100 (these are
+    # 1568 px); 24 MB; the oldest 8 at a time; exact duplicates skipped.
+    hermes = 20 if max(WIDTH, HEIGHT) > 2000 else 100
     return [
-        Strategy("keep-all", RetentionPolicy(live_images=None), dedup=False),
-        Strategy("keep-last", RetentionPolicy(live_images=1, image_chunk=1), dedup=False),
+        # Claude Code: keep everything until a provider limit, then drop a batch of the
+        # oldest (half of what fits), the history otherwise append-only.
         Strategy(
-            "evict-at-limit",
-            RetentionPolicy(live_images=run.max_images, image_chunk=20),
+            "claude-code",
+            RetentionPolicy(live_images=None, append_only=True, append_tokens=10**9),
             dedup=False,
         ),
-        Strategy("visus", RetentionPolicy(), dedup=True),
+        Strategy(
+            "keep-last",
+            RetentionPolicy(live_images=1, image_chunk=1, append_only=False),
+            dedup=False,
+        ),
+        Strategy(
+            "hermes",
+            RetentionPolicy(live_images=hermes, image_chunk=8, append_only=False),
+            dedup=True,
+            ceiling=Ceiling(image_bytes=24 * limits.MB),
+        ),
+        Strategy("visus", policy_for(run.model), dedup=True),
     ]
 
 
@@ -189,7 +228,9 @@ class Session:
         self.dedup = dedup
         self.seed = 0
 
-    def step(self, n: int) -> None:
+    def step(self, n: int, reply: AssistantMessage | None = None) -> None:
+        """Step ``n``'s call and screenshot; ``reply``: the model's own (a thinking
+        model's, its reasoning kept), else a plain call."""
         if not _unchanged(n):
             self.seed = n
         data = _screen(self.seed, nonce=0 if self.dedup or self.seed == n else n)
@@ -197,10 +238,13 @@ class Session:
         part = ImagePart(
             digest, "image/png", len(data), WIDTH, HEIGHT, PerceptionOrigin("screen.png")
         )
-        call = ToolCall(f"call_{n}", "view", {"path": "screen.png"})
-        self.record.append(AssistantMessage(tool_calls=(call,), turn=1))
+        if reply is None or not reply.tool_calls:
+            call = ToolCall(f"call_{n}", "view", {"path": "screen.png"})
+            reply = AssistantMessage(tool_calls=(call,), turn=1)
+        call_id = reply.tool_calls[0].id
+        self.record.append(reply)
         self.record.append(
-            ToolResult(f"call_{n}", "view", (TextPart("Viewed screen.png"), part), turn=1)
+            ToolResult(call_id, "view", (TextPart("Viewed screen.png"), part), turn=1)
         )
 
 
@@ -214,9 +258,15 @@ def _run(run: WireRun, strategy: Strategy, steps: int) -> list[Step]:
             base_url=url, timeout=120, headers={"authorization": "Bearer k", "x-api-key": "k"}
         ) as client,
     ):
+        thinking = spec.thinking != "none"
+        ceiling = image_ceiling(spec, run.wire)
+        if strategy.ceiling is not None:
+            ceiling = ceiling.tighter(strategy.ceiling)
+        reply: AssistantMessage | None = None
         for n in range(1, steps + 1):
-            session.step(n)
-            view = model_view(session.record, strategy.policy, model=spec)
+            # A thinking model's own reply (its reasoning) goes into the record.
+            session.step(n, reply if thinking else None)
+            view = model_view(session.record, strategy.policy, model=spec, ceiling=ceiling)
             request = ModelRequest(view, system=SYSTEM, tools=TOOLS, cache_key="visus-bench")
             body = WIRES[run.wire].cap(
                 lower(
@@ -228,16 +278,27 @@ def _run(run: WireRun, strategy: Strategy, steps: int) -> list[Step]:
                 ),
                 1024,
             )
+            body = dict(body)
+            betas = body.pop("betas", None)  # a header, as the SDK sends them
             raw = json.dumps(body).encode()
             path = "/v1/messages" if run.wire == "anthropic" else "/v1/responses"
             headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
-            reply = client.post(path, content=raw, headers=headers)
-            reply.raise_for_status()
-            parsed = WIRES[run.wire].parse(reply.json(), ReplyContext(spec))
-            assert parsed.usage is not None
+            if isinstance(betas, list) and betas:
+                headers["anthropic-beta"] = ",".join(str(b) for b in betas)
+
+            answer = client.post(path, content=raw, headers=headers)
+            if answer.is_error:
+                raise RuntimeError(f"{strategy.name} step {n}: {answer.text[:400]}")
+            reply = WIRES[run.wire].parse(answer.json(), ReplyContext(spec))
+            assert reply.usage is not None
             live = [p for m in view for p in m.parts if isinstance(p, ImagePart)]
             tokens = sum(image_tokens(spec, p.width, p.height) for p in live)
-            out.append(Step(parsed.usage, tokens, len(raw), len(live)))
+            elided = sum(
+                isinstance(p, TextPart) and p.text.startswith("[image elided")
+                for m in view
+                for p in m.parts
+            )
+            out.append(Step(reply.usage, tokens, len(raw), len(live), elided))
     return out
 
 
@@ -282,20 +343,34 @@ def _table(run: WireRun, results: dict[str, list[Step]], marks: Sequence[int]) -
     print(
         f"{'total':>5}"
         + "".join(
-            f" | {'':>16}${sum(s.usage.cost_usd for s in st[:100]):>9.3f}"
-            for st in results.values()
+            f" | {'':>16}${sum(s.usage.cost_usd for s in st):>9.3f}" for st in results.values()
         )
     )
 
 
 def _sweep(run: WireRun, steps: int) -> None:
-    print(f"\nsweep on {run.wire}: live_images/image_chunk -> dollars at step {steps}, mean live")
-    for live, chunk in ((10, 5), (10, 10), (6, 6), (4, 4), (3, 3), (1, 1)):
+    """Dollars at ``steps`` for the knobs of the model's family: the append-only
+    break-even (image tokens; half of what fits leaves) where the history is
+    append-only, else ``live_images``/``image_chunk``."""
+    spec = run.model
+    if policy_for(spec).append_only:
+        print(f"\nsweep on {spec.name}: append_tokens -> dollars at step {steps}, mean live")
+        for tokens in (30_000, 60_000, 120_000):
+            policy = RetentionPolicy(append_tokens=tokens)
+            result = _run(run, Strategy("sweep", policy, dedup=True), steps)
+            _say_sweep(f"{tokens:>7,}", result)
+        return
+    print(f"\nsweep on {spec.name}: live_images/image_chunk -> dollars at step {steps}, mean live")
+    for live, chunk in ((10, 10), (6, 6), (4, 4), (3, 3), (1, 1)):
         policy = RetentionPolicy(live_images=live, image_chunk=chunk)
-        result = _run(run, Strategy("sweep", policy, dedup=True), steps)
-        mean_live = statistics.mean(s.images for s in result)
-        total = sum(s.usage.cost_usd for s in result)
-        print(f"  {live:>2}/{chunk:<2} ${total:8.3f}  {mean_live:4.1f} live")
+        _say_sweep(f"{live:>2}/{chunk:<2}", _run(run, Strategy("sweep", policy, True), steps))
+
+
+def _say_sweep(label: str, result: Sequence[Step]) -> None:
+    mean_live = statistics.mean(s.images for s in result)
+    total = sum(s.usage.cost_usd for s in result)
+    dropped = sum(s.usage.reasoning_dropped for s in result)
+    print(f"  {label} ${total:8.3f}  {mean_live:5.1f} live  {dropped} reasoning blocks dropped")
 
 
 def main() -> None:
@@ -304,34 +379,36 @@ def main() -> None:
     started = time.perf_counter()
     verdicts: list[tuple[str, bool]] = []
     for run in RUNS:
-        results = {s.name: _run(run, s, steps) for s in _strategies(run)}
-        results["visus"] = _run(run, _strategies(run)[-1], long_steps)
+        name = f"{run.wire} {run.model.name}"
+        results = {s.name: _run(run, s, long_steps) for s in _strategies(run)}
         marks = [n for n in (1, 2, 3, 10, 30, 50, 100, 200, 300) if n <= long_steps]
         _table(run, results, marks)
-        totals = {name: sum(s.usage.cost_usd for s in st[:steps]) for name, st in results.items()}
         visus = results["visus"]
+        for at in (steps, long_steps):
+            totals = {k: sum(s.usage.cost_usd for s in st[:at]) for k, st in results.items()}
+            said = ", ".join(f"{k} ${v:.3f}" for k, v in totals.items())
+            print(f"  totals at step {at}: {said}")
+            cheapest = totals["visus"] <= min(totals.values()) + 1e-9
+            verdicts.append((f"{name}: visus cheapest at step {at}", cheapest))
+        for k, st in results.items():
+            dropped = sum(s.usage.reasoning_dropped for s in st)
+            evictions = sum(b.elided > a.elided for a, b in itertools.pairwise(st))
+            print(f"  {k}: {evictions} evicting requests, {dropped} reasoning blocks dropped")
         early = statistics.mean(
-            _image_cost(s) for s in visus[max(0, steps // 10 * 3 - 10) : steps // 10 * 3]
+            _image_cost(s) for s in visus[max(0, steps // 10 * 3 - 10) : max(1, steps // 10 * 3)]
         )
         late = statistics.mean(_image_cost(s) for s in visus[long_steps - 10 : long_steps])
-        cheapest = min(totals, key=lambda k: totals[k])
         read = _read_share(visus)
-        breaks = {name: _breaks(run, st) for name, st in results.items()}
-        print(f"  totals at step {steps}: " + ", ".join(f"{k} ${v:.3f}" for k, v in totals.items()))
-        at = steps // 10 * 3
-        print(
-            f"  visus images' cost per step: ${early:.5f} around step {at}, "
-            f"${late:.5f} at step {long_steps} ({late / early:.2f}x)"
-        )
+        breaks = {k: _breaks(run, st) for k, st in results.items()}
+        print(f"  visus images' cost per step: {late / early:.2f}x step {steps // 10 * 3}'s")
         print(f"  visus cache reads from step 3 on: {read:.1%} of input tokens")
         print(f"  requests over a provider limit: {breaks}")
         verdicts += [
-            (f"{run.wire}: visus cheapest at step {steps}", cheapest == "visus"),
-            (f"{run.wire}: images' cost flat to step {long_steps} (<=1.2x)", late <= 1.2 * early),
-            (f"{run.wire}: >=80% cache reads from step 3", read >= 0.8),
-            (f"{run.wire}: no request breaks a provider limit (visus)", breaks["visus"] == 0),
+            (f"{name}: >=80% cache reads from step 3", read >= 0.8),
+            (f"{name}: no request breaks a provider limit", not any(breaks.values())),
         ]
         _sweep(run, steps)
+        print(f"  ({run.model.name} done at {time.perf_counter() - started:.0f}s)", flush=True)
     print("\ngoals:")
     for text, ok in verdicts:
         print(f"  [{'ok' if ok else 'MISSED'}] {text}")
