@@ -348,6 +348,10 @@ def _table(run: WireRun, results: dict[str, list[Step]], marks: Sequence[int]) -
     )
 
 
+#: Strategies run to ``steps`` only (VISUS_ECONOMICS_FULL=1: to 3x too).
+_SHORT = () if os.environ.get("VISUS_ECONOMICS_FULL") else ("claude-code", "hermes")
+
+
 def _sweep(run: WireRun, steps: int) -> None:
     """Dollars at ``steps`` for the knobs of the model's family: the append-only
     break-even (image tokens; half of what fits leaves) where the history is
@@ -355,7 +359,7 @@ def _sweep(run: WireRun, steps: int) -> None:
     spec = run.model
     if policy_for(spec).append_only:
         print(f"\nsweep on {spec.name}: append_tokens -> dollars at step {steps}, mean live")
-        for tokens in (30_000, 60_000, 120_000):
+        for tokens in (15_000, 30_000, 60_000, 120_000):
             policy = RetentionPolicy(append_tokens=tokens)
             result = _run(run, Strategy("sweep", policy, dedup=True), steps)
             _say_sweep(f"{tokens:>7,}", result)
@@ -380,12 +384,21 @@ def main() -> None:
     verdicts: list[tuple[str, bool]] = []
     for run in RUNS:
         name = f"{run.wire} {run.model.name}"
-        results = {s.name: _run(run, s, long_steps) for s in _strategies(run)}
+        # Keeping hundreds of screenshots makes each request tens of MB: those two
+        # strategies run ``steps`` (their cost per step only grows after: more live).
+        results = {
+            s.name: _run(run, s, steps if s.name in _SHORT else long_steps)
+            for s in _strategies(run)
+        }
         marks = [n for n in (1, 2, 3, 10, 30, 50, 100, 200, 300) if n <= long_steps]
         _table(run, results, marks)
         visus = results["visus"]
         for at in (steps, long_steps):
-            totals = {k: sum(s.usage.cost_usd for s in st[:at]) for k, st in results.items()}
+            totals = {
+                k: sum(s.usage.cost_usd for s in st[:at])
+                for k, st in results.items()
+                if len(st) >= at
+            }
             said = ", ".join(f"{k} ${v:.3f}" for k, v in totals.items())
             print(f"  totals at step {at}: {said}")
             cheapest = totals["visus"] <= min(totals.values()) + 1e-9

@@ -375,8 +375,9 @@ DESCRIPTOR_DIGEST_CHARS: Final = 16
 #: OpenAI).
 RETENTION_LIVE_IMAGES: Final = 4
 #: Append-only histories (models that bind their reasoning to the prefix): the live tool
-#: image tokens past which the oldest leave, and the share of what fits that leaves then
-#: (benchmarks/RESULTS.md "economics": the break-even measured on Sonnet 5.5 and Opus 5.5).
+#: image tokens past which the oldest leave, and the share of what fits that leaves then,
+#: for a family ``retention.APPEND_ONLY_FAMILIES`` does not list (the families measured,
+#: Sonnet 5.5 and Opus 5.5, are listed there: benchmarks/RESULTS.md "economics").
 RETENTION_APPEND_ONLY_TOKENS: Final = 60_000
 RETENTION_APPEND_ONLY_SHARE: Final = 0.5
 #: Live tool images take at most this share of a model's context window.

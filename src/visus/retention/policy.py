@@ -33,16 +33,17 @@ class AppendOnly:
 
 #: The append-only break-even of each family of models that bind their reasoning to the
 #: prefix, by a part of the model id (Bedrock and Vertex ids contain it too), chosen by
-#: ``python -m benchmarks economics`` (benchmarks/RESULTS.md "economics"). A family not
-#: listed takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE``.
+#: ``python -m benchmarks economics`` (benchmarks/RESULTS.md "economics", 2026-11-29):
+#: on Sonnet 5.5 and Opus 5.5 (cache reads 0.05x input) an eviction costs a rewrite of
+#: the live tail and every reasoning block since the last one, done again, while a live
+#: image read costs little: at 60k and 120k tokens visus evicted within 100 steps and
+#: paid 27% more than never evicting; at 200k (about 100 screenshots of 1568x980) a
+#: 100-step run never evicts and a 300-step one evicts rarely. A family not listed takes
+#: ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE`` (not measured).
 APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
     {
-        "claude-opus-5": AppendOnly(
-            limits.RETENTION_APPEND_ONLY_TOKENS, limits.RETENTION_APPEND_ONLY_SHARE
-        ),
-        "claude-sonnet-5": AppendOnly(
-            limits.RETENTION_APPEND_ONLY_TOKENS, limits.RETENTION_APPEND_ONLY_SHARE
-        ),
+        "claude-opus-5": AppendOnly(200_000, 0.5),
+        "claude-sonnet-5": AppendOnly(200_000, 0.5),
     }
 )
 
