@@ -4,10 +4,11 @@ Anthropic "Preserved thinking" and "What's new in Claude Opus 5.5": on an Opus-5
 model every reply starts with a signed thinking block; sent back unchanged after an
 append it is valid and billed as input; after a change to anything before it (system,
 tools, an earlier message; ``cache_control`` aside) it is a 400 by default, or with
-``drop_block`` and the beta header it and every later block are dropped and listed in
-``input_transformations``; a block left out between others breaks the run; a tampered
-block is always a 400; disabled thinking, budgets and forced tool use are refused where
-the model refuses them.
+``drop_block`` and the beta header it and every later block made before the change are
+dropped and listed in ``input_transformations`` (blocks made after it stay valid:
+test_thinking_after_an_edit); a block left out between others breaks the run; a
+tampered block is always a 400; disabled thinking, budgets and forced tool use are
+refused where the model refuses them.
 """
 
 from __future__ import annotations

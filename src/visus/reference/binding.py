@@ -16,7 +16,11 @@ back in:
   out; earlier reasoning blocks are not part of it) must be what it was when the block
   was made, and the blocks kept must be an unbroken run of the original sequence:
   blocks may go from the start or the end, not from between others, and one left out
-  may not come back. A block failing that fails with every later one.
+  may not come back. Each block is checked against its own prefix and its own
+  predecessor: a failing block is not kept, so every later block made before the
+  change fails with it (its prefix holds the change, or its predecessor is gone), while
+  a block the model made after the change, following the blocks kept then, stays
+  valid (Anthropic "Prefix checks on thinking blocks").
 
 What a failure costs is the caller's mode (:data:`Mode`): ``error`` (Anthropic's default
 on new accounts: a 400 naming the first failing block), ``drop`` (``drop_block``, and
@@ -271,9 +275,21 @@ def judge(
         ok = mode == "off" or _checks(signed, running.digest(), last, count)
         if not ok and failed is None:
             failed = item.path
-        if failed is not None and mode in ("error", "drop"):
-            # That block and every later one (Preserved thinking: "that block and every
-            # later thinking block are invalid").
+        if not ok and mode in ("error", "drop"):
+            # Each block against the prefix and predecessor it was made with, not "every
+            # block after the first failure". Anthropic, "Prefix checks on thinking
+            # blocks" (platform.claude.com/docs/en/build-with-claude/preserved-thinking/
+            # prefix-checks): "A prefix check fails if `system`, `tools`, or an earlier
+            # message changed after Claude produced a block. It also fails if a thinking
+            # block between others was left out or moved." Its figure note (read in the
+            # stored zh-CN edition; our translation): a change invalidates only the
+            # thinking already after it; thinking before it, and thinking Claude produces
+            # after it, stays valid. "Preserved thinking", How it works (zh-CN/zh-TW
+            # editions, translated): each thinking block records its predecessor across
+            # turns; removing one from the middle invalidates every thinking block after
+            # it. So a failing block never becomes the run's last: a later block that
+            # followed it fails its chain (or its prefix), one made after the change
+            # recorded the block kept before it and passes.
             dropped.append((item.path, "prefix_binding_mismatch"))
             lost += signed.tokens
             continue

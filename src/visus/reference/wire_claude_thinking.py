@@ -15,8 +15,10 @@ pages, cited where each is enforced:
   both.
 - "Preserved thinking": ``block_binding`` needs the ``thinking-binding-controls-2026-08-01``
   beta; a block failing the prefix check is a 400 by default (this server is a new
-  account), or with ``prefix_mismatch_behavior: "drop_block"`` it and every later block
-  are dropped and listed in ``input_transformations`` (:mod:`visus.reference.binding`).
+  account), or with ``prefix_mismatch_behavior: "drop_block"`` the failing blocks are
+  dropped and listed in ``input_transformations``; each block is checked against the
+  prefix it was made with, so thinking made after a change stays valid ("Prefix checks
+  on thinking blocks"; :mod:`visus.reference.binding`).
 
 Example:
     >>> from visus.models import get_model
