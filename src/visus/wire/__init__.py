@@ -120,19 +120,17 @@ assert set(WIRES) == set(get_args(Wire))
 
 def image_ceiling(spec: ModelSpec, wire: Wire) -> Ceiling:
     """What one request on ``wire`` may carry of images for ``spec``, as retention plans
-    with it (:func:`visus.retention.model_view`'s ``ceiling``): the image cap and the
-    image bytes (as stored: a wire that counts base64 takes three quarters of its budget).
+    with it (:func:`visus.retention.model_view`'s ``ceiling``): the image cap. Not the
+    request's byte budget: lowering meets that itself, re-encoding images smaller
+    before it leaves any out (bytes before pixels, ``media.compact``), which a
+    retention that evicted by stored bytes would pre-empt.
 
     Example:
         >>> from visus.models import get_model
         >>> image_ceiling(get_model("claude-haiku-4-5"), "anthropic").images
         100
     """
-    rules = WIRES[wire].rules
-    budget = rules.max_request_image_bytes
-    if budget is not None and rules.base64_byte_limit:
-        budget = budget * 3 // 4
-    return Ceiling(images=max_images(spec, rules), image_bytes=budget)
+    return Ceiling(images=max_images(spec, WIRES[wire].rules))
 
 
 def lower(
