@@ -9,6 +9,7 @@ reasoning after an edit without an error, and the proxy counts it."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import io
 import json
@@ -276,12 +277,30 @@ class Thinker:
         return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
 
 
+def _screen(n: int) -> bytes:
+    """A 2000x1733 screenshot, small in bytes (one colour), every pixel unlike the step
+    before (a small change would go as a crop of the changed area, issue 35): the
+    break-even counts image tokens, and 45 of them must fit a request's bytes."""
+    img = Image.new("RGB", (2000, 1733), (n * 37 % 256, n * 11 % 256, 255 - n % 256))
+    out = io.BytesIO()
+    img.save(out, "PNG")
+    return out.getvalue()
+
+
 def test_without_a_window_the_history_stays_append_only_until_the_break_even() -> None:
     """No --live-images: a model that binds its reasoning keeps every screenshot until
-    its family's break-even in image tokens (retention.policy_for: 60,000 for Opus 5.5),
-    then the oldest half of what fits leaves in one batch, with the opt-in from then on."""
+    its family's break-even in image tokens (retention.policy_for), then the oldest half
+    of what fits leaves in one batch, with the opt-in from then on."""
+    opus = get_model("claude-opus-5-5")
+    policy = policy_for(opus)
+    ceiling = policy.ceiling(opus).image_tokens
+    assert ceiling is not None
+    each = image_tokens(opus, 2000, 1733)
+    first = next(
+        n for n in range(1, 1000) if evicted_to_fit([each] * n, ceiling, share=policy.share)
+    )
+    steps = first + 3  # the first eviction and a few steps after it
     thinker = Thinker()
-    steps = 24
     with serve_app(thinker.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
         messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
@@ -292,22 +311,12 @@ def test_without_a_window_the_history_stays_append_only_until_the_break_even() -
             messages.append(
                 {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
             )
-            source = {
-                "type": "base64",
-                "media_type": "image/png",
-                "data": grid(4, 2, seed=n, edge=2000).b64,
-            }
+            data = base64.b64encode(_screen(n)).decode()
+            source = {"type": "base64", "media_type": "image/png", "data": data}
             image = {"type": "image", "source": source}
             result = {"type": "tool_result", "tool_use_id": f"t{n + 1}", "content": [image]}
             messages.append({"role": "user", "content": [result]})
-    opus = get_model("claude-opus-5-5")
-    policy = policy_for(opus)
-    ceiling = policy.ceiling(opus).image_tokens
-    assert ceiling is not None
-    shot = Image.open(io.BytesIO(grid(4, 2, seed=0, edge=2000).png))
-    each = image_tokens(opus, shot.width, shot.height)
     gone = [evicted_to_fit([each] * n, ceiling, share=policy.share) for n in range(steps)]
-    first = gone.index(next(g for g in gone if g))  # the first past the break-even
     assert 8 < first < steps - 2
     assert gone[first] >= first // 3  # a large batch, not an image a step
     assert [_images(b) for b in thinker.bodies] == [n - gone[n] for n in range(steps)]
