@@ -303,7 +303,7 @@ def test_without_a_window_the_history_stays_append_only_until_the_break_even() -
     thinker = Thinker()
     with serve_app(thinker.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        messages: list[Any] = [{"role": "user", "content": "go"}]
         for n in range(steps):
             reply = client.messages.create(
                 model="claude-opus-5-5", max_tokens=100, tools=TOOLS, messages=messages
