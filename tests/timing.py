@@ -24,12 +24,20 @@ __all__ = ["load_factor", "within"]
 
 
 def load_factor() -> float:
-    """How many times slower than quiet a CPU-bound step runs now: the processes
-    waiting for a core (the 1-minute load average) per core this process may use, at
-    least 1. A quiet machine gives 1; the suite on 2 cores beside two busy loops about 2.
+    """How many times slower than quiet a CPU-bound step runs now, at least 1: the
+    processes waiting for a core (the 1-minute load average) per core this process may
+    use, and under pytest-xdist at least what the other workers can take.
+
+    The load average counts the other workers, but it lags a minute behind a rise; a
+    worker's neighbours may each hold a core from the first test on, leaving this one
+    ``cores - (workers - 1)`` of ``cores`` (on CI's 2 cores with ``-n 2``: half, so 2).
+    A quiet serial run gives 1; the suite on 2 cores beside two busy loops about 2.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1.0, os.getloadavg()[0] / max(1, cores or 1))
+    cores = max(1, cores or 1)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    shared = cores / max(1, cores - (workers - 1))
+    return max(1.0, os.getloadavg()[0] / cores, shared)
 
 
 def within(seconds: float) -> float:
