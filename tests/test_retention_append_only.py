@@ -4,6 +4,9 @@ eviction cost left out of the requests after it (sent once, on the evicting requ
 
 from __future__ import annotations
 
+import itertools
+import random
+
 from visus.models import get_model, image_tokens
 from visus.record.messages import (
     AssistantMessage,
@@ -21,6 +24,7 @@ from visus.retention import (
     Ceiling,
     RetentionPolicy,
     Shown,
+    evicted_over,
     model_view,
     plan_tool_images,
     policy_for,
@@ -90,3 +94,16 @@ def test_reasoning_an_eviction_cost_is_sent_once() -> None:
     for n in range(1, 31):
         view = model_view(_record(n), RetentionPolicy(), model=sonnet)
         assert all(m.provider_state is not None for m in view if isinstance(m, AssistantMessage))
+
+
+def test_evictions_never_come_back_as_a_history_grows() -> None:
+    """The eviction count of a growing history never goes down (else an image would come
+    back live, change the prefix and cost every later reasoning block again): with
+    repeats (an unchanged screen costs nothing while its twin is live) it did."""
+    rnd = random.Random(7)
+    digests = [f"{rnd.randrange(150):064x}" for _ in range(400)]
+    shots = [Shown(d, rnd.randrange(50_000, 90_000), 1960) for d in digests]
+    for cap in (Ceiling(image_tokens=100_000), Ceiling(images=30), Ceiling(image_bytes=2_000_000)):
+        counts = [evicted_over(shots[:n], cap, share=0.5) for n in range(1, len(shots) + 1)]
+        assert all(a <= b for a, b in itertools.pairwise(counts))
+        assert max(counts) > 0

@@ -138,37 +138,56 @@ class Shown:
 
 
 def evicted_over(images: Sequence[Shown], ceiling: Ceiling, *, share: float) -> int:
-    """How many of the oldest ``images`` leave so the rest stay under ``ceiling``, in one
-    batch of ``share`` of what fits (:func:`evicted_to_fit` on each measure; the most
-    any measure needs). An image whose bytes an earlier one already has costs nothing:
-    it is sent as a one-line note while that one is live.
+    """How many of the oldest ``images`` leave so the rest stay under ``ceiling``: when
+    an arriving image takes any measure past its cap, the oldest leave in one batch
+    until every measure is back under ``1 - share`` of its cap (the newest always
+    stays). One pass from the oldest, so the answer for a request is the answer for the
+    request before it plus what the new images did: the count never goes down as a
+    history grows, and earlier images never come back (a prompt cache and reasoning
+    bound to the prefix stay valid between evictions). An image whose bytes a live one
+    already has costs nothing: it is sent as a one-line note while that one is live.
 
     Example:
         >>> shots = [Shown(d, 100, 1500) for d in "abcdefgh"]
         >>> evicted_over(shots, Ceiling(image_tokens=9000), share=0.5)
-        3
+        4
         >>> evicted_over(shots, Ceiling(images=100, image_bytes=10_000), share=0.5)
         0
+        >>> [evicted_over(shots[:n], Ceiling(images=4), share=0.5) for n in range(1, 9)]
+        [0, 0, 0, 0, 3, 3, 3, 6]
     """
-    seen: set[str] = set()
-    counts: list[int] = []
-    sizes: list[int] = []
-    tokens: list[int] = []
-    for image in images:
-        new = image.digest not in seen
-        seen.add(image.digest)
-        counts.append(int(new))
-        sizes.append(image.size if new else 0)
-        tokens.append(image.tokens if new else 0)
-    gone = 0
-    for costs, cap in (
-        (counts, ceiling.images),
-        (sizes, ceiling.image_bytes),
-        (tokens, ceiling.image_tokens),
-    ):
-        if cap is not None:
-            gone = max(gone, evicted_to_fit(costs, cap, share=share))
-    return gone
+    caps = (ceiling.images, ceiling.image_bytes, ceiling.image_tokens)
+    totals = [0, 0, 0]
+    live: dict[str, int] = {}  # digest -> live images with it
+    costs: list[tuple[int, int, int]] = []
+    first = 0
+
+    def over(scale: float) -> bool:
+        return any(c is not None and t > c * scale for t, c in zip(totals, caps, strict=True))
+
+    def charge(cost: tuple[int, int, int], sign: int) -> None:
+        for k in range(3):
+            totals[k] += sign * cost[k]
+
+    for i, image in enumerate(images):
+        new = image.digest not in live
+        live[image.digest] = live.get(image.digest, 0) + 1
+        cost = (1, image.size, image.tokens)
+        costs.append(cost)
+        if new:
+            charge(cost, 1)
+        if not over(1.0):
+            continue
+        while first < i and over(1.0 - share):
+            gone = images[first].digest
+            live[gone] -= 1
+            charge(costs[first], -1)
+            if live[gone]:  # a later copy now carries those bytes
+                charge(costs[first], 1)
+            else:
+                del live[gone]
+            first += 1
+    return first
 
 
 def plan_images(
