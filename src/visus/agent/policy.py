@@ -42,7 +42,7 @@ Example:
     >>> policy.narrow_roots(["/"])
     Traceback (most recent call last):
     ...
-    visus.errors.ReachError: roots: '/' is outside the roots this server allows (...)
+    visus.errors.ReachError: roots: '/' is outside the roots this server allows; ...
 """
 
 from __future__ import annotations
