@@ -26,8 +26,19 @@ What a failure costs is the caller's mode (:data:`Mode`): ``error`` (Anthropic's
 on new accounts: a 400 naming the first failing block), ``drop`` (``drop_block``, and
 OpenAI's newer models: the failing blocks are left out and listed), ``record`` (an older
 account with the beta header: each failing block is listed, and kept), ``off`` (a model
-that does not run the check). Each block carries the reasoning tokens it stands for:
-a kept block is billed as input, a dropped one is reasoning the model does again.
+that does not run the check).
+
+What reasoning costs (the reference's own model; the providers document only that a
+dropped block's reasoning is lost and the model "may have to redo" it, at a cost in
+tokens): each block's signature records two counts. ``tokens`` is what the block holds
+(the reply's own reasoning plus any reasoning it redid), billed as input while the block
+is kept. ``own`` is the reasoning the reply did for itself (its effort's tokens): a
+block left out by the check costs that much again, as output of the reply, in every
+request it is dropped from. The redo a block carries is not billed again when the block
+is dropped, because the blocks it redid are billed themselves wherever they are
+dropped; counting both made a block resent and dropped at every request cost twice
+what the one before it did (a client that keeps resending dropped blocks paid
+exponentially, ``benchmarks/RESULTS.md`` "economics").
 
 Example:
     >>> spec_free = ModelSpec(name="m", provider="anthropic")
@@ -146,6 +157,8 @@ class Signed:
     tokens: int
     text: str
     id: str
+    #: The reasoning the block's own reply did (``tokens`` less the redo it carries).
+    own: int
 
 
 def mint(
@@ -156,11 +169,12 @@ def mint(
     previous: str | None,
     count: int,
     text: str = "",
+    own: int | None = None,
 ) -> tuple[str, str]:
     """A signature for a new reasoning block, and the block's id: made by ``spec``'s
     model, after the prefix ``digest``, following block ``previous`` (the last one kept
-    in the request, of ``count``), standing for ``tokens`` reasoning tokens, showing
-    ``text``."""
+    in the request, of ``count``), holding ``tokens`` reasoning tokens of which ``own``
+    (all of them when None) are the reply's own rather than redone, showing ``text``."""
     block_id = secrets.token_hex(8)
     record = {
         "m": spec.name,
@@ -168,6 +182,7 @@ def mint(
         "q": previous,
         "n": count,
         "k": tokens,
+        "o": tokens if own is None else own,
         "t": hashlib.sha256(text.encode()).hexdigest()[:16],
         "i": block_id,
     }
@@ -186,7 +201,14 @@ def _open(token: object) -> Signed | None:
     try:
         r = json.loads(base64.urlsafe_b64decode(body.encode()))
         return Signed(
-            str(r["m"]), str(r["p"]), r["q"], int(r["n"]), int(r["k"]), str(r["t"]), str(r["i"])
+            str(r["m"]),
+            str(r["p"]),
+            r["q"],
+            int(r["n"]),
+            int(r["k"]),
+            str(r["t"]),
+            str(r["i"]),
+            int(r["o"]),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -227,7 +249,8 @@ class Verdict:
     allowed: tuple[str, ...] = ()
     #: The first block that failed the prefix check (mode ``error`` raises on it).
     failed: str | None = None
-    #: Reasoning tokens of the blocks kept (billed as input) and dropped (done again).
+    #: Reasoning tokens of the blocks kept (what they hold, billed as input) and
+    #: dropped (each block's own reasoning, done again: module docstring).
     kept_tokens: int = 0
     dropped_tokens: int = 0
     #: The last block kept and how many were kept: a new block follows them.
@@ -270,7 +293,7 @@ def judge(
             raise Tampered(item.path)
         if not _readable(spec, signed.model):
             dropped.append((item.path, "model_binding_mismatch"))
-            lost += signed.tokens
+            lost += signed.own
             continue
         ok = mode == "off" or _checks(signed, running.digest(), last, count)
         if not ok and failed is None:
@@ -291,7 +314,7 @@ def judge(
             # followed it fails its chain (or its prefix), one made after the change
             # recorded the block kept before it and passes.
             dropped.append((item.path, "prefix_binding_mismatch"))
-            lost += signed.tokens
+            lost += signed.own
             continue
         if not ok:
             allowed.append(item.path)

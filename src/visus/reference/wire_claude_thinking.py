@@ -20,6 +20,12 @@ pages, cited where each is enforced:
   prefix it was made with, so thinking made after a change stays valid ("Prefix checks
   on thinking blocks"; :mod:`visus.reference.binding`).
 
+What a dropped block costs is this server's own model (the pages say only that the
+model redoes the reasoning it lost): the reasoning the block's own reply did, billed as
+output of the reply, at every request it is dropped from. The reply that redoes it holds
+that redo in its own block (billed as input while kept), but if that block is dropped in
+turn only its own reasoning is billed again, never the redo it carried.
+
 Example:
     >>> from visus.models import get_model
     >>> cfg = config({}, None, None, set(), get_model("claude-opus-5-5"), _raise)
@@ -248,11 +254,14 @@ def blocks(
     if not cfg.thinks:
         return [], 0
     digest = prefix(head, [i.value for i in request if not i.reasoning])
-    # Reasoning dropped from the request is reasoning done again.
-    spent = reasoning_tokens(cfg.effort) + verdict.dropped_tokens
+    # Reasoning dropped from the request is reasoning done again: billed with this
+    # reply, but the block stands for its own reasoning only if it is dropped in turn
+    # (binding's docstring: the redo is billed where the blocks it redid are dropped).
+    own = reasoning_tokens(cfg.effort)
+    spent = own + verdict.dropped_tokens
     shown = _SUMMARY if cfg.display == "summarized" else ""
     first, first_id = mint(
-        spec, digest, spent, previous=verdict.last, count=verdict.count, text=shown
+        spec, digest, spent, previous=verdict.last, count=verdict.count, text=shown, own=own
     )
     out = [{"type": "thinking", "thinking": shown, "signature": first}]
     if spec.progress_updates and reply.text and reply.tool_calls:

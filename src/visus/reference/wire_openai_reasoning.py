@@ -118,9 +118,10 @@ def output_item(
     reasoning tokens it spent, reasoning the request lost done again included."""
     if not spec.reasoning:
         return None, 0
-    spent = reasoning_tokens(effort(body)) + verdict.dropped_tokens
+    own = reasoning_tokens(effort(body))
+    spent = own + verdict.dropped_tokens  # an item dropped later costs ``own`` again
     digest = prefix(head, [i.value for i in items if not i.reasoning])
-    token, block_id = mint(spec, digest, spent, previous=verdict.last, count=verdict.count)
+    token, block_id = mint(spec, digest, spent, previous=verdict.last, count=verdict.count, own=own)
     item: dict[str, Any] = {"type": "reasoning", "id": f"rs_{block_id}{secrets.token_hex(4)}"}
     item["summary"] = _summary(body)
     include = body.get("include")
