@@ -457,10 +457,11 @@ PROVIDER_WORDS: Mapping[tuple[str, ...], tuple[str, ...]] = {
 #: (path, word) -> why that provider word lives outside its codec and transport.
 WORD_EXCEPTIONS: Mapping[tuple[str, str], str] = {
     (
-        "integrations/openai_agents.py",
+        "integrations/items.py",
         "function_call_output",
     ): "the OpenAI Agents SDK hands its history over as Responses input items; the"
-    " integration edits that framework's own items, not a request visus lowers",
+    " integration edits that framework's own items (items.py, for openai_agents.py),"
+    " not a request visus lowers",
     (
         "telemetry/names.py",
         "finish_reason",

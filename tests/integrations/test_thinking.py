@@ -25,7 +25,7 @@ import pytest
 
 from tests.integrations.test_long_runs import STEPS, _screens
 from visus.errors import ConfigError
-from visus.integrations._common import BINDING_BETA
+from visus.integrations.reasoning import BINDING_BETA
 
 
 class Wire:

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from visus import media, paths
-from visus.agent.options import VisionOptions
+from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.agent.policy import own_places
 from visus.agent.tools import Tool, ToolContext, ToolRegistry
 from visus.errors import VisusError
@@ -51,6 +51,7 @@ from visus.integrations.values import (
     NO_VIEW,
     HeldImage,
     ImageTally,
+    RequestImages,
     Seen,
     ToolImage,
     ViewCall,
@@ -86,6 +87,8 @@ __all__ = [
     "TOOL_NAMES",
     "HeldImage",
     "ImageTally",
+    "Integration",
+    "RequestImages",
     "Seen",
     "ToolImage",
     "ViewCall",
@@ -398,3 +401,26 @@ class VisionCore:
         if head.width is None or head.height is None:
             return 0
         return image_tokens(model, head.width, head.height)
+
+
+class Integration:
+    """What each framework's adapter holds: the :class:`VisionCore` its options make
+    (``core``), the ``effort`` it sends, and ``last_request``, the image counts of its
+    latest model request (None before one)."""
+
+    core: VisionCore
+    effort: str | None
+    last_request: RequestImages | None
+
+    def _start(
+        self, roots: Sequence[PathLike] | PathLike, effort: str | None, options: VisionKeywords
+    ) -> None:
+        self.core = VisionCore(VisionOptions.of(roots, **options))
+        self.effort = effort
+        self.last_request = None
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Where this integration stores images (``<data>/integrations/blobs``; the Agents
+        SDK's :class:`~visus.integrations.items.VisionSession` too)."""
+        return self.core.blobs

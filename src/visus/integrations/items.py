@@ -1,16 +1,28 @@
-"""Images in OpenAI-style items: data URLs, and a session that stores them once.
+"""Images in OpenAI-style items: what one request carries of them, data URLs, and a
+session that stores them once.
 
 The Agents SDK keeps a conversation as Responses input items, whose images are
-``input_image`` parts holding a ``data:`` URL. :class:`VisionSession` wraps any of its
-``Session`` s (it asks only what the ``Session`` protocol has) so each image is stored
-once in visus's blob store; the helpers read and write those URLs. No framework is
-imported here: :mod:`visus.integrations.openai_agents` is the SDK's glue and hands its
-sessions to this class.
+``input_image`` parts holding a ``data:`` URL. :func:`request_input` is the input one
+request carries (old tool images as descriptors, live ones fitted, hoisted to a user
+message on Chat Completions: :class:`~visus.integrations.window.Window` on these
+items) and :func:`held_items` the images a ``view("sha256:...")`` of the conversation
+may name. :class:`VisionSession` wraps any of the SDK's ``Session`` s (it asks only
+what the ``Session`` protocol has) so each image is stored once in visus's blob store;
+the helpers read and write those URLs. No framework is imported here:
+:mod:`visus.integrations.openai_agents` is the SDK's glue and hands its items and
+sessions to this module.
 
 Example:
     >>> url = data_url("image/png", b"PNG")
     >>> url, inline(url), media_type_of(url)
     ('data:image/png;base64,UE5H', b'PNG', 'image/png')
+    >>> import tempfile
+    >>> from visus.agent.options import VisionOptions
+    >>> core = VisionCore(VisionOptions.of([tempfile.mkdtemp()], data=tempfile.mkdtemp()))
+    >>> shot = {"type": "input_image", "image_url": url}
+    >>> output = {"type": "function_call_output", "call_id": "c1", "output": [shot]}
+    >>> [h.turn for h in held_items(core, [{"role": "user", "content": "hi"}, output])]
+    [1]
 """
 
 from __future__ import annotations
@@ -18,11 +30,26 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from visus.integrations.core import NO_VIEW, HeldImage, ViewCall, VisionCore, image_in_text
+from visus.integrations.window import RequestImages, Window, held_in, split_images, wire_of
+from visus.models import ModelSpec
+from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
 
-__all__ = ["VisionSession", "data_url", "decoded", "inline", "media_type_of"]
+__all__ = [
+    "VisionSession",
+    "data_url",
+    "decoded",
+    "held_items",
+    "inline",
+    "media_type_of",
+    "request_input",
+]
 
 Item = dict[str, Any]
 
@@ -136,3 +163,206 @@ def _map_images(item: Any, fn: Any) -> Any:
                 out[key] = mapped
                 changed = True
     return out if changed else copy.copy(item)
+
+
+# --- what a request carries -----------------------------------------------------------
+
+
+def held_items(core: VisionCore, items: Iterable[Any]) -> list[HeldImage]:
+    """The images ``items`` hold (tool outputs and user messages), with their turns and
+    the call to ``core``'s ``view`` that made them."""
+    items = [_with_image_text(i) for i in items]
+    calls = _calls(items)
+    return held_in(items, _is_user, lambda i: _held_images(core, i, calls))
+
+
+def request_input(
+    core: VisionCore, items: Sequence[Item], model: ModelSpec, *, hoist: bool
+) -> tuple[list[Item], RequestImages]:
+    """The input one request to ``model`` carries (``items`` are not changed), and its
+    counts: tool images of turns before the live window become descriptors, within it
+    the count window decides; with ``hoist`` the live ones move to one user message
+    after each run of tool outputs (Chat Completions)."""
+    prepared = [_with_image_text(item) for item in items]
+    wire = wire_of(model.provider, chat=hoist)
+    window = Window.of(core, model, wire, prepared, _is_user, _tool_images)
+    calls = _calls(prepared)
+
+    def rewrite(item: Item, turn: int) -> tuple[Item, list[Item]] | None:
+        images = _images(item) if _is_output(item) else []
+        if not images:
+            return None
+        view = _view_args(core, calls.get(item.get("call_id"), {}))
+        return _output(item, images, window, turn, view, hoist=hoist)
+
+    out = window.rewritten(prepared, rewrite, result=_is_output, user=_user)
+    if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
+        out = _fresh_reasoning(out, window)
+    return out, window.request(hoisted=hoist)
+
+
+def _held_images(
+    core: VisionCore, item: Any, calls: Mapping[Any, Item]
+) -> list[tuple[bytes | None, ViewCall]]:
+    """The images a tool output or user message holds, with the view that made them."""
+    if _is_output(item):
+        view, content = _view_args(core, calls.get(item.get("call_id"), {})), item.get("output")
+    elif _is_user(item):
+        view, content = NO_VIEW, item.get("content")
+    else:
+        return []
+    return [
+        (inline(c["image_url"]), view)
+        for c in (content if isinstance(content, list) else ())
+        if isinstance(c, dict)
+        and c.get("type") == "input_image"
+        and isinstance(c.get("image_url"), str)
+    ]
+
+
+def _view_args(core: VisionCore, call: Mapping[str, Any]) -> ViewCall:
+    """The arguments of a call to ``core``'s ``view`` (else none)."""
+    if call.get("name") != "view" or "view" not in core.registry.names():
+        return NO_VIEW
+    return _call_args(call)
+
+
+def _output(
+    item: Item, images: Sequence[_Image], window: Window, turn: int, view: ViewCall, *, hoist: bool
+) -> tuple[Item, list[Item]]:
+    """One tool output with images as sent (each live one fitted, the others as
+    notes), and what it hoists into the next user message."""
+    split = split_images(
+        images,
+        window.fates(turn, len(images)),
+        window.tally,
+        part=lambda i: i.part,
+        live=lambda i: {**i.part, "image_url": _live(i.url, window)},
+        note=lambda i, repeat: window.note(_found(i.url), i.url, turn, view, repeat=repeat),
+        text=_text,
+    )
+    texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
+    output, hoisted = split.content(
+        texts, item["output"], item.get("call_id"), hoist=hoist, text=_text, hoisted=_hoisted
+    )
+    return {**item, "output": output}, hoisted
+
+
+def _live(url: str, window: Window) -> str:
+    """The URL a live image is sent as: a data URL fitted to the request's model (a
+    view's already is, unless another model than the one that asked gets it)."""
+    found = _found(url)
+    fitted = window.fitted(found)
+    if fitted is None or found is None or fitted.data is found[0]:
+        return url  # a web URL (the provider fetches it), not base64, or fitted already
+    return data_url(fitted.media_type, fitted.data)
+
+
+def _fresh_reasoning(items: list[Item], window: Window) -> list[Item]:
+    """``items`` without the reasoning items an eviction already had the API drop
+    (:meth:`~visus.integrations.window.Window.stale`): each is a reply of the request
+    holding the items before it; sent again at every later step, it would be dropped
+    and its reasoning redone every time."""
+    replies = [n for n, i in enumerate(items) if _is_reply(i)]
+    reasoned = {n for n in replies if items[n].get("type") == "reasoning"}
+    stale = window.stale(len(items), replies, reasoned)
+    return [i for n, i in enumerate(items) if n not in stale]
+
+
+def _hoisted(image: _Image, sent: Item) -> Item:
+    """A live image as the user message it is hoisted to carries it."""
+    detail = image.part.get("detail") or "auto"
+    return {"type": "input_image", "image_url": sent["image_url"], "detail": detail}
+
+
+def _text(text: str) -> Item:
+    return {"type": "input_text", "text": text}
+
+
+def _user(content: list[Item]) -> Item:
+    return {"role": "user", "content": content}
+
+
+def _found(url: str) -> tuple[bytes, str] | None:
+    """The bytes and media type of a base64 data URL (None for any other URL)."""
+    data = inline(url)
+    return None if data is None else (data, media_type_of(url))
+
+
+def _tool_images(item: Any) -> list[tuple[str, bytes | None]]:
+    """A tool output's images as the plan tells them apart (:func:`_image_key`)."""
+    return [(_image_key(i.url), inline(i.url)) for i in _images(item)] if _is_output(item) else []
+
+
+@dataclass(frozen=True, slots=True)
+class _Image:
+    """An ``input_image`` of a tool output (``part``) and its URL."""
+
+    part: Item
+    url: str
+
+
+def _calls(items: Sequence[Any]) -> dict[Any, Item]:
+    return {
+        i.get("call_id"): i
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call"
+    }
+
+
+def _images(item: Item) -> list[_Image]:
+    """Every image (a URL, not a file id) in a function_call_output."""
+    output = item.get("output")
+    if not isinstance(output, list):
+        return []
+    return [
+        _Image(c, c["image_url"])
+        for c in output
+        if isinstance(c, dict)
+        and c.get("type") == "input_image"
+        and isinstance(c.get("image_url"), str)
+    ]
+
+
+def _is_output(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "function_call_output"
+
+
+def _with_image_text(item: Any) -> Any:
+    """A tool output whose text is one image data URL, as the image it means."""
+    output = item.get("output") if _is_output(item) else None
+    if isinstance(output, str) and image_in_text(output) is not None:
+        return {**item, "output": [{"type": "input_image", "image_url": output.strip()}]}
+    return item
+
+
+def _image_key(url: str) -> str:
+    """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
+    data = inline(url)
+    return url if data is None else content_digest(data)
+
+
+def _is_reply(item: Any) -> bool:
+    """An item a model's reply made (reasoning, a call, its message)."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type")
+    return kind in ("reasoning", "function_call") or (
+        kind == "message" and item.get("role") == "assistant"
+    )
+
+
+def _is_user(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("role") == "user"
+        and item.get("type", "message") == "message"
+    )
+
+
+def _call_args(call: Mapping[str, Any]) -> ViewCall:
+    try:
+        args = json.loads(call.get("arguments") or "{}")
+    except (json.JSONDecodeError, TypeError):
+        return NO_VIEW
+    return ViewCall.of(args) if isinstance(args, dict) else NO_VIEW

@@ -37,41 +37,21 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import base64
+import contextlib
 import contextvars
 import dataclasses
-import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, Unpack
+from typing import Any, Unpack
 
-from visus.agent.options import PathLike, VisionKeywords, VisionOptions
+from visus.agent.options import PathLike, VisionKeywords
 from visus.errors import ConfigError
-from visus.integrations._common import (
-    BINDING_BETA,
-    RequestImages,
-    bound_thinking,
-    checked_effort,
-    hoisted_label,
-    not_sent,
-    split_images,
-    stale_replies,
-    turns_of,
-    wire_of,
-)
-from visus.integrations.core import (
-    CONSERVATIVE,
-    NO_VIEW,
-    HeldImage,
-    ImageTally,
-    ViewCall,
-    VisionCore,
-    image_in_text,
-)
+from visus.integrations import blocks
+from visus.integrations.core import CONSERVATIVE, HeldImage, Integration, ViewCall, image_in_text
+from visus.integrations.reasoning import BINDING_BETA, bound_thinking, checked_effort
+from visus.integrations.values import RequestImages
+from visus.integrations.window import Window, breakpoints, held_in, split_images, wire_of
 from visus.models import ModelSpec
-from visus.perception.values import content_digest
-from visus.record.blobs import BlobStore
-from visus.wire import window_marks
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -94,7 +74,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["RequestImages", "VisionMiddleware"]
 
-_ARTIFACT = "visus"
 # LangChain's _llm_type -> the catalog's provider; chat models that take images in
 # tool results natively.
 _PROVIDERS = {
@@ -120,7 +99,16 @@ class _Call:
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("visus_call", default=None)
 
 
-class VisionMiddleware(AgentMiddleware):
+@contextlib.contextmanager
+def _calling(call: _Call) -> Iterator[None]:
+    token = _CALL.set(call)
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
+
+
+class VisionMiddleware(Integration, AgentMiddleware):
     """visus's view/read tools and retention for ``create_agent``. See the module docstring.
 
     ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
@@ -139,15 +127,8 @@ class VisionMiddleware(AgentMiddleware):
         **options: Unpack[VisionKeywords],
     ) -> None:
         super().__init__()
-        self.core = VisionCore(VisionOptions.of(roots, **options))
-        self.effort = effort
-        self.last_request: RequestImages | None = None
+        self._start(roots, effort, options)
         self.tools: list[BaseTool] = [self._tool(s.name) for s in self.core.tool_specs()]
-
-    @property
-    def blobs(self) -> BlobStore:
-        """Where this integration stores images (``<data>/integrations/blobs``)."""
-        return self.core.blobs
 
     # --- tools -------------------------------------------------------------------
 
@@ -160,21 +141,10 @@ class VisionMiddleware(AgentMiddleware):
             seen = await self.core.call(name, args, call.model, call.held)
             if seen.image is None:
                 return seen.text, None
-            image = seen.image
-            block = {
-                "type": "image",
-                "base64": base64.b64encode(seen.data).decode("ascii"),
-                "mime_type": image.media_type,
-            }
-            artifact = {
-                _ARTIFACT: {
-                    "digest": image.digest,
-                    "source": args.get("path"),
-                    "page": args.get("page"),
-                    "region": args.get("region"),
-                }
-            }
-            return [{"type": "text", "text": seen.text}, block], artifact
+            block = blocks.image_block(seen.data, seen.image.media_type)
+            return [blocks.text_block(seen.text), block], blocks.view_artifact(
+                seen.image.digest, args
+            )
 
         def run_sync(**args: Any) -> tuple[Any, Any]:
             return asyncio.run(run(**args))
@@ -197,11 +167,8 @@ class VisionMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         if request.tool not in self.tools:
             return handler(request)
-        token = _CALL.set(self._call(request))
-        try:
+        with _calling(self._call(request)):
             return handler(request)
-        finally:
-            _CALL.reset(token)
 
     async def awrap_tool_call(
         self,
@@ -210,50 +177,25 @@ class VisionMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         if request.tool not in self.tools:
             return await handler(request)
-        token = _CALL.set(await asyncio.to_thread(self._call, request))
-        try:
+        with _calling(await asyncio.to_thread(self._call, request)):
             return await handler(request)
-        finally:
-            _CALL.reset(token)
 
     def _call(self, request: ToolCallRequest) -> _Call:
         """The model whose reply made this call, and what the call's state holds."""
         state = request.state
         messages = state.get("messages", []) if isinstance(state, dict) else []
         call_id = request.tool_call.get("id")
-        asked = next(
-            (
-                m
-                for m in reversed(messages)
-                if isinstance(m, AIMessage) and any(c.get("id") == call_id for c in m.tool_calls)
-            ),
-            None,
-        )
-        noted = asked.response_metadata.get(_MODEL_KEY) if asked is not None else None
-        if isinstance(noted, list | tuple) and len(noted) == 2:
-            model = self.core.model_spec(str(noted[0]), noted[1])
-        else:  # a reply this middleware did not see: what the provider says it was
-            meta = asked.response_metadata if asked is not None else {}
-            model = self.core.model_spec(
-                str(meta.get("model_name") or "unknown"), meta.get("model_provider")
-            )
+        asked = [
+            m.response_metadata
+            for m in messages
+            if isinstance(m, AIMessage) and any(c.get("id") == call_id for c in m.tool_calls)
+        ]
+        model = self.core.model_spec(*_asker(asked[-1] if asked else {}))
         return _Call(model, tuple(self.held(messages)))
 
     def held(self, messages: Iterable[BaseMessage]) -> list[HeldImage]:
         """The images ``messages`` hold (tool results and human messages), with turns."""
-        messages = list(messages)
-        out: list[HeldImage] = []
-        for m, turn in zip(messages, _turns(messages), strict=True):
-            if not isinstance(m, ToolMessage | HumanMessage):
-                continue
-            view = _view_of(_visus_artifact(m))
-            m = _with_image_text(m)
-            blocks = m.content if isinstance(m.content, list) else []
-            for block in filter(_is_image_block, blocks):
-                found = _image_bytes(block)
-                if found is not None:
-                    out.append(HeldImage(content_digest(found[0]), turn, view))
-        return out
+        return held_in(list(messages), _opens_turn, _held_images)
 
     # --- requests ----------------------------------------------------------------
 
@@ -327,142 +269,102 @@ class VisionMiddleware(AgentMiddleware):
         Tool images, a view's or any other tool's, are fitted to ``model``, leave
         the window as descriptors and, with ``hoist``, move to one ``HumanMessage``.
         """
-        turns = _turns(messages)
-        current = max(turns, default=1)
-        first_live = self.core.live_from(current, model)
         prepared = [_with_image_text(m) for m in messages]
-        shown = [
-            self.core.shown(self._digest(b, _visus_artifact(m)), _data(b), model)
-            for m, t in zip(prepared, turns, strict=True)
-            if t >= first_live
-            for b in _tool_image_blocks(m)
-        ]
         wire = wire_of(model.provider, chat=hoist if model.provider == "openai" else None)
-        tally = ImageTally(fates=iter(self.core.plan(shown, model, wire)))
-        out: list[AnyMessage] = []
-        pending: list[Any] = []
-        for m, t in zip(prepared, turns, strict=True):
-            if pending and not isinstance(m, ToolMessage):
-                out.append(HumanMessage(content=pending))
-                pending = []
+        window = Window.of(self.core, model, wire, prepared, _opens_turn, _tool_images)
+
+        def rewrite(m: AnyMessage, turn: int) -> tuple[AnyMessage, list[Any]] | None:
             images = _tool_image_blocks(m)
             if not images or not isinstance(m, ToolMessage):
-                out.append(m)
-                continue
-            fates = [tally.fate(t >= first_live) for _ in images]
-            sent, hoisted = self._tool_message(m, images, fates, t, model, tally, hoist=hoist)
-            out.append(sent)
-            pending += hoisted
-        if pending:
-            out.append(HumanMessage(content=pending))
-        if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
-            image_at = [
-                n
-                for n, (m, t) in enumerate(zip(prepared, turns, strict=True))
-                if t >= first_live
-                for _ in _tool_image_blocks(m)
-            ]
-            replies = [n for n, m in enumerate(out) if isinstance(m, AIMessage)]
-            reasoned = {n for n in replies if _reasoning_blocks(out[n])}
-            plan = functools.partial(self.core.plan, model=model, wire=wire)
-            for n in stale_replies(len(out), reasoned, replies, image_at, shown, plan):
-                kept = [b for b in out[n].content if b not in _reasoning_blocks(out[n])]
-                out[n] = out[n].model_copy(update={"content": kept})
-        self.last_request = RequestImages.of(tally, model.name, current, hoisted=hoist)
-        return out
+                return None
+            return _tool_message(m, images, window, turn, hoist=hoist)
 
-    def _tool_message(
-        self,
-        m: ToolMessage,
-        images: Sequence[dict[str, Any]],
-        fates: Sequence[str],
-        turn: int,
-        model: ModelSpec,
-        tally: ImageTally,
-        *,
-        hoist: bool,
-    ) -> tuple[ToolMessage, list[Any]]:
-        """One tool message with images as sent (each live one fitted, the others as
-        notes), and what it hoists into the next user message."""
-        meta = _visus_artifact(m)
-        texts = [b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"]
-
-        def live(block: dict[str, Any]) -> dict[str, Any]:
-            # A view's was fitted for the model that asked; this one may need less.
-            sent = self._fitted(block, model)
-            found = _image_bytes(sent)
-            tally.tokens += self.core.tokens(model, found[0]) if found else 0
-            return sent
-
-        def note(block: dict[str, Any], repeat: bool) -> str:
-            url = _image_url(block)
-            view = _view_of(meta)
-            return not_sent(self.core, _image_bytes(block), url, turn, view, repeat=repeat)
-
-        split = split_images(
-            images,
-            fates,
-            tally,
-            part=lambda b: b,
-            live=live,
-            note=note,
-            text=lambda t: {"type": "text", "text": t},
+        out = window.rewritten(
+            prepared,
+            rewrite,
+            result=lambda m: isinstance(m, ToolMessage),
+            user=lambda content: HumanMessage(content=content),
         )
-        if not split.live:
-            # One plain string: every chat model reads it as the tool's text.
-            return m.model_copy(update={"content": "\n".join(texts + split.notes)}), []
-        if not hoist:
-            content = [split.swap.get(id(b), b) for b in m.content]
-            changed = any(split.swap[id(b)] is not b for b in images)
-            return (m.model_copy(update={"content": content}) if changed else m), []
-        said, label = hoisted_label(m.tool_call_id)
-        hoisted: list[Any] = []
-        for _, sent in split.live:
-            hoisted += [{"type": "text", "text": label}, sent]
-        return m.model_copy(update={"content": "\n".join([*texts, *split.notes, said])}), hoisted
-
-    def _digest(self, block: dict[str, Any], meta: dict[str, Any] | None) -> str:
-        """What tells two tool images apart: the bytes' digest (a view's names the same),
-        or a web image's URL."""
-        found = _image_bytes(block)
-        if found is not None:
-            return content_digest(found[0])
-        if meta is not None:
-            return str(meta["digest"])
-        return _image_url(block) or ""
-
-    def _fitted(self, block: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
-        """An image block as ``model`` is sent it (a web URL as it is). A view's was
-        fitted for the model that asked; another model on the same state may need less."""
-        found = _image_bytes(block)
-        if found is None:
-            return block
-        data, media_type = found
-        fitted = self.core.tool_image(data, media_type, model)
-        if fitted.data is data:
-            return block
-        return {
-            "type": "image",
-            "base64": base64.b64encode(fitted.data).decode("ascii"),
-            "mime_type": fitted.media_type,
-        }
+        if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
+            out = _without_stale_reasoning(out, window)
+        self.last_request = window.request(hoisted=hoist)
+        return out
 
 
 #: Chat models that take a call's ``reasoning_effort`` (ChatAnthropic: ``output_config``).
 _EFFORT_KINDS = frozenset({"anthropic-chat", "openai-chat"})
 
 
+def _tool_message(
+    m: ToolMessage, images: Sequence[dict[str, Any]], window: Window, turn: int, *, hoist: bool
+) -> tuple[ToolMessage, list[Any]]:
+    """One tool message with images as sent (each live one fitted, the others as
+    notes), and what it hoists into the next user message."""
+    view, text = blocks.view_of(blocks.artifact_of(m)), blocks.text_block
+    split = split_images(
+        images,
+        window.fates(turn, len(images)),
+        window.tally,
+        part=lambda b: b,
+        live=lambda b: _fitted(b, window),
+        note=lambda b, repeat: window.note(
+            blocks.image_bytes(b), blocks.image_url(b), turn, view, repeat=repeat
+        ),
+        text=text,
+    )
+    texts = [b["text"] for b in m.content if isinstance(b, dict) and b.get("type") == "text"]
+    args = (texts, m.content, m.tool_call_id)
+    content, hoisted = split.content(*args, hoist=hoist, text=text, hoisted=lambda _, sent: sent)
+    if isinstance(content, list) and all(a is b for a, b in zip(content, m.content, strict=True)):
+        return m, hoisted
+    return m.model_copy(update={"content": content}), hoisted
+
+
+def _fitted(block: dict[str, Any], window: Window) -> dict[str, Any]:
+    """An image block as the request's model is sent it (a web URL as it is)."""
+    found = blocks.image_bytes(block)
+    image = window.fitted(found)
+    if image is None or found is None or image.data is found[0]:
+        return block
+    return blocks.image_block(image.data, image.media_type)
+
+
+def _without_stale_reasoning(out: list[AnyMessage], window: Window) -> list[AnyMessage]:
+    """``out`` without the thinking blocks an eviction already had the API drop."""
+    replies = [n for n, m in enumerate(out) if isinstance(m, AIMessage)]
+    reasoned = {n for n in replies if _reasoning_blocks(out[n])}
+    for n in window.stale(len(out), replies, reasoned):
+        kept = [b for b in out[n].content if b not in _reasoning_blocks(out[n])]
+        out[n] = out[n].model_copy(update={"content": kept})
+    return out
+
+
+def _tool_images(m: AnyMessage) -> list[tuple[str, bytes | None]]:
+    """A message's tool images as the plan tells them apart (:func:`_key`), with bytes."""
+    meta = blocks.artifact_of(m)
+    return [(blocks.image_key(b, meta), blocks.image_data(b)) for b in _tool_image_blocks(m)]
+
+
+def _held_images(m: BaseMessage) -> list[tuple[bytes | None, ViewCall]]:
+    """The images a tool result or human message holds, with the view that made them."""
+    if not isinstance(m, ToolMessage | HumanMessage):
+        return []
+    view = blocks.view_of(blocks.artifact_of(m))
+    content = _with_image_text(m).content
+    images = [b for b in content if blocks.is_image_block(b)] if isinstance(content, list) else []
+    return [(blocks.image_data(b), view) for b in images]
+
+
 def _own_effort(model: BaseChatModel, settings: Mapping[str, Any]) -> bool:
     """Whether the chat model or the call's settings choose an effort of their own."""
-    if any(settings.get(k) is not None for k in ("effort", "reasoning_effort", "reasoning")):
-        return True
+    keys = ("effort", "reasoning_effort", "reasoning")
     config = settings.get("output_config") or getattr(model, "output_config", None) or {}
     kwargs = getattr(model, "model_kwargs", None) or {}
     return (
-        getattr(model, "reasoning_effort", None) is not None
-        or getattr(model, "reasoning", None) is not None
+        any(settings.get(k) is not None for k in keys)
+        or any(getattr(model, k, None) is not None for k in keys[1:])  # the model.s own fields
         or "effort" in config
-        or any(k in kwargs for k in ("effort", "reasoning_effort", "reasoning"))
+        or any(k in kwargs for k in keys)
     )
 
 
@@ -475,11 +377,10 @@ def _with_marks(messages: list[AnyMessage], cache_control: Any, free: int) -> li
     message's ``tool_use`` blocks from its tool calls (a mark there would be lost), so a
     mark meant for one goes on the tool or human message before it.
     """
-    first = next((i for i, m in enumerate(messages) if _live_image(m)), None)
     # Every text as a block: a marked message is sent as blocks, and the same message
     # unmarked in a later request must be the same bytes (a string would not be).
     out = [_as_blocks(m) for m in messages]
-    marks = window_marks([_blocks(m) for m in messages], first)
+    marks = breakpoints(messages, _blocks, _live_image)
     for i in reversed(marks[-free:] if free > 0 else ()):
         while i >= 0 and isinstance(out[i], AIMessage):
             i -= 1
@@ -492,24 +393,20 @@ def _marks_taken(request: ModelRequest, messages: Sequence[AnyMessage]) -> int:
     """Breakpoints a request already carries: the top-level one (automatic caching, on
     the newest block), the system prompt's, the tools' and any in the messages."""
     system = request.system_message
-    blocks = [
+    parts = [
         b
         for m in ([system] if system is not None else []) + list(messages)
         if isinstance(m.content, list)
         for b in m.content
     ]
     tools = [t for t in request.tools if (getattr(t, "extras", None) or {}).get("cache_control")]
-    return 1 + len(tools) + sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+    return 1 + len(tools) + sum(1 for b in parts if isinstance(b, dict) and "cache_control" in b)
 
 
 def _live_image(m: AnyMessage) -> bool:
-    if isinstance(m, ToolMessage):
-        return bool(_tool_image_blocks(m))
-    return (
-        isinstance(m, HumanMessage)
-        and isinstance(m.content, list)
-        and any(_is_image_block(b) for b in m.content)
-    )
+    """Whether ``m`` is a tool result or human message with an image block."""
+    content = m.content if isinstance(m, ToolMessage | HumanMessage) else None
+    return isinstance(content, list) and any(blocks.is_image_block(b) for b in content)
 
 
 def _blocks(m: AnyMessage) -> int:
@@ -523,28 +420,15 @@ def _blocks(m: AnyMessage) -> int:
 def _as_blocks(m: AnyMessage) -> AnyMessage:
     """A tool or human message whose content is a string, as one text block."""
     if isinstance(m, ToolMessage | HumanMessage) and isinstance(m.content, str) and m.content:
-        return m.model_copy(update={"content": [{"type": "text", "text": m.content}]})
+        return m.model_copy(update={"content": [blocks.text_block(m.content)]})
     return m
 
 
 def _marked(m: AnyMessage, cache_control: Any) -> AnyMessage:
     """``m`` (content as blocks) with ``cache_control`` on its last block (LangChain
     lifts a tool message's to its ``tool_result``)."""
-    blocks = m.content if isinstance(m.content, list) else []
-    if not blocks:
-        return m
-    last = blocks[-1]
-    last = {"type": "text", "text": last} if isinstance(last, str) else dict(last)
-    last["cache_control"] = cache_control
-    return m.model_copy(update={"content": [*blocks[:-1], last]})
-
-
-def _view_of(meta: Mapping[str, Any] | None) -> ViewCall:
-    """The view call a tool message's visus artifact records (none without one)."""
-    if meta is None:
-        return NO_VIEW
-    args = {"path": meta.get("source"), "page": meta.get("page"), "region": meta.get("region")}
-    return ViewCall.of(args)
+    parts = m.content if isinstance(m.content, list) else []
+    return m.model_copy(update={"content": blocks.marked(parts, cache_control)}) if parts else m
 
 
 def _model_ref(model: BaseChatModel) -> tuple[str, str | None]:
@@ -563,6 +447,15 @@ def _model_ref(model: BaseChatModel) -> tuple[str, str | None]:
     return str(name or "unknown").removeprefix("models/"), provider
 
 
+def _asker(meta: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The (name, provider) of the model whose reply has ``meta``: as wrap_model_call
+    noted it, else (a reply this middleware did not see) as the provider says."""
+    noted = meta.get(_MODEL_KEY)
+    if isinstance(noted, list | tuple) and len(noted) == 2:
+        return str(noted[0]), noted[1]
+    return str(meta.get("model_name") or "unknown"), meta.get("model_provider")
+
+
 def _noted(response: ModelResponse, ref: tuple[str, str | None]) -> ModelResponse:
     """``response`` with the model that made its tool calls noted on each reply."""
     result = [
@@ -574,9 +467,9 @@ def _noted(response: ModelResponse, ref: tuple[str, str | None]) -> ModelRespons
     return dataclasses.replace(response, result=result)
 
 
-def _turns(messages: Sequence[BaseMessage]) -> list[int]:
-    """Each message's turn: one starts at each human message."""
-    return turns_of(messages, lambda m: isinstance(m, HumanMessage))
+def _opens_turn(m: BaseMessage) -> bool:
+    """A turn starts at each human message."""
+    return isinstance(m, HumanMessage)
 
 
 def _with_image_text(m: AnyMessage) -> AnyMessage:
@@ -584,57 +477,14 @@ def _with_image_text(m: AnyMessage) -> AnyMessage:
     if isinstance(m, ToolMessage) and isinstance(m.content, str):
         found = image_in_text(m.content)
         if found is not None:
-            block = {
-                "type": "image",
-                "base64": base64.b64encode(found[0]).decode("ascii"),
-                "mime_type": found[1],
-            }
-            return m.model_copy(update={"content": [block]})
+            return m.model_copy(update={"content": [blocks.image_block(*found)]})
     return m
 
 
 def _tool_image_blocks(m: AnyMessage) -> list[dict[str, Any]]:
     """The image blocks of a tool message, in order (none for any other message)."""
-    if not isinstance(m, ToolMessage) or not isinstance(m.content, list):
-        return []
-    return [b for b in m.content if _is_image_block(b)]
-
-
-def _is_image_block(block: object) -> TypeGuard[dict[str, Any]]:
-    return isinstance(block, dict) and block.get("type") in {"image", "image_url"}
-
-
-def _image_url(block: dict[str, Any]) -> str | None:
-    """The URL an image block names (LangChain's ``url`` or OpenAI's ``image_url``)."""
-    url = block.get("url")
-    inner = block.get("image_url")
-    if url is None and inner is not None:
-        url = inner.get("url") if isinstance(inner, dict) else inner
-    return url if isinstance(url, str) else None
-
-
-def _image_bytes(block: dict[str, Any]) -> tuple[bytes, str] | None:
-    """(bytes, media type) of an inline image block in any shape LangChain passes on."""
-    b64: Any = block.get("base64")
-    media_type: Any = block.get("mime_type")
-    if b64 is None and block.get("source_type") == "base64":  # LangChain v0 blocks
-        b64 = block.get("data")
-    source = block.get("source")
-    if b64 is None and isinstance(source, dict) and source.get("type") == "base64":
-        b64, media_type = source.get("data"), source.get("media_type")  # Anthropic's shape
-    url = _image_url(block)
-    if b64 is None and url is not None and url.startswith("data:") and "," in url:
-        head, b64 = url[5:].split(",", 1)
-        if not head.endswith(";base64"):
-            return None
-        media_type = head.split(";", 1)[0]
-    if not isinstance(b64, str):
-        return None
-    try:
-        data = base64.b64decode(b64, validate=True)
-    except ValueError:
-        return None
-    return data, media_type if isinstance(media_type, str) and media_type else "image/png"
+    content = m.content if isinstance(m, ToolMessage) else None
+    return [b for b in content if blocks.is_image_block(b)] if isinstance(content, list) else []
 
 
 def _reasoning_blocks(m: AnyMessage) -> list[Any]:
@@ -643,17 +493,3 @@ def _reasoning_blocks(m: AnyMessage) -> list[Any]:
         return []
     kinds = ("thinking", "redacted_thinking")
     return [b for b in m.content if isinstance(b, dict) and b.get("type") in kinds]
-
-
-def _data(block: dict[str, Any]) -> bytes | None:
-    found = _image_bytes(block)
-    return None if found is None else found[0]
-
-
-def _visus_artifact(message: AnyMessage) -> dict[str, Any] | None:
-    artifact = getattr(message, "artifact", None)
-    if isinstance(artifact, dict):
-        meta = artifact.get(_ARTIFACT)
-        if isinstance(meta, dict) and isinstance(meta.get("digest"), str):
-            return meta
-    return None

@@ -42,41 +42,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Unpack, cast
 
-from visus.agent.options import PathLike, VisionKeywords, VisionOptions
+from visus.agent.options import PathLike, VisionKeywords
 from visus.errors import ConfigError
-from visus.integrations._common import (
-    RequestImages,
-    checked_effort,
-    hoisted_label,
-    not_sent,
-    split_images,
-    stale_replies,
-    turns_of,
-    wire_of,
-)
 from visus.integrations.core import (
-    NO_VIEW,
     HeldImage,
-    ImageTally,
-    ViewCall,
-    VisionCore,
+    Integration,
     VisionWarning,
-    image_in_text,
 )
-from visus.integrations.items import VisionSession, data_url, decoded, inline, media_type_of
+from visus.integrations.items import VisionSession, data_url, held_items, request_input
+from visus.integrations.reasoning import checked_effort
+from visus.integrations.values import RequestImages
 from visus.models import ModelSpec
-from visus.perception.values import content_digest
-from visus.record.blobs import BlobStore
-from visus.retention import Shown
-from visus.wire import Wire
 
 try:
     from agents import (
@@ -109,7 +91,7 @@ _ASKED = 4096
 Item = dict[str, Any]
 
 
-class Vision:
+class Vision(Integration):
     """visus's tools and retention for Agents SDK agents. See the module docstring.
 
     ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
@@ -127,9 +109,7 @@ class Vision:
         effort: str | None = None,
         **options: Unpack[VisionKeywords],
     ) -> None:
-        self.core = VisionCore(VisionOptions.of(roots, **options))
-        self.effort = effort
-        self.last_request: RequestImages | None = None
+        self._start(roots, effort, options)
         # Tool call id -> the images of the request whose reply made that call: what
         # the call's conversation holds (the tool context does not carry the run's
         # items). Filled by VisionModel; bounded, as ids are never reused.
@@ -165,12 +145,6 @@ class Vision:
     def model(self, model: Model) -> VisionModel:
         """``model`` wrapped for retention and (on Chat Completions) image hoisting."""
         return model if isinstance(model, VisionModel) else VisionModel(self, model)
-
-    @property
-    def blobs(self) -> BlobStore:
-        """Where this integration stores images (``<data>/integrations/blobs``), a
-        :class:`VisionSession`'s too."""
-        return self.core.blobs
 
     def session(self, inner: Session) -> VisionSession:
         """``inner`` (any SDK ``Session``) keeping its images once, in :attr:`blobs`.
@@ -272,32 +246,7 @@ class Vision:
 
     def held(self, items: Iterable[Any]) -> list[HeldImage]:
         """The images ``items`` hold (tool outputs and user messages), with their turns."""
-        items = [_with_image_text(i) for i in items]
-        calls = _calls(items)
-        out: list[HeldImage] = []
-        for item, turn in zip(items, _turns(items), strict=True):
-            if not isinstance(item, dict):
-                continue
-            view = NO_VIEW
-            if item.get("type") == "function_call_output":
-                view = self._view_args(calls.get(item.get("call_id"), {}))
-                content = item.get("output")
-            elif _is_user(item):
-                content = item.get("content")
-            else:
-                continue
-            for c in content if isinstance(content, list) else ():
-                url = c.get("image_url") if isinstance(c, dict) else None
-                data = inline(url) if isinstance(url, str) else None
-                if c.get("type") == "input_image" and data is not None:
-                    out.append(HeldImage(content_digest(data), turn, view))
-        return out
-
-    def _view_args(self, call: Mapping[str, Any]) -> ViewCall:
-        """The arguments of a call to this integration's ``view`` (else none)."""
-        if call.get("name") != "view" or "view" not in self.core.registry.names():
-            return NO_VIEW
-        return _call_args(call)
+        return held_items(self.core, items)
 
     def model_input(self, items: Sequence[Item], model: ModelSpec, *, hoist: bool) -> list[Item]:
         """The input one request should carry; ``items`` are not changed.
@@ -308,135 +257,8 @@ class Vision:
         with ``hoist`` the live ones move to one user message after each run of tool
         outputs (Chat Completions).
         """
-        prepared = [_with_image_text(item) for item in items]
-        turns = _turns(prepared)
-        current = max(turns, default=1)
-        first_live = self.core.live_from(current, model)
-        calls = _calls(prepared)
-        shown = [
-            self.core.shown(_image_key(image.url), inline(image.url), model)
-            for item, t in zip(prepared, turns, strict=True)
-            if t >= first_live and _is_output(item)
-            for image in _images(item)
-        ]
-        wire = wire_of(model.provider, chat=hoist)
-        tally = ImageTally(fates=iter(self.core.plan(shown, model, wire)))
-        out: list[Item] = []
-        pending: list[Item] = []  # hoisted content waiting for the end of a run of outputs
-        for item, t in zip(prepared, turns, strict=True):
-            is_output = _is_output(item)
-            if pending and not is_output:
-                out.append({"role": "user", "content": pending})
-                pending = []
-            images = _images(item) if is_output else []
-            if not images:
-                out.append(item)
-                continue
-            fates = [tally.fate(t >= first_live) for _ in images]
-            view = self._view_args(calls.get(item.get("call_id"), {}))
-            sent, hoisted = self._output(item, images, fates, t, view, model, tally, hoist=hoist)
-            out.append(sent)
-            pending += hoisted
-        if pending:
-            out.append({"role": "user", "content": pending})
-        if model.preserved_thinking and not hoist:  # unhoisted: positions are the same
-            out = self._fresh_reasoning(prepared, out, turns, first_live, shown, model, wire)
-        self.last_request = RequestImages.of(tally, model.name, current, hoisted=hoist)
+        out, self.last_request = request_input(self.core, items, model, hoist=hoist)
         return out
-
-    def _fresh_reasoning(
-        self,
-        given: Sequence[Item],
-        items: list[Item],
-        turns: Sequence[int],
-        first_live: int,
-        shown: Sequence[Shown],
-        model: ModelSpec,
-        wire: Wire | None,
-    ) -> list[Item]:
-        """``items`` (``given`` as sent) without the reasoning items an eviction already
-        had the API drop (:func:`~visus.integrations._common.stale_replies`): each is a
-        reply of the request holding the items before it; sent again at every later
-        step, it would be dropped and its reasoning redone every time."""
-        image_at = [
-            n
-            for n, (item, t) in enumerate(zip(given, turns, strict=True))
-            if t >= first_live and _is_output(item)
-            for _ in _images(item)
-        ]
-        replies = [n for n, i in enumerate(items) if _is_reply(i)]
-        reasoned = {n for n in replies if items[n].get("type") == "reasoning"}
-        plan = functools.partial(self.core.plan, model=model, wire=wire)
-        stale = stale_replies(len(items), reasoned, replies, image_at, shown, plan)
-        return [i for n, i in enumerate(items) if n not in stale]
-
-    def _output(
-        self,
-        item: Item,
-        images: Sequence[_Image],
-        fates: Sequence[str],
-        turn: int,
-        view: ViewCall,
-        model: ModelSpec,
-        tally: ImageTally,
-        *,
-        hoist: bool,
-    ) -> tuple[Item, list[Item]]:
-        """One tool output with images as sent (each live one fitted, the others as
-        notes), and what it hoists into the next user message."""
-        texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
-
-        def live(image: _Image) -> Item:
-            url = self._live(image, model)
-            tally.tokens += self.core.tokens(model, decoded(url))
-            return {**image.part, "image_url": url}
-
-        def note(image: _Image, repeat: bool) -> str:
-            data = inline(image.url)
-            found = None if data is None else (data, media_type_of(image.url))
-            return not_sent(self.core, found, image.url, turn, view, repeat=repeat)
-
-        split = split_images(
-            images,
-            fates,
-            tally,
-            part=lambda i: i.part,
-            live=live,
-            note=note,
-            text=lambda t: {"type": "input_text", "text": t},
-        )
-        if not split.live:
-            return {**item, "output": "\n".join(texts + split.notes)}, []
-        if not hoist:
-            return {**item, "output": [split.swap.get(id(c), c) for c in item["output"]]}, []
-        said, label = hoisted_label(item.get("call_id"))
-        hoisted: list[Item] = []
-        for image, sent in split.live:
-            detail = image.part.get("detail") or "auto"
-            hoisted.append({"type": "input_text", "text": label})
-            hoisted.append(
-                {"type": "input_image", "image_url": sent["image_url"], "detail": detail}
-            )
-        return {**item, "output": "\n".join([*texts, *split.notes, said])}, hoisted
-
-    def _live(self, image: _Image, model: ModelSpec) -> str:
-        """The URL a live image is sent as: a data URL fitted to ``model`` (a view's
-        already is, unless another model than the one that asked gets it)."""
-        data = inline(image.url)
-        if data is None:
-            return image.url  # a web URL (the provider fetches it), or not base64
-        fitted = self.core.tool_image(data, media_type_of(image.url), model)
-        if fitted.data is data:
-            return image.url
-        return data_url(fitted.media_type, fitted.data)
-
-
-@dataclass(frozen=True, slots=True)
-class _Image:
-    """An ``input_image`` of a tool output (``part``) and its URL."""
-
-    part: Item
-    url: str
 
 
 class VisionModel(Model):
@@ -533,80 +355,9 @@ def _run_model(ctx: ToolContext[Any]) -> Model | None:
         return None
 
 
-def _turns(items: Sequence[Any]) -> list[int]:
-    """Each item's turn: one starts at each user message."""
-    return turns_of(items, _is_user)
-
-
-def _calls(items: Sequence[Any]) -> dict[Any, Item]:
-    return {
-        i.get("call_id"): i
-        for i in items
-        if isinstance(i, dict) and i.get("type") == "function_call"
-    }
-
-
-def _images(item: Item) -> list[_Image]:
-    """Every image (a URL, not a file id) in a function_call_output."""
-    output = item.get("output")
-    if not isinstance(output, list):
-        return []
-    return [
-        _Image(c, c["image_url"])
-        for c in output
-        if isinstance(c, dict)
-        and c.get("type") == "input_image"
-        and isinstance(c.get("image_url"), str)
-    ]
-
-
 def _model_of(ctx: ToolContext[Any]) -> str | Model | None:
     """The model (or its name) the run calls: the run config's wins, as in the SDK."""
     config = ctx.run_config
     if config is not None and config.model is not None:
         return config.model
     return cast("str | Model | None", getattr(ctx.agent, "model", None))
-
-
-def _is_output(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("type") == "function_call_output"
-
-
-def _with_image_text(item: Any) -> Any:
-    """A tool output whose text is one image data URL, as the image it means."""
-    output = item.get("output") if _is_output(item) else None
-    if isinstance(output, str) and image_in_text(output) is not None:
-        return {**item, "output": [{"type": "input_image", "image_url": output.strip()}]}
-    return item
-
-
-def _image_key(url: str) -> str:
-    """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
-    data = inline(url)
-    return url if data is None else content_digest(data)
-
-
-def _is_reply(item: Any) -> bool:
-    """An item a model's reply made (reasoning, a call, its message)."""
-    if not isinstance(item, dict):
-        return False
-    kind = item.get("type")
-    return kind in ("reasoning", "function_call") or (
-        kind == "message" and item.get("role") == "assistant"
-    )
-
-
-def _is_user(item: Any) -> bool:
-    return (
-        isinstance(item, dict)
-        and item.get("role") == "user"
-        and item.get("type", "message") == "message"
-    )
-
-
-def _call_args(call: Mapping[str, Any]) -> ViewCall:
-    try:
-        args = json.loads(call.get("arguments") or "{}")
-    except (json.JSONDecodeError, TypeError):
-        return NO_VIEW
-    return ViewCall.of(args) if isinstance(args, dict) else NO_VIEW

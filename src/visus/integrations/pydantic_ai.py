@@ -20,7 +20,7 @@
   models with preserved thinking bind to everything before them; an eviction edits
   that history, so on such a model every request asks for stale blocks to be dropped
   (``block_binding`` ``drop_block`` in the ``thinking`` object, which brings its beta),
-  never a 400 (:func:`~visus.integrations._common.bound_thinking`);
+  never a 400 (:func:`~visus.integrations.reasoning.bound_thinking`);
 * passes ``effort`` (``Vision(effort="low")``) as pydantic-ai's ``thinking`` level
   when the run's settings name none of their own;
 * keeps token estimates: :attr:`Vision.last_request` after each model request.
@@ -42,34 +42,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard, Unpack, cast
 
-from visus.agent.options import PathLike, VisionKeywords, VisionOptions
+from visus.agent.options import PathLike, VisionKeywords
 from visus.errors import ConfigError
-from visus.integrations._common import (
-    RequestImages,
-    bound_thinking,
-    checked_effort,
-    not_sent,
-    stale_replies,
-    turns_of,
-    wire_of,
-)
 from visus.integrations.core import (
     NO_VIEW,
     HeldImage,
-    ImageTally,
+    Integration,
     ViewCall,
-    VisionCore,
     image_in_text,
     raster_type,
 )
+from visus.integrations.reasoning import bound_thinking, checked_effort
+from visus.integrations.values import RequestImages
+from visus.integrations.window import Window, breakpoints, held_in, wire_of
 from visus.models import ModelSpec
 from visus.perception.values import content_digest
-from visus.record.blobs import BlobStore
-from visus.wire import window_marks
 
 try:
     from pydantic_ai import RunContext
@@ -102,7 +92,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 __all__ = ["RequestImages", "Vision"]
 
 
-class Vision(AbstractCapability[Any]):
+class Vision(Integration, AbstractCapability[Any]):
     """A pydantic-ai capability: visus's view/read tools plus retention of old images.
 
     ``roots`` and ``options`` are :class:`~visus.agent.options.VisionOptions` (documented
@@ -127,20 +117,9 @@ class Vision(AbstractCapability[Any]):
         effort: str | None = None,
         **options: Unpack[VisionKeywords],
     ) -> None:
-        self.core = VisionCore(VisionOptions.of(roots, **options))
-        self.effort = effort
-        self.last_request: RequestImages | None = None
-        self._toolset: FunctionToolset[Any] = FunctionToolset(
-            [
-                self._tool(spec.name, spec.description, spec.parameters)
-                for spec in self.core.tool_specs()
-            ]
-        )
-
-    @property
-    def blobs(self) -> BlobStore:
-        """Where this integration stores images (``<data>/integrations/blobs``)."""
-        return self.core.blobs
+        self._start(roots, effort, options)
+        tools = [self._tool(s.name, s.description, s.parameters) for s in self.core.tool_specs()]
+        self._toolset: FunctionToolset[Any] = FunctionToolset(tools)
 
     # --- tools -------------------------------------------------------------------
 
@@ -169,22 +148,22 @@ class Vision(AbstractCapability[Any]):
     def held(self, messages: Sequence[ModelMessage]) -> list[HeldImage]:
         """The images ``messages`` hold (tool results and prompts), each with its turn."""
         calls = _calls(messages)
-        out: list[HeldImage] = []
-        for m, turn in zip(messages, _turns(messages), strict=True):
-            if not isinstance(m, ModelRequest):
+        return held_in(messages, _opens_turn, lambda m: self._held_images(m, calls))
+
+    def _held_images(
+        self, m: ModelMessage, calls: Mapping[str, ToolCallPart]
+    ) -> list[tuple[bytes | None, ViewCall]]:
+        """The images a request's tool returns and prompts hold, with the view that made them."""
+        out: list[tuple[bytes | None, ViewCall]] = []
+        for p in m.parts if isinstance(m, ModelRequest) else ():
+            if isinstance(p, ToolReturnPart):
+                view = self._view_args(calls.get(p.tool_call_id))
+                given = p.content if isinstance(p.content, list | tuple) else [p.content]
+            elif isinstance(p, UserPromptPart) and not isinstance(p.content, str):
+                view, given = NO_VIEW, list(p.content)
+            else:
                 continue
-            for p in m.parts:
-                if isinstance(p, ToolReturnPart):
-                    view = self._view_args(calls.get(p.tool_call_id))
-                    given = p.content if isinstance(p.content, list | tuple) else [p.content]
-                elif isinstance(p, UserPromptPart) and not isinstance(p.content, str):
-                    view, given = NO_VIEW, list(p.content)
-                else:
-                    continue
-                for item in map(_as_image, given):
-                    data = _image_data(item) if _is_image(item) else None
-                    if data is not None:
-                        out.append(HeldImage(content_digest(data), turn, view))
+            out += [(_image_data(i), view) for i in map(_as_image, given) if _is_image(i)]
         return out
 
     def _view_args(self, call: ToolCallPart | None) -> ViewCall:
@@ -199,18 +178,14 @@ class Vision(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         model: Model = request_context.model
-        spec = self.spec_for(model)
-        marks = getattr(model, "system", None) == "anthropic" and _caching(
-            request_context.model_settings
-        )
+        spec, settings = self.spec_for(model), request_context.model_settings
+        marks = getattr(model, "system", None) == "anthropic" and _caching(settings)
         # Fitting another tool's image is CPU work: off the event loop.
         messages, stats = await asyncio.to_thread(
             self.model_view, request_context.messages, spec, breakpoints=marks
         )
         request_context.messages = messages
-        request_context.model_settings = self.settings_for(
-            model, spec, request_context.model_settings
-        )
+        request_context.model_settings = self.settings_for(model, spec, settings)
         self.last_request = stats
         return request_context
 
@@ -247,77 +222,44 @@ class Vision(AbstractCapability[Any]):
         ``breakpoints`` (an Anthropic model with pydantic-ai's caching on), the prompt
         cache's breakpoints go where visus's own agent puts them (:func:`_with_marks`).
         """
-        turns = _turns(messages)
-        current = max(turns, default=1)
-        first_live = self.core.live_from(current, model)
         calls = _calls(messages)
-        tally = ImageTally()
-        # Tool images the turn window keeps, in order: the plan decides them.
-        image_at = [
-            n
-            for n, (m, t) in enumerate(zip(messages, turns, strict=True))
-            if t >= first_live and isinstance(m, ModelRequest)
-            for _ in _tool_images(m)
+        window = Window.of(self.core, model, wire_of(model.provider), messages, _opens_turn, _keys)
+        out = [
+            self._request(m, turn, window, calls) if isinstance(m, ModelRequest) else m
+            for m, turn in zip(messages, window.turns, strict=True)
         ]
-        shown = [
-            self.core.shown(self._digest(i), _image_data(i), model)
-            for n in sorted(set(image_at))
-            for i in _tool_images(cast("ModelRequest", messages[n]))
-        ]
-        wire = wire_of(model.provider)
-        tally.fates = iter(self.core.plan(shown, model, wire))
-        out: list[ModelMessage] = []
-        for m, t in zip(messages, turns, strict=True):
-            if not isinstance(m, ModelRequest):
-                out.append(m)
-                continue
-            from_tools = any(isinstance(p, ToolReturnPart) for p in m.parts)
-            parts: list[ModelRequestPart] = []
-            notes: list[str] = []
-            for p in m.parts:
-                if isinstance(p, ToolReturnPart):
-                    part, moved = self._tool_part(p, t >= first_live, t, model, calls, tally)
-                    parts.append(part)
-                    notes += moved
-                elif isinstance(p, UserPromptPart) and from_tools:
-                    parts.append(self._prompt_part(p, t >= first_live, t, model, tally))
-                else:
-                    parts.append(p)
-            if notes:
-                parts.append(UserPromptPart(content="\n".join(notes)))
-            changed = len(parts) != len(m.parts) or any(
-                a is not b for a, b in zip(parts, m.parts, strict=False)
-            )
-            out.append(dataclasses.replace(m, parts=parts) if changed else m)
         if model.preserved_thinking:
-            reasoned = {n for n, m in enumerate(out) if _thinks(m)}
-            replies = [n for n, m in enumerate(out) if isinstance(m, ModelResponse)]
-            plan = functools.partial(self.core.plan, model=model, wire=wire)
-            for n in stale_replies(len(out), reasoned, replies, image_at, shown, plan):
-                reply = out[n]
-                assert isinstance(reply, ModelResponse)
-                kept = [p for p in reply.parts if not isinstance(p, ThinkingPart)]
-                out[n] = dataclasses.replace(reply, parts=kept)
-        stats = RequestImages.of(tally, model.name, current)
-        return (_with_marks(out) if breakpoints else out), stats
+            out = _without_stale_thinking(out, window)
+        return (_with_marks(out) if breakpoints else out), window.request()
 
-    def _digest(self, image: Image) -> str:
-        """What tells two tool images apart: their bytes' digest (a web image: its URL)."""
-        if isinstance(image, ImageUrl):
-            inline = _inline(image)
-            if inline is None:
-                return image.url
-            image = inline
-        return content_digest(image.data)
+    def _request(
+        self, m: ModelRequest, turn: int, window: Window, calls: Mapping[str, ToolCallPart]
+    ) -> ModelRequest:
+        """One request as sent: its tool returns' images (and a ``ToolReturn``'s) by their
+        fates, the descriptors moved out of a tool return after its parts."""
+        from_tools = any(isinstance(p, ToolReturnPart) for p in m.parts)
+        parts: list[ModelRequestPart] = []
+        notes: list[str] = []
+        for p in m.parts:
+            if isinstance(p, ToolReturnPart):
+                part, moved = self._tool_part(p, turn, window, calls)
+                parts.append(part)
+                notes += moved
+            elif isinstance(p, UserPromptPart) and from_tools:
+                parts.append(self._prompt_part(p, turn, window))
+            else:
+                parts.append(p)
+        if notes:
+            parts.append(UserPromptPart(content="\n".join(notes)))
+        changed = bool(notes) or any(a is not b for a, b in zip(parts, m.parts, strict=False))
+        return dataclasses.replace(m, parts=parts) if changed else m
 
     def _tool_part(
         self,
         part: ToolReturnPart,
-        live: bool,
         turn: int,
-        model: ModelSpec,
+        window: Window,
         calls: Mapping[str, ToolCallPart],
-        tally: ImageTally,
     ) -> tuple[ToolReturnPart, list[str]]:
         """The tool return as sent, and descriptors to send after it as plain text.
 
@@ -331,14 +273,14 @@ class Vision(AbstractCapability[Any]):
         if not any(_is_image(i) for i in items):
             return part, []
         view = self._view_args(calls.get(part.tool_call_id))
-        sent = [self._sent(i, live, turn, model, tally, view) if _is_image(i) else i for i in items]
+        sent = [_sent(i, turn, window, view) if _is_image(i) else i for i in items]
         if all(a is b for a, b in zip(sent, given, strict=True)):
             return part, []
         # The images that became text (a descriptor, or a note that a live image has
         # the same bytes), and everything else as sent.
         gone = [isinstance(d, str) and _is_image(was) for d, was in zip(sent, items, strict=True)]
         notes = [str(d) for d, g in zip(sent, gone, strict=True) if g]
-        if notes and model.provider == "gemini":
+        if notes and window.model.provider == "gemini":
             kept = [d for d, g in zip(sent, gone, strict=True) if not g]
             kept.append(f"(image left the context; see the note for call {part.tool_call_id})")
             moved = [f"Tool call {part.tool_call_id}: {d}" for d in notes]
@@ -352,65 +294,73 @@ class Vision(AbstractCapability[Any]):
         new: Any = sent if isinstance(content, list | tuple) else sent[0]
         return dataclasses.replace(part, content=new), []
 
-    def _prompt_part(
-        self, part: UserPromptPart, live: bool, turn: int, model: ModelSpec, tally: ImageTally
-    ) -> UserPromptPart:
+    def _prompt_part(self, part: UserPromptPart, turn: int, window: Window) -> UserPromptPart:
         """A tool's ``ToolReturn(content=...)``: its images fitted, or elided when old."""
         if isinstance(part.content, str) or not any(_is_image(i) for i in part.content):
             return part
         items = list(part.content)
-        sent = [self._sent(i, live, turn, model, tally) if _is_image(i) else i for i in items]
+        sent = [_sent(i, turn, window) if _is_image(i) else i for i in items]
         if all(a is b for a, b in zip(sent, items, strict=True)):
             return part
         return dataclasses.replace(part, content=sent)
-
-    def _sent(
-        self,
-        image: Image,
-        live: bool,
-        turn: int,
-        model: ModelSpec,
-        tally: ImageTally,
-        view: ViewCall = NO_VIEW,
-    ) -> Image | str:
-        """A tool image as this request carries it: live (fitted), its descriptor, or a
-        note that a live image has the same bytes."""
-        fate = tally.fate(live)
-        if fate == "live":
-            return self._live(image, model, tally)
-        repeat = fate == "repeat"
-        tally.repeated += repeat
-        tally.elided += not repeat
-        url = image.url if isinstance(image, ImageUrl) else None
-        return not_sent(self.core, _found(image), url, turn, view, repeat=repeat)
-
-    def _live(self, image: Image, model: ModelSpec, tally: ImageTally) -> Image:
-        """A live image as sent: fitted to ``model`` (a view's already is, unless this
-        request calls another model than the one that asked for it)."""
-        tally.live += 1
-        if isinstance(image, ImageUrl):
-            inline = _inline(image)
-            if inline is None:
-                return image  # a web URL: the provider fetches it
-            # Anthropic's wire would send a data URL as a URL source and be refused.
-            image = inline
-        fitted = self.core.tool_image(image.data, image.media_type, model)
-        tally.tokens += self.core.tokens(model, fitted.data)
-        if fitted.data is image.data:
-            return image
-        return BinaryImage(
-            data=fitted.data, media_type=fitted.media_type, identifier=image.identifier
-        )
 
 
 Image = BinaryContent | ImageUrl
 
 
-def _tool_images(request: ModelRequest) -> list[Image]:
-    """The tool images of ``request`` in the order :meth:`Vision.model_view` meets them."""
-    from_tools = any(isinstance(p, ToolReturnPart) for p in request.parts)
+def _sent(image: Image, turn: int, window: Window, view: ViewCall = NO_VIEW) -> Image | str:
+    """A tool image as this request carries it: live (fitted), its descriptor, or a
+    note that a live image has the same bytes."""
+    fate = window.tally.fate(window.live(turn))
+    window.tally.count(fate)
+    if fate == "live":
+        return _live(image, window)
+    url = image.url if isinstance(image, ImageUrl) else None
+    return window.note(_found(image), url, turn, view, repeat=fate == "repeat")
+
+
+def _live(image: Image, window: Window) -> Image:
+    """A live image as sent: fitted to the request's model (a view's already is,
+    unless this request calls another model than the one that asked for it)."""
+    if isinstance(image, ImageUrl):
+        inline = _inline(image)
+        if inline is None:
+            return image  # a web URL: the provider fetches it
+        # Anthropic's wire would send a data URL as a URL source and be refused.
+        image = inline
+    fitted = window.fitted((image.data, image.media_type))
+    if fitted is None or fitted.data is image.data:
+        return image
+    return BinaryImage(data=fitted.data, media_type=fitted.media_type, identifier=image.identifier)
+
+
+def _without_stale_thinking(out: list[ModelMessage], window: Window) -> list[ModelMessage]:
+    """``out`` without the thinking an eviction already had the API drop."""
+    replies = {n: m for n, m in enumerate(out) if isinstance(m, ModelResponse)}
+    reasoned = {n for n, m in replies.items() if any(isinstance(p, ThinkingPart) for p in m.parts)}
+    for n in window.stale(len(out), list(replies), reasoned):
+        kept = [p for p in replies[n].parts if not isinstance(p, ThinkingPart)]
+        out[n] = dataclasses.replace(replies[n], parts=kept)
+    return out
+
+
+def _keys(m: ModelMessage) -> list[tuple[str, bytes | None]]:
+    """A request's tool images as the plan tells them apart (their bytes' digest; a web
+    image's URL), with their bytes."""
+    out: list[tuple[str, bytes | None]] = []
+    for image in _tool_images(m):
+        data = _image_data(image)
+        url = image.url if isinstance(image, ImageUrl) else ""
+        out.append((url if data is None else content_digest(data), data))
+    return out
+
+
+def _tool_images(m: ModelMessage) -> list[Image]:
+    """The tool images of a request in the order :meth:`Vision.model_view` meets them."""
+    parts = m.parts if isinstance(m, ModelRequest) else []
+    from_tools = any(isinstance(p, ToolReturnPart) for p in parts)
     found: list[Image] = []
-    for p in request.parts:
+    for p in parts:
         if isinstance(p, ToolReturnPart):
             content = p.content
             given = list(content) if isinstance(content, list | tuple) else [content]
@@ -423,7 +373,7 @@ def _tool_images(request: ModelRequest) -> list[Image]:
 def _caching(settings: Mapping[str, Any] | None) -> bool:
     """Whether a request asks for prompt caching: pydantic-ai's unified ``cache``
     setting (its ``Caching`` capability) or one of Anthropic's own."""
-    return bool(settings) and any(settings.get(k) for k in _CACHE_SETTINGS)  # type: ignore[union-attr]
+    return any((settings or {}).get(k) for k in _CACHE_SETTINGS)
 
 
 #: The settings by which a run chooses its own effort (pydantic-ai's unified one first).
@@ -448,12 +398,9 @@ def _with_marks(messages: list[ModelMessage]) -> list[ModelMessage]:
     A ``CachePoint`` ending a request goes on its last block; one opening a request
     goes on the last block of the response before it (pydantic-ai's rule).
     """
-    first = next((i for i, m in enumerate(messages) if _live_media(m, tools=True)), None)
-    if first is None:
-        first = next((i for i, m in enumerate(messages) if _live_media(m, tools=False)), None)
     out = list(messages)
     mark = UserPromptPart(content=[CachePoint()])
-    for i in window_marks([_blocks(m) for m in messages], first):
+    for i in breakpoints(messages, _blocks, lambda m: bool(_tool_images(m)), _live_prompt_images):
         m, after = out[i], out[i + 1] if i + 1 < len(out) else None
         if isinstance(m, ModelRequest):
             out[i] = dataclasses.replace(m, parts=[*m.parts, mark])
@@ -462,12 +409,8 @@ def _with_marks(messages: list[ModelMessage]) -> list[ModelMessage]:
     return out
 
 
-def _live_media(message: ModelMessage, *, tools: bool) -> bool:
-    if not isinstance(message, ModelRequest):
-        return False
-    if tools:
-        return bool(_tool_images(message))
-    return any(
+def _live_prompt_images(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and any(
         isinstance(p, UserPromptPart)
         and not isinstance(p.content, str)
         and any(_is_image(i) for i in p.content)
@@ -479,25 +422,15 @@ def _blocks(message: ModelMessage) -> int:
     """Content blocks ``message`` becomes on Anthropic's wire (near enough for the ladder)."""
     if isinstance(message, ModelResponse):
         return max(1, len(message.parts))
-    count = 0
-    for p in message.parts:
-        if isinstance(p, ToolReturnPart):
-            count += 1
-        elif isinstance(p, UserPromptPart):
-            count += 1 if isinstance(p.content, str) else len(p.content)
-    return max(1, count)
+    prompts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
+    tools = sum(isinstance(p, ToolReturnPart) for p in message.parts)
+    return max(1, tools + sum(1 if isinstance(c, str) else len(c) for c in prompts))
 
 
 def _markable_end(response: ModelResponse) -> bool:
     """Whether a response's last block takes ``cache_control`` (a thinking block does not)."""
     last = response.parts[-1] if response.parts else None
     return isinstance(last, ToolCallPart) or (isinstance(last, TextPart) and bool(last.content))
-
-
-def _thinks(message: ModelMessage) -> bool:
-    return isinstance(message, ModelResponse) and any(
-        isinstance(p, ThinkingPart) for p in message.parts
-    )
 
 
 def _is_image(item: object) -> TypeGuard[Image]:
@@ -539,13 +472,9 @@ def _image_data(image: Image) -> bytes | None:
     return None if found is None else found[0]
 
 
-def _turns(messages: Sequence[ModelMessage]) -> list[int]:
-    """Each message's turn: one starts at each request with a user prompt and no tool
-    return (a ``ToolReturn``'s content rides in a user prompt part beside its return)."""
-    return turns_of(messages, _opens_turn)
-
-
 def _opens_turn(m: ModelMessage) -> bool:
+    """A turn starts at each request with a user prompt and no tool return (a
+    ``ToolReturn``'s content rides in a user prompt part beside its return)."""
     return (
         isinstance(m, ModelRequest)
         and any(isinstance(p, UserPromptPart) for p in m.parts)

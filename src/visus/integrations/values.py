@@ -1,6 +1,6 @@
 """The values an integration's pipeline passes around: what a tool call saw, which
-images a framework's history holds, one request's image tally, and the two ways a
-tool's output is an image (a lone ``data:`` URL, raw raster bytes).
+images a framework's history holds, one request's image tally and counts, and the two
+ways a tool's output is an image (a lone ``data:`` URL, raw raster bytes).
 
 :mod:`visus.integrations.core` re-exports each of them; the adapters import them
 from there.
@@ -28,6 +28,7 @@ __all__ = [
     "NO_VIEW",
     "HeldImage",
     "ImageTally",
+    "RequestImages",
     "Seen",
     "ToolImage",
     "ViewCall",
@@ -210,3 +211,47 @@ class ImageTally:
     def fate(self, in_window: bool) -> str:
         """The next image's fate: the plan's for one the turn window keeps, else evicted."""
         return next(self.fates).kind if in_window else "evicted"
+
+    def count(self, fate: str) -> None:
+        """Count one image of ``fate`` (``live``, ``repeat``, else evicted).
+
+        Example:
+            >>> tally = ImageTally()
+            >>> for fate in ("live", "repeat", "evicted"):
+            ...     tally.count(fate)
+            >>> tally.live, tally.repeated, tally.elided
+            (1, 1, 1)
+        """
+        self.live += fate == "live"
+        self.repeated += fate == "repeat"
+        self.elided += fate not in ("live", "repeat")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestImages:
+    """The images of one model request: how many kept their pixels, became text,
+    repeat a live one (an unchanged screen, sent as a note) or were hoisted into a user
+    message (Chat Completions); ``live_tokens`` estimates the live ones' cost by visus's
+    formula for ``model``.
+
+    Example:
+        >>> RequestImages.of(ImageTally(live=2, elided=3, tokens=900), "m", 4, hoisted=True)
+        RequestImages(model='m', turn=4, live=2, elided=3, live_tokens=900, repeated=0, hoisted=2)
+    """
+
+    model: str
+    turn: int
+    live: int
+    elided: int
+    live_tokens: int
+    repeated: int = 0
+    hoisted: int = 0
+
+    @classmethod
+    def of(
+        cls, tally: ImageTally, model: str, turn: int, *, hoisted: bool = False
+    ) -> RequestImages:
+        """The counts of a request prepared with ``tally`` (``hoisted``: its live images
+        went to a user message)."""
+        moved = tally.live if hoisted else 0
+        return cls(model, turn, tally.live, tally.elided, tally.tokens, tally.repeated, moved)
