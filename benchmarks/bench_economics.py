@@ -181,6 +181,18 @@ def _strategies(run: WireRun) -> list[Strategy]:
 @functools.lru_cache(maxsize=512)
 def _screen(seed: int, nonce: int = 0) -> bytes:
     """A UI-like screenshot (panels, buttons, text); ``nonce`` changes one metadata byte."""
+    data = _drawn(seed)
+    if nonce:  # a tEXt chunk before IEND: the same pixels, other bytes
+        body = b"tEXt" + b"n\x00" + str(nonce).encode()
+        chunk = len(body[4:]).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
+        data = data[:-12] + chunk + data[-12:]
+    return data
+
+
+@functools.lru_cache(maxsize=512)
+def _drawn(seed: int) -> bytes:
+    """The screen of ``seed`` as a PNG, drawn and encoded once (a resent copy differs
+    only in its metadata: :func:`_screen`)."""
     rnd = random.Random(seed)
     im = Image.new("RGB", (WIDTH, HEIGHT), (246, 246, 248))
     draw = ImageDraw.Draw(im)
@@ -193,12 +205,7 @@ def _screen(seed: int, nonce: int = 0) -> bytes:
         draw.text((x + 6, y + 4), f"Item {seed}.{i} ready", fill=(20, 20, 20))
     out = io.BytesIO()
     im.save(out, "PNG", compress_level=1)
-    data = out.getvalue()
-    if nonce:  # a tEXt chunk before IEND: the same pixels, other bytes
-        body = b"tEXt" + b"n\x00" + str(nonce).encode()
-        chunk = len(body[4:]).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
-        data = data[:-12] + chunk + data[-12:]
-    return data
+    return out.getvalue()
 
 
 #: Calls the instruction lists: more than the longest run takes (see ``main``).

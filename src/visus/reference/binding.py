@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from visus.models.spec import ModelSpec
+from visus.reference.fingerprint import fingerprint
 
 __all__ = [
     "BINDING_BETA",
@@ -85,6 +86,8 @@ DISPLAY_BETA = "thinking-display-updates-2026-08-18"
 #: What a failed prefix check does (module docstring).
 Mode: TypeAlias = Literal["error", "drop", "record", "off"]
 
+_MARKERS = frozenset({"cache_control"})
+
 #: An empty head (no system, no tools): the doctests' and simple callers' prefix start.
 HEAD: Mapping[str, object] = {}
 
@@ -106,18 +109,11 @@ def reasoning_tokens(effort: object) -> int:
     return _EFFORT_TOKENS.get(effort, 48) if isinstance(effort, str) else 48
 
 
-def _strip(value: object) -> object:
-    """``value`` without ``cache_control`` markers (never part of the prefix)."""
-    if isinstance(value, Mapping):
-        return {str(k): _strip(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list | tuple):
-        return [_strip(v) for v in value]
-    return value
-
-
 def _canonical(value: object) -> bytes:
-    # "JSON formatting and key order don't matter; the values do" (Preserved thinking, FAQ).
-    return json.dumps(_strip(value), sort_keys=True, separators=(",", ":")).encode()
+    """``value``'s fingerprint without ``cache_control`` markers (never part of the
+    prefix): "JSON formatting and key order don't matter; the values do" (Preserved
+    thinking, FAQ); :mod:`visus.reference.fingerprint`."""
+    return fingerprint(value, skip=_MARKERS)
 
 
 class _Prefix:

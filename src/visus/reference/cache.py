@@ -2,11 +2,11 @@
 
 Every wire's request is cut into *blocks* in the order the provider reads its prompt
 (tools, system, then messages), each with an estimate of its tokens (text at four
-characters a token, an image by its provider formula from its header) and a key (its
-JSON without cache markers). A prefix is identified by a hash chain over the keys, per
-model (and per ``prompt_cache_key`` where the wire has one), so any changed byte ends the
-cached prefix there, an image included. The reported counts are the server's own prompt
-count split in the proportions the blocks give.
+characters a token, an image by its provider formula from its header) and a key (the
+fingerprint of its JSON value without cache markers). A prefix is identified by a hash
+chain over the keys, per model (and per ``prompt_cache_key`` where the wire has one), so
+any changed byte ends the cached prefix there, an image included. The reported counts
+are the server's own prompt count split in the proportions the blocks give.
 
 * **Breakpoints** (Anthropic ``cache_control``, Bedrock ``cachePoint``): a prefix is
   written only at a breakpoint, and only when it is at least the model's minimum
@@ -35,13 +35,14 @@ import base64
 import binascii
 import hashlib
 import io
-import json
 import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from visus.reference.fingerprint import fingerprint
 
 __all__ = [
     "LOOKBACK_BLOCKS",
@@ -178,18 +179,22 @@ def _scale(total: int, sums: Sequence[int]) -> Callable[[int], int]:
 
 #: Keys whose string value is base64 image (or document) bytes on some wire.
 _DATA_KEYS = frozenset({"data", "bytes"})
+_MARKERS = frozenset({"cache_control", "cachePoint"})
 #: Base64 characters enough to hold any image header Pillow needs for the size.
 _HEADER_CHARS = 87_384
 
 
 def estimate(value: object, image_tokens: Callable[[int, int], int]) -> tuple[bytes, int]:
-    """(key, tokens) of a JSON block: its canonical JSON, and text at four characters a
-    token plus each inline image at ``image_tokens(width, height)``.
+    """(key, tokens) of a JSON block: its fingerprint as JSON without cache markers
+    (:mod:`visus.reference.fingerprint`), and text at four characters a token plus each
+    inline image at ``image_tokens(width, height)``.
 
     Example:
         >>> key, tokens = estimate({"text": "x" * 400}, lambda w, h: 0)
-        >>> key[:10], tokens
-        (b'{"text":"x', 100)
+        >>> key == estimate({"text": "x" * 400, "cache_control": {}}, lambda w, h: 0)[0]
+        True
+        >>> tokens
+        100
     """
     chars = 0
     images = 0
@@ -207,8 +212,7 @@ def estimate(value: object, image_tokens: Callable[[int, int], int]) -> tuple[by
             else:
                 size = _image_size(b64)
                 images += image_tokens(*size) if size else math.ceil(len(b64) * 3 / 4 / 4)
-    canonical = json.dumps(_without_markers(value), sort_keys=True, separators=(",", ":"))
-    return canonical.encode(), math.ceil(chars / 4) + images
+    return fingerprint(value, skip=_MARKERS, drop=_is_cache_point), math.ceil(chars / 4) + images
 
 
 def _inline_base64(key: str, text: str) -> str | None:
@@ -219,30 +223,38 @@ def _inline_base64(key: str, text: str) -> str | None:
     return None
 
 
+#: Sizes read from image headers, by the SHA-256 of the base64 read: a long loop sends
+#: each live screenshot with every request, its header decoded once (bounded).
+_SIZES: OrderedDict[bytes, tuple[int, int] | None] = OrderedDict()
+_SIZES_MAX = 4096
+_SIZES_LOCK = threading.Lock()
+
+
 def _image_size(b64: str) -> tuple[int, int] | None:
     """Width and height from the first bytes of a base64 image (None if not an image)."""
+    head = b64[:_HEADER_CHARS]
+    digest = hashlib.sha256(head.encode("utf-8", "surrogatepass")).digest()
+    with _SIZES_LOCK:
+        if digest in _SIZES:
+            _SIZES.move_to_end(digest)
+            return _SIZES[digest]
+    size = _read_size(head)
+    with _SIZES_LOCK:
+        _SIZES[digest] = size
+        while len(_SIZES) > _SIZES_MAX:
+            _SIZES.popitem(last=False)
+    return size
+
+
+def _read_size(head: str) -> tuple[int, int] | None:
     from PIL import Image, UnidentifiedImageError
 
-    head = b64[:_HEADER_CHARS]
     try:
         data = base64.b64decode(head[: len(head) // 4 * 4])
         with Image.open(io.BytesIO(data)) as im:
             return im.size
     except (binascii.Error, ValueError, OSError, UnidentifiedImageError):
         return None
-
-
-def _without_markers(value: object) -> object:
-    """``value`` without cache markers: moving a breakpoint does not change a prefix."""
-    if isinstance(value, dict):
-        return {
-            k: _without_markers(v)
-            for k, v in value.items()
-            if k != "cache_control" and k != "cachePoint"
-        }
-    if isinstance(value, list):
-        return [_without_markers(v) for v in value if not _is_cache_point(v)]
-    return value
 
 
 def _is_cache_point(value: object) -> bool:

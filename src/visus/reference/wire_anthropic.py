@@ -491,7 +491,8 @@ def _stop_reason(reply: Reply) -> str:
 async def messages(request: Request, settings: Settings) -> Response:
     """``POST /v1/messages``."""
     _check_auth(request)
-    if len(await request.body()) > limits.ANTHROPIC_MAX_REQUEST_BYTES:  # as the API answers
+    raw = await request.body()
+    if len(raw) > limits.ANTHROPIC_MAX_REQUEST_BYTES:  # as the API answers
         raise _reject(
             "Request exceeds the maximum allowed number of bytes.", 413, "request_too_large"
         )
@@ -534,7 +535,8 @@ async def messages(request: Request, settings: Settings) -> Response:
     use = settings.cache.breakpoints(
         f"anthropic:{model}", blocks, total=reply.input_tokens, min_tokens=spec.cache_min_tokens
     )
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+    # The id names the request's bytes (not re-serialised: a long loop's are tens of MB).
+    digest = hashlib.sha256(raw).hexdigest()[:24]
     message = {
         "id": f"msg_{digest}",
         "type": "message",
