@@ -42,7 +42,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from visus.reference.fingerprint import fingerprint
+from visus.reference.fingerprint import Memo, fingerprint
 
 __all__ = [
     "LOOKBACK_BLOCKS",
@@ -224,26 +224,15 @@ def _inline_base64(key: str, text: str) -> str | None:
 
 
 #: Sizes read from image headers, by the SHA-256 of the base64 read: a long loop sends
-#: each live screenshot with every request, its header decoded once (bounded).
-_SIZES: OrderedDict[bytes, tuple[int, int] | None] = OrderedDict()
-_SIZES_MAX = 4096
-_SIZES_LOCK = threading.Lock()
+#: each live screenshot with every request, its header decoded once.
+_SIZES: Memo[bytes, tuple[int, int] | None] = Memo(4096)
 
 
 def _image_size(b64: str) -> tuple[int, int] | None:
     """Width and height from the first bytes of a base64 image (None if not an image)."""
     head = b64[:_HEADER_CHARS]
     digest = hashlib.sha256(head.encode("utf-8", "surrogatepass")).digest()
-    with _SIZES_LOCK:
-        if digest in _SIZES:
-            _SIZES.move_to_end(digest)
-            return _SIZES[digest]
-    size = _read_size(head)
-    with _SIZES_LOCK:
-        _SIZES[digest] = size
-        while len(_SIZES) > _SIZES_MAX:
-            _SIZES.popitem(last=False)
-    return size
+    return _SIZES.get(digest, lambda: _read_size(head))
 
 
 def _read_size(head: str) -> tuple[int, int] | None:

@@ -19,9 +19,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -34,6 +32,7 @@ from visus.errors import InvalidInputError
 from visus.models import get_model, image_tokens
 from visus.models.spec import ModelSpec
 from visus.reference.cache import Block, PromptCache, estimate
+from visus.reference.fingerprint import Memo
 from visus.reference.model import (
     Conversation,
     InImage,
@@ -146,21 +145,7 @@ def b64decode(text: object, *, proto: bool = False) -> bytes:
 
 
 # Sizes of images already checked, by sha256 (not the bytes: a few hundred screenshots).
-_SIZES: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
-_SIZES_LOCK = threading.Lock()
-_SIZES_MAX = 4096
-
-
-def _checked_size(digest: str, data: bytes) -> tuple[int, int, str]:
-    with _SIZES_LOCK:
-        hit = _SIZES.get(digest)
-    if hit is None:
-        hit = decode_size(data)
-        with _SIZES_LOCK:
-            _SIZES[digest] = hit
-            while len(_SIZES) > _SIZES_MAX:
-                _SIZES.popitem(last=False)
-    return hit
+_SIZES: Memo[str, tuple[int, int, str]] = Memo(4096)
 
 
 def check_image(data: bytes) -> Checked:
@@ -169,7 +154,7 @@ def check_image(data: bytes) -> Checked:
     An image already checked (same bytes) is not decoded again: a long agent loop sends
     its live images with every request.
     """
-    width, height, fmt = _checked_size(hashlib.sha256(data).hexdigest(), data)
+    width, height, fmt = _SIZES.get(hashlib.sha256(data).hexdigest(), lambda: decode_size(data))
     return Checked(data=data, width=width, height=height, format=fmt)
 
 

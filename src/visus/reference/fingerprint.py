@@ -23,9 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
+from typing import Generic, TypeVar
 
-__all__ = ["fingerprint"]
+__all__ = ["Memo", "fingerprint"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def fingerprint(
@@ -67,3 +73,32 @@ def _encode(
 
 def _first(pair: tuple[str, object]) -> str:
     return pair[0]
+
+
+class Memo(Generic[K, V]):
+    """What was computed for a key, the newest ``size`` kept (thread-safe): what a long
+    loop resends (an image's size, by its digest) is worked out once.
+
+    Example:
+        >>> memo: Memo[str, int] = Memo(2)
+        >>> memo.get("a", lambda: 1), memo.get("a", lambda: 2)
+        (1, 1)
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._values: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K, make: Callable[[], V]) -> V:
+        """The value kept for ``key``, else ``make()`` (kept unless it raises)."""
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = make()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+        return value
