@@ -40,7 +40,8 @@ context window). A sweep per family shows why the defaults are what they are:
 
 Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it;
 ``VISUS_ECONOMICS_MODELS=claude-opus-5-5,gpt-5`` picks models;
-``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps).
+``VISUS_ECONOMICS_ONLY=visus,hermes,visus@60000/0.9`` runs only those strategies, with a
+line of totals each; ``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps).
 """
 
 from __future__ import annotations
@@ -355,8 +356,48 @@ def _table(run: WireRun, results: dict[str, list[Step]], marks: Sequence[int]) -
     )
 
 
-#: Strategies run to ``steps`` only (VISUS_ECONOMICS_FULL=1: to 3x too).
-_SHORT = () if os.environ.get("VISUS_ECONOMICS_FULL") else ("claude-code", "hermes")
+#: Strategies run to ``steps`` only (``VISUS_ECONOMICS_SHORT=claude-code,hermes``); the
+#: rest to 3x. Every strategy runs to 3x by default (the reference reads each resent
+#: image's header once and compares JSON by fingerprint: claude-code's 300 steps of
+#: up to 300 live screenshots take minutes).
+_SHORT = tuple(n for n in os.environ.get("VISUS_ECONOMICS_SHORT", "").split(",") if n)
+#: ``VISUS_ECONOMICS_ONLY=visus,hermes,visus@60000/0.5``: only these strategies, each to
+#: 3x the steps, with a line of totals each (``visus@TOKENS[/SHARE]``: visus append-only
+#: with that break-even and share), nothing else.
+_ONLY = tuple(n for n in os.environ.get("VISUS_ECONOMICS_ONLY", "").split(",") if n)
+
+
+def _named(run: WireRun, name: str) -> Strategy:
+    """A strategy of :func:`_strategies` by name, or ``visus@TOKENS[/SHARE]``."""
+    if not name.startswith("visus@"):
+        return next(s for s in _strategies(run) if s.name == name)
+    tokens, _, share = name.removeprefix("visus@").partition("/")
+    policy = RetentionPolicy(append_tokens=int(tokens), append_share=float(share or 0.5))
+    return Strategy(name, policy, dedup=True)
+
+
+def _only(steps: int) -> None:
+    """``VISUS_ECONOMICS_ONLY``: each named strategy to ``3 * steps`` on each model, its
+    dollars at ``steps``, ``2 * steps`` and ``3 * steps`` and how it got there."""
+    for run in RUNS:
+        for name in _ONLY:
+            started = time.perf_counter()
+            st = _run(run, _named(run, name), 3 * steps)
+            totals = " / ".join(
+                f"${sum(s.usage.cost_usd for s in st[:at]):.3f}"
+                for at in (steps, 2 * steps, 3 * steps)
+            )
+            evictions = sum(b.elided > a.elided for a, b in itertools.pairwise(st))
+            print(
+                f"{run.model.name} {name}: {totals} at steps {steps}/{2 * steps}/{3 * steps}; "
+                f"{evictions} evicting requests, "
+                f"{sum(s.usage.reasoning_dropped for s in st)} reasoning blocks dropped, "
+                f"most live {max(s.images for s in st)}, largest request "
+                f"{max(s.request_bytes for s in st) / limits.MB:.1f} MB, "
+                f"{_breaks(run, st)} over a provider limit "
+                f"({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
 
 
 def _sweep(run: WireRun, steps: int) -> None:
@@ -386,13 +427,15 @@ def _say_sweep(label: str, result: Sequence[Step]) -> None:
 
 def main() -> None:
     steps = int(os.environ.get("VISUS_ECONOMICS_STEPS", "100"))
+    if _ONLY:
+        _only(steps)
+        return
     long_steps = 3 * steps
     started = time.perf_counter()
     verdicts: list[tuple[str, bool]] = []
     for run in RUNS:
         name = f"{run.wire} {run.model.name}"
-        # Keeping hundreds of screenshots makes each request tens of MB: those two
-        # strategies run ``steps`` (their cost per step only grows after: more live).
+        # Every strategy to 3x unless VISUS_ECONOMICS_SHORT names it (see _SHORT).
         results = {
             s.name: _run(run, s, steps if s.name in _SHORT else long_steps)
             for s in _strategies(run)
