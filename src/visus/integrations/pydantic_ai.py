@@ -261,12 +261,8 @@ class Vision(Integration, AbstractCapability[Any]):
         window: Window,
         calls: Mapping[str, ToolCallPart],
     ) -> tuple[ToolReturnPart, list[str]]:
-        """The tool return as sent, and descriptors to send after it as plain text.
-
-        Gemini reads a tool return as a JSON object (its quotes escaped): there the
-        descriptors go in a text part after the function responses, labelled with
-        the call; elsewhere they replace the images inside the tool result.
-        """
+        """The tool return as sent, and descriptors to send after it as plain text (on
+        Gemini, :func:`_notes_after`); elsewhere they replace the images inside it."""
         content = part.content
         given: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
         items = [_as_image(i) for i in given]
@@ -281,12 +277,7 @@ class Vision(Integration, AbstractCapability[Any]):
         gone = [isinstance(d, str) and _is_image(was) for d, was in zip(sent, items, strict=True)]
         notes = [str(d) for d, g in zip(sent, gone, strict=True) if g]
         if notes and window.model.provider == "gemini":
-            kept = [d for d, g in zip(sent, gone, strict=True) if not g]
-            kept.append(f"(image left the context; see the note for call {part.tool_call_id})")
-            moved = [f"Tool call {part.tool_call_id}: {d}" for d in notes]
-            if not any(_is_image(i) for i in kept):
-                kept = ["\n".join(i for i in kept if isinstance(i, str))]
-            return dataclasses.replace(part, content=kept if len(kept) > 1 else kept[0]), moved
+            return _notes_after(part, [d for d, g in zip(sent, gone, strict=True) if not g], notes)
         if not any(_is_image(i) for i in sent):
             # One plain string: a list would reach the model as JSON, its quotes escaped.
             texts = [i for i in items if isinstance(i, str)] + notes
@@ -306,6 +297,19 @@ class Vision(Integration, AbstractCapability[Any]):
 
 
 Image = BinaryContent | ImageUrl
+
+
+def _notes_after(
+    part: ToolReturnPart, kept: list[Any], notes: list[str]
+) -> tuple[ToolReturnPart, list[str]]:
+    """Gemini reads a tool return as a JSON object (its quotes escaped): the return keeps
+    what did not become a note (``kept``) and a pointer, and the ``notes`` go in a text
+    part after the function responses, labelled with the call."""
+    kept = [*kept, f"(image left the context; see the note for call {part.tool_call_id})"]
+    if not any(_is_image(i) for i in kept):
+        kept = ["\n".join(i for i in kept if isinstance(i, str))]
+    moved = [f"Tool call {part.tool_call_id}: {d}" for d in notes]
+    return dataclasses.replace(part, content=kept if len(kept) > 1 else kept[0]), moved
 
 
 def _sent(image: Image, turn: int, window: Window, view: ViewCall = NO_VIEW) -> Image | str:
