@@ -466,9 +466,9 @@ PROXY_CONNECT_TIMEOUT_SECONDS: Final = 30.0
 PROXY_FIT_CACHE_BYTES: Final = 64 * MB
 #: Characters of a tool call's arguments shown in an image's label or descriptor.
 PROXY_LABEL_ARGS_CHARS: Final = 120
-#: A Messages reply the proxy reads for the reasoning the upstream dropped
-#: (``input_transformations``) while passing it on: a JSON reply past this, or a stream
-#: whose first event is, is passed on unread (proxy.reasoning.DroppedTap).
+#: A reply the proxy reads while passing it on (its usage; on Messages, the reasoning
+#: the upstream dropped): a JSON reply past this, or a stream event past it, is passed
+#: on unread (proxy.replies.ReplyTap).
 PROXY_REPLY_TAP_BYTES: Final = 1 * MB
 #: Distinct model names the savings ledger and /metrics keep apart (a client names the
 #: model: past this, or past PROXY_LEDGER_MODEL_CHARS, a name is counted as "other").

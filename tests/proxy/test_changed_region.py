@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.nearsame import Screen, draw
 from visus.proxy import anthropic, openai_chat, openai_responses
@@ -100,6 +101,7 @@ def test_a_small_change_goes_as_its_crop_and_is_read(proxy_url: str, protocol: s
     before, after, word = _screens(seed=len(protocol))
     path, body = BODIES[protocol](before, after)
     headers = {"x-api-key": "k", "authorization": "Bearer k"}
+    before_stats = httpx.get(f"{proxy_url}/stats").json()
     r = httpx.post(f"{proxy_url}{path}", json=body, headers=headers, timeout=300)
     assert r.status_code == 200, r.text[:400]
     images = seen(_answer(protocol, r.json()))["images"]
@@ -107,6 +109,23 @@ def test_a_small_change_goes_as_its_crop_and_is_read(proxy_url: str, protocol: s
     whole, crop = images
     assert crop["width"] * crop["height"] * 50 < whole["width"] * whole["height"]
     assert word in [w["text"] for w in crop["words"]]
+    # The repeated screen went as a reference to the one before it: deduplicated, in
+    # /stats and /metrics alike.
+    stats = httpx.get(f"{proxy_url}/stats").json()
+    assert stats["images_deduplicated"] == before_stats["images_deduplicated"] + 1
+    scraped = httpx.get(f"{proxy_url}/metrics").text
+    assert _deduplicated(scraped) == stats["images_deduplicated"]
+
+
+def _deduplicated(exposition: str) -> float:
+    (value,) = [
+        s.value
+        for f in text_string_to_metric_families(exposition)
+        if f.name == "visus_proxy_images"
+        for s in f.samples
+        if s.name.endswith("_total") and s.labels == {"event": "deduplicated"}
+    ]
+    return value
 
 
 @pytest.mark.parametrize("protocol", BODIES)

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 
 from tests.proxy.conftest import grid, serve_proxy
 from visus.cli import app as cli
+from visus.models import get_model
+from visus.models.prices import cost_usd
 from visus.proxy import ProxyConfig
 
 TOKEN = "metrics-test-token"
@@ -57,11 +59,13 @@ def test_metrics_after_a_proxied_session_match_visus_usage(
     big = grid(1, 2, 41, edge=3000).b64
     shots = (grid(2, 2, 44).b64, grid(2, 2, 45).b64)
     config = ProxyConfig(upstream=reference_url, token=TOKEN, data=tmp_path, live_images=1)
+    used: dict[str, list[dict[str, int]]] = {}  # the usage each client received
     with serve_proxy(config) as url, httpx.Client(timeout=300) as http:
         for model in ("claude-sonnet-4-6", "claude-sonnet-4-6", "claude-haiku-4-5"):
             body = _messages(model, big, *shots)
             sent = http.post(f"{url}/v1/messages", json=body, headers=AUTH)
             assert sent.status_code == 200, sent.text
+            used.setdefault(model, []).append(sent.json()["usage"])
         assert http.get(f"{url}/metrics").status_code == 401
         scraped = http.get(f"{url}/metrics", headers={"authorization": f"Bearer {TOKEN}"})
         stats = http.get(f"{url}/stats", headers=AUTH).json()
@@ -93,9 +97,45 @@ def test_metrics_after_a_proxied_session_match_visus_usage(
         assert day[model]["usd_saved"] == pytest.approx(dollars, abs=1e-7)
         assert day[model]["added_seconds"] > 0
     assert report["total"]["usd_saved"] == pytest.approx(sum(usd.values()), abs=1e-7)
+    # What the upstream said the requests used: /metrics, /stats and the ledger agree
+    # with what the clients received, priced as visus usage prices.
+    spent = _samples(text, "visus_proxy_spent_usd")
+    tokens = _used_tokens(text)
+    for model, usages in used.items():
+        prompt = sum(u["input_tokens"] + u["cache_read_input_tokens"] for u in usages)
+        prompt += sum(u["cache_creation_input_tokens"] for u in usages)
+        output = sum(u["output_tokens"] for u in usages)
+        dollars = sum(_priced(model, u) for u in usages)
+        assert tokens[model, "input"] == day[model]["input_tokens"] == prompt
+        assert tokens[model, "output"] == day[model]["output_tokens"] == output
+        assert spent[model] == pytest.approx(dollars) == day[model]["usd_spent"]
+    assert stats["input_tokens"] == sum(tokens[m, "input"] for m in used)
     text_report = CliRunner().invoke(cli, ["usage", "--proxy", "--data", str(tmp_path)])
     assert "claude-haiku-4-5" in text_report.output
     assert "total:" in text_report.output
+    assert f"used {report['total']['input_tokens']} in" in text_report.output
+
+
+def _used_tokens(text: str) -> dict[tuple[str, str], float]:
+    """``visus_proxy_used_tokens`` by (model, kind)."""
+    return {
+        (s.labels["model"], s.labels["kind"]): s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "visus_proxy_used_tokens"
+        for s in f.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def _priced(model: str, usage: dict[str, int]) -> float:
+    read, write = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
+    return cost_usd(
+        get_model(model),
+        input_tokens=usage["input_tokens"] + read + write,
+        output_tokens=usage["output_tokens"],
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
 
 
 def test_an_opened_metrics_endpoint_and_restarts_adding_up(

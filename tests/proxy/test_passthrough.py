@@ -200,7 +200,9 @@ def test_a_refused_image_is_named_and_counted(reference_url: str) -> None:
         ],
     }
     with serve_proxy(ProxyConfig(upstream=reference_url)) as url:
-        r = httpx.post(f"{url}/v1/messages", json=body, headers={"x-api-key": "sk-test"})
+        r = httpx.post(
+            f"{url}/v1/messages", json=body, headers={"x-api-key": "sk-test"}, timeout=120
+        )
         stats = httpx.get(f"{url}/stats").json()
     assert r.status_code == 400
     error = r.json()["error"]

@@ -30,7 +30,8 @@ from starlette.routing import Route
 from visus import limits
 from visus.models import get_model, image_tokens
 from visus.proxy import ProxyConfig
-from visus.proxy.reasoning import DroppedTap
+from visus.proxy.anthropic import MessagesReply
+from visus.proxy.replies import ReplyTap
 from visus.retention import evicted_images, evicted_to_fit, policy_for
 
 from .conftest import grid, serve_app, serve_proxy
@@ -326,40 +327,67 @@ def test_without_a_window_the_history_stays_append_only_until_the_break_even() -
     assert opted == [n >= first for n in range(steps)]
 
 
-async def _through(tap: DroppedTap, chunks: list[bytes]) -> bytes:
+def _through(content_type: str, coding: str | None, chunks: list[bytes]) -> MessagesReply:
+    """``chunks`` through the reply tap as the proxy passes them on: every byte goes on,
+    in its chunks; what it read is returned."""
+    reader = MessagesReply()
+    ended: list[bool] = []
+    tap = ReplyTap(content_type, coding, reader, lambda: ended.append(True))
+
     async def source() -> AsyncIterator[bytes]:
         for chunk in chunks:
             yield chunk
 
-    return b"".join([c async for c in tap.wrap(source())])
+    async def run() -> list[bytes]:
+        return [c async for c in tap.wrap(source())]
+
+    assert asyncio.run(run()) == chunks
+    assert ended == [True]
+    return reader
 
 
 _DROPS = [{"type": "thinking_dropped", "path": f"messages.{n}.content.0"} for n in (1, 3)]
 
 
+def _stream(start: dict[str, Any], *, crlf: bool) -> bytes:
+    nl = "\r\n" if crlf else "\n"
+    events = [
+        ("message_start", start),
+        ("ping", {"type": "ping"}),
+        ("content_block_delta", {"type": "content_block_delta", "delta": {"text": "x" * 5000}}),
+        ("message_delta", {"type": "message_delta", "usage": {"output_tokens": 77}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {k}{nl}data: {json.dumps(d)}{nl}{nl}" for k, d in events).encode()
+
+
 def test_the_reply_tap_reads_a_stream_split_anywhere_and_passes_every_byte() -> None:
-    start = {"type": "message_start", "message": {"input_transformations": _DROPS}}
-    stream = (
-        f"event: message_start\r\ndata: {json.dumps(start)}\r\n\r\n"
-        'event: ping\r\ndata: {"type": "ping"}\r\n\r\n'
-    ).encode()
-    counted: list[int] = []
-    tap = DroppedTap("text/event-stream; charset=utf-8", None, counted.append)
-    pieces = [stream[i : i + 7] for i in range(0, len(stream), 7)]
-    assert asyncio.run(_through(tap, pieces)) == stream
-    assert counted == [2]
+    usage = {"input_tokens": 5, "cache_read_input_tokens": 20, "output_tokens": 1}
+    start = {"type": "message_start", "message": {"input_transformations": _DROPS, "usage": usage}}
+    for crlf in (True, False):
+        stream = _stream(start, crlf=crlf)
+        for size in (1, 7, 4096):
+            pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
+            reader = _through("text/event-stream; charset=utf-8", None, pieces)
+            assert reader.dropped == 2
+            assert (reader.usage.input_tokens, reader.usage.output_tokens) == (25, 77)
+    # Compressed as it streams (gzip): inflated as it passes.
+    packed = gzip.compress(_stream(start, crlf=False))
+    reader = _through("text/event-stream", "gzip", [packed[:50], packed[50:]])
+    assert (reader.dropped, reader.usage.output_tokens) == (2, 77)
 
 
 def test_the_reply_tap_reads_a_compressed_reply_and_gives_up_past_its_bound() -> None:
     reply = json.dumps({"content": [], "input_transformations": _DROPS}).encode()
-    counted: list[int] = []
     packed = gzip.compress(reply)
-    tap = DroppedTap("application/json", "gzip", counted.append)
-    assert asyncio.run(_through(tap, [packed])) == packed
-    assert counted == [2]
+    assert _through("application/json", "gzip", [packed]).dropped == 2
     # A reply past PROXY_REPLY_TAP_BYTES, or not JSON, goes on unread and uncounted.
     big = json.dumps({"pad": "x" * limits.PROXY_REPLY_TAP_BYTES, "input_transformations": _DROPS})
     for body in (big.encode(), b"{not json", b"[" * 100_000):
-        tap = DroppedTap("application/json", None, counted.append)
-        assert asyncio.run(_through(tap, [body[:4096], body[4096:]])) == body
-    assert counted == [2]
+        assert _through("application/json", None, [body[:4096], body[4096:]]).dropped == 0
+    # So is a stream event past it, and a coding the proxy did not ask for.
+    start = {"type": "message_start", "message": {"input_transformations": _DROPS}}
+    huge = b"event: message_start\ndata: " + b" " * limits.PROXY_REPLY_TAP_BYTES
+    event = f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
+    assert _through("text/event-stream", None, [huge, b"\n\n" + event]).dropped == 0
+    assert _through("application/json", "br", [reply]).dropped == 0

@@ -344,6 +344,20 @@ def _saved_line(row: Row) -> str:
         f"{row.requests} requests, {row.bytes_saved:,} bytes and {row.tokens_saved:,} image "
         f"tokens saved (${row.usd_saved:.6f}), +{added:.1f} ms each"
         + (f"; {dropped} reasoning blocks dropped upstream" if dropped else "")
+        + (f"; used {_usage_line(_used(row))}" if row.input_tokens or row.output_tokens else "")
+    )
+
+
+def _used(row: Row) -> Usage:
+    """What the upstream's answers said a ledger row's requests used."""
+    from visus.record.messages import Usage
+
+    return Usage(
+        row.input_tokens,
+        row.output_tokens,
+        row.usd_spent,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_tokens=row.cache_write_tokens,
     )
 
 

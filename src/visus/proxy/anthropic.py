@@ -10,6 +10,12 @@ agent's observation (the user's own words); tool results belong to the turn that
 asked for them. What leaves and what is fitted is decided by
 :func:`visus.proxy.slots.plan`.
 
+Its replies are read as they pass by :class:`MessagesReply` (the tap is
+:class:`visus.proxy.replies.ReplyTap`): the usage (a JSON reply's ``usage``; a stream's
+``message_start`` usage, then ``message_delta``'s, whose counts are cumulative) and the
+reasoning blocks the upstream dropped (``input_transformations``,
+:mod:`visus.proxy.reasoning`).
+
 Example:
     >>> body = {"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "hi"}]}
     >>> rewrite(body, policy=None).changed
@@ -23,12 +29,14 @@ from typing import Any
 from visus.proxy.edit import Edit, Fitted
 from visus.proxy.mcp import restore_tool
 from visus.proxy.reasoning import bind_claude
+from visus.proxy.replies import ReplyUsage, as_count
 from visus.proxy.slots import Fate, Found, is_observation, plan, stale_reasoning
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
+from visus.wire._thinking import dropped_reasoning
 from visus.wire.anthropic import RULES
 
-__all__ = ["rewrite"]
+__all__ = ["MessagesReply", "rewrite"]
 
 _REASONING = frozenset({"thinking", "redacted_thinking"})
 
@@ -194,3 +202,60 @@ def _leave_out_reasoning(message: dict[str, Any]) -> int:
         return 0
     message["content"] = kept
     return len(content) - len(kept)
+
+
+class MessagesReply:
+    """What a Messages reply says it cost, and the reasoning the upstream dropped.
+
+    Example:
+        >>> reply = MessagesReply()
+        >>> reply.read({"type": "message_start", "message": {"model": "claude-x", "usage": {
+        ...     "input_tokens": 5, "cache_read_input_tokens": 90,
+        ...     "cache_creation_input_tokens": 10, "output_tokens": 1}}})
+        >>> reply.read({"type": "message_delta", "usage": {"output_tokens": 42}})
+        >>> u = reply.usage
+        >>> u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens
+        (105, 90, 10, 42)
+    """
+
+    #: ``message_start`` and ``message_delta`` carry it (``input_transformations`` is
+    #: in ``message_start``); :meth:`read` picks them by their type.
+    marker = b'"usage"'
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.seen = False
+        self.model: str | None = None
+        self.dropped = 0
+
+    def wants(self, event: bytes) -> bool:
+        return True
+
+    def read(self, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        message = data.get("message") if kind == "message_start" else data
+        if not isinstance(message, dict):
+            return
+        if kind != "message_delta":  # a JSON reply, or a stream's start
+            self.dropped += dropped_reasoning(message.get("input_transformations"))
+            model = message.get("model")
+            self.model = model if isinstance(model, str) else self.model
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            # message_delta's counts are cumulative: each one replaces the last.
+            self.seen = True
+            self.counts.update({k: as_count(v) for k, v in usage.items() if v is not None})
+
+    @property
+    def usage(self) -> ReplyUsage:
+        """The reply's usage, its ``input_tokens`` with the cache's reads and writes."""
+        c = self.counts
+        read, write = c.get("cache_read_input_tokens", 0), c.get("cache_creation_input_tokens", 0)
+        return ReplyUsage(
+            input_tokens=c.get("input_tokens", 0) + read + write,
+            output_tokens=c.get("output_tokens", 0),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            seen=self.seen,
+            model=self.model,
+        )

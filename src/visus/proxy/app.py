@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -52,7 +51,6 @@ from visus.proxy import anthropic, openai_chat, openai_responses
 from visus.proxy.cache import FitCache
 from visus.proxy.edit import Edit, ImageNote
 from visus.proxy.encoding import (
-    READABLE,
     BodyTooLarge,
     UnknownCoding,
     decode_body,
@@ -62,19 +60,15 @@ from visus.proxy.encoding import (
 from visus.proxy.gate import TokenGate
 from visus.proxy.mcp import RestoreServer
 from visus.proxy.paths import API_PREFIX, api_path, upstream_base, upstream_url
-from visus.proxy.reasoning import BINDING_BETA, DroppedTap, with_beta
-from visus.proxy.rejection import explain
-from visus.proxy.stats import ProxyStats, edit_attributes, log_edit
-from visus.proxy.transport import (
-    forward_headers,
-    new_client,
-    reply_headers,
-    stream_body,
-)
+from visus.proxy.reasoning import BINDING_BETA, with_beta
+from visus.proxy.rejection import explained_refusal
+from visus.proxy.replies import Reader
+from visus.proxy.stats import ProxyStats, edit_attributes, log_edit, tap_reply
+from visus.proxy.transport import forward_headers, new_client, reply_headers, stream_body
 from visus.retention import RetentionPolicy, evicted_images
 from visus.telemetry import metrics, names, seams
 from visus.telemetry.logs import RequestIds
-from visus.telemetry.traces import Span
+from visus.telemetry.traces import OFF, Span
 from visus.tether import ops
 from visus.tether.guard import LoopbackGuard, OriginGuard
 
@@ -92,14 +86,18 @@ PROTOCOLS: dict[str, Rewrite] = {
     "/v1/responses": openai_responses.rewrite,
 }
 
+#: Request path -> what reads its replies as they pass (:mod:`visus.proxy.replies`).
+READERS: dict[str, Callable[[], Reader]] = {
+    "/v1/messages": anthropic.MessagesReply,
+    "/v1/chat/completions": openai_chat.ChatReply,
+    "/v1/responses": openai_responses.ResponsesReply,
+}
+
 #: How uvicorn serves the proxy: the upstream's own ``server`` and ``date`` headers
 #: pass through, so uvicorn adds none of its own (clients saw two of each).
 UVICORN_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType(
     {"server_header": False, "date_header": False}
 )
-
-# A provider refuses a request it cannot take with one of these.
-_REFUSALS = frozenset({400, 413, 422})
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,26 +221,6 @@ async def _send(request: Request, outgoing: httpx.Request) -> httpx.Response | N
     return response
 
 
-async def _explained(response: httpx.Response, notes: list[ImageNote]) -> Response | None:
-    """A refusal of a request with images, its message naming the image (None: not one)."""
-    coding = response.headers.get("content-encoding", "identity").lower()
-    if not notes or response.status_code not in _REFUSALS or coding not in READABLE:
-        return None  # a coding the proxy cannot read goes on as it came
-    try:
-        raw = await response.aread()
-    finally:
-        await response.aclose()
-    headers = reply_headers(response.headers, keep_encoding=False)
-    try:
-        explained = explain(json.loads(raw), notes)
-    except (ValueError, RecursionError):
-        explained = None
-    if explained is None:
-        return Response(raw, status_code=response.status_code, headers=headers)
-    logger.warning("%s", explained["error"]["message"])
-    return JSONResponse(explained, status_code=response.status_code, headers=headers)
-
-
 async def _forward(
     request: Request,
     path: str,
@@ -252,10 +230,11 @@ async def _forward(
     decoded: bool = False,
     beta: str | None = None,
     model: str = "",
+    traced: Span = OFF,
 ) -> Response:
     """Send the request on to ``path`` upstream (``decoded``: ``content`` was decompressed;
-    ``beta``: an ``anthropic-beta`` value the proxy adds; ``model``: the body's, for the
-    reasoning the upstream says it dropped)."""
+    ``beta``: an ``anthropic-beta`` value the proxy adds; ``model``: the body's, for what
+    its reply used; ``traced``: the model call's span, ended once the reply has passed)."""
     proxy = _proxy(request)
     anthropic_api = path.startswith("/v1/messages") or "anthropic-version" in request.headers
     url = upstream_url(
@@ -277,19 +256,14 @@ async def _forward(
         )
     if response is None:  # the client left; nobody reads this
         return Response(status_code=499)
-    explained = await _explained(response, notes)
+    explained = await explained_refusal(response, notes)
     if explained is not None:
         if isinstance(explained, JSONResponse):
             proxy.stats.image_rejections += 1
         return explained
     body = stream_body(response)
-    if path == "/v1/messages" and response.status_code == 200:
-        tap = DroppedTap(
-            response.headers.get("content-type"),
-            response.headers.get("content-encoding"),
-            functools.partial(proxy.stats.dropped, model),
-        )
-        body = tap.wrap(body)
+    if path in READERS and response.status_code == 200:
+        body = tap_reply(proxy.stats, response, body, READERS[path](), model, traced)
     return StreamingResponse(
         metrics.streaming(proxy.stats, body),
         status_code=response.status_code,
@@ -354,6 +328,7 @@ async def _rewrite(request: Request, path: str, held: list[bytes]) -> Response:
                 decoded=was_decoded,
                 beta=beta,
                 model=model if isinstance(model, str) else "",
+                traced=traced,
             )
             traced.set({names.HTTP_STATUS: response.status_code})
             return response

@@ -12,6 +12,10 @@ the same way once its images are recovered.
 A turn starts at each ``user`` message that is not an agent's observation; tool
 results belong to the turn that asked.
 
+Its replies are read as they pass by :class:`ChatReply`: a JSON reply's ``usage``, or
+a stream's last chunk's when the client asked for it (``stream_options.include_usage``;
+the proxy never asks on its behalf: a stream without it has no usage to record).
+
 Example:
     >>> body = {"model": "gpt-4.1", "messages": [
     ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1",
@@ -23,18 +27,20 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted, call_text, data_url, parse_data_url
 from visus.proxy.mcp import restore_tool
+from visus.proxy.replies import ReplyUsage, detailed_usage
 from visus.proxy.slots import Fate, Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_chat import HOIST_INTRO, RULES
 
-__all__ = ["rewrite"]
+__all__ = ["ChatReply", "rewrite"]
 
 
 @dataclass(slots=True)
@@ -291,3 +297,34 @@ class _Hoist:
         self.edit.hoisted += len(self.run)
         self.out.append({"role": "user", "content": hoisted})
         self.run.clear()
+
+
+class ChatReply:
+    """What a Chat Completions reply says it cost (``prompt_tokens`` counts the cached ones).
+
+    Example:
+        >>> reply = ChatReply()
+        >>> reply.wants(b'data: {"choices": [], "usage": null}')
+        False
+        >>> reply.read({"model": "gpt-4.1", "choices": [], "usage": {"prompt_tokens": 2000,
+        ...     "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 1024}}})
+        >>> reply.usage.input_tokens, reply.usage.cache_read_tokens, reply.usage.output_tokens
+        (2000, 1024, 9)
+    """
+
+    marker = b'"usage"'
+    #: Every chunk of a stream that asked for usage says ``"usage": null`` but the last.
+    _USAGE = re.compile(rb'"usage"\s*:\s*\{')
+
+    def __init__(self) -> None:
+        self.usage = ReplyUsage()
+        self.dropped = 0  # OpenAI drops reasoning without saying (module reasoning)
+
+    def wants(self, event: bytes) -> bool:
+        return self._USAGE.search(event) is not None
+
+    def read(self, data: dict[str, Any]) -> None:
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            return
+        self.usage = detailed_usage(usage, data.get("model"), "prompt_tokens", "completion_tokens")

@@ -8,6 +8,10 @@ replaces its ``image_url``, an elided one becomes an ``input_text``, and a strin
 
 A turn starts at each input item with ``role: user``.
 
+Its replies are read as they pass by :class:`ResponsesReply`: the usage of a JSON
+reply, or of a stream's ``response.completed`` (``response.incomplete``,
+``response.failed``) event.
+
 Example:
     >>> rewrite({"model": "gpt-4.1", "input": "hello"}, policy=None).changed
     False
@@ -20,12 +24,13 @@ from typing import Any
 from visus.proxy.edit import Edit, data_url, parse_data_url
 from visus.proxy.mcp import restore_tool
 from visus.proxy.reasoning import Binding, reasoning_after, responses_reasoning
+from visus.proxy.replies import ReplyUsage, detailed_usage
 from visus.proxy.slots import Fate, Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
 from visus.retention import RetentionPolicy
 from visus.wire.openai_responses import RULES
 
-__all__ = ["rewrite"]
+__all__ = ["ResponsesReply", "rewrite"]
 
 
 def _repair(item: dict[str, Any], edit: Edit) -> None:
@@ -127,3 +132,39 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
         after = reasoning_after(responses_reasoning(items), edit.evicted_at)
         edit.binding = Binding(after_edits=after)
     return edit
+
+
+class ResponsesReply:
+    """What a Responses reply says it cost (``input_tokens`` counts the cached ones).
+
+    Example:
+        >>> reply = ResponsesReply()
+        >>> reply.read({"type": "response.completed", "response": {"model": "gpt-5",
+        ...     "usage": {"input_tokens": 100, "output_tokens": 30,
+        ...               "input_tokens_details": {"cached_tokens": 64},
+        ...               "output_tokens_details": {"reasoning_tokens": 20}}}})
+        >>> u = reply.usage
+        >>> u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens, u.model
+        (100, 64, 30, 20, 'gpt-5')
+    """
+
+    #: The events whose ``response`` holds the final usage.
+    _DONE = ("response.completed", "response.incomplete", "response.failed")
+    #: ``response.created`` and the final events carry it; :meth:`read` picks by type.
+    marker = b'"usage"'
+
+    def __init__(self) -> None:
+        self.usage = ReplyUsage()
+        self.dropped = 0  # OpenAI drops reasoning without saying (module reasoning)
+
+    def wants(self, event: bytes) -> bool:
+        return True
+
+    def read(self, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        # A JSON reply is the response itself (it has no ``type``).
+        response = data.get("response") if kind in self._DONE else data if kind is None else None
+        usage = response.get("usage") if isinstance(response, dict) else None
+        if not isinstance(response, dict) or not isinstance(usage, dict):
+            return
+        self.usage = detailed_usage(usage, response.get("model"), "input_tokens", "output_tokens")

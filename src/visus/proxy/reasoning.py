@@ -21,7 +21,8 @@ overridden; the stats say so). Since a descriptor stays once written, every late
 request of the conversation carries the opt-in too. What it costs is counted twice:
 the reasoning the request carried after the first point the proxy evicted (its own
 count, on both wires) and the blocks the upstream says it dropped (``thinking_dropped``
-entries of the reply's ``input_transformations``: :class:`DroppedTap`).
+entries of the reply's ``input_transformations``, read as the reply passes by
+:class:`visus.proxy.anthropic.MessagesReply`).
 
 Example:
     >>> from visus.models import get_model
@@ -37,20 +38,16 @@ Example:
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from visus import limits
 from visus.models.spec import ModelSpec
-from visus.proxy.encoding import BodyTooLarge, UnknownCoding, decode_body
-from visus.wire._thinking import BINDING_BETA, dropped_reasoning
+from visus.wire._thinking import BINDING_BETA
 
 __all__ = [
     "BINDING_BETA",
     "Binding",
-    "DroppedTap",
     "bind_claude",
     "reasoning_after",
     "responses_reasoning",
@@ -161,92 +158,3 @@ def with_beta(headers: list[tuple[bytes, bytes]], beta: str) -> list[tuple[bytes
     return [(k, v) for k, v in headers if k.lower() != b"anthropic-beta"] + [
         (b"anthropic-beta", joined)
     ]
-
-
-class DroppedTap:
-    """Reads, from a Messages reply passing through, how many reasoning blocks the
-    upstream dropped (``input_transformations``; :func:`~visus.wire._thinking.
-    dropped_reasoning`), without holding the reply: a stream's ``message_start`` event
-    (its first) is read as soon as it is whole, a JSON reply only while it stays under
-    ``limits.PROXY_REPLY_TAP_BYTES``; past that, or in a coding the proxy does not read,
-    nothing is counted. The bytes go on as they came.
-
-    Example:
-        >>> import asyncio
-        >>> found = []
-        >>> reply = b'{"content": [], "input_transformations": [{"type": "thinking_dropped"}]}'
-        >>> async def chunks():
-        ...     yield reply
-        >>> async def run():
-        ...     tap = DroppedTap("application/json", None, found.append)
-        ...     return [c async for c in tap.wrap(chunks())]
-        >>> asyncio.run(run()) == [reply], found
-        (True, [1])
-    """
-
-    def __init__(
-        self, content_type: str | None, coding: str | None, counted: Callable[[int], None]
-    ) -> None:
-        self.sse = (content_type or "").startswith("text/event-stream")
-        self.coding = coding
-        self.counted = counted
-        self.held: list[bytes] = []
-        self.size = 0
-        # A compressed stream is passed on unread (no upstream seen compresses one).
-        self.compressed = (coding or "identity").strip().lower() != "identity"
-        # A compressed stream is passed on unread (no upstream seen compresses one).
-        self.done = self.sse and self.compressed
-
-    async def wrap(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        async for chunk in chunks:
-            if not self.done:
-                self._take(chunk)
-            yield chunk
-        if not self.done and not self.sse:
-            self._finish()
-
-    def _take(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > limits.PROXY_REPLY_TAP_BYTES:
-            self.done, self.held = True, []
-            return
-        self.held.append(chunk)
-        if self.sse:
-            raw = b"".join(self.held)
-            head, sep, _ = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
-            if sep:
-                self.done, self.held = True, []
-                self._count(_event_data(head))
-
-    def _finish(self) -> None:
-        self.done = True
-        raw, self.held = b"".join(self.held), []
-        if self.coding is not None and self.compressed:
-            try:
-                raw = decode_body(raw, self.coding, limit=limits.PROXY_REPLY_TAP_BYTES)
-            except (BodyTooLarge, UnknownCoding):
-                return
-        try:
-            reply = json.loads(raw)
-        except (ValueError, RecursionError):
-            return
-        self._count(reply if isinstance(reply, dict) else None)
-
-    def _count(self, reply: dict[str, Any] | None) -> None:
-        if reply is None:
-            return
-        if reply.get("type") == "message_start" and isinstance(reply.get("message"), dict):
-            reply = reply["message"]
-        dropped = dropped_reasoning(reply.get("input_transformations"))
-        if dropped:
-            self.counted(dropped)
-
-
-def _event_data(event: bytes) -> dict[str, Any] | None:
-    """The JSON of one SSE event's ``data:`` lines (None when it has none or is not JSON)."""
-    lines = [ln[5:].strip() for ln in event.split(b"\n") if ln.startswith(b"data:")]
-    try:
-        found = json.loads(b"\n".join(lines)) if lines else None
-    except (ValueError, RecursionError):
-        return None
-    return found if isinstance(found, dict) else None

@@ -19,13 +19,25 @@ Example:
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from visus.proxy.edit import ImageNote
+import httpx
+from starlette.responses import JSONResponse, Response
 
-__all__ = ["explain"]
+from visus.proxy.edit import ImageNote
+from visus.proxy.encoding import READABLE
+from visus.proxy.transport import reply_headers
+
+__all__ = ["explain", "explained_refusal"]
+
+logger = logging.getLogger("visus.proxy")
+
+# A provider refuses a request it cannot take with one of these.
+_REFUSALS = frozenset({400, 413, 422})
 
 _TOKEN = re.compile(r"[A-Za-z_]+|\d+")
 _PATHISH = re.compile(r"[\w.\[\]]*\d[\w.\[\]]*")
@@ -72,3 +84,23 @@ def explain(body: Any, notes: Sequence[ImageNote]) -> dict[str, Any] | None:
     else:
         return None
     return {**body, "error": {**error, "message": text}}
+
+
+async def explained_refusal(response: httpx.Response, notes: list[ImageNote]) -> Response | None:
+    """A refusal of a request with images, its message naming the image (None: not one)."""
+    coding = response.headers.get("content-encoding", "identity").lower()
+    if not notes or response.status_code not in _REFUSALS or coding not in READABLE:
+        return None  # a coding the proxy cannot read goes on as it came
+    try:
+        raw = await response.aread()
+    finally:
+        await response.aclose()
+    headers = reply_headers(response.headers, keep_encoding=False)
+    try:
+        explained = explain(json.loads(raw), notes)
+    except (ValueError, RecursionError):
+        explained = None
+    if explained is None:
+        return Response(raw, status_code=response.status_code, headers=headers)
+    logger.warning("%s", explained["error"]["message"])
+    return JSONResponse(explained, status_code=response.status_code, headers=headers)

@@ -11,16 +11,20 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from visus.proxy.edit import Edit
-from visus.telemetry import names
-from visus.telemetry.ledger import Ledger
-from visus.telemetry.metrics import Metric, counter, gauge
+import httpx
 
-__all__ = ["ProxyStats", "edit_attributes", "log_edit"]
+from visus.proxy.edit import Edit
+from visus.proxy.replies import Reader, ReplyTap, ReplyUsage
+from visus.telemetry import names
+from visus.telemetry.ledger import Ledger, usd_spent
+from visus.telemetry.metrics import Metric, counter, gauge
+from visus.telemetry.traces import Span
+
+__all__ = ["ProxyStats", "edit_attributes", "log_edit", "tap_reply", "usage_attributes"]
 
 logger = logging.getLogger("visus.proxy")
 
@@ -36,7 +40,9 @@ class ProxyStats:
     images_hoisted: int = 0
     images_repaired: int = 0
     images_elided: int = 0
-    #: Images sent as a note naming an equal one still in the request.
+    #: Images sent as a note naming the earlier image they repeat and the crops of the
+    #: few small areas that differ (:mod:`visus.proxy.cuts`): the repeated pixels go as
+    #: a reference. (A byte-identical image is sent again whole: ``cuts`` skips it.)
     images_deduplicated: int = 0
     #: Images whose fitting was answered from the cache (a re-sent history).
     images_cached: int = 0
@@ -55,6 +61,12 @@ class ProxyStats:
     #: Reasoning blocks an earlier request's eviction had the upstream drop, left out
     #: of later requests (not dropped, counted and redone again at every step).
     reasoning_left_out: int = 0
+    #: What the upstream's replies said they used (``input_tokens`` counts the cached
+    #: ones), summed over every reply that said (:mod:`visus.proxy.replies`).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     #: Answers streaming back to clients now.
     open_streams: int = 0
     #: Per model and day, priced; ``<data>/proxy/ledger.json`` when the proxy has a data folder.
@@ -72,8 +84,7 @@ class ProxyStats:
         self.images_hoisted += edit.hoisted
         self.images_repaired += edit.repaired
         self.images_elided += edit.elided
-        # An edit that deduplicates says how many (the rewrite's own count, when it has one).
-        self.images_deduplicated += getattr(edit, "deduplicated", 0)
+        self.images_deduplicated += edit.cut_images
         self.images_cached += edit.cache_hits
         self.bytes_saved += edit.bytes_saved
         self.image_tokens_saved += edit.tokens_saved
@@ -96,6 +107,30 @@ class ProxyStats:
         (a reply's ``input_transformations``)."""
         self.reasoning_dropped += blocks
         self.ledger.dropped(model, blocks)
+
+    def used(self, model: str, usage: ReplyUsage) -> float:
+        """Count what one reply to a request for ``model`` said it used; its price at
+        the model's list prices (:func:`~visus.telemetry.ledger.usd_spent`)."""
+        usd = usd_spent(
+            model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.ledger.used(
+            model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            usd=usd,
+        )
+        return usd
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ledger"}
@@ -127,8 +162,9 @@ class ProxyStats:
         }
         yield counter(
             "visus_proxy_images",
-            "Images in proxied requests, by what the proxy did (refused: the provider "
-            "refused a request for an image; cached: its fitting was remembered)",
+            "Images in proxied requests, by what the proxy did (deduplicated: sent as a note "
+            "naming the earlier image it repeats and crops of what changed; refused: the "
+            "provider refused a request for an image; cached: its fitting was remembered)",
             [({"event": k}, v) for k, v in events.items()],
         )
         yield gauge(
@@ -161,9 +197,25 @@ class ProxyStats:
                 "Reasoning blocks the upstream said it dropped from proxied requests "
                 "(input_transformations): reasoning the model may do again, by model",
             ),
+            "usd_spent": (
+                "visus_proxy_spent_usd",
+                "Dollars the upstream's replies said the proxied requests cost, by model "
+                "(their usage at the model's list prices, as visus usage prices)",
+            ),
         }
         for key, (name, doc) in per.items():
             yield counter(name, doc, [({"model": m}, float(getattr(r, key))) for m, r in rows])
+        kinds = ("input", "output", "cache_read", "cache_write")
+        yield counter(
+            "visus_proxy_used_tokens",
+            "Tokens the upstream's replies said the proxied requests used, by model and kind "
+            "(input counts the cached ones; cache_read and cache_write are part of it)",
+            [
+                ({"model": m, "kind": k}, float(getattr(r, f"{k}_tokens")))
+                for m, r in rows
+                for k in kinds
+            ],
+        )
 
 
 def edit_attributes(edit: Edit) -> dict[str, int]:
@@ -174,9 +226,59 @@ def edit_attributes(edit: Edit) -> dict[str, int]:
         names.HOISTED: edit.hoisted,
         names.REPAIRED: edit.repaired,
         names.ELIDED: edit.elided,
+        names.DEDUPLICATED_IMAGES: edit.cut_images,
         names.BYTES_SAVED: edit.bytes_saved,
         names.TOKENS_SAVED: edit.tokens_saved,
     }
+
+
+def usage_attributes(usage: ReplyUsage, usd: float) -> dict[str, int | float | str]:
+    """One reply's usage as the GenAI conventions' span attributes, its cost, and the
+    answering model when the reply names it.
+
+    Example:
+        >>> usage_attributes(ReplyUsage(10, 2, seen=True), 0.5)[names.COST_USD]
+        0.5
+    """
+    found: dict[str, int | float | str] = {
+        names.INPUT_TOKENS: usage.input_tokens,
+        names.OUTPUT_TOKENS: usage.output_tokens,
+        names.CACHE_READ_TOKENS: usage.cache_read_tokens,
+        names.CACHE_WRITE_TOKENS: usage.cache_write_tokens,
+        names.REASONING_TOKENS: usage.reasoning_tokens,
+        names.COST_USD: usd,
+    }
+    if usage.model:
+        found[names.RESPONSE_MODEL] = usage.model
+    return found
+
+
+def tap_reply(
+    stats: ProxyStats,
+    response: httpx.Response,
+    body: AsyncIterator[bytes],
+    reader: Reader,
+    model: str,
+    traced: Span,
+) -> AsyncIterator[bytes]:
+    """``body`` (the reply's bytes) as it comes, read by ``reader`` as it passes: once
+    over (or the client gone), what it used is counted in ``stats`` and put on the
+    model call's span ``traced``, which ends then, not when the reply starts."""
+    traced.keep_open()
+
+    def ended() -> None:
+        try:
+            if reader.dropped:
+                stats.dropped(model, reader.dropped)
+            if reader.usage.seen:
+                usd = stats.used(model, reader.usage)
+                traced.set(usage_attributes(reader.usage, usd))
+        finally:
+            traced.end()
+
+    headers = response.headers
+    coding = headers.get("content-encoding")
+    return ReplyTap(headers.get("content-type"), coding, reader, ended).wrap(body)
 
 
 def log_edit(path: str, model: object, edit: Edit) -> None:

@@ -36,7 +36,7 @@ from visus.models import get_model
 from visus.models.prices import cost_usd
 from visus.paths import locked
 
-__all__ = ["Ledger", "Row", "read_ledger", "usd_saved"]
+__all__ = ["Ledger", "Row", "read_ledger", "usd_saved", "usd_spent"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,13 @@ class Row:
     #: Reasoning blocks the upstream dropped because an edit changed their prefix
     #: (what the model may do again: its cost).
     reasoning_dropped: int = 0
+    #: What the replies said the requests used (input counts the cached tokens), and
+    #: its price (:func:`usd_spent`).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    usd_spent: float = 0.0
 
     def merge(self, other: Row) -> None:
         for f in fields(self):
@@ -63,6 +70,7 @@ class Row:
         found = asdict(self)
         found["usd_saved"] = round(self.usd_saved, 8)
         found["added_seconds"] = round(self.added_seconds, 6)
+        found["usd_spent"] = round(self.usd_spent, 8)
         return found
 
 
@@ -75,6 +83,35 @@ def usd_saved(model: str, tokens: int) -> float:
     except InvalidInputError:
         return 0.0
     return cost_usd(spec, input_tokens=tokens, output_tokens=0)
+
+
+def usd_spent(
+    model: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> float:
+    """One reply's usage of ``model`` at its list prices, as ``visus usage`` prices a
+    step (0 for a model no price is known for).
+
+    Example:
+        >>> usd_spent("claude-sonnet-4-6", input_tokens=1_000_000, output_tokens=0,
+        ...           cache_read_tokens=1_000_000)  # a tenth of the input price
+        0.3
+    """
+    try:
+        spec = get_model(model or "unknown")
+    except InvalidInputError:
+        return 0.0
+    return cost_usd(
+        spec,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
 
 
 def _today() -> str:
@@ -103,14 +140,34 @@ class Ledger:
     ) -> None:
         """Count one request to ``model``."""
         row = Row(1, images, bytes_saved, tokens_saved, usd_saved(model, tokens_saved), seconds)
-        with self._lock:
-            model = self._bounded(model)
-            self._since_start.setdefault(model, Row()).merge(row)
-            self._pending.setdefault((day or _today(), model), Row()).merge(row)
+        self._merge(model, row, day)
 
     def dropped(self, model: str, blocks: int, *, day: str | None = None) -> None:
         """Count reasoning blocks the upstream dropped from a request to ``model``."""
-        row = Row(reasoning_dropped=blocks)
+        self._merge(model, Row(reasoning_dropped=blocks), day)
+
+    def used(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int,
+        cache_write_tokens: int,
+        usd: float,
+        day: str | None = None,
+    ) -> None:
+        """Count what one reply of ``model`` said it used, and its price."""
+        row = Row(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            usd_spent=usd,
+        )
+        self._merge(model, row, day)
+
+    def _merge(self, model: str, row: Row, day: str | None) -> None:
         with self._lock:
             model = self._bounded(model)
             self._since_start.setdefault(model, Row()).merge(row)

@@ -137,8 +137,9 @@ def _arguments(live: Span, arguments: Mapping[str, Any]) -> None:
 
 @contextmanager
 def proxied(path: str, model: str) -> Iterator[Span]:
-    """One request ``visus proxy`` edits and forwards (``chat``, the client's model),
-    until the upstream's answer starts."""
+    """One request ``visus proxy`` edits and forwards (``chat``, the client's model). It
+    ends with the block, or, when the proxy reads the reply's usage onto it
+    (:meth:`Span.keep_open`), once the reply has passed."""
     provider = "anthropic" if path.startswith("/v1/messages") else "openai"
     attributes = {
         names.OPERATION: names.CHAT,

@@ -78,12 +78,23 @@ _STATE = _State()
 class Span:
     """One live span: a turn, a model call or a tool call."""
 
-    __slots__ = ("_span",)
+    __slots__ = ("_open", "_span")
 
     recording = True
 
     def __init__(self, span: Any) -> None:
         self._span = span
+        self._open = False
+
+    def keep_open(self) -> None:
+        """Let the span outlive its ``with`` block (a reply still streaming): whoever
+        called this ends it with :meth:`end`. An exception in the block ends it anyway."""
+        self._open = True
+
+    def end(self) -> None:
+        """End the span (once: later calls do nothing)."""
+        if self._span.is_recording():
+            self._span.end()
 
     def set(self, attributes: Mapping[str, AttrValue]) -> None:
         self._span.set_attributes(attributes)
@@ -142,6 +153,12 @@ class _Off(Span):
 
     recording = False
 
+    def keep_open(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
     def set(self, attributes: Mapping[str, AttrValue]) -> None:
         pass
 
@@ -188,7 +205,9 @@ def span(
 ) -> AbstractContextManager[Span]:
     """A span named ``name`` around the ``with`` block, current for what runs in it (a
     model call's span is the child of its turn's). An exception ending the block sets
-    ``error.type`` (its class name) and the error status. Traces off: a no-op."""
+    ``error.type`` (its class name) and the error status. A span whose block called
+    :meth:`Span.keep_open` ends when its holder says (:meth:`Span.end`), still current
+    only inside the block. Traces off: a no-op."""
     if _STATE.tracer is None:
         return _OFF_CONTEXT
     return _live(name, attributes, client)
@@ -210,14 +229,19 @@ def _live(name: str, attributes: Mapping[str, AttrValue], client: bool) -> Itera
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
+        end_on_exit=False,
     ) as live:
+        held = Span(live)
         try:
-            yield Span(live)
+            yield held
         except BaseException as e:
             # The class only: a message may quote what the operator keeps out of traces.
             live.set_attribute(names.ERROR_TYPE, type(e).__name__)
             live.set_status(Status(StatusCode.ERROR, type(e).__name__))
+            live.end()
             raise
+        if not held._open:
+            live.end()
 
 
 def current() -> Span:
