@@ -306,3 +306,25 @@ def test_visus_run_traces_when_the_environment_asks(tmp_path: Path, reference_ur
     assert '"name": "invoke_agent visus"' in done.stdout
     assert '"service.name": "visus-test"' in done.stdout
     assert '"gen_ai.operation.name": "chat"' in done.stdout
+
+
+async def test_the_agent_counts_the_images_it_fitted(agent: Agent, tmp_path: Path) -> None:
+    """``visus_agent_images_total{event="fitted"}``: a view sent smaller than its source
+    counts, one sent as it is (or a zoom sent 1:1) does not."""
+    from visus.telemetry.metrics import REGISTRY
+
+    def fitted() -> float:
+        found = REGISTRY.get_sample_value("visus_agent_images_total", {"event": "fitted"})
+        return found or 0.0
+
+    buf = io.BytesIO()
+    Image.new("RGB", (4000, 3000), "purple").save(buf, "PNG")
+    (tmp_path / "work" / "big.png").write_bytes(buf.getvalue())
+    before = fitted()
+    await agent.run_turn("s1", _call("shot0.png"))  # 900x600: sent as it is
+    assert fitted() == before
+    await agent.run_turn("s1", _call("big.png"))
+    assert fitted() == before + 1
+    zoom = "call view " + json.dumps({"path": "big.png", "region": [0, 0, 400, 300]})
+    await agent.run_turn("s1", zoom)
+    assert fitted() == before + 1

@@ -448,6 +448,7 @@ class Agent:
             except MediaError as e:
                 name = f" ({img.filename})" if img.filename else ""
                 raise InvalidInputError(f"image {i}{name} cannot be used: {e}") from e
+            seams.fitted((fitted.width, fitted.height), (fitted.source_width, fitted.source_height))
             digest = self.blobs.put(fitted.data, fitted.media_type)
             parts.append(
                 ImagePart(

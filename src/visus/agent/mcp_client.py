@@ -53,6 +53,7 @@ from visus.media import fit
 from visus.net import CheckedURL, acheck_url
 from visus.paths import private_dir
 from visus.record.messages import ImagePart, Part, PerceptionOrigin, TextPart, ToolSpec
+from visus.telemetry import seams
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -540,6 +541,7 @@ def _stored_image(raw: bytes, mime: str, ctx: ToolContext, budget: _Budget) -> P
     except MediaError as e:
         return TextPart(f"[image ({mime}) omitted: {e}]")
     budget.images += 1
+    seams.fitted((fitted.width, fitted.height), (fitted.source_width, fitted.source_height))
     digest = ctx.blobs.put(fitted.data, fitted.media_type)
     image = ImagePart(
         digest=digest,

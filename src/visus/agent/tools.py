@@ -73,6 +73,7 @@ from visus.record.messages import (
     ToolSpec,
     Usage,
 )
+from visus.telemetry import seams
 
 if TYPE_CHECKING:
     from visus.config import VisusConfig
@@ -302,6 +303,8 @@ def perception_parts(
     whose origin is the call that brings the same view back."""
     digest = ctx.blobs.put(p.data, p.media_type)
     region = p.region
+    shown = (p.source_width, p.source_height) if region is None else (region.width, region.height)
+    seams.fitted((p.width, p.height), shown)
     image = ImagePart(
         digest=digest,
         media_type=p.media_type,

@@ -74,9 +74,10 @@ TOOL_CALLS = Counter(
 )
 IMAGES = Counter(
     "visus_agent_images",
-    "Images in visus's agents' model requests, by what happened to them (elided: "
-    "retention evicted it for a descriptor; deduplicated: a note names an equal live "
-    "image; refused: the provider refused it)",
+    "Images in visus's agents' model requests, by what happened to them (fitted: sent "
+    "smaller than its source to fit the model; elided: retention evicted it for a "
+    "descriptor; deduplicated: a note names an equal live image; refused: the provider "
+    "refused it)",
     ["event"],
     registry=REGISTRY,
 )

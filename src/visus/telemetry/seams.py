@@ -22,6 +22,7 @@ from visus.telemetry.parts import retention as _retention
 from visus.telemetry.traces import Span, capture_content, current, span
 
 __all__ = [
+    "fitted",
     "model_call",
     "proxied",
     "record_retention",
@@ -96,6 +97,17 @@ def record_retention(history: Sequence[Message], view: Sequence[Message]) -> Non
     live = current()
     if live.recording:
         live.event(names.RETENTION_EVENT, counts)
+
+
+def fitted(sent: tuple[int, int], shown: tuple[int, int]) -> None:
+    """An image of an agent's (a view, a pasted image, an MCP tool's) went to the model
+    at ``sent`` pixels (width, height) for ``shown`` ones: counted as fitted when smaller.
+
+    Example:
+        >>> fitted((1568, 1045), (3000, 2000)); fitted((300, 200), (300, 200))
+    """
+    if sent[0] < shown[0] or sent[1] < shown[1]:
+        metrics.IMAGES.labels(event="fitted").inc()
 
 
 def refused(count: int = 1) -> None:
