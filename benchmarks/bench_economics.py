@@ -52,6 +52,7 @@ import itertools
 import json
 import os
 import random
+import re
 import statistics
 import time
 import zlib
@@ -120,6 +121,9 @@ class Step:
     request_bytes: int
     images: int
     elided: int = 0  # images sent as descriptors
+    #: Descriptors whose ``view("sha256:...")`` names no stored screenshot, or several:
+    #: a re-view of that earlier screen would fail.
+    unrestorable: int = 0
 
 
 @dataclass(frozen=True)
@@ -235,6 +239,8 @@ class Session:
         self.record: list[Message] = [UserMessage((TextPart(f"each view {args}"),), turn=1)]
         self.dedup = dedup
         self.seed = 0
+        #: Stored screenshots by the digest prefix a descriptor names.
+        self.prefixes: dict[str, set[str]] = {}
 
     def step(self, n: int, reply: AssistantMessage | None = None) -> None:
         """Step ``n``'s call and screenshot; ``reply``: the model's own (a thinking
@@ -243,6 +249,7 @@ class Session:
             self.seed = n
         data = _screen(self.seed, nonce=0 if self.dedup or self.seed == n else n)
         digest = self.blobs.put(data, "image/png")
+        self.prefixes.setdefault(digest[: limits.DESCRIPTOR_DIGEST_CHARS], set()).add(digest)
         part = ImagePart(
             digest, "image/png", len(data), WIDTH, HEIGHT, PerceptionOrigin("screen.png")
         )
@@ -301,13 +308,24 @@ def _run(run: WireRun, strategy: Strategy, steps: int) -> list[Step]:
             assert reply.usage is not None
             live = [p for m in view for p in m.parts if isinstance(p, ImagePart)]
             tokens = sum(image_tokens(spec, p.width, p.height) for p in live)
-            elided = sum(
-                isinstance(p, TextPart) and p.text.startswith("[image elided")
+            notes = [
+                p.text
                 for m in view
                 for p in m.parts
-            )
-            out.append(Step(reply.usage, tokens, len(raw), len(live), elided))
+                if isinstance(p, TextPart) and p.text.startswith("[image elided")
+            ]
+            lost = sum(len(session.prefixes.get(ref, ())) != 1 for ref in _refs(notes))
+            out.append(Step(reply.usage, tokens, len(raw), len(live), len(notes), lost))
     return out
+
+
+_REF = re.compile(r'view\("sha256:([0-9a-f]+)"\)')
+
+
+def _refs(notes: Sequence[str]) -> list[str]:
+    """The digest prefix each elided screenshot's descriptor tells the model to view
+    (a note that names none counts as one that cannot be restored)."""
+    return [m.group(1) if (m := _REF.search(n)) else "" for n in notes]
 
 
 # --- reporting ----------------------------------------------------------------------------
@@ -394,7 +412,8 @@ def _only(steps: int) -> None:
                 f"{sum(s.usage.reasoning_dropped for s in st)} reasoning blocks dropped, "
                 f"most live {max(s.images for s in st)}, largest request "
                 f"{max(s.request_bytes for s in st) / limits.MB:.1f} MB, "
-                f"{_breaks(run, st)} over a provider limit "
+                f"{_breaks(run, st)} over a provider limit, "
+                f"{sum(s.unrestorable for s in st)} descriptors no re-view restores "
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
@@ -466,9 +485,12 @@ def main() -> None:
         print(f"  visus images' cost per step: {late / early:.2f}x step {steps // 10 * 3}'s")
         print(f"  visus cache reads from step 3 on: {read:.1%} of input tokens")
         print(f"  requests over a provider limit: {breaks}")
+        lost = {k: sum(s.unrestorable for s in st) for k, st in results.items()}
+        print(f"  descriptors naming no stored screenshot (a failed re-view): {lost}")
         verdicts += [
             (f"{name}: >=80% cache reads from step 3", read >= 0.8),
             (f"{name}: no request breaks a provider limit", not any(breaks.values())),
+            (f"{name}: every elided screenshot can be viewed again", not any(lost.values())),
         ]
         _sweep(run, steps)
         print(f"  ({run.model.name} done at {time.perf_counter() - started:.0f}s)", flush=True)
