@@ -1,7 +1,8 @@
 """Latency ``visus proxy`` adds to a request, against a direct call in the same run.
 
 The upstream is a minimal loopback server in its own process that reads the whole
-body and answers a fixed JSON reply at once, so what is measured is the proxy's own
+body and answers a fixed reply at once (JSON with its usage, or a stream for a body
+asking for one), so what is measured is the proxy's own
 cost (read, parse, edit, re-serialise, forward, stream back), not a model's. The proxy
 runs as ``visus proxy`` in its own process too. For each request kind the same body
 is sent N times directly and N times through the proxy (interleaved, after a warm-up);
@@ -15,12 +16,16 @@ p50 and p99 of each and the added latency are printed.
 3. The same request again: what every agent does at its next step (it re-sends its
    history). The proxy's cache knows each image and what it sent for it, so nothing is
    decoded or fitted again and the same bytes go out.
+4. A long streamed answer: a Messages stream of ``STREAM_EVENTS`` text deltas (~180 KB,
+   in 4 KB chunks) whose usage the proxy reads as it passes (``proxy/replies.py``).
 
-4. Operations (issue 37): the same text-only and image requests through a second proxy
-   with traces on (``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at the upstream, which takes
-   the OTLP posts like any other), interleaved with the first (traces off), and what
-   each hook the agent calls costs per call with traces off and on (in-process, the
-   SDK's in-memory exporter). ``/metrics`` and the ledger are always on, in both.
+5. Operations (issue 37): the same text-only, image and streamed requests through a
+   second proxy with traces on (``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at the
+   upstream, which takes the OTLP posts like any other), interleaved with the first
+   (traces off), and what each hook the agent calls costs per call with traces off and
+   on (in-process, the SDK's in-memory exporter). ``/metrics`` and the ledger are always
+   on, in both. Then what reading a reply's usage costs per reply, in-process: the same
+   4 KB chunks through the reply tap and its protocol's reader, against passed on unread.
 
 Run: ``.venv/bin/python -m benchmarks proxy``
 """
@@ -48,19 +53,51 @@ from PIL import Image, ImageDraw, ImageFilter
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_RUNS = 60
 IMAGE_RUNS = 8
+#: Text deltas in the streamed reply (~54 characters each: about 12,000 output tokens'
+#: worth of events, a long answer, ~180 KB).
+STREAM_EVENTS = 1000
 
-_UPSTREAM = """
+#: The upstream's replies: a JSON Messages reply and a long Messages stream, with usage
+#: (code, so the upstream process and :func:`_tap` build the same bytes).
+_REPLIES = (
+    """
+import json
+REPLY = (b'{"id":"x","type":"message","model":"claude-sonnet-4-6","content":[{"type":"text",'
+         b'"text":"ok"}],"usage":{"input_tokens":900,"output_tokens":2,'
+         b'"cache_read_input_tokens":4000,"cache_creation_input_tokens":0}}')
+def sse(kind, data):
+    return f"event: {kind}\\ndata: {json.dumps({'type': kind, **data})}\\n\\n".encode()
+USAGE = {"input_tokens": 900, "output_tokens": 1, "cache_read_input_tokens": 4000}
+STREAM = b"".join([
+    sse("message_start", {"message": {"id": "x", "model": "claude-sonnet-4-6", "usage": USAGE}}),
+    *[sse("content_block_delta", {"index": 0, "delta": {"type": "text_delta",
+                                  "text": "lorem ipsum dolor sit amet " * 2}})
+      for _ in range(STREAM_EVENTS)],
+    sse("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 12000}}),
+    sse("message_stop", {}),
+])
+"""
+).replace("STREAM_EVENTS", str(STREAM_EVENTS))
+
+_UPSTREAM = (
+    _REPLIES
+    + """
 import sys, uvicorn
 from starlette.applications import Starlette
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-REPLY = b'{"id":"x","type":"message","content":[{"type":"text","text":"ok"}]}'
+async def chunks():
+    for i in range(0, len(STREAM), 4096):
+        yield STREAM[i:i + 4096]
 async def any_path(request):
-    await request.body()
+    body = await request.body()
+    if b'"stream":true' in body:
+        return StreamingResponse(chunks(), media_type="text/event-stream")
     return Response(REPLY, media_type="application/json")
 app = Starlette(routes=[Route("/{p:path}", any_path, methods=["POST"])])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
+)
 
 
 def _free_port() -> int:
@@ -192,6 +229,30 @@ def _image_rows(client: httpx.Client, upstream: str, proxy: str) -> None:
     print(f"repeated request: {added_again / added_first:.1%} of the first's added time (p50)")
 
 
+def _stream_body() -> bytes:
+    body = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 16000,
+        "stream": True,
+        "messages": [{"role": "user", "content": "write at length"}],
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _stream_rows(client: httpx.Client, upstream: str, proxy: str) -> None:
+    """A long streamed answer, direct and through the proxy (which reads its usage)."""
+    path, body = "/v1/messages", _stream_body()
+    for _ in range(3):
+        _time(client, upstream + path, body)
+        _time(client, proxy + path, body)
+    direct: list[float] = []
+    proxied: list[float] = []
+    for _ in range(TEXT_RUNS):
+        direct.append(_time(client, upstream + path, body))
+        proxied.append(_time(client, proxy + path, body))
+    _row(f"stream, {STREAM_EVENTS} events", len(body), direct, proxied)
+
+
 def _traces_rows(client: httpx.Client, off: str, on: str) -> None:
     """The same requests through the proxy with traces off and on, interleaved."""
     text = ("/v1/chat/completions", _text_body())
@@ -212,6 +273,90 @@ def _traces_rows(client: httpx.Client, off: str, on: str) -> None:
         quiet.append(_time(client, off + "/v1/messages", body))
         traced.append(_time(client, on + "/v1/messages", body))
     _row("5 images, on vs off", size, quiet, traced)
+    quiet, traced = [], []
+    stream = _stream_body()
+    for _ in range(TEXT_RUNS):
+        quiet.append(_time(client, off + "/v1/messages", stream))
+        traced.append(_time(client, on + "/v1/messages", stream))
+    _row("stream, on vs off", len(stream), quiet, traced)
+
+
+def _tap() -> None:
+    """What reading a reply's usage costs per reply, in-process: the reply's 4 KB chunks
+    through :class:`~visus.proxy.replies.ReplyTap` and its protocol's reader, against
+    the same chunks passed on unread."""
+    import asyncio
+    import gzip
+
+    from visus.proxy.anthropic import MessagesReply
+    from visus.proxy.openai_responses import ResponsesReply
+    from visus.proxy.replies import Reader, ReplyTap
+
+    namespace: dict[str, Any] = {}
+    code = _UPSTREAM.split("async def chunks")[0].replace(
+        "import json, sys, uvicorn", "import json"
+    )
+    exec(
+        compile(code.split("from starlette")[0] + code[code.index("REPLY = ") :], "up", "exec"),
+        namespace,
+    )
+    stream: bytes = namespace["STREAM"]
+    done = {"model": "gpt-5", "usage": {"input_tokens": 900, "output_tokens": 5000}}
+    responses = stream.replace(b"event: message_stop", b"event: response.completed") + (
+        b"event: response.completed\ndata: "
+        + json.dumps({"type": "response.completed", "response": done}).encode()
+        + b"\n\n"
+    )
+    reply: bytes = namespace["REPLY"]
+    cases: list[tuple[str, str, str | None, bytes, type]] = [
+        (
+            f"Messages stream, {len(stream) // 1000} KB",
+            "text/event-stream",
+            None,
+            stream,
+            MessagesReply,
+        ),
+        (
+            f"Responses stream, {len(responses) // 1000} KB",
+            "text/event-stream",
+            None,
+            responses,
+            ResponsesReply,
+        ),
+        ("Messages JSON", "application/json", None, reply, MessagesReply),
+        ("Messages JSON, gzip", "application/json", "gzip", gzip.compress(reply), MessagesReply),
+    ]
+
+    async def through(chunks: list[bytes], tap: ReplyTap | None) -> None:
+        async def source() -> Any:
+            for c in chunks:
+                yield c
+
+        body = source() if tap is None else tap.wrap(source())
+        async for _ in body:
+            pass
+
+    def per_reply(
+        chunks: list[bytes], ctype: str, coding: str | None, reader: type, n: int, read: bool
+    ) -> float:
+        async def run() -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                r: Reader = reader()
+                await through(chunks, ReplyTap(ctype, coding, r, lambda: None) if read else None)
+            return (time.perf_counter() - start) / n
+
+        return asyncio.run(run())
+
+    for name, ctype, coding, data, reader in cases:
+        chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
+        n = 200 if len(data) > 10_000 else 5000
+        bare = per_reply(chunks, ctype, coding, reader, n, read=False)
+        read = per_reply(chunks, ctype, coding, reader, n, read=True)
+        print(
+            f"tap {name:<26} unread {bare * 1e6:8.1f} us/reply   read {read * 1e6:8.1f} "
+            f"us/reply   (+{(read - bare) * 1e6:.1f} us)"
+        )
 
 
 def _hooks() -> None:
@@ -289,6 +434,7 @@ def main() -> None:
         )
         _text_rows(client, upstream, proxy)
         _image_rows(client, upstream, proxy)
+        _stream_rows(client, upstream, proxy)
         stats = client.get(f"{proxy}/stats").json()
         print(
             f"proxy stats: {stats['requests']} requests, {stats['images_fitted']} images fitted "
@@ -296,3 +442,4 @@ def main() -> None:
         )
         _traces_rows(client, proxy, traced)
     _hooks()
+    _tap()
