@@ -49,6 +49,10 @@ os.environ.setdefault("VISUS_REFERENCE_JSON", "1")
 # A CLI command would otherwise start the local reference server that outlives it (for
 # the next command): no test leaves one running; tests of that server turn it on.
 os.environ.setdefault("VISUS_REFERENCE_SHARED", "0")
+# The reference OCR on one onnxruntime thread: the workers already fill the cores, and
+# two threads per call spent about half as much CPU again per image (visus.reference.
+# vision). The same words either way.
+os.environ.setdefault("VISUS_REFERENCE_OCR_THREADS", "1")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
