@@ -391,3 +391,16 @@ def test_the_reply_tap_reads_a_compressed_reply_and_gives_up_past_its_bound() ->
     event = f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
     assert _through("text/event-stream", None, [huge, b"\n\n" + event]).dropped == 0
     assert _through("application/json", "br", [reply]).dropped == 0
+
+
+def test_a_compressed_stream_is_read_only_to_the_body_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip stream inflating past PROXY_MAX_BODY_BYTES is passed on, unread from there
+    (a small one, as a compressed bomb would be, with the cap made small here)."""
+    monkeypatch.setattr(limits, "PROXY_MAX_BODY_BYTES", 64 * 1024)
+    start = {"type": "message_start", "message": {"input_transformations": _DROPS}}
+    late = f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
+    pings = b'event: ping\ndata: {"type": "ping"}\n\n' * 4000  # ~150 KB inflated
+    packed = gzip.compress(pings + late)
+    assert len(packed) < 64 * 1024
+    assert _through("text/event-stream", "gzip", [packed]).dropped == 0
+    assert _through("text/event-stream", "gzip", [gzip.compress(late + pings)]).dropped == 2

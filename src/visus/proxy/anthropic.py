@@ -218,9 +218,10 @@ class MessagesReply:
         (105, 90, 10, 42)
     """
 
-    #: ``message_start`` and ``message_delta`` carry it (``input_transformations`` is
-    #: in ``message_start``); :meth:`read` picks them by their type.
-    marker = b'"usage"'
+    #: The usage and ``input_transformations`` are in ``message_start`` and
+    #: ``message_delta`` (whose type values start so; a quote inside a JSON string is
+    #: escaped, so text never matches); :meth:`read` picks them by their type.
+    marker = b'"message_'
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}

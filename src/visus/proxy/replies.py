@@ -65,9 +65,10 @@ class Reader(Protocol):
     @property
     def dropped(self) -> int: ...
 
-    #: Bytes every stream event it reads holds (``b'"usage"'``: a JSON key, never inside
-    #: a JSON string, where a quote is escaped): the tap splits and looks no further
-    #: into the rest of a stream (the text deltas).
+    #: Bytes every stream event it reads holds, starting with a quote (``b'"usage"'``, a
+    #: key; ``b'"message_'``, a type value), so never inside a JSON string, where a quote
+    #: is escaped: the tap splits and parses only the chunks that hold it, and passes
+    #: the rest of a stream (the text deltas) after finding its last event boundary.
     marker: bytes
 
     def wants(self, event: bytes) -> bool:
@@ -203,7 +204,7 @@ class ReplyTap:
             self.done, self.held = True, []
         else:
             self.held.append(data)
-        if self.size > limits.PROXY_MAX_BODY_BYTES:
+        if self.inflate is not None and self.size > limits.PROXY_MAX_BODY_BYTES:
             self.done = True  # a stream inflating past any body the proxy reads
 
     def _events(self, data: bytes) -> None:
