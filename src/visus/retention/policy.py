@@ -33,17 +33,22 @@ class AppendOnly:
 
 #: The append-only break-even of each family of models that bind their reasoning to the
 #: prefix, by a part of the model id (Bedrock and Vertex ids contain it too), chosen by
-#: ``python -m benchmarks economics`` (benchmarks/RESULTS.md "economics", 2026-11-29):
-#: on Sonnet 5.5 and Opus 5.5 (cache reads 0.05x input) an eviction costs a rewrite of
-#: the live tail and every reasoning block since the last one, done again, while a live
-#: image read costs little: at 60k and 120k tokens visus evicted within 100 steps and
-#: paid 27% more than never evicting; at 200k (about 100 screenshots of 1568x980) a
-#: 100-step run never evicts and a 300-step one evicts rarely. A family not listed takes
-#: ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE`` (not measured).
+#: ``python -m benchmarks economics`` (benchmarks/RESULTS.md "economics", "The accounting
+#: fixed, every strategy to 300 steps", 2026-11-29): on Sonnet 5.5 and Opus 5.5 (cache
+#: reads 0.05x input, writes 1.25x) an eviction rewrites what stays live after it, so it
+#: pays when little stays: the oldest 90% leave. Append-only with a history of up to 10k
+#: image tokens (1-5 screenshots of 1568x980 live) cost least at 100 and 300 steps of the
+#: break-evens measured (Opus: 10k $1.257 / $3.674, 20k $1.401 / $4.505, 40k $1.625 /
+#: $5.345, 200k with half leaving $2.284 / $12.802; hermes-agent $2.284 / $63.236), and
+#: sees about as many screens as the count window of the other families. Each eviction
+#: drops the reasoning since the one before (each block once over a run, whatever the
+#: break-even); measured with the reference's 48 reasoning tokens a reply, an early
+#: eviction stops paying within 100 steps if a reply reasons more than ~530 tokens. A
+#: family not listed takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE`` (not measured).
 APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
     {
-        "claude-opus-5": AppendOnly(200_000, 0.5),
-        "claude-sonnet-5": AppendOnly(200_000, 0.5),
+        "claude-opus-5": AppendOnly(10_000, 0.9),
+        "claude-sonnet-5": AppendOnly(10_000, 0.9),
     }
 )
 
