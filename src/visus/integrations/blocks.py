@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from visus.integrations.core import NO_VIEW, ViewCall
-from visus.perception.values import content_digest
+from visus.integrations.memo import ImageMemo
 
 __all__ = [
     "artifact_of",
@@ -71,8 +71,9 @@ def image_url(block: dict[str, Any]) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def image_bytes(block: dict[str, Any]) -> tuple[bytes, str] | None:
-    """(bytes, media type) of an inline image block in any shape LangChain passes on."""
+def image_bytes(block: dict[str, Any], memo: ImageMemo | None = None) -> tuple[bytes, str] | None:
+    """(bytes, media type) of an inline image block in any shape LangChain passes on
+    (with ``memo``, an integration's, its base64 decoded once)."""
     b64: Any = block.get("base64")
     media_type: Any = block.get("mime_type")
     if b64 is None and block.get("source_type") == "base64":  # LangChain v0 blocks
@@ -88,25 +89,31 @@ def image_bytes(block: dict[str, Any]) -> tuple[bytes, str] | None:
         media_type = head.split(";", 1)[0]
     if not isinstance(b64, str):
         return None
-    try:
-        data = base64.b64decode(b64, validate=True)
-    except ValueError:
+    data = _decoded(b64) if memo is None else memo.decoded(b64, _decoded)
+    if data is None:
         return None
     return data, media_type if isinstance(media_type, str) and media_type else "image/png"
 
 
-def image_data(block: dict[str, Any]) -> bytes | None:
+def _decoded(b64: str) -> bytes | None:
+    try:
+        return base64.b64decode(b64, validate=True)
+    except ValueError:
+        return None
+
+
+def image_data(block: dict[str, Any], memo: ImageMemo | None = None) -> bytes | None:
     """The bytes of an inline image block (None for a web URL or a malformed block)."""
-    found = image_bytes(block)
+    found = image_bytes(block, memo)
     return None if found is None else found[0]
 
 
-def image_key(block: dict[str, Any], meta: Mapping[str, Any] | None) -> str:
+def image_key(block: dict[str, Any], meta: Mapping[str, Any] | None, memo: ImageMemo) -> str:
     """What tells two tool images apart: the bytes' digest (a view's names the same),
     or a web image's URL."""
-    found = image_bytes(block)
+    found = image_bytes(block, memo)
     if found is not None:
-        return content_digest(found[0])
+        return memo.digest(found[0])
     if meta is not None:
         return str(meta["digest"])
     return image_url(block) or ""

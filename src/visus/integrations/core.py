@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 import functools
 import warnings
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from visus.agent.options import PathLike, VisionKeywords, VisionOptions
 from visus.agent.policy import own_places
 from visus.agent.tools import Tool, ToolContext, ToolRegistry
 from visus.errors import VisusError
+from visus.integrations.memo import ImageMemo
 from visus.integrations.values import (
     NO_VIEW,
     HeldImage,
@@ -62,7 +62,6 @@ from visus.integrations.values import (
 from visus.models import ModelSpec, get_model, image_tokens
 from visus.models.spec import AnthropicPatches
 from visus.perception import Reach
-from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore, FileBlobStore
 from visus.record.messages import (
     ImagePart,
@@ -153,11 +152,6 @@ def catalog_provider(framework_name: str | None) -> str | None:
     return _PROVIDERS.get(framework_name.lower())
 
 
-# Fitted tool images kept per process: a framework sends its whole history with every
-# request, so an image is fitted once, not once per model call.
-_FITTED_CACHE = 64
-
-
 class VisionCore:
     """The state an integration shares across its framework's turns, made from one
     :class:`~visus.agent.options.VisionOptions` (its fields are documented there).
@@ -203,7 +197,9 @@ class VisionCore:
         self.allow_loopback_http = options.allow_loopback_http
         self._specs: dict[tuple[str, str | None], ModelSpec] = {}
         self._warned: set[str] = set()
-        self._fitted: OrderedDict[tuple[str, str], ToolImage] = OrderedDict()
+        # A framework sends its whole history with every request: each image is
+        # decoded, hashed, probed and fitted once, not once per request.
+        self.memo = ImageMemo()
 
     # --- models ------------------------------------------------------------------
 
@@ -282,9 +278,11 @@ class VisionCore:
 
         Its descriptor then names the digest, which ``view`` takes back.
         """
-        digest = content_digest(data)
-        if not self.blobs.has(digest):
-            self.blobs.put(data, media_type)
+        digest = self.memo.digest(data)
+        if not self.memo.stored(digest):
+            if not self.blobs.has(digest):
+                self.blobs.put(data, media_type)
+            self.memo.keep_stored(digest)
         return digest
 
     def tool_image(self, data: bytes, media_type: str, model: ModelSpec) -> ToolImage:
@@ -294,20 +292,16 @@ class VisionCore:
         (another model on the same history) gets it fitted again when it does not
         fit. Never raises: bytes that are not an image visus can fit go on as they are.
         """
-        digest = content_digest(data)
-        key = (digest, model.name)
-        cached = self._fitted.get(key)
+        digest = self.memo.digest(data)
+        cached = self.memo.fitted(digest, model.name)
         if cached is not None:
-            self._fitted.move_to_end(key)
             return cached
         self.remember(data, media_type)
         image = ToolImage(digest, data, media_type)
         # Bytes visus cannot read as an image go on: the provider says what is wrong.
         with contextlib.suppress(VisusError):
             image = self._fit(image, model)
-        self._fitted[key] = image
-        while len(self._fitted) > _FITTED_CACHE:
-            self._fitted.popitem(last=False)
+        self.memo.keep_fitted(model.name, image)
         return image
 
     def _fit(self, image: ToolImage, model: ModelSpec) -> ToolImage:
@@ -394,13 +388,8 @@ class VisionCore:
 
         Bytes that are not an image cost 0.
         """
-        try:
-            head = media.probe(data)
-        except VisusError:
-            return 0
-        if head.width is None or head.height is None:
-            return 0
-        return image_tokens(model, head.width, head.height)
+        size = self.memo.size(data)
+        return 0 if size is None else image_tokens(model, *size)
 
 
 class Integration:

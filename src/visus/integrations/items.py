@@ -38,7 +38,6 @@ from typing import Any
 from visus.integrations.core import NO_VIEW, HeldImage, ViewCall, VisionCore, image_in_text
 from visus.integrations.window import RequestImages, Window, held_in, split_images, wire_of
 from visus.models import ModelSpec
-from visus.perception.values import content_digest
 from visus.record.blobs import BlobStore
 
 __all__ = [
@@ -173,7 +172,7 @@ def held_items(core: VisionCore, items: Iterable[Any]) -> list[HeldImage]:
     the call to ``core``'s ``view`` that made them."""
     items = [_with_image_text(i) for i in items]
     calls = _calls(items)
-    return held_in(items, _is_user, lambda i: _held_images(core, i, calls))
+    return held_in(items, _is_user, lambda i: _held_images(core, i, calls), core.memo.digest)
 
 
 def request_input(
@@ -185,7 +184,7 @@ def request_input(
     after each run of tool outputs (Chat Completions)."""
     prepared = [_with_image_text(item) for item in items]
     wire = wire_of(model.provider, chat=hoist)
-    window = Window.of(core, model, wire, prepared, _is_user, _tool_images)
+    window = Window.of(core, model, wire, prepared, _is_user, lambda i: _tool_images(core, i))
     calls = _calls(prepared)
 
     def rewrite(item: Item, turn: int) -> tuple[Item, list[Item]] | None:
@@ -212,7 +211,7 @@ def _held_images(
     else:
         return []
     return [
-        (inline(c["image_url"]), view)
+        (_inline(core, c["image_url"]), view)
         for c in (content if isinstance(content, list) else ())
         if isinstance(c, dict)
         and c.get("type") == "input_image"
@@ -238,7 +237,9 @@ def _output(
         window.tally,
         part=lambda i: i.part,
         live=lambda i: {**i.part, "image_url": _live(i.url, window)},
-        note=lambda i, repeat: window.note(_found(i.url), i.url, turn, view, repeat=repeat),
+        note=lambda i, repeat: window.note(
+            _found(window.core, i.url), i.url, turn, view, repeat=repeat
+        ),
         text=_text,
     )
     texts = [c["text"] for c in item["output"] if c.get("type") == "input_text"]
@@ -251,7 +252,7 @@ def _output(
 def _live(url: str, window: Window) -> str:
     """The URL a live image is sent as: a data URL fitted to the request's model (a
     view's already is, unless another model than the one that asked gets it)."""
-    found = _found(url)
+    found = _found(window.core, url)
     fitted = window.fitted(found)
     if fitted is None or found is None or fitted.data is found[0]:
         return url  # a web URL (the provider fetches it), not base64, or fitted already
@@ -283,15 +284,26 @@ def _user(content: list[Item]) -> Item:
     return {"role": "user", "content": content}
 
 
-def _found(url: str) -> tuple[bytes, str] | None:
+def _inline(core: VisionCore, url: str) -> bytes | None:
+    """:func:`inline`, decoded once per URL (``core``'s memo: a request carries the
+    history's images again and again)."""
+    return core.memo.decoded(url, inline)
+
+
+def _found(core: VisionCore, url: str) -> tuple[bytes, str] | None:
     """The bytes and media type of a base64 data URL (None for any other URL)."""
-    data = inline(url)
+    data = _inline(core, url)
     return None if data is None else (data, media_type_of(url))
 
 
-def _tool_images(item: Any) -> list[tuple[str, bytes | None]]:
-    """A tool output's images as the plan tells them apart (:func:`_image_key`)."""
-    return [(_image_key(i.url), inline(i.url)) for i in _images(item)] if _is_output(item) else []
+def _tool_images(core: VisionCore, item: Any) -> list[tuple[str, bytes | None]]:
+    """A tool output's images as the plan tells them apart (the digest of a data URL's
+    bytes, else the URL), with their bytes."""
+    out: list[tuple[str, bytes | None]] = []
+    for image in _images(item) if _is_output(item) else ():
+        data = _inline(core, image.url)
+        out.append((image.url if data is None else core.memo.digest(data), data))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,12 +346,6 @@ def _with_image_text(item: Any) -> Any:
     if isinstance(output, str) and image_in_text(output) is not None:
         return {**item, "output": [{"type": "input_image", "image_url": output.strip()}]}
     return item
-
-
-def _image_key(url: str) -> str:
-    """What tells two tool images apart: the digest of a data URL's bytes, else the URL."""
-    data = inline(url)
-    return url if data is None else content_digest(data)
 
 
 def _is_reply(item: Any) -> bool:

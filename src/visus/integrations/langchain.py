@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -48,6 +49,7 @@ from visus.agent.options import PathLike, VisionKeywords
 from visus.errors import ConfigError
 from visus.integrations import blocks
 from visus.integrations.core import CONSERVATIVE, HeldImage, Integration, ViewCall, image_in_text
+from visus.integrations.memo import ImageMemo
 from visus.integrations.reasoning import BINDING_BETA, bound_thinking, checked_effort
 from visus.integrations.values import RequestImages
 from visus.integrations.window import Window, breakpoints, held_in, split_images, wire_of
@@ -195,7 +197,8 @@ class VisionMiddleware(Integration, AgentMiddleware):
 
     def held(self, messages: Iterable[BaseMessage]) -> list[HeldImage]:
         """The images ``messages`` hold (tool results and human messages), with turns."""
-        return held_in(list(messages), _opens_turn, _held_images)
+        memo = self.core.memo
+        return held_in(list(messages), _opens_turn, lambda m: _held_images(m, memo), memo.digest)
 
     # --- requests ----------------------------------------------------------------
 
@@ -271,7 +274,8 @@ class VisionMiddleware(Integration, AgentMiddleware):
         """
         prepared = [_with_image_text(m) for m in messages]
         wire = wire_of(model.provider, chat=hoist if model.provider == "openai" else None)
-        window = Window.of(self.core, model, wire, prepared, _opens_turn, _tool_images)
+        images = functools.partial(_tool_images, memo=self.core.memo)
+        window = Window.of(self.core, model, wire, prepared, _opens_turn, images)
 
         def rewrite(m: AnyMessage, turn: int) -> tuple[AnyMessage, list[Any]] | None:
             images = _tool_image_blocks(m)
@@ -308,7 +312,7 @@ def _tool_message(
         part=lambda b: b,
         live=lambda b: _fitted(b, window),
         note=lambda b, repeat: window.note(
-            blocks.image_bytes(b), blocks.image_url(b), turn, view, repeat=repeat
+            blocks.image_bytes(b, window.core.memo), blocks.image_url(b), turn, view, repeat=repeat
         ),
         text=text,
     )
@@ -322,7 +326,7 @@ def _tool_message(
 
 def _fitted(block: dict[str, Any], window: Window) -> dict[str, Any]:
     """An image block as the request's model is sent it (a web URL as it is)."""
-    found = blocks.image_bytes(block)
+    found = blocks.image_bytes(block, window.core.memo)
     image = window.fitted(found)
     if image is None or found is None or image.data is found[0]:
         return block
@@ -339,20 +343,21 @@ def _without_stale_reasoning(out: list[AnyMessage], window: Window) -> list[AnyM
     return out
 
 
-def _tool_images(m: AnyMessage) -> list[tuple[str, bytes | None]]:
-    """A message's tool images as the plan tells them apart (:func:`_key`), with bytes."""
-    meta = blocks.artifact_of(m)
-    return [(blocks.image_key(b, meta), blocks.image_data(b)) for b in _tool_image_blocks(m)]
+def _tool_images(m: AnyMessage, memo: ImageMemo) -> list[tuple[str, bytes | None]]:
+    """A message's tool images as the plan tells them apart (:func:`blocks.image_key`),
+    with bytes (decoded and hashed once: ``memo``)."""
+    meta, found = blocks.artifact_of(m), _tool_image_blocks(m)
+    return [(blocks.image_key(b, meta, memo), blocks.image_data(b, memo)) for b in found]
 
 
-def _held_images(m: BaseMessage) -> list[tuple[bytes | None, ViewCall]]:
+def _held_images(m: BaseMessage, memo: ImageMemo) -> list[tuple[bytes | None, ViewCall]]:
     """The images a tool result or human message holds, with the view that made them."""
     if not isinstance(m, ToolMessage | HumanMessage):
         return []
     view = blocks.view_of(blocks.artifact_of(m))
     content = _with_image_text(m).content
     images = [b for b in content if blocks.is_image_block(b)] if isinstance(content, list) else []
-    return [(blocks.image_data(b), view) for b in images]
+    return [(blocks.image_data(b, memo), view) for b in images]
 
 
 def _own_effort(model: BaseChatModel, settings: Mapping[str, Any]) -> bool:

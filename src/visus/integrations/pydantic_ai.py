@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard, Unpack, cast
 
 from visus.agent.options import PathLike, VisionKeywords
@@ -59,7 +60,6 @@ from visus.integrations.reasoning import bound_thinking, checked_effort
 from visus.integrations.values import RequestImages
 from visus.integrations.window import Window, breakpoints, held_in, wire_of
 from visus.models import ModelSpec
-from visus.perception.values import content_digest
 
 try:
     from pydantic_ai import RunContext
@@ -148,7 +148,8 @@ class Vision(Integration, AbstractCapability[Any]):
     def held(self, messages: Sequence[ModelMessage]) -> list[HeldImage]:
         """The images ``messages`` hold (tool results and prompts), each with its turn."""
         calls = _calls(messages)
-        return held_in(messages, _opens_turn, lambda m: self._held_images(m, calls))
+        images = functools.partial(self._held_images, calls=calls)
+        return held_in(messages, _opens_turn, images, self.core.memo.digest)
 
     def _held_images(
         self, m: ModelMessage, calls: Mapping[str, ToolCallPart]
@@ -223,7 +224,8 @@ class Vision(Integration, AbstractCapability[Any]):
         cache's breakpoints go where visus's own agent puts them (:func:`_with_marks`).
         """
         calls = _calls(messages)
-        window = Window.of(self.core, model, wire_of(model.provider), messages, _opens_turn, _keys)
+        keys = functools.partial(_keys, digest=self.core.memo.digest)
+        window = Window.of(self.core, model, wire_of(model.provider), messages, _opens_turn, keys)
         out = [
             self._request(m, turn, window, calls) if isinstance(m, ModelRequest) else m
             for m, turn in zip(messages, window.turns, strict=True)
@@ -348,14 +350,14 @@ def _without_stale_thinking(out: list[ModelMessage], window: Window) -> list[Mod
     return out
 
 
-def _keys(m: ModelMessage) -> list[tuple[str, bytes | None]]:
-    """A request's tool images as the plan tells them apart (their bytes' digest; a web
-    image's URL), with their bytes."""
+def _keys(m: ModelMessage, digest: Callable[[bytes], str]) -> list[tuple[str, bytes | None]]:
+    """A request's tool images as the plan tells them apart (their bytes' ``digest``; a
+    web image's URL), with their bytes."""
     out: list[tuple[str, bytes | None]] = []
     for image in _tool_images(m):
         data = _image_data(image)
         url = image.url if isinstance(image, ImageUrl) else ""
-        out.append((url if data is None else content_digest(data), data))
+        out.append((url if data is None else digest(data), data))
     return out
 
 

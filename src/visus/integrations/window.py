@@ -98,10 +98,12 @@ def held_in(
     messages: Sequence[T],
     starts: Callable[[T], bool],
     images: Callable[[T], Iterable[tuple[bytes | None, ViewCall]]],
+    digest: Callable[[bytes], str] = content_digest,
 ) -> list[HeldImage]:
     """The images ``messages`` hold, each with its turn (``starts``: the messages that
     open one) and the ``view`` call that made it: ``images`` gives each message's
     (bytes, call); an image with no bytes (a web URL) is none a digest names.
+    ``digest``: the bytes' sha256 (an integration's memo of it).
 
     Example:
         >>> shots = lambda m: [(m, NO_VIEW)] if isinstance(m, bytes) else []
@@ -109,7 +111,7 @@ def held_in(
         [1, 2]
     """
     return [
-        HeldImage(content_digest(data), turn, view)
+        HeldImage(digest(data), turn, view)
         for m, turn in zip(messages, turns_of(messages, starts), strict=True)
         for data, view in images(m)
         if data is not None
