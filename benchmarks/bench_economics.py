@@ -162,7 +162,9 @@ def _strategies(run: WireRun) -> list[Strategy]:
         # oldest (half of what fits), the history otherwise append-only.
         Strategy(
             "claude-code",
-            RetentionPolicy(live_images=None, append_only=True, append_tokens=10**9),
+            RetentionPolicy(
+                live_images=None, append_only=True, append_tokens=10**9, append_share=0.5
+            ),
             dedup=False,
         ),
         Strategy(
