@@ -11,6 +11,14 @@ image type (no fitting, no blob store, no retention; every old image stays in ev
 request). The integration's turn runs visus's view (decode, fit, encode, blob put)
 and its per-request retention over the whole history.
 
+The models the doubles are named decide retention: pydantic-ai's and LangChain's are
+claude-sonnet-4-6 (the count window: at turn 50 a few images live, the others
+descriptors); the Agents SDK's names none, so the SDK's default runs (gpt-5.6-luna,
+which binds its reasoning to the history), whose retention is append-only: at turn 50
+all 49 earlier screenshots stay live in every request, the bigger case. Each image is
+decoded, hashed and probed once per integration (``visus.integrations.memo``), so a
+request's cost past the bare framework's follows the images it has not met.
+
 Reported: median time per step (a turn is two steps) over repeated turns at turn 1
 (empty history) and turn 50 (49 earlier turns, one image each), bare vs visus, and
 the difference.
