@@ -38,9 +38,10 @@ class AppendOnly:
 #: reads 0.05x input, writes 1.25x) an eviction rewrites what stays live after it, so it
 #: pays when little stays: the oldest 90% leave. Append-only with a history of up to 10k
 #: image tokens (1-5 screenshots of 1568x980 live) cost least at 100 and 300 steps of the
-#: break-evens measured (Opus: 10k $1.257 / $3.674, 20k $1.401 / $4.505, 40k $1.625 /
-#: $5.345, 200k with half leaving $2.284 / $12.802; hermes-agent $2.284 / $63.236), and
-#: sees about as many screens as the count window of the other families. Each eviction
+#: break-evens measured (Opus: 6k $1.275 / $3.716, 10k $1.257 / $3.674, 20k $1.401 /
+#: $4.505, 40k $1.625 / $5.345, 200k with half leaving $2.284 / $12.802; hermes-agent
+#: $2.284 / $63.223), and sees about as many screens as the count window of the other
+#: families. Each eviction
 #: drops the reasoning since the one before (each block once over a run, whatever the
 #: break-even); measured with the reference's 48 reasoning tokens a reply, an early
 #: eviction stops paying within 100 steps if a reply reasons more than ~530 tokens. A
