@@ -209,13 +209,17 @@ def plan_tool_images(
 
     Example:
         >>> from visus.models import get_model
-        >>> shots = [Shown(f"{n:064x}", 200_000, 1600) for n in range(40)]
+        >>> shots = [Shown(f"{n:064x}", 200_000, 500) for n in range(15)]
         >>> opus = get_model("claude-opus-5-5")
         >>> fates = plan_tool_images(shots, RetentionPolicy(), model=opus)
-        >>> sum(f.kind == "live" for f in fates) > 4  # append-only: no count window
-        True
-        >>> fates = plan_tool_images(shots, RetentionPolicy(), model=get_model("claude-sonnet-4-6"))
-        >>> sum(f.kind == "live" for f in fates)
+        >>> sum(f.kind == "live" for f in fates)  # append-only, under its break-even
+        15
+        >>> more = [Shown(f"{n:064x}", 200_000, 500) for n in range(25)]  # past 10k tokens
+        >>> sum(f.kind == "live" for f in plan_tool_images(more, RetentionPolicy(), model=opus))
+        5
+        >>> many = [Shown(f"{n:064x}", 200_000, 1600) for n in range(40)]
+        >>> fates = plan_tool_images(many, RetentionPolicy(), model=get_model("claude-sonnet-4-6"))
+        >>> sum(f.kind == "live" for f in fates)  # the count window
         4
     """
     policy = policy.for_model(model)
