@@ -41,11 +41,14 @@ context window). A sweep per family shows why the defaults are what they are:
 Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it;
 ``VISUS_ECONOMICS_MODELS=claude-opus-5-5,gpt-5`` picks models;
 ``VISUS_ECONOMICS_ONLY=visus,hermes,visus@60000/0.9`` runs only those strategies, with a
-line of totals each; ``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps).
+line of totals each; ``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps;
+``VISUS_ECONOMICS_REASONING=1000`` has the reference's thinking models reason 1,000 tokens
+a reply instead of their own 48, to see how the choice depends on it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import itertools
@@ -58,6 +61,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from unittest import mock
 
 import httpx
 from PIL import Image, ImageDraw
@@ -224,6 +228,20 @@ _LIST = 3 * int(os.environ.get("VISUS_ECONOMICS_STEPS", "100"))
 _HOLD = int(os.environ.get("VISUS_ECONOMICS_HOLD", "0"))
 
 
+#: ``VISUS_ECONOMICS_REASONING=R``: the reasoning tokens a thinking reply of the reference
+#: does (and a dropped block of it costs again), instead of its own 48 at medium effort.
+_REASONING = int(os.environ.get("VISUS_ECONOMICS_REASONING", "0"))
+
+
+def _reasoning() -> contextlib.AbstractContextManager[object]:
+    """The reference's reasoning per reply as ``VISUS_ECONOMICS_REASONING`` says (its
+    server runs in this process's thread)."""
+    if _REASONING <= 0:
+        return contextlib.nullcontext()
+    target = "visus.reference.wire_claude_thinking.reasoning_tokens"
+    return mock.patch(target, return_value=_REASONING)
+
+
 def _unchanged(step: int) -> bool:
     return step % _HOLD != 0 if _HOLD > 1 else step % 3 == 0
 
@@ -270,6 +288,7 @@ def _run(run: WireRun, strategy: Strategy, steps: int) -> list[Step]:
     spec = run.model
     out: list[Step] = []
     with (
+        _reasoning(),
         serve_in_background(context_tokens=spec.context_tokens) as url,
         httpx.Client(
             base_url=url, timeout=120, headers={"authorization": "Bearer k", "x-api-key": "k"}
