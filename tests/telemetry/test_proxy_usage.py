@@ -103,18 +103,24 @@ def _anthropic_expected(usage: dict[str, int], model: str) -> dict[str, Any]:
     }
 
 
-def _span(captured: Captured, count: int) -> ReadableSpan:
-    """The ``count``-th proxied model call's span, once ended: it ends after the reply
-    has passed, which may be a moment after the client read the last byte."""
+def _span(captured: Captured, count: int, model: str | None = None) -> ReadableSpan:
+    """The ``count``-th proxied model call's span (of ``model`` when given), once ended:
+    it ends after the reply has passed, which may be a moment after the client read the
+    last byte."""
     deadline = time.monotonic() + 60
-    while len(calls := _proxied(captured)) < count:
+    while len(calls := _proxied(captured, model)) < count:
         assert time.monotonic() < deadline, [s.name for s in captured.spans]
         time.sleep(0.02)
     return calls[count - 1]
 
 
-def _proxied(captured: Captured) -> list[ReadableSpan]:
-    return [s for s in captured.spans if (s.attributes or {}).get(names.SURFACE) == "proxy"]
+def _proxied(captured: Captured, model: str | None = None) -> list[ReadableSpan]:
+    return [
+        s
+        for s in captured.spans
+        if (s.attributes or {}).get(names.SURFACE) == "proxy"
+        and (model is None or (s.attributes or {}).get(names.REQUEST_MODEL) == model)
+    ]
 
 
 def _assert_usage(span: ReadableSpan, expected: dict[str, Any]) -> None:
@@ -289,15 +295,19 @@ def test_a_client_that_leaves_mid_stream_ends_the_span_with_what_came(
         return StreamingResponse(events(), media_type="text/event-stream")
 
     upstream_app = Starlette(routes=[Route("/v1/messages", hanging, methods=["POST"])])
-    body = {"model": "claude-sonnet-4-6", "max_tokens": 10, "stream": True, "messages": []}
+    # A model id of this test's own (a dated snapshot of a listed one): only its spans
+    # count, whatever else a proxy of this process traces meanwhile.
+    model = "claude-sonnet-4-6-20991231"
+    body = {"model": model, "max_tokens": 10, "stream": True, "messages": []}
     with serve_app(upstream_app) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
         with httpx.stream(
             "POST", f"{url}/v1/messages", json=body, headers=ANTHROPIC, timeout=60
         ) as r:
             first = next(r.iter_lines())
             assert first == "event: message_start"
-            assert not _proxied(captured)  # still streaming: the span is open
-        call = _span(captured, 1)  # the client left: it ended
+            ended = _proxied(captured, model)
+            assert not ended, [dict(s.attributes or {}) for s in ended]  # still open
+        call = _span(captured, 1, model)  # the client left: it ended
     assert call.attributes is not None
     assert call.attributes[names.INPUT_TOKENS] == 312
     assert call.attributes[names.CACHE_READ_TOKENS] == 300
