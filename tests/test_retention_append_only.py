@@ -54,6 +54,9 @@ def test_policy_for_decides_per_family() -> None:
     opus = policy_for(OPUS)
     assert opus.append_only
     assert opus.append_tokens == APPEND_ONLY_FAMILIES["claude-opus-5"].tokens
+    haiku = policy_for(get_model("claude-haiku-5-5"))  # measured: not the fallback
+    assert haiku.append_only
+    assert (haiku.append_tokens, haiku.share) == (10_000, 0.9)
     assert policy_for(get_model("claude-sonnet-4-6")).append_only is False
     assert policy_for(get_model("gpt-5")).append_only is False
     assert policy_for(OPUS, RetentionPolicy(append_only=False)).append_only is False

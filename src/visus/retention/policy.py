@@ -50,6 +50,9 @@ APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
     {
         "claude-opus-5": AppendOnly(10_000, 0.9),
         "claude-sonnet-5": AppendOnly(10_000, 0.9),
+        # Measured alone (RESULTS.md "The families that keep the fallback"): 10k/0.9
+        # $0.037 / $0.112 at 100 / 300 steps against the fallback's $0.089 / $0.301.
+        "claude-haiku-5": AppendOnly(10_000, 0.9),
     }
 )
 
