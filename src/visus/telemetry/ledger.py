@@ -78,11 +78,7 @@ def usd_saved(model: str, tokens: int) -> float:
     """``tokens`` input tokens of ``model`` at its list price (0 for an unknown model)."""
     if tokens <= 0 or not model:
         return 0.0
-    try:
-        spec = get_model(model)
-    except InvalidInputError:
-        return 0.0
-    return cost_usd(spec, input_tokens=tokens, output_tokens=0)
+    return usd_spent(model, input_tokens=tokens, output_tokens=0)
 
 
 def usd_spent(
