@@ -17,11 +17,13 @@ from visus.record.messages import (
     TextPart,
     ToolCall,
     ToolResult,
+    Usage,
     UserMessage,
 )
 from visus.retention import (
     APPEND_ONLY_FAMILIES,
     Ceiling,
+    Hold,
     RetentionPolicy,
     Shown,
     evicted_over,
@@ -34,13 +36,14 @@ OPUS = get_model("claude-opus-5-5")
 W, H = 1280, 800
 
 
-def _record(steps: int) -> list[Message]:
+def _record(steps: int, reasoned: int = 0) -> list[Message]:
+    """``steps`` screenshots, each asked for by a reply that reasoned ``reasoned`` tokens."""
     record: list[Message] = [UserMessage((TextPart("go"),), turn=1)]
     for n in range(steps):
         state = ProviderState("anthropic", f'[{{"type":"thinking","signature":"s{n}"}}]')
-        record.append(
-            AssistantMessage(tool_calls=(ToolCall(f"c{n}", "view", {}),), provider_state=state)
-        )
+        call = ToolCall(f"c{n}", "view", {})
+        usage = Usage(input_tokens=1, output_tokens=reasoned)
+        record.append(AssistantMessage(tool_calls=(call,), usage=usage, provider_state=state))
         shot = ImagePart(f"{n:064x}", "image/png", 1000, W, H, PerceptionOrigin("s.png"))
         record.append(ToolResult(f"c{n}", "view", (shot,), turn=1))
     return record
@@ -110,3 +113,50 @@ def test_evictions_never_come_back_as_a_history_grows() -> None:
         counts = [evicted_over(shots[:n], cap, share=0.5) for n in range(1, len(shots) + 1)]
         assert all(a <= b for a, b in itertools.pairwise(counts))
         assert max(counts) > 0
+
+
+def _evictions(reasoned: int, steps: int = 180) -> list[int]:
+    """The steps whose request evicted, default policy on Opus 5.5 (10k break-even)."""
+    live = [_live(model_view(_record(n, reasoned), model=OPUS)) for n in range(1, steps + 1)]
+    return [n + 1 for n in range(1, steps) if live[n] < live[n - 1] + 1]
+
+
+def test_the_first_eviction_waits_while_the_reasoning_it_drops_costs_more() -> None:
+    """A reply that reasons little: images leave at the break-even (~step 8 of 1280x800
+    screens on Opus). One that reasons 1,000 tokens a reply: they stay until the reads
+    they cost cover the reasoning an eviction drops (a short run keeps all of it), then
+    the history evicts at the break-even as a long run should."""
+    none, little, much = _evictions(0, 40), _evictions(48, 40), _evictions(1000)
+    tokens = image_tokens(OPUS, W, H)
+    at_break_even = APPEND_ONLY_FAMILIES["claude-opus-5"].tokens // tokens + 1
+    assert none[0] == at_break_even  # nothing to drop: at once
+    assert at_break_even < little[0] < 2 * at_break_even  # a few steps of reads
+    assert much[0] > 5 * at_break_even  # it waited
+    # Then the break-even, as the model reasoning little does: the same gaps.
+    gaps = [b - a for a, b in itertools.pairwise(much)]
+    assert gaps
+    assert max(gaps) <= max(b - a for a, b in itertools.pairwise(little)) + 1
+    # The rule, priced for the model: reads (0.05x) past the break-even against the
+    # reasoning (output, 5x) dropped; no reasoning pending, it leaves at once.
+    hold = policy_for(OPUS).hold(OPUS)
+    assert hold == Hold(APPEND_ONLY_FAMILIES["claude-opus-5"].tokens, read=0.05, redo=5.0)
+
+
+def test_a_provider_ceiling_stays_hard_while_the_first_eviction_waits() -> None:
+    shots = [Shown(f"{n:064x}", 1000, 1500, reasoning=5000) for n in range(40)]
+    fates = plan_tool_images(shots, RetentionPolicy(), model=OPUS, ceiling=Ceiling(images=12))
+    assert sum(f.kind == "live" for f in fates) <= 12
+    unbounded = plan_tool_images(shots, RetentionPolicy(), model=OPUS)
+    assert sum(f.kind == "live" for f in unbounded) == 40  # waiting: the reasoning costs more
+
+
+def test_evictions_that_wait_for_reasoning_never_come_back() -> None:
+    rnd = random.Random(11)
+    shots = [
+        Shown(f"{rnd.randrange(90):064x}", 60_000, 1960, reasoning=rnd.randrange(0, 300))
+        for _ in range(300)
+    ]
+    hold = Hold(10_000, read=0.05, redo=5.0)
+    counts = [evicted_over(shots[:n], Ceiling(), share=0.9, hold=hold) for n in range(1, 301)]
+    assert all(a <= b for a, b in itertools.pairwise(counts))
+    assert max(counts) > 0

@@ -34,6 +34,9 @@ from visus.wire import lower
 from .test_long_run import _Recording
 
 STEPS = 24
+#: Screens of a screenshot's tokens (1500 x 1040 px, ~2,000 on Opus 5.5): past the
+#: break-even their reads soon cover the few reasoning tokens the reference spends.
+GRID = (8, 5)
 MODEL = "claude-opus-5-5"
 
 
@@ -45,7 +48,7 @@ def reference_url() -> Iterator[str]:
 
 def _screens(folder: Path) -> str:
     for step in range(1, STEPS + 1):
-        (folder / f"s{step}.png").write_bytes(make_grid(2, 3, seed=100 + step)[0])
+        (folder / f"s{step}.png").write_bytes(make_grid(*GRID, seed=100 + step)[0])
     return "each view " + json.dumps([{"path": f"s{i}.png"} for i in range(1, STEPS + 1)])
 
 
@@ -101,10 +104,11 @@ async def test_a_long_screen_loop_keeps_its_reasoning_and_meets_no_400(
     reference_url: str, tmp_path: Path, wire: str
 ) -> None:
     agent = _agent(tmp_path, reference_url, wire)
-    # A break-even of ten screens (the family's is far larger) so 24 steps meet it.
-    grid = make_grid(2, 3, seed=101)[0]
+    # A break-even of five screens, so 24 steps meet it more than once: the first
+    # eviction waits until the reads cover the reasoning it drops, the rest do not.
+    grid = make_grid(*GRID, seed=101)[0]
     width, height = Image.open(io.BytesIO(grid)).size
-    agent.policy = RetentionPolicy(append_tokens=10 * image_tokens(agent.model, width, height))
+    agent.policy = RetentionPolicy(append_tokens=5 * image_tokens(agent.model, width, height))
     recorder = _Recording(agent.client)
     agent.client = recorder
     prompt = _screens(tmp_path / "work")

@@ -294,8 +294,9 @@ def test_without_a_window_the_history_stays_append_only_until_the_break_even() -
     (the family's share of what fits) leave in one batch, with the opt-in from then on."""
     opus = get_model("claude-opus-5-5")
     policy = policy_for(opus)
-    ceiling = policy.ceiling(opus).image_tokens
-    assert ceiling is not None
+    hold = policy.hold(opus)  # the family's break-even
+    assert hold is not None
+    ceiling = hold.tokens
     each = image_tokens(opus, 2000, 1733)
     first = next(
         n for n in range(1, 1000) if evicted_to_fit([each] * n, ceiling, share=policy.share)

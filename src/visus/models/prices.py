@@ -30,7 +30,7 @@ from visus.models.spec import ModelSpec
 if TYPE_CHECKING:
     from genai_prices.types import ModelPrice
 
-__all__ = ["cost_usd"]
+__all__ = ["cost_usd", "relative_prices"]
 
 #: The catalog's providers as genai-prices names them (others are priced from the catalog).
 _PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "gemini": "google", "bedrock": "aws"}
@@ -90,3 +90,22 @@ def cost_usd(
         + cache_write_tokens * (inp if write is None else write)
         + output_tokens * model.output_price_per_mtok
     ) / 1_000_000
+
+
+@functools.lru_cache(maxsize=256)
+def relative_prices(model: ModelSpec) -> tuple[float, float]:
+    """A cache read's and an output token's price, each as a share of an input token's
+    (what weighing reads saved against reasoning redone needs; ``(1.0, 1.0)`` for a
+    model priced at nothing).
+
+    Example:
+        >>> from visus.models import get_model
+        >>> relative_prices(get_model("claude-opus-5-5"))
+        (0.05, 5.0)
+    """
+    unit = cost_usd(model, input_tokens=1_000_000, output_tokens=0)
+    if unit <= 0:
+        return 1.0, 1.0
+    read = cost_usd(model, input_tokens=1_000_000, output_tokens=0, cache_read_tokens=1_000_000)
+    out = cost_usd(model, input_tokens=0, output_tokens=1_000_000)
+    return round(read / unit, 6), round(out / unit, 6)

@@ -198,10 +198,15 @@ class Edit:
         append = None
         if policy is None and live_images is None and spec.preserved_thinking:
             append = policy_for(spec)
+        hold = append.hold(spec) if append else None
         return cls(
             spec=spec,
             limit_share=append.share if append else limits.RETENTION_LIMIT_SHARE,
-            append_tokens=append.ceiling(spec).image_tokens if append else None,
+            append_tokens=(
+                min(hold.tokens, append.ceiling(spec).image_tokens or hold.tokens)
+                if append and hold
+                else None
+            ),
             profile=profile_for(spec, rules, image_count),
             rules=rules,
             accepted=accepted_for(spec, rules, image_count),

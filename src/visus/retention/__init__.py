@@ -81,6 +81,7 @@ from visus.errors import InvalidInputError
 from visus.models import image_tokens
 from visus.models.spec import ModelSpec
 from visus.record.messages import (
+    AssistantMessage,
     DocumentPart,
     ImagePart,
     Message,
@@ -92,6 +93,7 @@ from visus.record.messages import (
 )
 from visus.retention.batches import (
     Ceiling,
+    Hold,
     ImageFate,
     Shown,
     evicted_images,
@@ -107,13 +109,14 @@ from visus.retention.policy import (
     plan_tool_images,
     policy_for,
 )
-from visus.retention.reasoning import drop_stale_reasoning
+from visus.retention.reasoning import bound_reasoning, drop_stale_reasoning
 
 __all__ = [
     "APPEND_ONLY_FAMILIES",
     "DEFAULT_POLICY",
     "AppendOnly",
     "Ceiling",
+    "Hold",
     "ImageFate",
     "ImageStatus",
     "RetentionPolicy",
@@ -207,12 +210,16 @@ def _apply_count(
     image go."""
     at: list[tuple[int, int]] = []  # (message, part) of each live tool image
     shown: list[Shown] = []
+    reasoned = 0  # output of the replies with reasoning blocks since the last image
     for i, message in enumerate(view):
+        if isinstance(message, AssistantMessage):
+            reasoned += bound_reasoning(message)
         for j, part in enumerate(message.parts):
             if isinstance(part, ImagePart) and isinstance(part.origin, PerceptionOrigin):
                 at.append((i, j))
                 tokens = image_tokens(model, part.width, part.height) if model else 0
-                shown.append(Shown(part.digest, part.size, tokens))
+                shown.append(Shown(part.digest, part.size, tokens, reasoned))
+                reasoned = 0
     plan = functools.partial(plan_tool_images, policy=policy, model=model, ceiling=ceiling)
     fates = plan(shown)
     if policy.append_only and model is not None and model.preserved_thinking:

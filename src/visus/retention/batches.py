@@ -18,6 +18,7 @@ from visus.errors import InvalidInputError
 
 __all__ = [
     "Ceiling",
+    "Hold",
     "ImageFate",
     "Shown",
     "evicted_images",
@@ -130,14 +131,52 @@ class Ceiling:
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """One tool image of a request as a plan weighs it: its digest, bytes and tokens."""
+    """One tool image of a request as a plan weighs it: its digest, bytes and tokens,
+    and ``reasoning``: the tokens the model reasoned, bound to the prefix, in the
+    replies between the tool image before it and this one (what an eviction from this
+    request on would have the provider drop)."""
 
     digest: str
     size: int = 0
     tokens: int = 0
+    reasoning: int = 0
 
 
-def evicted_over(images: Sequence[Shown], ceiling: Ceiling, *, share: float) -> int:
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """When an append-only history first lets its oldest images leave, past its
+    break-even (``tokens`` of live tool images). Leaving drops the reasoning bound since
+    the start, which the model may have to do again (priced at ``redo`` times an input
+    token: its output price); staying has every request read those images again from
+    the cache (``read`` times an input token). A short run is cheapest never dropping
+    it, a long one evicting early, and which this run is shows only as it goes: so past
+    the break-even the images stay until the reads their staying has cost cover the
+    reasoning leaving would drop (rent or buy: at most twice the cheaper of the two),
+    then leave. From then on the run is a long one, and each later eviction drops only
+    what the next would (over a run each block is dropped once whatever the schedule):
+    they come at the break-even. With no reasoning (a model that reasons little) the
+    first leaves at once too.
+
+    Example:
+        >>> Hold(10_000, read=0.05, redo=5.0).worth(paid=250.0, reasoning=48)
+        True
+        >>> Hold(10_000, read=0.05, redo=5.0).worth(paid=250.0, reasoning=1000)
+        False
+    """
+
+    tokens: int
+    read: float = 0.0
+    redo: float = 0.0
+
+    def worth(self, *, paid: float, reasoning: int) -> bool:
+        """Whether reads ``paid`` so far past the break-even (in input tokens) cover
+        dropping ``reasoning`` tokens."""
+        return paid >= reasoning * self.redo
+
+
+def evicted_over(
+    images: Sequence[Shown], ceiling: Ceiling, *, share: float, hold: Hold | None = None
+) -> int:
     """How many of the oldest ``images`` leave so the rest stay under ``ceiling``: when
     an arriving image takes any measure past its cap, the oldest leave in one batch
     until every measure is back under ``1 - share`` of its cap (the newest always
@@ -146,6 +185,10 @@ def evicted_over(images: Sequence[Shown], ceiling: Ceiling, *, share: float) -> 
     history grows, and earlier images never come back (a prompt cache and reasoning
     bound to the prefix stay valid between evictions). An image whose bytes a live one
     already has costs nothing: it is sent as a one-line note while that one is live.
+    ``hold`` (an append-only history): past its break-even the oldest leave the same
+    way, down to ``1 - share`` of it; the first time, only once the reads their staying
+    cost cover the reasoning leaving would drop (:class:`Hold`). The ceiling's caps
+    stay hard.
 
     Example:
         >>> shots = [Shown(d, 100, 1500) for d in "abcdefgh"]
@@ -155,39 +198,78 @@ def evicted_over(images: Sequence[Shown], ceiling: Ceiling, *, share: float) -> 
         0
         >>> [evicted_over(shots[:n], Ceiling(images=4), share=0.5) for n in range(1, 9)]
         [0, 0, 0, 0, 3, 3, 3, 6]
+        >>> hold = Hold(4500, read=0.05, redo=5.0)
+        >>> [evicted_over(shots[:n], Ceiling(), share=0.9, hold=hold) for n in range(1, 9)]
+        [0, 0, 0, 3, 3, 3, 6, 6]
+        >>> deep = [Shown(d, 100, 1500, reasoning=100) for d in "abcdefghijklmnopq"]
+        >>> [evicted_over(deep[:n], Ceiling(), share=0.9, hold=hold) for n in (4, 13, 14, 17)]
+        [0, 0, 13, 16]
+        >>> evicted_over(deep[:7], Ceiling(images=6), share=0.9, hold=hold)  # caps stay hard
+        6
     """
-    caps = (ceiling.images, ceiling.image_bytes, ceiling.image_tokens)
-    totals = [0, 0, 0]
-    live: dict[str, int] = {}  # digest -> live images with it
-    costs: list[tuple[int, int, int]] = []
-    first = 0
-
-    def over(scale: float) -> bool:
-        return any(c is not None and t > c * scale for t, c in zip(totals, caps, strict=True))
-
-    def charge(cost: tuple[int, int, int], sign: int) -> None:
-        for k in range(3):
-            totals[k] += sign * cost[k]
-
+    live = _Live(ceiling, None if hold is None else hold.tokens)
+    pending = 0  # reasoning bound to the prefix so far
+    paid = 0.0  # reads the images past the break-even have cost so far
     for i, image in enumerate(images):
-        new = image.digest not in live
-        live[image.digest] = live.get(image.digest, 0) + 1
+        live.add(image)
+        pending += image.reasoning
+        if not live.over(1.0, soft=False):
+            if hold is None or live.tokens <= hold.tokens:
+                continue
+            paid += (live.tokens - hold.tokens * (1.0 - share)) * hold.read
+            if not live.first and not hold.worth(paid=paid, reasoning=pending):
+                continue
+        live.leave_until(images, i, 1.0 - share)
+    return live.first
+
+
+class _Live:
+    """The live tool images of :func:`evicted_over`'s pass: their totals per measure
+    (images, bytes, tokens) against the ceiling's caps and, ``soft``, a break-even in
+    tokens; ``first``: how many of the oldest have left."""
+
+    def __init__(self, ceiling: Ceiling, soft: int | None) -> None:
+        self.caps = (ceiling.images, ceiling.image_bytes, ceiling.image_tokens)
+        self.soft = soft
+        self.totals = [0, 0, 0]
+        self.count: dict[str, int] = {}  # digest -> live images with it
+        self.costs: list[tuple[int, int, int]] = []
+        self.first = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.totals[2]
+
+    def add(self, image: Shown) -> None:
         cost = (1, image.size, image.tokens)
-        costs.append(cost)
-        if new:
-            charge(cost, 1)
-        if not over(1.0):
-            continue
-        while first < i and over(1.0 - share):
-            gone = images[first].digest
-            live[gone] -= 1
-            charge(costs[first], -1)
-            if live[gone]:  # a later copy now carries those bytes
-                charge(costs[first], 1)
+        self.costs.append(cost)
+        if image.digest not in self.count:
+            self._charge(cost, 1)
+        self.count[image.digest] = self.count.get(image.digest, 0) + 1
+
+    def over(self, scale: float, *, soft: bool = True) -> bool:
+        """Whether a measure is past ``scale`` of its cap (``soft``: the break-even too)."""
+        if soft and self.soft is not None and self.tokens > self.soft * scale:
+            return True
+        caps = self.caps
+        return any(c is not None and t > c * scale for t, c in zip(self.totals, caps, strict=True))
+
+    def leave_until(self, images: Sequence[Shown], newest: int, scale: float) -> None:
+        """The oldest leave until every measure is under ``scale`` of its cap; the
+        ``newest`` stays."""
+        while self.first < newest and self.over(scale):
+            gone = images[self.first].digest
+            self.count[gone] -= 1
+            self._charge(self.costs[self.first], -1)
+            if self.count[gone]:  # a later copy now carries those bytes
+                self._charge(self.costs[self.first], 1)
             else:
-                del live[gone]
-            first += 1
-    return first
+                del self.count[gone]
+            self.first += 1
+
+    def _charge(self, cost: tuple[int, int, int], sign: int) -> None:
+        for k in range(3):
+            self.totals[k] += sign * cost[k]
 
 
 def plan_images(

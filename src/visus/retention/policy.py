@@ -9,8 +9,9 @@ from types import MappingProxyType
 
 from visus import limits
 from visus.errors import InvalidInputError
+from visus.models.prices import relative_prices
 from visus.models.spec import ModelSpec
-from visus.retention.batches import Ceiling, ImageFate, Shown, evicted_over, plan_images
+from visus.retention.batches import Ceiling, Hold, ImageFate, Shown, evicted_over, plan_images
 
 __all__ = [
     "APPEND_ONLY_FAMILIES",
@@ -163,15 +164,33 @@ class RetentionPolicy:
         return replace(self, append_only=append_only, append_tokens=tokens, append_share=share)
 
     def ceiling(self, model: ModelSpec | None) -> Ceiling:
-        """What the live tool images may come to whatever the windows: a share of the
-        model's context (``limits.RETENTION_CONTEXT_SHARE``) and, append-only, the
-        break-even tokens (``append_tokens``)."""
+        """What the live tool images may come to whatever the windows: the model's
+        images per request and a share of its context (``limits.RETENTION_CONTEXT_SHARE``).
+        """
         if model is None:
             return Ceiling()
         tokens = int(model.context_tokens * limits.RETENTION_CONTEXT_SHARE)
-        if self.append_only:
-            tokens = min(tokens, self.append_tokens or _family(model).tokens)
         return Ceiling(images=model.max_images, image_tokens=tokens)
+
+    def hold(self, model: ModelSpec | None) -> Hold | None:
+        """Append-only: the break-even (``append_tokens``, the family's when unset)
+        past which images leave once the reads they cost cover the reasoning leaving
+        drops, priced for ``model`` (:class:`~visus.retention.batches.Hold`); None for
+        a history with windows.
+
+        Example:
+            >>> from visus.models import get_model
+            >>> opus = get_model("claude-opus-5-5")
+            >>> RetentionPolicy().for_model(opus).hold(opus)
+            Hold(tokens=10000, read=0.05, redo=5.0)
+        """
+        if not self.append_only:
+            return None
+        tokens = self.append_tokens or _family(model).tokens
+        if model is None:
+            return Hold(tokens)
+        read, redo = relative_prices(model)
+        return Hold(tokens, read, redo)
 
     def first_live_turn(self, current: int) -> int:
         """The earliest turn whose images stay live when ``current`` is the latest turn
@@ -229,7 +248,7 @@ def plan_tool_images(
     limit = policy.ceiling(model)
     if ceiling is not None:
         limit = limit.tighter(ceiling)
-    at_least = evicted_over(images, limit, share=policy.share)
+    at_least = evicted_over(images, limit, share=policy.share, hold=policy.hold(model))
     window = None if policy.append_only else policy.live_images
     digests = [i.digest for i in images]
     return plan_images(digests, live_images=window, chunk=policy.image_batch, at_least=at_least)

@@ -29,10 +29,30 @@ from dataclasses import replace
 from visus.record.messages import AssistantMessage, Message
 from visus.retention.batches import ImageFate, Shown
 
-__all__ = ["drop_stale_reasoning", "leading_evicted"]
+__all__ = ["bound_reasoning", "drop_stale_reasoning", "leading_evicted"]
 
 #: The fates of the first ``k`` tool images as the request holding only them planned.
 Plan = Callable[[Sequence[Shown]], tuple[ImageFate, ...]]
+
+
+def bound_reasoning(message: AssistantMessage) -> int:
+    """The tokens of reasoning ``message`` holds bound to the prefix: its reply's output
+    tokens when it carries reasoning items (its provider state) and its usage is known,
+    else 0. Output tokens count the reasoning with the reply's visible text and calls
+    (Anthropic and OpenAI bill thinking as output): a little more than an eviction
+    drops, the side that keeps reasoning.
+
+    Example:
+        >>> from visus.record.messages import ProviderState, Usage
+        >>> state = ProviderState("anthropic", "[]")
+        >>> bound_reasoning(AssistantMessage(usage=Usage(10, 900), provider_state=state))
+        900
+        >>> bound_reasoning(AssistantMessage(usage=Usage(10, 900)))  # nothing bound
+        0
+    """
+    if message.provider_state is None or message.usage is None:
+        return 0
+    return message.usage.output_tokens
 
 
 def leading_evicted(fates: Sequence[ImageFate]) -> int:
