@@ -109,7 +109,7 @@ from visus.retention.policy import (
     plan_tool_images,
     policy_for,
 )
-from visus.retention.reasoning import bound_reasoning, drop_stale_reasoning
+from visus.retention.reasoning import bound_reasoning, drop_stale_reasoning, sealed_reasoning
 
 __all__ = [
     "APPEND_ONLY_FAMILIES",
@@ -121,6 +121,7 @@ __all__ = [
     "ImageStatus",
     "RetentionPolicy",
     "Shown",
+    "bound_reasoning",
     "current_turn",
     "elided_descriptor",
     "evicted_images",
@@ -133,6 +134,7 @@ __all__ = [
     "plan_tool_images",
     "policy_for",
     "repeat_descriptor",
+    "sealed_reasoning",
 ]
 
 

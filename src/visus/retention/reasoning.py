@@ -29,7 +29,7 @@ from dataclasses import replace
 from visus.record.messages import AssistantMessage, Message
 from visus.retention.batches import ImageFate, Shown
 
-__all__ = ["bound_reasoning", "drop_stale_reasoning", "leading_evicted"]
+__all__ = ["bound_reasoning", "drop_stale_reasoning", "leading_evicted", "sealed_reasoning"]
 
 #: The fates of the first ``k`` tool images as the request holding only them planned.
 Plan = Callable[[Sequence[Shown]], tuple[ImageFate, ...]]
@@ -53,6 +53,21 @@ def bound_reasoning(message: AssistantMessage) -> int:
     if message.provider_state is None or message.usage is None:
         return 0
     return message.usage.output_tokens
+
+
+def sealed_reasoning(*sealed: object) -> int:
+    """The reasoning tokens a reasoning item stands for, estimated from its sealed
+    payloads (an Anthropic thinking block's ``signature`` or a redacted block's
+    ``data``, which hold the full thinking encrypted, Bedrock's "Thinking encryption";
+    a Responses reasoning item's ``encrypted_content``), where no usage says it: base64
+    of about the plaintext's bytes, about four bytes a token, so ~3 tokens per 16
+    characters. Other values count nothing.
+
+    Example:
+        >>> sealed_reasoning("A" * 16_000), sealed_reasoning(None, 7)
+        (3000, 0)
+    """
+    return sum(len(s) * 3 // 16 for s in sealed if isinstance(s, str))
 
 
 def leading_evicted(fates: Sequence[ImageFate]) -> int:
