@@ -9,9 +9,7 @@ reasoning after an edit without an error, and the proxy counts it."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import gzip
-import io
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -21,18 +19,16 @@ import anthropic
 import httpx
 import openai
 import pytest
-from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from visus import limits
-from visus.models import get_model, image_tokens
 from visus.proxy import ProxyConfig
 from visus.proxy.anthropic import MessagesReply
 from visus.proxy.replies import ReplyTap
-from visus.retention import evicted_images, evicted_to_fit, policy_for
+from visus.retention import evicted_images
 
 from .conftest import grid, serve_app, serve_proxy
 
@@ -247,85 +243,6 @@ def test_responses_reasoning_after_an_eviction_is_counted(reference_url: str) ->
     assert stats["images_elided"] > 0
     assert stats["reasoning_after_edits"] > 0
     assert stats["binding_opt_ins"] == 0  # nothing to opt into on this wire
-
-
-class Thinker:
-    """An Anthropic-shaped upstream that answers each request with a thinking block and
-    a tool call, and keeps every body it gets (the shapes only: no binding check)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    def app(self) -> Starlette:
-        async def messages(request: Request) -> Response:
-            self.bodies.append(json.loads(await request.body()))
-            n = len(self.bodies)
-            reply = {
-                "id": f"msg_{n}",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-opus-5-5",
-                "content": [
-                    {"type": "thinking", "thinking": "", "signature": f"sig{n}"},
-                    {"type": "tool_use", "id": f"t{n}", "name": "screenshot", "input": {}},
-                ],
-                "stop_reason": "tool_use",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 1, "output_tokens": 1},
-            }
-            return Response(json.dumps(reply), media_type="application/json")
-
-        return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
-
-
-def _screen(n: int) -> bytes:
-    """A 2000x1733 screenshot, small in bytes (one colour), every pixel unlike the step
-    before (a small change would go as a crop of the changed area, issue 35): the
-    break-even counts image tokens, and 45 of them must fit a request's bytes."""
-    img = Image.new("RGB", (2000, 1733), (n * 37 % 256, n * 11 % 256, 255 - n % 256))
-    out = io.BytesIO()
-    img.save(out, "PNG")
-    return out.getvalue()
-
-
-def test_without_a_window_the_history_stays_append_only_until_the_break_even() -> None:
-    """No --live-images: a model that binds its reasoning keeps every screenshot until
-    its family's break-even in image tokens (retention.policy_for), then the oldest
-    (the family's share of what fits) leave in one batch, with the opt-in from then on."""
-    opus = get_model("claude-opus-5-5")
-    policy = policy_for(opus)
-    hold = policy.hold(opus)  # the family's break-even
-    assert hold is not None
-    ceiling = hold.tokens
-    each = image_tokens(opus, 2000, 1733)
-    first = next(
-        n for n in range(1, 1000) if evicted_to_fit([each] * n, ceiling, share=policy.share)
-    )
-    steps = first + 3  # the first eviction and a few steps after it
-    thinker = Thinker()
-    with serve_app(thinker.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
-        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
-        messages: list[Any] = [{"role": "user", "content": "go"}]
-        for n in range(steps):
-            reply = client.messages.create(
-                model="claude-opus-5-5", max_tokens=100, tools=TOOLS, messages=messages
-            )
-            messages.append(
-                {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
-            )
-            data = base64.b64encode(_screen(n)).decode()
-            source = {"type": "base64", "media_type": "image/png", "data": data}
-            image = {"type": "image", "source": source}
-            result = {"type": "tool_result", "tool_use_id": f"t{n + 1}", "content": [image]}
-            messages.append({"role": "user", "content": [result]})
-    gone = [evicted_to_fit([each] * n, ceiling, share=policy.share) for n in range(steps)]
-    assert 1 < first < steps - 2  # some screenshots pile up first (not a window of one)
-    assert gone[first] >= first // 3  # a large batch, not an image a step
-    assert [_images(b) for b in thinker.bodies] == [n - gone[n] for n in range(steps)]
-    evictions = [n for n in range(1, steps) if gone[n] != gone[n - 1]]
-    assert _changes(thinker.bodies, without_reasoning=True) == evictions
-    opted = [b.get("thinking", {}).get("block_binding") is not None for b in thinker.bodies]
-    assert opted == [n >= first for n in range(steps)]
 
 
 def _through(content_type: str, coding: str | None, chunks: list[bytes]) -> MessagesReply:

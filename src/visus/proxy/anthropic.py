@@ -32,7 +32,7 @@ from visus.proxy.reasoning import bind_claude
 from visus.proxy.replies import ReplyUsage, as_count
 from visus.proxy.slots import Fate, Found, is_observation, plan, stale_reasoning
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
-from visus.retention import RetentionPolicy
+from visus.retention import RetentionPolicy, sealed_reasoning
 from visus.wire._thinking import dropped_reasoning
 from visus.wire.anthropic import RULES
 
@@ -115,10 +115,21 @@ def _apply(blocks: list[Any], index: int, fate: Fate) -> None:
         block["source"] = _source(fate.fitted)
 
 
-def _found(blocks: list[Any], index: int, path: str, turn: int, call: Any, at: int) -> Found:
+def _found(
+    blocks: list[Any], index: int, path: str, turn: int, call: Any, at: int, reasoning: int
+) -> Found:
     source = _b64_source(blocks[index])
     media, b64 = source if source is not None else ("", None)
-    return Found(path, turn, call, b64, media, at, can_place=True)
+    return Found(path, turn, call, b64, media, at, can_place=True, reasoning=reasoning)
+
+
+def _reasoning(block: dict[str, Any]) -> int:
+    """The reasoning tokens a thinking block replays (0 for any other block): its
+    sealed ``signature`` (a redacted block's ``data``) holds the thinking encrypted."""
+    kind = block.get("type")
+    if kind == "thinking":
+        return sealed_reasoning(block.get("signature"))
+    return sealed_reasoning(block.get("data")) if kind == "redacted_thinking" else 0
 
 
 def _starts_turn(message: dict[str, Any]) -> bool:
@@ -147,6 +158,7 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
     places: list[tuple[list[Any], int]] = []  # where each found image sits
     said: list[tuple[int, int]] = []
     turn = 0
+    reasoned = 0  # replayed since the last image found
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
@@ -161,11 +173,15 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
+            if kind in _REASONING and message.get("role") == "assistant":
+                reasoned += _reasoning(block)
+            elif kind == "tool_use" and isinstance(block.get("id"), str):
                 calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
             elif kind == "image":
-                found.append(_found(content, j, f"messages.{i}.content.{j}", turn, None, i))
+                path = f"messages.{i}.content.{j}"
+                found.append(_found(content, j, path, turn, None, i, reasoned))
                 places.append((content, j))
+                reasoned = 0
             elif kind == "tool_result":
                 _repair(block, edit)
                 inner = block.get("content")
@@ -174,8 +190,9 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
                     for k, item in enumerate(inner):
                         if _is_image(item):
                             path = f"messages.{i}.content.{j}.content.{k}"
-                            found.append(_found(inner, k, path, turn, call, i))
+                            found.append(_found(inner, k, path, turn, call, i, reasoned))
                             places.append((inner, k))
+                            reasoned = 0
     left_out = 0
     if edit.spec.preserved_thinking:
         for i in sorted(stale_reasoning(edit, found, said)):

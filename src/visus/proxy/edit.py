@@ -34,8 +34,9 @@ from visus.models.spec import AnthropicPatches, ModelSpec
 from visus.proxy.cache import AS_IS, AsIs, Cut, FitCache, Fitted, Known, image_key
 from visus.proxy.reasoning import Binding
 from visus.record.messages import ImagePart, PerceptionOrigin
-from visus.retention import RetentionPolicy, elided_descriptor, policy_for
+from visus.retention import Ceiling, Hold, RetentionPolicy, elided_descriptor, policy_for
 from visus.wire import WireRules, accepted_for, profile_for
+from visus.wire._prepare import max_images
 
 __all__ = [
     "UNKNOWN_MODEL",
@@ -131,9 +132,9 @@ class Edit:
 
     ``cache`` (shared between requests) remembers what each image is and what was sent
     for it; ``live_images`` bounds live images by count (the oldest leave ``chunk`` at
-    a time, by default all but the newest); at a provider's limit they leave in
-    batches of ``limit_share`` of what fits; ``view_tool`` names a tool the client has
-    that re-shows an elided image by digest, offered in descriptors.
+    a time, by default all but the newest); at a provider's limit (``ceiling``) they
+    leave in batches of ``limit_share`` of what fits; ``view_tool`` names a tool the
+    client has that re-shows an elided image by digest, offered in descriptors.
     """
 
     spec: ModelSpec
@@ -144,10 +145,16 @@ class Edit:
     live_images: int | None = None
     chunk: int = 1
     limit_share: float = limits.RETENTION_LIMIT_SHARE
+    #: What the live images may come to whatever the windows: the provider's images per
+    #: request (the catalog's, capped by the wire's) and, append-only, a share of the
+    #: context in image tokens (:meth:`visus.retention.RetentionPolicy.ceiling`).
+    ceiling: Ceiling = field(default_factory=Ceiling)
     #: Without a window of the operator's, a model that binds its reasoning to the
-    #: prefix keeps its history append-only: its live images' tokens past this (the
-    #: family's break-even, :func:`visus.retention.policy_for`) leave in one batch.
-    append_tokens: int | None = None
+    #: prefix keeps its history append-only: past the family's break-even in image
+    #: tokens the oldest leave in one batch, the first time only once the cache reads
+    #: they cost cover the reasoning leaving drops (:class:`visus.retention.Hold`,
+    #: :func:`visus.retention.policy_for`). None: not append-only.
+    hold: Hold | None = None
     cache: FitCache | None = None
     view_tool: str | None = None
     images: int = 0
@@ -195,18 +202,16 @@ class Edit:
             # forwards its images, fitted to the profile every provider takes.
             if known is not None and known.vision:
                 spec = known
+        ceiling = Ceiling(images=max_images(spec, rules))
         append = None
         if policy is None and live_images is None and spec.preserved_thinking:
             append = policy_for(spec)
-        hold = append.hold(spec) if append else None
+            ceiling = ceiling.tighter(append.ceiling(spec))
         return cls(
             spec=spec,
             limit_share=append.share if append else limits.RETENTION_LIMIT_SHARE,
-            append_tokens=(
-                min(hold.tokens, append.ceiling(spec).image_tokens or hold.tokens)
-                if append and hold
-                else None
-            ),
+            ceiling=ceiling,
+            hold=append.hold(spec) if append else None,
             profile=profile_for(spec, rules, image_count),
             rules=rules,
             accepted=accepted_for(spec, rules, image_count),

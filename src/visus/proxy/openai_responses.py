@@ -27,7 +27,7 @@ from visus.proxy.reasoning import Binding, reasoning_after, responses_reasoning
 from visus.proxy.replies import ReplyUsage, detailed_usage
 from visus.proxy.slots import Fate, Found, is_observation, plan
 from visus.proxy.stringified import ImagePiece, TextPiece, parse
-from visus.retention import RetentionPolicy
+from visus.retention import RetentionPolicy, sealed_reasoning
 from visus.wire.openai_responses import RULES
 
 __all__ = ["ResponsesReply", "rewrite"]
@@ -82,11 +82,13 @@ def _apply(parts: list[Any], index: int, fate: Fate) -> None:
         part["image_url"] = data_url(fate.fitted.media_type, fate.fitted.b64)
 
 
-def _found(parts: list[Any], j: int, path: str, turn: int, call: Any, at: int) -> Found:
+def _found(
+    parts: list[Any], j: int, path: str, turn: int, call: Any, at: int, reasoning: int
+) -> Found:
     url = parts[j].get("image_url")
     parsed = parse_data_url(url) if isinstance(url, str) else None
     media, b64 = parsed if parsed is not None else ("", None)
-    return Found(path, turn, call, b64, media, at, can_place=True)
+    return Found(path, turn, call, b64, media, at, can_place=True, reasoning=reasoning)
 
 
 def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
@@ -103,12 +105,15 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
     found: list[Found] = []
     places: list[tuple[list[Any], int]] = []  # where each found image sits
     turn = 0
+    reasoned = 0  # replayed since the last image found
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
         if item.get("role") == "user" and not is_observation(item.get("content")):
             turn += 1
         kind = item.get("type")
+        if kind == "reasoning":  # its encrypted_content holds the reasoning (store=False)
+            reasoned += sealed_reasoning(item.get("encrypted_content"))
         if kind == "function_call" and isinstance(item.get("call_id"), str):
             calls[item["call_id"]] = (str(item.get("name", "tool")), item.get("arguments"))
         parts, key, call = item.get("content"), "content", None
@@ -120,8 +125,10 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
             continue
         for j, part in enumerate(parts):
             if isinstance(part, dict) and part.get("type") == "input_image":
-                found.append(_found(parts, j, f"input[{i}].{key}[{j}]", turn, call, i))
+                path = f"input[{i}].{key}[{j}]"
+                found.append(_found(parts, j, path, turn, call, i, reasoned))
                 places.append((parts, j))
+                reasoned = 0
     fates = plan(edit, found, current=turn)
     # The last first: a note and crops take more than the image's one place.
     for (parts, index), fate in reversed(list(zip(places, fates, strict=True))):

@@ -15,8 +15,11 @@ body itself (nothing here calls back into it):
    for the model, capped by the wire's: Anthropic 100): past it the oldest leave in
    one batch of ``limit_share`` of the cap (:func:`visus.retention.evicted_to_fit`),
    not one image per step; with no window of the operator's, a model that binds its
-   reasoning to the prefix is append-only (:func:`visus.retention.policy_for`): past
-   its family's break-even in image tokens the oldest leave in one batch too;
+   reasoning to the prefix is append-only (:func:`visus.retention.policy_for`), planned
+   in one pass by :func:`visus.retention.evicted_over` as visus's agent plans it: past
+   its family's break-even in image tokens the oldest leave in one batch, the first
+   time only once the cache reads they cost cover the reasoning the client replays
+   after them (:attr:`Found.reasoning`, :class:`visus.retention.Hold`);
 4. the rest are fitted against one profile (which depends on how many there are:
    Anthropic's many-image rule), each image's result cached;
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
@@ -41,9 +44,8 @@ from typing import Any
 
 from visus.proxy.cuts import changed_only
 from visus.proxy.edit import Edit, Fitted
-from visus.retention import evicted_images, evicted_to_fit
+from visus.retention import Shown, evicted_images, evicted_over, evicted_to_fit
 from visus.wire import profile_for
-from visus.wire._prepare import max_images
 
 __all__ = ["Fate", "Found", "evicted_by", "is_observation", "plan", "stale_reasoning"]
 
@@ -69,6 +71,11 @@ class Found:
     at: int = -1
     #: Whether its protocol can send a note and crops in its place (:mod:`.cuts`).
     can_place: bool = False
+    #: The reasoning tokens the client replays, bound to the prefix, between the image
+    #: before it and this one (estimated from the sealed payloads by
+    #: :func:`visus.retention.sealed_reasoning`; 0 on a wire that replays none): what
+    #: an eviction from here on would have the provider drop.
+    reasoning: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +125,13 @@ def _tokens(edit: Edit, image: Found) -> int:
     return edit.tokens(*size) if size is not None else 0
 
 
+def _weighed(edit: Edit, found: Sequence[Found]) -> list[Shown]:
+    """The images as :func:`visus.retention.evicted_over` weighs them: each its own
+    (the proxy sends a repeat's bytes again, billed again), its tokens and the reasoning
+    before it."""
+    return [Shown(str(n), 0, _tokens(edit, i), i.reasoning) for n, i in enumerate(found)]
+
+
 def _cost(edit: Edit, image: Found, fitted: Fitted | None) -> int:
     """What one sent image costs against the wire's request budget."""
     b64 = fitted.b64 if fitted is not None else image.b64
@@ -135,23 +149,29 @@ def _compacted(edit: Edit, image: Found, fitted: Fitted | None) -> Fitted | None
     return edit.compact(b64) or fitted
 
 
-def evicted_by(edit: Edit, found: Sequence[Found], current: int) -> int:
+def evicted_by(
+    edit: Edit, found: Sequence[Found], current: int, weighed: Sequence[Shown] | None = None
+) -> int:
     """How many of the oldest of ``found`` (a request's images, oldest first, whose
     latest turn is ``current``) leave before fitting: those of stale turns, then the
-    ``live_images`` window, the provider's image cap and, append-only, the break-even
-    tokens, each in its batch. Pure arithmetic over the images, so the images of an
-    earlier, shorter request give what that request elided (:func:`stale_reasoning`).
+    ``live_images`` window and the provider's image cap, each in its batch; append-only
+    (``edit.hold``), the break-even and the ceiling in one pass
+    (:func:`visus.retention.evicted_over`; ``weighed``: the images as
+    :func:`_weighed` gives them, when the caller has them). Pure arithmetic over the
+    images, so the images of an earlier, shorter request give what that request
+    elided (:func:`stale_reasoning`), and the count never goes down as a history grows.
     """
+    if edit.hold is not None:  # no window of the operator's: no stale turns either
+        shown = weighed if weighed is not None else _weighed(edit, found)
+        return evicted_over(shown, edit.ceiling, share=edit.limit_share, hold=edit.hold)
     stale = 0
     while stale < len(found) and edit.is_stale(found[stale].turn, current):
         stale += 1
     n = len(found) - stale
     gone = evicted_images(n, edit.live_images, edit.chunk) if edit.live_images else 0
-    cap = max_images(edit.spec, edit.rules)
-    gone += evicted_to_fit([1] * (n - gone), cap, share=edit.limit_share)
-    if edit.append_tokens is not None:
-        tokens = [_tokens(edit, image) for image in found[stale + gone :]]
-        gone += evicted_to_fit(tokens, edit.append_tokens, share=edit.limit_share)
+    cap = edit.ceiling.images
+    if cap is not None:
+        gone += evicted_to_fit([1] * (n - gone), cap, share=edit.limit_share)
     return stale + gone
 
 
@@ -172,10 +192,12 @@ def stale_reasoning(
     if len(said) < 2 or not found:
         return set()
     at = [image.at for image in found]
+    weighed = _weighed(edit, found) if edit.hold is not None else None  # weighed once
 
     def held_and_evicted(p: int, turn: int) -> tuple[int, int]:
         count = bisect.bisect_left(at, p)  # the images of the request answered at p
-        return count, evicted_by(edit, found[:count], turn) if count else 0
+        shown = weighed[:count] if weighed is not None else None
+        return count, evicted_by(edit, found[:count], turn, shown) if count else 0
 
     before = held_and_evicted(*said[-1])[1]  # what the previous request evicted
     stale: set[int] = set()
