@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from visus.proxy.edit import Edit, Fitted
@@ -115,14 +116,6 @@ def _apply(blocks: list[Any], index: int, fate: Fate) -> None:
         block["source"] = _source(fate.fitted)
 
 
-def _found(
-    blocks: list[Any], index: int, path: str, turn: int, call: Any, at: int, reasoning: int
-) -> Found:
-    source = _b64_source(blocks[index])
-    media, b64 = source if source is not None else ("", None)
-    return Found(path, turn, call, b64, media, at, can_place=True, reasoning=reasoning)
-
-
 def _reasoning(block: dict[str, Any]) -> int:
     """The reasoning tokens a thinking block replays (0 for any other block): its
     sealed ``signature`` (a redacted block's ``data``) holds the thinking encrypted."""
@@ -143,6 +136,60 @@ def _starts_turn(message: dict[str, Any]) -> bool:
     )
 
 
+@dataclass(slots=True)
+class _Walk:
+    """What a walk of the messages found: each image (``found``, data) and where it sits
+    (``places``), each assistant message's index and the turn it answered (``said``),
+    the latest turn."""
+
+    found: list[Found] = field(default_factory=list)
+    places: list[tuple[list[Any], int]] = field(default_factory=list)
+    said: list[tuple[int, int]] = field(default_factory=list)
+    turn: int = 0
+    reasoned: int = 0  # replayed since the last image found
+
+    def image(self, blocks: list[Any], index: int, path: str, call: Any, at: int) -> None:
+        source = _b64_source(blocks[index])
+        media, b64 = source if source is not None else ("", None)
+        self.found.append(
+            Found(path, self.turn, call, b64, media, at, can_place=True, reasoning=self.reasoned)
+        )
+        self.places.append((blocks, index))
+        self.reasoned = 0
+
+
+def _walk(messages: list[Any], edit: Edit) -> _Walk:
+    """Find the images of ``messages`` in the order the model reads them (repairing
+    stringified media in tool results as it goes)."""
+    walk = _Walk()
+    calls: dict[str, tuple[str, Any]] = {}
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        if _starts_turn(message):
+            walk.turn += 1
+        if message.get("role") == "assistant":
+            walk.said.append((i, walk.turn))
+        content = message.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
+        for j, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in _REASONING and message.get("role") == "assistant":
+                walk.reasoned += _reasoning(block)
+            elif kind == "tool_use" and isinstance(block.get("id"), str):
+                calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
+            elif kind == "image":
+                walk.image(blocks, j, f"messages.{i}.content.{j}", None, i)
+            elif kind == "tool_result":
+                _repair(block, edit)
+                inner = block.get("content")  # after _repair: a list, or left as sent
+                call = calls.get(str(block.get("tool_use_id")))
+                for k, item in enumerate(inner if isinstance(inner, list) else []):
+                    if _is_image(item):
+                        walk.image(inner, k, f"messages.{i}.content.{j}.content.{k}", call, i)
+    return walk
+
+
 def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: Any) -> Edit:
     """Edit ``body`` in place; the returned :class:`Edit` says what changed.
 
@@ -153,54 +200,15 @@ def rewrite(body: dict[str, Any], *, policy: RetentionPolicy | None, **options: 
     messages = body.get("messages")
     if not isinstance(messages, list):
         return edit
-    calls: dict[str, tuple[str, Any]] = {}
-    found: list[Found] = []
-    places: list[tuple[list[Any], int]] = []  # where each found image sits
-    said: list[tuple[int, int]] = []
-    turn = 0
-    reasoned = 0  # replayed since the last image found
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            continue
-        if _starts_turn(message):
-            turn += 1
-        if message.get("role") == "assistant":
-            said.append((i, turn))
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for j, block in enumerate(content):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind in _REASONING and message.get("role") == "assistant":
-                reasoned += _reasoning(block)
-            elif kind == "tool_use" and isinstance(block.get("id"), str):
-                calls[block["id"]] = (str(block.get("name", "tool")), block.get("input"))
-            elif kind == "image":
-                path = f"messages.{i}.content.{j}"
-                found.append(_found(content, j, path, turn, None, i, reasoned))
-                places.append((content, j))
-                reasoned = 0
-            elif kind == "tool_result":
-                _repair(block, edit)
-                inner = block.get("content")
-                call = calls.get(str(block.get("tool_use_id")))
-                if isinstance(inner, list):
-                    for k, item in enumerate(inner):
-                        if _is_image(item):
-                            path = f"messages.{i}.content.{j}.content.{k}"
-                            found.append(_found(inner, k, path, turn, call, i, reasoned))
-                            places.append((inner, k))
-                            reasoned = 0
+    walk = _walk(messages, edit)
     left_out = 0
     if edit.spec.preserved_thinking:
-        for i in sorted(stale_reasoning(edit, found, said)):
+        for i in sorted(stale_reasoning(edit, walk.found, walk.said)):
             left_out += _leave_out_reasoning(messages[i])
             edit.touched(i, evicted=False)
-    fates = plan(edit, found, current=turn)
+    fates = plan(edit, walk.found, current=walk.turn)
     # The last first: a note and crops take more than the image's one place.
-    for (blocks, index), fate in reversed(list(zip(places, fates, strict=True))):
+    for (blocks, index), fate in reversed(list(zip(walk.places, fates, strict=True))):
         _apply(blocks, index, fate)
     edit.binding = bind_claude(
         body, edit.spec, edited_at=edit.edited_at, evicted_at=edit.evicted_at, left_out=left_out
