@@ -463,6 +463,11 @@ WORD_EXCEPTIONS: Mapping[tuple[str, str], str] = {
     " integration edits that framework's own items (items.py, for openai_agents.py),"
     " not a request visus lowers",
     (
+        "integrations/items.py",
+        "encrypted_content",
+    ): "the Agents SDK's own reasoning items: the reasoning an eviction would drop is"
+    " what their encrypted content holds (no usage rides on an item)",
+    (
         "telemetry/names.py",
         "finish_reason",
     ): "the OpenTelemetry GenAI conventions name an attribute gen_ai.response.finish_reasons",

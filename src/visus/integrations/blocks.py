@@ -24,6 +24,7 @@ from typing import Any, TypeGuard
 
 from visus.integrations.core import NO_VIEW, ViewCall
 from visus.integrations.memo import ImageMemo
+from visus.retention import sealed_reasoning
 
 __all__ = [
     "artifact_of",
@@ -34,7 +35,9 @@ __all__ = [
     "image_url",
     "is_image_block",
     "marked",
+    "reasoned",
     "text_block",
+    "thinking_blocks",
     "view_artifact",
     "view_of",
 ]
@@ -161,3 +164,32 @@ def marked(content: Sequence[Any], cache_control: Any) -> list[Any]:
     last = text_block(last) if isinstance(last, str) else dict(last)
     last["cache_control"] = cache_control
     return [*content[:-1], last]
+
+
+def thinking_blocks(content: object) -> list[dict[str, Any]]:
+    """Claude's thinking blocks (``thinking``, ``redacted_thinking``) in a content list.
+
+    Example:
+        >>> thinking_blocks([{"type": "thinking", "signature": "x"}, text_block("hi")])
+        [{'type': 'thinking', 'signature': 'x'}]
+    """
+    if not isinstance(content, list):
+        return []
+    kinds = ("thinking", "redacted_thinking")
+    return [b for b in content if isinstance(b, dict) and b.get("type") in kinds]
+
+
+def reasoned(content: object, output_tokens: int) -> int:
+    """The reasoning a reply holds bound to the prefix: none without thinking blocks,
+    else its ``output_tokens`` when known, else as the blocks' sealed payloads hold it
+    (signature, a redacted block's data: :func:`~visus.retention.sealed_reasoning`).
+
+    Example:
+        >>> thought = [{"type": "thinking", "signature": "A" * 1600}]
+        >>> reasoned(thought, 900), reasoned(thought, 0), reasoned([text_block("hi")], 900)
+        (900, 300, 0)
+    """
+    blocks = thinking_blocks(content)
+    if blocks and output_tokens:
+        return output_tokens
+    return sealed_reasoning(*(b.get("signature") or b.get("data") for b in blocks))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from visus.integrations.core import NO_VIEW, HeldImage, ViewCall, VisionCore, im
 from visus.integrations.window import RequestImages, Window, held_in, split_images, wire_of
 from visus.models import ModelSpec
 from visus.record.blobs import BlobStore
+from visus.retention import sealed_reasoning
 
 __all__ = [
     "VisionSession",
@@ -184,7 +186,8 @@ def request_input(
     after each run of tool outputs (Chat Completions)."""
     prepared = [_with_image_text(item) for item in items]
     wire = wire_of(model.provider, chat=hoist)
-    window = Window.of(core, model, wire, prepared, _is_user, lambda i: _tool_images(core, i))
+    images = functools.partial(_tool_images, core)
+    window = Window.of(core, model, wire, prepared, _is_user, images, _reasoned)
     calls = _calls(prepared)
 
     def rewrite(item: Item, turn: int) -> tuple[Item, list[Item]] | None:
@@ -346,6 +349,14 @@ def _with_image_text(item: Any) -> Any:
     if isinstance(output, str) and image_in_text(output) is not None:
         return {**item, "output": [{"type": "input_image", "image_url": output.strip()}]}
     return item
+
+
+def _reasoned(item: Any) -> int:
+    """The reasoning a reasoning item stands for, as its ``encrypted_content`` holds
+    it (:func:`~visus.retention.sealed_reasoning`: no usage rides on an item)."""
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return 0
+    return sealed_reasoning(item.get("encrypted_content"))
 
 
 def _is_reply(item: Any) -> bool:

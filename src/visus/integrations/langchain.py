@@ -275,7 +275,7 @@ class VisionMiddleware(Integration, AgentMiddleware):
         prepared = [_with_image_text(m) for m in messages]
         wire = wire_of(model.provider, chat=hoist if model.provider == "openai" else None)
         images = functools.partial(_tool_images, memo=self.core.memo)
-        window = Window.of(self.core, model, wire, prepared, _opens_turn, images)
+        window = Window.of(self.core, model, wire, prepared, _opens_turn, images, _reasoned)
 
         def rewrite(m: AnyMessage, turn: int) -> tuple[AnyMessage, list[Any]] | None:
             images = _tool_image_blocks(m)
@@ -492,9 +492,12 @@ def _tool_image_blocks(m: AnyMessage) -> list[dict[str, Any]]:
     return [b for b in content if blocks.is_image_block(b)] if isinstance(content, list) else []
 
 
+def _reasoned(m: AnyMessage) -> int:
+    """A reply's reasoning bound to the prefix (:func:`~visus.integrations.blocks.reasoned`)."""
+    usage = m.usage_metadata if isinstance(m, AIMessage) else None
+    return blocks.reasoned(m.content, usage["output_tokens"] if usage else 0)
+
+
 def _reasoning_blocks(m: AnyMessage) -> list[Any]:
     """Claude's thinking blocks in a reply's content (none in any other message)."""
-    if not isinstance(m, AIMessage) or not isinstance(m.content, list):
-        return []
-    kinds = ("thinking", "redacted_thinking")
-    return [b for b in m.content if isinstance(b, dict) and b.get("type") in kinds]
+    return blocks.thinking_blocks(m.content) if isinstance(m, AIMessage) else []

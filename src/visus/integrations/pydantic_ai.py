@@ -60,6 +60,7 @@ from visus.integrations.reasoning import bound_thinking, checked_effort
 from visus.integrations.values import RequestImages
 from visus.integrations.window import Window, breakpoints, held_in, wire_of
 from visus.models import ModelSpec
+from visus.retention import sealed_reasoning
 
 try:
     from pydantic_ai import RunContext
@@ -225,7 +226,8 @@ class Vision(Integration, AbstractCapability[Any]):
         """
         calls = _calls(messages)
         keys = functools.partial(_keys, digest=self.core.memo.digest)
-        window = Window.of(self.core, model, wire_of(model.provider), messages, _opens_turn, keys)
+        args = (wire_of(model.provider), messages, _opens_turn, keys, _reasoned)
+        window = Window.of(self.core, model, *args)
         out = [
             self._request(m, turn, window, calls) if isinstance(m, ModelRequest) else m
             for m, turn in zip(messages, window.turns, strict=True)
@@ -338,6 +340,15 @@ def _live(image: Image, window: Window) -> Image:
     if fitted is None or fitted.data is image.data:
         return image
     return BinaryImage(data=fitted.data, media_type=fitted.media_type, identifier=image.identifier)
+
+
+def _reasoned(m: ModelMessage) -> int:
+    """A reply's reasoning bound to the prefix: its output tokens, else as its thinking's
+    signatures hold it (:func:`~visus.retention.sealed_reasoning`); 0 without thinking."""
+    thought = [p for p in getattr(m, "parts", ()) if isinstance(p, ThinkingPart)]
+    if not thought or not isinstance(m, ModelResponse):
+        return 0
+    return m.usage.output_tokens or sealed_reasoning(*(p.signature for p in thought))
 
 
 def _without_stale_thinking(out: list[ModelMessage], window: Window) -> list[ModelMessage]:

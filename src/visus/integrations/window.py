@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from visus.integrations.core import (
@@ -338,18 +338,23 @@ class Window:
         messages: Sequence[T],
         starts: Callable[[T], bool],
         images: Callable[[T], Sequence[tuple[str, bytes | None]]],
+        reasoned: Callable[[T], int] = lambda _: 0,
     ) -> Window:
         """The window of ``messages`` (``starts``: the messages that open a turn;
         ``images``: each message's tool images, as what tells them apart, a digest or a
-        web URL, and their bytes when it holds them)."""
+        web URL, and their bytes when it holds them; ``reasoned``: the reasoning tokens
+        a message holds bound to the prefix, which an eviction would drop)."""
         turns = turns_of(messages, starts)
         first_live = core.live_from(max(turns, default=1), model)
         image_at: list[int] = []
         shown: list[Shown] = []
+        since = 0  # reasoning since the last tool image
         for n, (m, turn) in enumerate(zip(messages, turns, strict=True)):
+            since += reasoned(m) if model.preserved_thinking else 0
             for key, data in images(m) if turn >= first_live else ():
                 image_at.append(n)
-                shown.append(core.shown(key, data, model))
+                shown.append(replace(core.shown(key, data, model), reasoning=since))
+                since = 0
         tally = ImageTally(fates=iter(core.plan(shown, model, wire)))
         return cls(core, model, wire, turns, first_live, image_at, shown, tally)
 

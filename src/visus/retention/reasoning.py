@@ -59,7 +59,7 @@ def sealed_reasoning(*sealed: object) -> int:
     """The reasoning tokens a reasoning item stands for, estimated from its sealed
     payloads (an Anthropic thinking block's ``signature`` or a redacted block's
     ``data``, which hold the full thinking encrypted, Bedrock's "Thinking encryption";
-    a Responses reasoning item's ``encrypted_content``), where no usage says it: base64
+    a Responses reasoning item's encrypted content), where no usage says it: base64
     of about the plaintext's bytes, about four bytes a token, so ~3 tokens per 16
     characters. Other values count nothing.
 
