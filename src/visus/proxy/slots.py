@@ -11,15 +11,16 @@ body itself (nothing here calls back into it):
    (by default the whole window but the newest: :func:`visus.retention.evicted_images`),
    so between two batches every earlier byte of the request is the same and a prompt
    cache keeps hitting;
-3. never more than the provider takes in one request (the catalog's ``max_images``
-   for the model, capped by the wire's: Anthropic 100): past it the oldest leave in
-   one batch of ``limit_share`` of the cap (:func:`visus.retention.evicted_to_fit`),
-   not one image per step; with no window of the operator's, a model that binds its
-   reasoning to the prefix is append-only (:func:`visus.retention.policy_for`), planned
-   in one pass by :func:`visus.retention.evicted_over` as visus's agent plans it: past
-   its family's break-even in image tokens the oldest leave in one batch, the first
-   time only once the cache reads they cost cover the reasoning the client replays
-   after them (:attr:`Found.reasoning`, :class:`visus.retention.Hold`);
+3. never more than the provider takes in one request (the catalog's ``max_images`` for
+   the model, capped by the wire's: Anthropic 100, 600 past a 200k context): past it the
+   oldest leave in one batch of ``limit_share`` of the cap
+   (:func:`visus.retention.evicted_to_fit`), not one image per step; with no window of
+   the operator's, a model that binds its reasoning to the prefix is append-only
+   (:func:`visus.retention.policy_for`), planned in one pass by
+   :func:`visus.retention.evicted_over` as visus's agent plans it: past its family's
+   break-even in image tokens the oldest leave in one batch, the first time only once
+   the cache reads they cost cover the reasoning the client replays after them
+   (:attr:`Found.reasoning`, :class:`visus.retention.Hold`);
 4. the rest are fitted against one profile (which depends on how many there are:
    Anthropic's many-image rule), each image's result cached;
 5. if their bytes are over the wire's request budget (Anthropic: 30 MB of base64, so
