@@ -39,7 +39,8 @@ context window). A sweep per family shows why the defaults are what they are:
 ``live_images``/``image_chunk`` pairs, or the append-only break-even in image tokens.
 
 Run: ``.venv/bin/python -m benchmarks economics`` (``VISUS_ECONOMICS_STEPS`` shortens it;
-``VISUS_ECONOMICS_MODELS=claude-opus-5-5,gpt-5`` picks models;
+``VISUS_ECONOMICS_MODELS=claude-opus-5-5,gpt-5`` picks models, any Anthropic or OpenAI
+catalog id, e.g. ``gpt-6.1-sol``, on its provider's wire;
 ``VISUS_ECONOMICS_ONLY=visus,hermes,visus@60000/0.9`` runs only those strategies, with a
 line of totals each; ``VISUS_ECONOMICS_HOLD=3`` holds each screen three steps;
 ``VISUS_ECONOMICS_REASONING=1000`` has the reference's thinking models reason 1,000 tokens
@@ -152,9 +153,26 @@ RUNS: tuple[WireRun, ...] = (
     _run_of("anthropic", "claude-sonnet-5-5", _ANTHROPIC_BYTES),
     _run_of("anthropic", "claude-opus-5-5", _ANTHROPIC_BYTES),
 )
+#: The wire and request-byte limit of a model named outside ``RUNS``, by provider.
+_WIRE_OF: dict[str, tuple[Wire, int]] = {
+    "anthropic": ("anthropic", _ANTHROPIC_BYTES),
+    "openai": ("openai-responses", 50 * limits.MB),
+}
+
+
+def _named_run(name: str) -> WireRun:
+    """The run of ``name``: from ``RUNS``, else on its provider's wire (gpt-6.1-sol,
+    claude-fable-5-2, ...: every binding family measured the same way)."""
+    known = next((r for r in RUNS if r.model.name == name), None)
+    if known is not None:
+        return known
+    wire, max_bytes = _WIRE_OF[get_model(name).provider]
+    return _run_of(wire, name, max_bytes)
+
+
 _RUN_NAMES = os.environ.get("VISUS_ECONOMICS_MODELS")
 if _RUN_NAMES:
-    RUNS = tuple(r for r in RUNS if r.model.name in _RUN_NAMES.split(","))
+    RUNS = tuple(_named_run(n) for n in _RUN_NAMES.split(","))
 
 
 def _strategies(run: WireRun) -> list[Strategy]:
@@ -228,18 +246,21 @@ _LIST = 3 * int(os.environ.get("VISUS_ECONOMICS_STEPS", "100"))
 _HOLD = int(os.environ.get("VISUS_ECONOMICS_HOLD", "0"))
 
 
-#: ``VISUS_ECONOMICS_REASONING=R``: the reasoning tokens a thinking reply of the reference
-#: does (and a dropped block of it costs again), instead of its own 48 at medium effort.
+#: ``VISUS_ECONOMICS_REASONING=R``: the reasoning tokens a thinking reply (or Responses
+#: reasoning item) of the reference does (and a dropped block of it costs again),
+#: instead of its own 48 at medium effort.
 _REASONING = int(os.environ.get("VISUS_ECONOMICS_REASONING", "0"))
 
 
 def _reasoning() -> contextlib.AbstractContextManager[object]:
     """The reference's reasoning per reply as ``VISUS_ECONOMICS_REASONING`` says (its
     server runs in this process's thread)."""
-    if _REASONING <= 0:
-        return contextlib.nullcontext()
-    target = "visus.reference.wire_claude_thinking.reasoning_tokens"
-    return mock.patch(target, return_value=_REASONING)
+    stack = contextlib.ExitStack()
+    if _REASONING > 0:  # Claude thinking blocks and Responses reasoning items
+        for wire in ("wire_claude_thinking", "wire_openai_reasoning"):
+            target = f"visus.reference.{wire}.reasoning_tokens"
+            stack.enter_context(mock.patch(target, return_value=_REASONING))
+    return stack
 
 
 def _unchanged(step: int) -> bool:
@@ -294,7 +315,9 @@ def _run(run: WireRun, strategy: Strategy, steps: int) -> list[Step]:
             base_url=url, timeout=120, headers={"authorization": "Bearer k", "x-api-key": "k"}
         ) as client,
     ):
-        thinking = spec.thinking != "none"
+        # A model whose reasoning is bound to its prefix (Anthropic thinking, OpenAI
+        # frontier reasoning items) sends it back as returned: an eviction drops it.
+        thinking = spec.thinking != "none" or spec.preserved_thinking
         ceiling = image_ceiling(spec, run.wire)
         if strategy.ceiling is not None:
             ceiling = ceiling.tighter(strategy.ceiling)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from visus.models import get_model, image_tokens
+from visus import limits
+from visus.models import BEDROCK_IDS, CATALOG, get_model, image_tokens
 from visus.record.messages import (
     AssistantMessage,
     ImagePart,
@@ -53,15 +54,50 @@ def _live(view: tuple[Message, ...]) -> int:
     return sum(isinstance(p, ImagePart) for m in view for p in m.parts)
 
 
+#: Each catalog model that binds its reasoning, by the family key it must take.
+_FAMILY_OF = {
+    "claude-opus-5-5": "claude-opus-5",
+    "claude-sonnet-5-5": "claude-sonnet-5",
+    "claude-haiku-5-5": "claude-haiku-5",
+    "claude-fable-5-1": "claude-fable-5",
+    "claude-fable-5-2": "claude-fable-5",
+    "claude-mythos-5-2": "claude-mythos-5",
+    "gpt-5.6-sol": "gpt-5.6",
+    "gpt-5.6-terra": "gpt-5.6",
+    "gpt-5.6-luna": "gpt-5.6",
+    "gpt-6-astra": "gpt-6",
+    "gpt-6-sol": "gpt-6",
+    "gpt-6-luna": "gpt-6",
+    "gpt-6.1-sol": "gpt-6",
+    "gpt-6.1-terra": "gpt-6",
+}
+
+
 def test_policy_for_decides_per_family() -> None:
+    """Every catalog model that binds its reasoning takes its family's measured
+    break-even, under each of its names (Bedrock ids, dated snapshots), matched by one
+    family key alone, and none takes the fallback."""
     opus = policy_for(OPUS)
     assert opus.append_only
     assert opus.append_tokens == APPEND_ONLY_FAMILIES["claude-opus-5"].tokens
-    haiku = policy_for(get_model("claude-haiku-5-5"))  # measured: not the fallback
-    assert haiku.append_only
-    assert (haiku.append_tokens, haiku.share) == (10_000, 0.9)
-    assert policy_for(get_model("claude-sonnet-4-6")).append_only is False
-    assert policy_for(get_model("gpt-5")).append_only is False
+    binding = {name for name, spec in CATALOG.items() if spec.preserved_thinking}
+    assert binding == set(_FAMILY_OF)  # a new binding model needs its family measured
+    fallback = (limits.RETENTION_APPEND_ONLY_TOKENS, limits.RETENTION_APPEND_ONLY_SHARE)
+    bedrock = {name: [b for b, to in BEDROCK_IDS.items() if to == name] for name in binding}
+    for name, key in _FAMILY_OF.items():
+        chosen = APPEND_ONLY_FAMILIES[key]
+        for alias in (name, f"{name}-2026-10-01", f"{name}@20261001", *bedrock[name]):
+            spec = get_model(alias)
+            assert [k for k in APPEND_ONLY_FAMILIES if k in spec.name] == [key], alias
+            policy = policy_for(spec)
+            assert policy.append_only, alias
+            assert (policy.append_tokens, policy.share) == (chosen.tokens, chosen.share), alias
+            assert (policy.append_tokens, policy.share) != fallback, alias
+    assert all(bedrock[n] for n in binding if n.startswith("claude-"))
+    # A model that does not bind keeps the count window, whatever key its id contains
+    # (the legacy Fable 5, Opus 5, Sonnet 5).
+    for name in ("claude-sonnet-4-6", "gpt-5", "claude-fable-5", "claude-opus-5"):
+        assert policy_for(get_model(name)).append_only is False, name
     assert policy_for(OPUS, RetentionPolicy(append_only=False)).append_only is False
 
 

@@ -376,8 +376,11 @@ DESCRIPTOR_DIGEST_CHARS: Final = 16
 RETENTION_LIVE_IMAGES: Final = 4
 #: Append-only histories (models that bind their reasoning to the prefix): the live tool
 #: image tokens past which the oldest leave, and the share of what fits that leaves then,
-#: for a family ``retention.APPEND_ONLY_FAMILIES`` does not list (the families measured,
-#: Sonnet 5.5 and Opus 5.5, are listed there: benchmarks/RESULTS.md "economics").
+#: for a family ``retention.APPEND_ONLY_FAMILIES`` does not list. No catalog model takes
+#: it: every one that binds (Claude 5.5, Fable 5.x, Mythos 5.2, GPT-5.6, GPT-6.x) has its
+#: family's measured choice there (benchmarks/RESULTS.md "economics"); it stays for an id
+#: no family part matches (a future family, taken by its nearest listed model), never
+#: measured and 2-2.3x dearer than the measured 10k/0.9 on every family run.
 RETENTION_APPEND_ONLY_TOKENS: Final = 60_000
 RETENTION_APPEND_ONLY_SHARE: Final = 0.5
 #: Live tool images take at most this share of a model's context window.

@@ -33,27 +33,49 @@ class AppendOnly:
 
 
 #: The append-only break-even of each family of models that bind their reasoning to the
-#: prefix, by a part of the model id (Bedrock and Vertex ids contain it too), chosen by
-#: ``python -m benchmarks economics`` (benchmarks/RESULTS.md "economics", "The accounting
-#: fixed, every strategy to 300 steps", 2026-11-29): on Sonnet 5.5 and Opus 5.5 (cache
-#: reads 0.05x input, writes 1.25x) an eviction rewrites what stays live after it, so it
-#: pays when little stays: the oldest 90% leave. Append-only with a history of up to 10k
-#: image tokens (1-5 screenshots of 1568x980 live) cost least at 100 and 300 steps of the
-#: break-evens measured (Opus: 6k $1.275 / $3.716, 10k $1.257 / $3.674, 20k $1.401 /
-#: $4.505, 40k $1.625 / $5.345, 200k with half leaving $2.284 / $12.802; hermes-agent
-#: $2.284 / $63.223), and sees about as many screens as the count window of the other
-#: families. Each eviction
-#: drops the reasoning since the one before (each block once over a run, whatever the
-#: break-even); measured with the reference's 48 reasoning tokens a reply, an early
-#: eviction stops paying within 100 steps if a reply reasons more than ~530 tokens. A
-#: family not listed takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE`` (not measured).
+#: prefix, by a part of the model id (Bedrock and Vertex ids and dated snapshots contain
+#: it too; the first part an id contains decides), chosen by ``python -m benchmarks
+#: economics`` (benchmarks/RESULTS.md "economics", "The accounting fixed, every strategy
+#: to 300 steps" and "Every binding family measured", 2026-11-29): on Sonnet 5.5 and
+#: Opus 5.5 (cache reads 0.05x input, writes 1.25x) an eviction rewrites what stays live
+#: after it, so it pays when little stays: the oldest 90% leave. Append-only with a
+#: history of up to 10k image tokens (1-5 screenshots of 1568x980 live) cost least at 100
+#: and 300 steps of the break-evens measured (Opus: 6k $1.275 / $3.716, 10k $1.257 /
+#: $3.674, 20k $1.401 / $4.505, 40k $1.625 / $5.345, 200k with half leaving $2.284 /
+#: $12.802; hermes-agent $2.284 / $63.223), and sees about as many screens as the count
+#: window of the other families. Each eviction drops the reasoning since the one before
+#: (each block once over a run, whatever the break-even); measured with the reference's
+#: 48 reasoning tokens a reply, an early eviction stops paying within 100 steps if a
+#: reply reasons more than ~530 tokens. Every catalog model that binds is listed (Claude
+#: 5.5, Fable 5.x, Mythos 5.2, GPT-5.6, GPT-6.x), each family measured on its own
+#: prices; an id no part matches (a future family, taken by its nearest listed model)
+#: takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE``. Dollars at steps 100 / 300:
 APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
     {
         "claude-opus-5": AppendOnly(10_000, 0.9),
         "claude-sonnet-5": AppendOnly(10_000, 0.9),
-        # Measured alone (RESULTS.md "The families that keep the fallback"): 10k/0.9
-        # $0.037 / $0.112 at 100 / 300 steps against the fallback's $0.089 / $0.301.
+        # Haiku 5.5, 10k/0.9 $0.037 / $0.112 against the fallback's $0.089 / $0.301.
         "claude-haiku-5": AppendOnly(10_000, 0.9),
+        # Fable 5.2, 10k/0.9 $2.304 / $6.536; 6k/0.9 $2.385 / $6.756; 20k/0.9 $2.485 /
+        # $7.876; the fallback (60k/0.5) $4.528 / $15.106. Fable 5.1's list prices are
+        # 5.2's times 1.25 on every part (input, output, cache reads and writes): the
+        # same choice.
+        "claude-fable-5": AppendOnly(10_000, 0.9),
+        # Mythos 5.2: Fable 5.2's prices on every part, its thinking and cache minimum:
+        # Fable 5.2's figures.
+        "claude-mythos-5": AppendOnly(10_000, 0.9),
+        # GPT-5.6 (sol, terra, luna: cache reads 0.1x input), gpt-5.6-sol: 10k/0.9
+        # $0.974 / $3.145 against the fallback's $2.356 / $8.229 (reasoning items not
+        # sent back in that run: RESULTS.md "Every binding family measured").
+        "gpt-5.6": AppendOnly(10_000, 0.9),
+        # GPT-6 and 6.1 (astra, sol, terra, luna: this part is in every gpt-6.x id and
+        # in no other catalog id). gpt-6.1-sol (cache reads 0.05x): 10k/0.9 $0.524 /
+        # $1.584; 6k/0.9 $0.518 / $1.543 (3 screenshots live at most, twice the
+        # evictions); 20k/0.9 $0.564 / $1.725; the fallback $0.988 / $3.426;
+        # hermes-agent $0.878 / $25.941; Claude Code's rule $1.219 / $13.731. gpt-6-sol
+        # (reads 0.1x): 10k/0.9 $0.627 / $1.981; 6k/0.9 $0.593 / $1.857; the fallback
+        # $1.383 / $4.868.
+        "gpt-6": AppendOnly(10_000, 0.9),
     }
 )
 
