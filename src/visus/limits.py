@@ -380,7 +380,7 @@ RETENTION_LIVE_IMAGES: Final = 4
 #: it: every one that binds (Claude 5.5, Fable 5.x, Mythos 5.2, GPT-5.6, GPT-6.x) has its
 #: family's measured choice there (benchmarks/RESULTS.md "economics"); it stays for an id
 #: no family part matches (a future family, taken by its nearest listed model), never
-#: measured and 2-2.3x dearer than the measured 10k/0.9 on every family run.
+#: chosen by measurement: 1.7-2.7x dearer than each family's choice in every run.
 RETENTION_APPEND_ONLY_TOKENS: Final = 60_000
 RETENTION_APPEND_ONLY_SHARE: Final = 0.5
 #: Live tool images take at most this share of a model's context window.

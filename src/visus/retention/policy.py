@@ -47,35 +47,38 @@ class AppendOnly:
 #: (each block once over a run, whatever the break-even); measured with the reference's
 #: 48 reasoning tokens a reply, an early eviction stops paying within 100 steps if a
 #: reply reasons more than ~530 tokens. Every catalog model that binds is listed (Claude
-#: 5.5, Fable 5.x, Mythos 5.2, GPT-5.6, GPT-6.x), each family measured on its own
-#: prices; an id no part matches (a future family, taken by its nearest listed model)
-#: takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE``. Dollars at steps 100 / 300:
+#: 5.5, Fable 5.x, Mythos 5.2, GPT-5.6, GPT-6.x), each family measured on its own prices
+#: (RESULTS.md "Every binding family measured", with the first eviction's reasoning hold):
+#: the Claude families keep 10k; on the GPT families 6k cost least (4k and 8k dearer on
+#: gpt-6.1-sol), 1-4 screenshots live. An id no part matches (a future family, taken by
+#: its nearest listed model) takes ``limits.RETENTION_APPEND_ONLY_TOKENS``/``_SHARE``.
+#: Dollars at steps 100 / 300 (300-step runs, the reference's 48 reasoning tokens a reply):
 APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
     {
         "claude-opus-5": AppendOnly(10_000, 0.9),
         "claude-sonnet-5": AppendOnly(10_000, 0.9),
         # Haiku 5.5, 10k/0.9 $0.037 / $0.112 against the fallback's $0.089 / $0.301.
         "claude-haiku-5": AppendOnly(10_000, 0.9),
-        # Fable 5.2, 10k/0.9 $2.304 / $6.536; 6k/0.9 $2.385 / $6.756; 20k/0.9 $2.485 /
-        # $7.876; the fallback (60k/0.5) $4.528 / $15.106. Fable 5.1's list prices are
+        # Fable 5.2: 10k/0.9 $2.305 / $6.566; 6k/0.9 $2.384 / $6.760; 20k/0.9 $2.469 /
+        # $7.950; the fallback (60k/0.5) $4.007 / $14.557; hermes-agent $3.108 /
+        # $116.385; Claude Code's rule $4.376 / $28.509. Fable 5.1's list prices are
         # 5.2's times 1.25 on every part (input, output, cache reads and writes): the
-        # same choice.
+        # same order.
         "claude-fable-5": AppendOnly(10_000, 0.9),
         # Mythos 5.2: Fable 5.2's prices on every part, its thinking and cache minimum:
         # Fable 5.2's figures.
         "claude-mythos-5": AppendOnly(10_000, 0.9),
-        # GPT-5.6 (sol, terra, luna: cache reads 0.1x input), gpt-5.6-sol: 10k/0.9
-        # $0.974 / $3.145 against the fallback's $2.356 / $8.229 (reasoning items not
-        # sent back in that run: RESULTS.md "Every binding family measured").
-        "gpt-5.6": AppendOnly(10_000, 0.9),
+        # GPT-5.6 (sol, terra, luna: cache reads 0.1x input), gpt-5.6-sol: 6k/0.9
+        # $1.192 / $3.721; 10k/0.9 $1.229 / $3.906; the fallback $2.782 / $9.744.
+        "gpt-5.6": AppendOnly(6_000, 0.9),
         # GPT-6 and 6.1 (astra, sol, terra, luna: this part is in every gpt-6.x id and
-        # in no other catalog id). gpt-6.1-sol (cache reads 0.05x): 10k/0.9 $0.524 /
-        # $1.584; 6k/0.9 $0.518 / $1.543 (3 screenshots live at most, twice the
-        # evictions); 20k/0.9 $0.564 / $1.725; the fallback $0.988 / $3.426;
-        # hermes-agent $0.878 / $25.941; Claude Code's rule $1.219 / $13.731. gpt-6-sol
-        # (reads 0.1x): 10k/0.9 $0.627 / $1.981; 6k/0.9 $0.593 / $1.857; the fallback
-        # $1.383 / $4.868.
-        "gpt-6": AppendOnly(10_000, 0.9),
+        # in no other catalog id). gpt-6.1-sol (cache reads 0.05x): 4k/0.9 $0.528 /
+        # $1.563; 6k/0.9 $0.516 / $1.545; 8k/0.9 $0.517 / $1.556; 10k/0.9 $0.518 /
+        # $1.573; 20k/0.9 $0.566 / $1.730; the fallback $1.000 / $3.433; hermes-agent
+        # $0.878 / $25.941; Claude Code's rule $1.219 / $13.731. gpt-6-sol (reads
+        # 0.1x): 6k/0.9 $0.596 / $1.860; 10k/0.9 $0.615 / $1.952; the fallback $1.391 /
+        # $4.872.
+        "gpt-6": AppendOnly(6_000, 0.9),
     }
 )
 
