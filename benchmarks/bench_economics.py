@@ -425,12 +425,15 @@ def _table(run: WireRun, results: dict[str, list[Step]], marks: Sequence[int]) -
 _SHORT = tuple(n for n in os.environ.get("VISUS_ECONOMICS_SHORT", "").split(",") if n)
 #: ``VISUS_ECONOMICS_ONLY=visus,hermes,visus@60000/0.5``: only these strategies, each to
 #: 3x the steps, with a line of totals each (``visus@TOKENS[/SHARE]``: visus append-only
-#: with that break-even and share), nothing else.
+#: with that break-even and share; ``visus+weigh``: with ``weigh_reasoning``), nothing else.
 _ONLY = tuple(n for n in os.environ.get("VISUS_ECONOMICS_ONLY", "").split(",") if n)
 
 
 def _named(run: WireRun, name: str) -> Strategy:
-    """A strategy of :func:`_strategies` by name, or ``visus@TOKENS[/SHARE]``."""
+    """A strategy of :func:`_strategies` by name, ``visus@TOKENS[/SHARE]``, or
+    ``visus+weigh`` (visus's defaults with ``weigh_reasoning``)."""
+    if name == "visus+weigh":
+        return Strategy(name, RetentionPolicy(weigh_reasoning=True), dedup=True)
     if not name.startswith("visus@"):
         return next(s for s in _strategies(run) if s.name == name)
     tokens, _, share = name.removeprefix("visus@").partition("/")

@@ -151,9 +151,13 @@ def test_evictions_never_come_back_as_a_history_grows() -> None:
         assert max(counts) > 0
 
 
-def _evictions(reasoned: int, steps: int = 180) -> list[int]:
-    """The steps whose request evicted, default policy on Opus 5.5 (10k break-even)."""
-    live = [_live(model_view(_record(n, reasoned), model=OPUS)) for n in range(1, steps + 1)]
+WEIGHED = RetentionPolicy(weigh_reasoning=True)
+
+
+def _evictions(reasoned: int, steps: int = 180, policy: RetentionPolicy = WEIGHED) -> list[int]:
+    """The steps whose request evicted on Opus 5.5 (its 10k break-even)."""
+    record = [_record(n, reasoned) for n in range(1, steps + 1)]
+    live = [_live(model_view(r, policy, model=OPUS)) for r in record]
     return [n + 1 for n in range(1, steps) if live[n] < live[n - 1] + 1]
 
 
@@ -174,15 +178,24 @@ def test_the_first_eviction_waits_while_the_reasoning_it_drops_costs_more() -> N
     assert max(gaps) <= max(b - a for a, b in itertools.pairwise(little)) + 1
     # The rule, priced for the model: reads (0.05x) past the break-even against the
     # reasoning (output, 5x) dropped; no reasoning pending, it leaves at once.
-    hold = policy_for(OPUS).hold(OPUS)
+    hold = policy_for(OPUS, WEIGHED).hold(OPUS)
     assert hold == Hold(APPEND_ONLY_FAMILIES["claude-opus-5"].tokens, read=0.05, redo=5.0)
+
+
+def test_by_default_the_first_eviction_comes_at_the_break_even_whatever_the_reasoning() -> None:
+    """Weighing the reasoning is opt-in (measured: dearer at 300 steps than what it
+    saves at 100): by default a reply reasoning 1,000 tokens evicts as one reasoning
+    none does."""
+    default = RetentionPolicy()
+    assert _evictions(1000, 40, default) == _evictions(0, 40, default)
+    assert policy_for(OPUS).hold(OPUS) == Hold(10_000, read=0.05, redo=0.0)
 
 
 def test_a_provider_ceiling_stays_hard_while_the_first_eviction_waits() -> None:
     shots = [Shown(f"{n:064x}", 1000, 1500, reasoning=5000) for n in range(40)]
-    fates = plan_tool_images(shots, RetentionPolicy(), model=OPUS, ceiling=Ceiling(images=12))
+    fates = plan_tool_images(shots, WEIGHED, model=OPUS, ceiling=Ceiling(images=12))
     assert sum(f.kind == "live" for f in fates) <= 12
-    unbounded = plan_tool_images(shots, RetentionPolicy(), model=OPUS)
+    unbounded = plan_tool_images(shots, WEIGHED, model=OPUS)
     assert sum(f.kind == "live" for f in unbounded) == 40  # waiting: the reasoning costs more
 
 

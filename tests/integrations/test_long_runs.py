@@ -27,13 +27,12 @@ def _unchanged(step: int) -> bool:
     return step % 3 == 0
 
 
-def _screens(folder: Path, grid: tuple[int, int] = (1, 2)) -> str:
-    """The screenshots in ``folder`` (``grid``: rows and columns of words) and the
-    prompt that views them one per step."""
+def _screens(folder: Path) -> str:
+    """The screenshots in ``folder`` and the prompt that views them one per step."""
     shown = b""
     for step in range(1, STEPS + 1):
         if not _unchanged(step):
-            shown = make_grid(*grid, seed=100 + step)[0]
+            shown = make_grid(1, 2, seed=100 + step)[0]
         (folder / f"s{step}.png").write_bytes(shown)
     return "each view " + json.dumps([{"path": f"s{i}.png"} for i in range(1, STEPS + 1)])
 

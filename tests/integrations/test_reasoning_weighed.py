@@ -52,7 +52,8 @@ def _items(steps: int, sealed: int) -> list[Any]:
 
 def _live(tmp_path: Path, sealed: int) -> int:
     core = VisionCore(VisionOptions.of([tmp_path], data=tmp_path / "data"))
-    core.policy = RetentionPolicy(append_tokens=3 * image_tokens(MODEL, 1600, 1000))
+    tokens = 3 * image_tokens(MODEL, 1600, 1000)
+    core.policy = RetentionPolicy(append_tokens=tokens, weigh_reasoning=True)
     sent, _ = request_input(core, _items(12, sealed), MODEL, hoist=False)
     return sum(
         1

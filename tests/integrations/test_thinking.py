@@ -138,27 +138,22 @@ def _check_claude(wire: Wire) -> None:
         assert _claude_thinking(replies[-1]) >= 1, replies[-1]
 
 
-#: Screens of a screenshot's tokens (1800 x 1300 px, ~3,000 on Opus 5.5): their
-#: reads past the break-even soon cover the few reasoning tokens the reference spends,
-#: so the first eviction (which waits for that) comes within twelve steps.
-GRID = (10, 6)
-
-
 def _early_break_even(
-    core: Any, model: str = "claude-opus-5-5", grid: tuple[int, int] = GRID
+    core: Any, model: str = "claude-opus-5-5", *, weigh_reasoning: bool = False
 ) -> None:
-    """An append-only break-even of two of the test's screens (``grid``; the family's is
-    larger), so twelve steps meet it."""
+    """An append-only break-even of four of the test's screens (the family's is far
+    larger), so twelve steps meet it (``weigh_reasoning``: the first eviction waits
+    for the reads to cover the reasoning it drops)."""
     from PIL import Image
 
     from visus.models import get_model, image_tokens
     from visus.reference.grid import make_grid
     from visus.retention import RetentionPolicy
 
-    with Image.open(io.BytesIO(make_grid(*grid, seed=1)[0])) as im:
+    with Image.open(io.BytesIO(make_grid(1, 2, seed=1)[0])) as im:
         width, height = im.size
     tokens = image_tokens(get_model(model), width, height)
-    core.policy = RetentionPolicy(append_tokens=2 * tokens)
+    core.policy = RetentionPolicy(append_tokens=4 * tokens, weigh_reasoning=weigh_reasoning)
 
 
 async def test_pydantic_ai_replaying_thinking_meets_no_400(
@@ -172,7 +167,7 @@ async def test_pydantic_ai_replaying_thinking_meets_no_400(
 
     from visus.integrations.pydantic_ai import Vision
 
-    prompt = _screens(tmp_path, GRID)
+    prompt = _screens(tmp_path)
     vision = Vision(roots=[tmp_path], data=tmp_path / "data")
     _early_break_even(vision.core)
     wire = Wire()
@@ -238,7 +233,7 @@ async def test_langchain_replaying_thinking_meets_no_400(
 
     from visus.integrations.langchain import VisionMiddleware
 
-    prompt = _screens(tmp_path, GRID)
+    prompt = _screens(tmp_path)
     vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
     _early_break_even(vision.core)
     wire = Wire()
@@ -307,7 +302,7 @@ async def test_openai_agents_replaying_reasoning_meets_no_error(
     pytest.importorskip("agents")
     from visus.integrations.openai_agents import Vision
 
-    prompt = _screens(tmp_path, GRID)
+    prompt = _screens(tmp_path)
     vision = Vision(roots=[tmp_path], data=tmp_path / "data")
     _early_break_even(vision.core, "gpt-5.6-sol")
     wire = Wire()
@@ -348,10 +343,6 @@ async def test_openai_agents_effort_reaches_the_wire(reference_url: str, tmp_pat
     assert spent[0] < spent[1]
 
 
-#: Small screens (600 x 130 px, ~100 tokens): cheap for the reference to read.
-SMALL = (1, 2)
-
-
 async def _pydantic_ai_loop(url: str, wire: Wire, tmp_path: Path) -> None:
     from anthropic import AsyncAnthropic
     from pydantic_ai import Agent
@@ -360,9 +351,9 @@ async def _pydantic_ai_loop(url: str, wire: Wire, tmp_path: Path) -> None:
 
     from visus.integrations.pydantic_ai import Vision
 
-    prompt = _screens(tmp_path, SMALL)
+    prompt = _screens(tmp_path)
     vision = Vision(roots=[tmp_path], data=tmp_path / "data")
-    _early_break_even(vision.core, grid=SMALL)
+    _early_break_even(vision.core, weigh_reasoning=True)
     async with wire.client() as http:
         client = AsyncAnthropic(base_url=url, api_key="k", http_client=http)
         model = AnthropicModel(
@@ -377,9 +368,9 @@ async def _langchain_loop(url: str, wire: Wire, tmp_path: Path) -> None:
 
     from visus.integrations.langchain import VisionMiddleware
 
-    prompt = _screens(tmp_path, SMALL)
+    prompt = _screens(tmp_path)
     vision = VisionMiddleware(roots=[tmp_path], data=tmp_path / "data")
-    _early_break_even(vision.core, grid=SMALL)
+    _early_break_even(vision.core, weigh_reasoning=True)
     chat = _chat_anthropic(url, wire, "claude-opus-5-5")
     await create_agent(chat, tools=[], middleware=[vision]).ainvoke(
         {"messages": [HumanMessage(prompt)]}
@@ -390,11 +381,12 @@ async def _langchain_loop(url: str, wire: Wire, tmp_path: Path) -> None:
 async def test_reasoning_that_costs_more_than_small_screens_keeps_them_all(
     reference_url: str, tmp_path: Path, framework: str
 ) -> None:
-    """Twelve steps past a break-even of two small screens: each reply's usage (its
-    reasoning) reaches the plan, and the first eviction waits until the screens' reads
-    cover the reasoning it would drop, which twelve steps of ~100-token screens never
-    do. Every request only appends to the last; nothing is dropped. (With the replies'
-    reasoning not counted, the first eviction comes at the break-even, the third step.)"""
+    """``weigh_reasoning`` on, twelve steps past a break-even of four small screens:
+    each reply's usage (its reasoning) reaches the plan, and the first eviction waits
+    until the screens' reads cover the reasoning it would drop, which twelve steps of
+    ~100-token screens never do. Every request only appends to the last; nothing is
+    dropped. (With the replies' reasoning not counted, the first eviction comes at the
+    break-even, as in test_*_replaying_thinking_meets_no_400.)"""
     pytest.importorskip(framework)
     wire = Wire()
     loop = _pydantic_ai_loop if framework == "pydantic_ai" else _langchain_loop

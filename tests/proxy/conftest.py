@@ -26,6 +26,17 @@ from visus.reference.server import serve_in_background
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
 
+def cli_port(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> str:
+    """For a ``visus proxy`` run through the CLI in ``tmp_path`` with an empty config:
+    a port free now."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "visus.toml").write_text("")
+    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
 def serve_proxy(config: ProxyConfig) -> contextlib.AbstractContextManager[str]:
     """A proxy on a free loopback port (uvicorn in a thread, as ``visus proxy`` runs it)."""
     return serve_app(create_proxy_app(config), **UVICORN_OPTIONS)

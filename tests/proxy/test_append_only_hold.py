@@ -13,10 +13,12 @@ from __future__ import annotations
 import base64
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
+import pytest
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,12 +27,19 @@ from starlette.routing import Route
 
 from visus.models import get_model, image_tokens
 from visus.proxy import ProxyConfig
-from visus.retention import Ceiling, Shown, evicted_over, policy_for, sealed_reasoning
+from visus.retention import (
+    Ceiling,
+    RetentionPolicy,
+    Shown,
+    evicted_over,
+    policy_for,
+    sealed_reasoning,
+)
 from visus.wire._prepare import max_images
 from visus.wire.anthropic import RULES as MESSAGES
 from visus.wire.openai_responses import RULES as RESPONSES
 
-from .conftest import serve_app, serve_proxy
+from .conftest import cli_port, serve_app, serve_proxy
 from .test_replayed_thinking import BETA, TOOLS, _changes, _images
 
 _REASONING = ("thinking", "redacted_thinking")
@@ -127,11 +136,14 @@ def _screen(n: int, size: tuple[int, int] = (2000, 1733)) -> bytes:
     return out.getvalue()
 
 
-def _expected(model: str, rules: Any, each: int, reasoning: int, steps: int) -> list[int]:
+def _expected(
+    model: str, rules: Any, each: int, reasoning: int, steps: int, *, weigh: bool = True
+) -> list[int]:
     """What the proxy evicts at each request (request n carries n screenshots, each
-    after a reply replaying ``reasoning`` tokens), by the rule visus's agent applies."""
+    after a reply replaying ``reasoning`` tokens), by the rule visus's agent applies
+    (``weigh``: with ``weigh_reasoning``, as ``--weigh-reasoning`` asks)."""
     spec = get_model(model)
-    policy = policy_for(spec)
+    policy = policy_for(spec, RetentionPolicy(weigh_reasoning=weigh))
     ceiling = policy.ceiling(spec).tighter(Ceiling(images=max_images(spec, rules)))
     shots = [Shown(str(n), 0, each, reasoning) for n in range(steps)]
     hold = policy.hold(spec)
@@ -142,10 +154,14 @@ def _first(gone: list[int]) -> int:
     return next(n for n, g in enumerate(gone) if g)
 
 
-def _messages_loop(signature: int, steps: int) -> Thinker:
-    """A client replaying each reply as returned, then a screenshot as the tool's result."""
+def _messages_loop(signature: int, steps: int, *, weigh: bool = True) -> Thinker:
+    """A client replaying each reply as returned, then a screenshot as the tool's result
+    (``weigh``: the proxy runs with ``--weigh-reasoning``)."""
     thinker = Thinker(signature)
-    with serve_app(thinker.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
+    with (
+        serve_app(thinker.app()) as upstream,
+        serve_proxy(ProxyConfig(upstream=upstream, weigh_reasoning=weigh)) as url,
+    ):
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
         messages: list[Any] = [{"role": "user", "content": "go"}]
         for n in range(steps):
@@ -183,23 +199,25 @@ def _check_evictions(thinker: Thinker, gone: list[int]) -> None:
 
 
 def test_without_a_window_the_history_stays_append_only_until_the_break_even() -> None:
-    """Replies that reason little: the first eviction comes at the family's break-even
-    in image tokens or a step after it (the reads past it soon cover the reasoning),
-    the family's share of what fits leaving in one batch, with the opt-in from then on."""
+    """By default (no --weigh-reasoning) the first eviction comes at the family's
+    break-even in image tokens whatever the replies reason, the family's share of what
+    fits leaving in one batch, with the opt-in from then on."""
     each = image_tokens(get_model("claude-opus-5-5"), 2000, 1733)
-    signature = 400  # ~75 reasoning tokens a reply
+    signature = 16 * 1000 // 3  # ~1,000 reasoning tokens a reply: not weighed
     at_break_even = _first(_expected("claude-opus-5-5", MESSAGES, each, 0, 40))
     steps = at_break_even + 6
-    gone = _expected("claude-opus-5-5", MESSAGES, each, sealed_reasoning("A" * signature), steps)
+    reasoning = sealed_reasoning("A" * signature)
+    gone = _expected("claude-opus-5-5", MESSAGES, each, reasoning, steps, weigh=False)
     first = _first(gone)
-    assert 1 < at_break_even < first <= at_break_even + 2  # held, a step or two
+    assert 1 < at_break_even == first
     assert gone[first] >= first // 3  # a large batch, not an image a step
-    _check_evictions(_messages_loop(signature, steps), gone)
+    _check_evictions(_messages_loop(signature, steps, weigh=False), gone)
 
 
 def test_replies_that_reason_much_keep_every_screenshot_well_past_the_break_even() -> None:
-    """Replies of ~1,000 reasoning tokens: evicting at the break-even would drop more
-    reasoning than the cache reads of keeping the screenshots cost, so they all stay
+    """--weigh-reasoning, replies of ~1,000 reasoning tokens: evicting at the break-even
+    would drop more reasoning than the cache reads of keeping the screenshots cost, so
+    they all stay
     until those reads cover it, then leave in one batch; no 400, and the blocks that
     eviction dropped are left out after it."""
     each = image_tokens(get_model("claude-opus-5-5"), 2000, 1733)
@@ -284,7 +302,10 @@ def test_responses_reasoning_items_hold_the_first_eviction_too() -> None:
     reasoner = Reasoner(sealed)
     schema = {"type": "object"}
     tools: list[Any] = [{"type": "function", "name": "screenshot", "parameters": schema}]
-    with serve_app(reasoner.app()) as upstream, serve_proxy(ProxyConfig(upstream=upstream)) as url:
+    with (
+        serve_app(reasoner.app()) as upstream,
+        serve_proxy(ProxyConfig(upstream=upstream, weigh_reasoning=True)) as url,
+    ):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
         items: list[Any] = [{"role": "user", "content": "go"}]
         for n in range(steps):
@@ -298,3 +319,29 @@ def test_responses_reasoning_items_hold_the_first_eviction_too() -> None:
             result = {"type": "function_call_output", "call_id": f"call_{n + 1}", "output": [image]}
             items.append(result)
     assert [_input_images(b) for b in reasoner.bodies] == [n - gone[n] for n in range(steps)]
+
+
+@pytest.mark.parametrize("flag", [[], ["--weigh-reasoning"]])
+def test_the_operator_turns_the_weighing_on_from_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flag: list[str]
+) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import visus.proxy
+    from visus.cli import app
+
+    built: list[ProxyConfig] = []
+    real = visus.proxy.create_proxy_app
+
+    def spy(config: ProxyConfig) -> Any:
+        built.append(config)
+        return real(config)
+
+    monkeypatch.setattr(visus.proxy, "create_proxy_app", spy)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *a, **k: None)  # built, not served
+    port = cli_port(monkeypatch, tmp_path)
+    args = ["proxy", "--upstream", "http://127.0.0.1:9", "--port", port, *flag]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert [c.weigh_reasoning for c in built] == [bool(flag)]

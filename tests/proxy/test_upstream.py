@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +22,7 @@ from typer.testing import CliRunner
 from visus import limits
 from visus.proxy import ProxyConfig
 
-from .conftest import assert_placed, grid, seen, serve_app, serve_proxy
+from .conftest import assert_placed, cli_port, grid, seen, serve_app, serve_proxy
 from .test_passthrough import Tap
 
 REPLY = {
@@ -323,12 +322,7 @@ def test_visus_proxy_serves_without_its_own_server_header(
     # The proxy runs a uvicorn.Server of its own (tether_server), not uvicorn.run: a patch
     # of uvicorn.run let this test start a real proxy that served for ever.
     monkeypatch.setattr(uvicorn.Server, "run", run)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "visus.toml").write_text("")
-    monkeypatch.setenv("VISUS_CONFIG", str(tmp_path / "visus.toml"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = cli_port(monkeypatch, tmp_path)
     result = CliRunner().invoke(app, ["proxy", "--upstream", "http://127.0.0.1:9", "--port", port])
     assert result.exit_code == 0, result.output
     assert (ran["server_header"], ran["date_header"]) == (False, False)

@@ -50,6 +50,15 @@ ChunkOpt = Annotated[
         "the cached prefix more often",
     ),
 ]
+WeighReasoningOpt = Annotated[
+    bool,
+    typer.Option(
+        "--weigh-reasoning",
+        help="For a model that binds its reasoning (Claude 5.5, GPT-5.6+), hold the first "
+        "eviction past the break-even until the reads cover the reasoning it drops "
+        "(cheaper for short runs of heavy reasoning; default off: benchmarks/RESULTS.md)",
+    ),
+]
 TokenOpt = Annotated[
     str | None,
     typer.Option(
@@ -73,6 +82,7 @@ def proxy(
     token: TokenOpt = None,
     data: DataOpt = None,
     open_metrics: OpenMetricsOpt = False,
+    weigh_reasoning: WeighReasoningOpt = False,
     log_format: LogFormatOpt = "text",
 ) -> None:
     """Serve Anthropic Messages, OpenAI Chat Completions and Responses in front of UPSTREAM.
@@ -113,6 +123,7 @@ def proxy(
             token=token,
             data=data_root(data),
             open_metrics=open_metrics,
+            weigh_reasoning=weigh_reasoning,
         )
         app = create_proxy_app(proxied)
     except VisusError as e:

@@ -127,6 +127,9 @@ class ProxyConfig:
     data: Path | None = None
     #: Serve ``/metrics`` without the token (a scraper inside the operator's network).
     open_metrics: bool = False
+    #: Append-only: the first eviction waits until the reads cover the reasoning the
+    #: client replays (``RetentionPolicy.weigh_reasoning``; off, as measured cheaper).
+    weigh_reasoning: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -366,6 +369,7 @@ async def _edited(
         live_images=proxy.config.live_images,
         chunk=proxy.config.image_batch,
         cache=proxy.cache,
+        weigh_reasoning=proxy.config.weigh_reasoning,
     )
     decoded = work.plain is not None
     work.plain = work.body = None

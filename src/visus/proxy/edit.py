@@ -190,8 +190,10 @@ class Edit:
         chunk: int | None = None,
         cache: FitCache | None = None,
         view_tool: str | None = None,
+        weigh_reasoning: bool = False,
     ) -> Edit:
-        """The edit for a request to ``model`` (the body's field, any type) on a wire."""
+        """The edit for a request to ``model`` (the body's field, any type) on a wire
+        (``weigh_reasoning``: :attr:`visus.retention.RetentionPolicy.weigh_reasoning`)."""
         spec = UNKNOWN_MODEL
         if isinstance(model, str) and model.strip():
             try:
@@ -205,7 +207,7 @@ class Edit:
         ceiling = Ceiling(images=max_images(spec, rules))
         append = None
         if policy is None and live_images is None and spec.preserved_thinking:
-            append = policy_for(spec)
+            append = policy_for(spec, RetentionPolicy(weigh_reasoning=weigh_reasoning))
             ceiling = ceiling.tighter(append.ceiling(spec))
         return cls(
             spec=spec,

@@ -154,8 +154,10 @@ class Hold:
     reasoning leaving would drop (rent or buy: at most twice the cheaper of the two),
     then leave. From then on the run is a long one, and each later eviction drops only
     what the next would (over a run each block is dropped once whatever the schedule):
-    they come at the break-even. With no reasoning (a model that reasons little) the
-    first leaves at once too.
+    they come at the break-even. With no reasoning pending, or ``redo`` at 0
+    (:class:`~visus.retention.RetentionPolicy`'s default: ``weigh_reasoning`` off, the
+    cheaper choice measured over runs of 100 and 300 steps), the first leaves at once
+    too.
 
     Example:
         >>> Hold(10_000, read=0.05, redo=5.0).worth(paid=250.0, reasoning=48)

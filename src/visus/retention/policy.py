@@ -127,6 +127,13 @@ class RetentionPolicy:
     append_share: float | None = None
     #: Otherwise: the share of what fits that leaves at a provider's limit.
     limit_share: float = limits.RETENTION_LIMIT_SHARE
+    #: Append-only: the first eviction past the break-even waits until the reads the
+    #: images cost cover the reasoning it would drop (:class:`~visus.retention.batches.
+    #: Hold`). Off by default: measured (benchmarks/RESULTS.md "Weighing the reasoning
+    #: an eviction drops"), it is the cheaper choice only for runs that end before
+    #: ~100 steps with replies reasoning ~800 tokens or more, and up to 43% dearer at
+    #: 300 steps; evicting at the break-even is never more than 21% above the cheapest.
+    weigh_reasoning: bool = False
 
     def __post_init__(self) -> None:
         optional = ("attachments_live_turns", "live_images", "image_chunk", "append_tokens")
@@ -199,14 +206,16 @@ class RetentionPolicy:
 
     def hold(self, model: ModelSpec | None) -> Hold | None:
         """Append-only: the break-even (``append_tokens``, the family's when unset)
-        past which images leave once the reads they cost cover the reasoning leaving
-        drops, priced for ``model`` (:class:`~visus.retention.batches.Hold`); None for
-        a history with windows.
+        past which images leave; with ``weigh_reasoning``, the first time only once the
+        reads they cost cover the reasoning leaving drops, priced for ``model``
+        (:class:`~visus.retention.batches.Hold`). None for a history with windows.
 
         Example:
             >>> from visus.models import get_model
             >>> opus = get_model("claude-opus-5-5")
-            >>> RetentionPolicy().for_model(opus).hold(opus)
+            >>> RetentionPolicy().for_model(opus).hold(opus)  # reasoning priced at nothing
+            Hold(tokens=10000, read=0.05, redo=0.0)
+            >>> RetentionPolicy(weigh_reasoning=True).for_model(opus).hold(opus)
             Hold(tokens=10000, read=0.05, redo=5.0)
         """
         if not self.append_only:
@@ -215,7 +224,7 @@ class RetentionPolicy:
         if model is None:
             return Hold(tokens)
         read, redo = relative_prices(model)
-        return Hold(tokens, read, redo)
+        return Hold(tokens, read, redo if self.weigh_reasoning else 0.0)
 
     def first_live_turn(self, current: int) -> int:
         """The earliest turn whose images stay live when ``current`` is the latest turn
