@@ -126,16 +126,19 @@ def test_reasoning_an_eviction_cost_is_sent_once() -> None:
     for view in views:  # the latest reply's reasoning always goes
         said = [m for m in view if isinstance(m, AssistantMessage)]
         assert said[-1].provider_state is not None
+        assert not said[-1].provider_state.left_out
     first = evicting[0]
     after = [m for m in views[first + 1] if isinstance(m, AssistantMessage)]
-    assert any(m.provider_state is None for m in after)  # left out after the eviction
+    assert any(m.provider_state and m.provider_state.left_out for m in after)  # left out
     at = [m for m in views[first] if isinstance(m, AssistantMessage)]
-    assert all(m.provider_state is not None for m in at)  # sent on the evicting request
+    # Sent on the evicting request.
+    assert all(m.provider_state and not m.provider_state.left_out for m in at)
     # The model that does not bind its reasoning keeps every block in every view.
     sonnet = get_model("claude-sonnet-4-6")
     for n in range(1, 31):
         view = model_view(_record(n), RetentionPolicy(), model=sonnet)
-        assert all(m.provider_state is not None for m in view if isinstance(m, AssistantMessage))
+        said = [m for m in view if isinstance(m, AssistantMessage)]
+        assert all(m.provider_state and not m.provider_state.left_out for m in said)
 
 
 def test_evictions_never_come_back_as_a_history_grows() -> None:

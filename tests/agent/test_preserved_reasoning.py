@@ -141,7 +141,8 @@ async def test_a_long_screen_loop_keeps_its_reasoning_and_meets_no_400(
         said = [m for m in request.messages if isinstance(m, AssistantMessage)]
         assert len(sent) == len(said)
         for turn, message in zip(sent, said, strict=True):
-            if message.provider_state is not None:  # its blocks back exactly as they came
+            state = message.provider_state
+            if state is not None and not state.left_out:  # its blocks back as they came
                 assert _strip(turn["content"]) == json.loads(message.provider_state.items)
         opt_in = (
             body["betas"]
@@ -200,12 +201,32 @@ async def test_responses_reasoning_items_go_back_as_returned(
         kept = [
             i
             for m in request.messages
-            if isinstance(m, AssistantMessage) and m.provider_state is not None
+            if isinstance(m, AssistantMessage)
+            and m.provider_state is not None
+            and not m.provider_state.left_out
             for i in json.loads(m.provider_state.items)
             if i.get("type") == "reasoning"
         ]
         assert sent == kept
         assert all(i["encrypted_content"] for i in sent)
+    # Reasoning is dropped (and done again: more output) only on the evicting requests;
+    # the requests after one keep every item made since, ids and all.
+    bodies = [
+        lower(r, wire="openai-responses", model=agent.model, blobs=agent.blobs)
+        for r in recorder.requests
+    ]
+    plain = [
+        [json.dumps(i, sort_keys=True) for i in b["input"] if i.get("type") != "reasoning"]
+        for b in bodies
+    ]
+    evicting = [n for n in range(1, len(plain)) if plain[n][: len(plain[n - 1])] != plain[n - 1]]
+    assert evicting  # the 6k break-even is met
+    spent = [  # each call's reply (the last, the answer, writes more)
+        m.usage.output_tokens if m.usage else 0
+        for m in result.messages
+        if isinstance(m, AssistantMessage) and m.tool_calls
+    ]
+    assert [n for n, k in enumerate(spent) if k > min(spent)] == evicting, spent
 
 
 async def test_gemini_thought_signatures_go_back_on_their_calls(

@@ -211,6 +211,12 @@ class ProviderState:
     items, Gemini thought signatures on text), kept verbatim as JSON text so the record
     stays plain; lowering onto another wire drops them.
 
+    ``left_out``: a model view's, never stored: the reasoning among the items is left
+    out (an eviction already had the provider drop it,
+    :mod:`visus.retention.reasoning`); the rest of the reply still goes as it came (a
+    Responses function call keeps its item id: the prefix of what came after stays the
+    same).
+
     Example:
         >>> ProviderState("openai-responses", '[{"type": "reasoning", "id": "rs_1"}]').wire
         'openai-responses'
@@ -218,6 +224,7 @@ class ProviderState:
 
     wire: str
     items: str
+    left_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,8 @@ def bound_reasoning(message: AssistantMessage) -> int:
         >>> bound_reasoning(AssistantMessage(usage=Usage(10, 900)))  # nothing bound
         0
     """
-    if message.provider_state is None or message.usage is None:
+    state = message.provider_state
+    if state is None or state.left_out or message.usage is None:
         return 0
     return message.usage.output_tokens
 
@@ -103,7 +104,7 @@ def drop_stale_reasoning(
         ...     return tuple(ImageFate("evicted" if len(s) >= 3 and i == 0 else "live")
         ...                  for i in range(len(s)))
         >>> drop_stale_reasoning(view, [0, 2, 4, 6], [Shown(d) for d in "abcd"], plan)
-        >>> [view[p].provider_state is None for p in (1, 3, 5)]  # the third made after
+        >>> [view[p].provider_state.left_out for p in (1, 3, 5)]  # the third made after
         [True, True, False]
     """
     said = [i for i, m in enumerate(view) if isinstance(m, AssistantMessage)]
@@ -121,8 +122,9 @@ def drop_stale_reasoning(
     for p in said[:-1]:
         message = view[p]
         assert isinstance(message, AssistantMessage)
-        if message.provider_state is None:
+        if message.provider_state is None or message.provider_state.left_out:
             continue
         count = bisect.bisect_left(image_at, p)
         if min(before, count) > evicted(count):
-            view[p] = replace(message, provider_state=None)
+            state = replace(message.provider_state, left_out=True)
+            view[p] = replace(message, provider_state=state)

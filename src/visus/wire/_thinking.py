@@ -124,7 +124,10 @@ def keep(
 
 
 def _stored(state: ProviderState | None, wire: str) -> list[JSONObject] | None:
-    if state is None or state.wire != wire:
+    """The reply's blocks as returned (None: none for ``wire``, or a view left its
+    reasoning out: the turn is built from the record, as Anthropic's and Bedrock's
+    prefix checks compare it)."""
+    if state is None or state.wire != wire or state.left_out:
         return None
     items = json.loads(state.items)
     return cast("list[JSONObject]", items) if isinstance(items, list) else None

@@ -284,7 +284,7 @@ def _text_signature(state: ProviderState) -> str | None:
 def _model(message: AssistantMessage) -> list[Part]:
     texts: list[Text] = [{"text": p.text} for p in message.parts if p.text]
     state = message.provider_state
-    if state is not None and state.wire == WIRE:
+    if state is not None and state.wire == WIRE and not state.left_out:
         # The signature Gemini put on the reply's text goes back on that text (on an
         # empty text part when the reply had none: where Gemini sent it).
         signature = _text_signature(state)

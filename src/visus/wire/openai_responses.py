@@ -210,7 +210,9 @@ def _assistant(message: AssistantMessage) -> list[InputItem]:
     for kept in cast("list[JSONObject]", json.loads(state.items)):  # a reply's own items
         kind, call_id, item_id = kept.get("type"), kept.get("call_id"), kept.get("id")
         if kind == "reasoning":
-            items.append(kept)
+            # Left out once an eviction had it dropped; its call keeps its item id, so
+            # what the replies after it were made over stays the same.
+            items.extend(() if state.left_out else [kept])
         elif kind == "message":
             items.extend(text)
             text = []
