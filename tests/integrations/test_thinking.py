@@ -295,10 +295,10 @@ async def test_openai_agents_replaying_reasoning_meets_no_error(
     reference_url: str, tmp_path: Path
 ) -> None:
     """gpt-5.6-sol binds its reasoning items to the history (OpenAI "preserved
-    reasoning"): the history only grows but at the rare evictions, after which the
-    server drops the stale items (no error; the reasoning done again shows in reasoning
-    tokens) and the integration leaves them out of every later request, so only the
-    evicting requests pay for it; every other reasoning item goes back."""
+    reasoning"): the history only grows but at the rare evictions; the items an
+    eviction invalidates are left out from the evicting request on, with their calls'
+    item ids, so the server drops none (no error, no reasoning done again); every
+    other reasoning item goes back."""
     pytest.importorskip("agents")
     from visus.integrations.openai_agents import Vision
 
@@ -316,9 +316,21 @@ async def test_openai_agents_replaying_reasoning_meets_no_error(
     ]
     evicting = [n for n in range(1, len(plain)) if plain[n][: len(plain[n - 1])] != plain[n - 1]]
     assert 1 <= len(evicting) <= 4, evicting
+    # What an eviction invalidates goes neither on the evicting request nor after, its
+    # calls without their item ids (the API refuses an item id without its reasoning
+    # item): the server never drops reasoning, none is done again.
     spent = [max(_tokens(a, "reasoning_tokens")) for _, a in wire.answers]
-    assert [n for n, k in enumerate(spent) if k > min(spent)] == evicting, spent
+    assert len(set(spent)) == 1, spent
+    for items in inputs:
+        reasoned = False
+        for item in items:
+            kind = item.get("type")
+            reasoned = kind == "reasoning" or (reasoned and kind == "function_call")
+            if kind == "function_call" and "id" in item:
+                assert reasoned, item
     for n, items in enumerate(inputs[1:], 1):  # the newest reply's reasoning goes back
+        if n in evicting:
+            continue  # unless this request's eviction invalidates it
         last = max(i for i, x in enumerate(items) if x.get("type") == "function_call")
         assert any(x.get("type") == "reasoning" for x in items[:last]), n
 

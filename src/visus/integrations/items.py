@@ -263,14 +263,25 @@ def _live(url: str, window: Window) -> str:
 
 
 def _fresh_reasoning(items: list[Item], window: Window) -> list[Item]:
-    """``items`` without the reasoning items an eviction already had the API drop
-    (:meth:`~visus.integrations.window.Window.stale`): each is a reply of the request
-    holding the items before it; sent again at every later step, it would be dropped
-    and its reasoning redone every time."""
+    """``items`` without the reasoning items an eviction invalidates, from the evicting
+    request on (:meth:`~visus.integrations.window.Window.stale`; the provider drops them
+    anyway), and the calls of those replies without their item ids (the API refuses an
+    item id without its reasoning item), as visus's agent sends them: what each later
+    reply is made over stays the same, so its reasoning is never dropped."""
     replies = [n for n, i in enumerate(items) if _is_reply(i)]
     reasoned = {n for n in replies if items[n].get("type") == "reasoning"}
-    stale = window.stale(len(items), replies, reasoned)
-    return [i for n, i in enumerate(items) if n not in stale]
+    stale = window.stale(len(items), replies, reasoned, invalidated=True)
+    out: list[Item] = []
+    bare = False  # in a reply whose reasoning was left out
+    for n, item in enumerate(items):
+        if n in stale:
+            bare = True
+            continue
+        bare = bare and _is_reply(item) and item.get("type") != "reasoning"
+        if bare and item.get("type") == "function_call" and "id" in item:
+            item = {k: v for k, v in item.items() if k != "id"}
+        out.append(item)
+    return out
 
 
 def _hoisted(image: _Image, sent: Item) -> Item:

@@ -289,6 +289,8 @@ def stale_replies(
     image_at: Sequence[int],
     shown: Sequence[Shown],
     plan: Callable[[Sequence[Shown]], tuple[ImageFate, ...]],
+    *,
+    invalidated: bool = False,
 ) -> set[int]:
     """Which of a framework history's replies (positions among ``size`` messages) to
     send without their reasoning: those whose blocks an eviction already had the
@@ -309,7 +311,15 @@ def stale_replies(
     for p in replies:
         view[p] = _REASONED if p in reasoned else _REPLY
     drop_stale_reasoning(view, image_at, shown, plan)
-    return {p for p in reasoned if view[p] is not _REASONED}
+    # Left out: an earlier eviction had them dropped; with ``invalidated`` also those
+    # this request's eviction invalidates (else they go as they came, for the provider
+    # to drop and count).
+    return {p for p in reasoned if _left_out(view[p], invalidated)}
+
+
+def _left_out(message: Message, invalidated: bool) -> bool:
+    state = message.provider_state if isinstance(message, AssistantMessage) else None
+    return state is not None and (state.left_out or (invalidated and state.invalidated))
 
 
 @dataclass(slots=True)
@@ -411,11 +421,19 @@ class Window:
             out.append(user(pending))
         return out
 
-    def stale(self, size: int, replies: Sequence[int], reasoned: Collection[int]) -> set[int]:
+    def stale(
+        self,
+        size: int,
+        replies: Sequence[int],
+        reasoned: Collection[int],
+        *,
+        invalidated: bool = False,
+    ) -> set[int]:
         """The replies among ``size`` messages (positions as in the messages the window
         was made of) to send without their reasoning (:func:`stale_replies`)."""
         plan = functools.partial(self.core.plan, model=self.model, wire=self.wire)
-        return stale_replies(size, reasoned, replies, self.image_at, self.shown, plan)
+        shown, at = self.shown, self.image_at
+        return stale_replies(size, reasoned, replies, at, shown, plan, invalidated=invalidated)
 
     def request(self, *, hoisted: bool = False) -> RequestImages:
         """This request's counts (``hoisted``: its live images went to a user message)."""

@@ -211,11 +211,13 @@ class ProviderState:
     items, Gemini thought signatures on text), kept verbatim as JSON text so the record
     stays plain; lowering onto another wire drops them.
 
-    ``left_out``: a model view's, never stored: the reasoning among the items is left
-    out (an eviction already had the provider drop it,
-    :mod:`visus.retention.reasoning`); the rest of the reply still goes as it came (a
-    Responses function call keeps its item id: the prefix of what came after stays the
-    same).
+    A model view's marks, never stored (:mod:`visus.retention.reasoning`):
+    ``left_out``, an earlier request's eviction already had the provider drop the
+    reasoning among the items (the turn goes as the record's text and calls);
+    ``invalidated``, this request's eviction changes the prefix it was made over (each
+    wire sends what its provider wants then: Anthropic the blocks as returned, to be
+    dropped and listed; Responses neither the reasoning nor the calls' item ids, which
+    the API refuses without their reasoning item).
 
     Example:
         >>> ProviderState("openai-responses", '[{"type": "reasoning", "id": "rs_1"}]').wire
@@ -225,6 +227,7 @@ class ProviderState:
     wire: str
     items: str
     left_out: bool = False
+    invalidated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,10 @@ def drop_stale_reasoning(
         >>> drop_stale_reasoning(view, [0, 2, 4, 6], [Shown(d) for d in "abcd"], plan)
         >>> [view[p].provider_state.left_out for p in (1, 3, 5)]  # the third made after
         [True, True, False]
+        >>> view = [shot, said, shot, said, shot]  # this request evicts the oldest
+        >>> drop_stale_reasoning(view, [0, 2, 4], [Shown(d) for d in "abc"], plan)
+        >>> [view[p].provider_state.invalidated for p in (1, 3)]
+        [True, True]
     """
     said = [i for i, m in enumerate(view) if isinstance(m, AssistantMessage)]
     if not said or not shown:
@@ -119,12 +123,18 @@ def drop_stale_reasoning(
 
     # The previous request held the images before the latest assistant message.
     before = evicted(bisect.bisect_left(image_at, said[-1]))
-    for p in said[:-1]:
+    now = evicted(len(shown))
+    for p in said:
         message = view[p]
         assert isinstance(message, AssistantMessage)
-        if message.provider_state is None or message.provider_state.left_out:
+        state = message.provider_state
+        if state is None or state.left_out:
             continue
         count = bisect.bisect_left(image_at, p)
-        if min(before, count) > evicted(count):
-            state = replace(message.provider_state, left_out=True)
-            view[p] = replace(message, provider_state=state)
+        if min(before, count) > evicted(count) and p != said[-1]:
+            state = replace(state, left_out=True)
+        elif min(now, count) > evicted(count):
+            state = replace(state, invalidated=True)  # by this request's eviction
+        else:
+            continue
+        view[p] = replace(message, provider_state=state)

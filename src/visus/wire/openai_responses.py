@@ -201,7 +201,11 @@ def _assistant(message: AssistantMessage) -> list[InputItem]:
     calls = {c.id: _call(c) for c in message.tool_calls}
     text: list[InputItem] = [{"role": "assistant", "content": message.text}] if message.text else []
     state = message.provider_state
-    if state is None or state.wire != WIRE:
+    if state is None or state.wire != WIRE or state.left_out or state.invalidated:
+        # Reasoning an eviction invalidates goes neither now nor later, and its calls
+        # without their item ids (the API refuses an item id without its reasoning item:
+        # "function_call was provided without its required 'reasoning' item"), from the
+        # evicting request on: what the replies after it are made over stays the same.
         return [*text, *calls.values()]
     # Replay the reply's own items in their order: reasoning items verbatim (their
     # encrypted content carries the model's reasoning to the next step), the text where
@@ -210,9 +214,7 @@ def _assistant(message: AssistantMessage) -> list[InputItem]:
     for kept in cast("list[JSONObject]", json.loads(state.items)):  # a reply's own items
         kind, call_id, item_id = kept.get("type"), kept.get("call_id"), kept.get("id")
         if kind == "reasoning":
-            # Left out once an eviction had it dropped; its call keeps its item id, so
-            # what the replies after it were made over stays the same.
-            items.extend(() if state.left_out else [kept])
+            items.append(kept)
         elif kind == "message":
             items.extend(text)
             text = []
