@@ -401,3 +401,28 @@ def test_responses_reasoning_after_a_changed_prefix_is_dropped(base_url: str) ->
     refused = _responses(base_url, {**body, "input": bare})
     assert refused.status_code == 400
     assert "Items are not persisted when `store` is set to false" in refused.text
+
+
+def test_a_call_sent_back_with_its_item_id_needs_its_reasoning_item(base_url: str) -> None:
+    """The API refuses a function_call item id whose reasoning item is missing (cline
+    issue #12242 on gpt-5.5); a call sent with its call_id only needs none."""
+    items = _responses_loop(base_url, 2)
+    body = {
+        "model": GPT,
+        "tools": RESPONSES_TOOLS,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+    assert _responses(base_url, {**body, "input": items}).status_code == 200
+    reasoning = next(i for i in items if i.get("type") == "reasoning")
+    call = next(i for i in items if i.get("type") == "function_call")
+    without = [i for i in items if i is not reasoning]
+    refused = _responses(base_url, {**body, "input": without})
+    assert refused.status_code == 400
+    expected = (
+        f"Item '{call['id']}' of type 'function_call' was provided without its required "
+        f"'reasoning' item: '{reasoning['id']}'."
+    )
+    assert refused.json()["error"]["message"] == expected
+    bare = [{k: v for k, v in i.items() if k != "id"} if i is call else i for i in without]
+    assert _responses(base_url, {**body, "input": bare}).status_code == 200

@@ -40,7 +40,7 @@ from visus.reference.binding import (
     reasoning_tokens,
 )
 
-__all__ = ["check", "effort", "output_item", "reasoning_items"]
+__all__ = ["check", "effort", "output_item", "pair_calls", "reasoning_items", "require_pairs"]
 
 #: What the wire raises for a refused request: (message, param) -> exception.
 Refuse = Callable[[str, str], Exception]
@@ -50,6 +50,8 @@ _SUMMARY_TEXT = "Reading what the request holds before answering."
 _STORED: OrderedDict[str, str] = OrderedDict()
 _STORED_MAX = 4096
 _LOCK = threading.Lock()
+#: Each function_call item id this server gave out with a reasoning item: that item's id.
+_PAIRED: OrderedDict[str, str] = OrderedDict()
 
 
 def effort(body: Mapping[str, Any]) -> str | None:
@@ -133,3 +135,38 @@ def output_item(
             while len(_STORED) > _STORED_MAX:
                 _STORED.popitem(last=False)
     return item, spent
+
+
+def pair_calls(output: list[dict[str, Any]]) -> None:
+    """Remember which reasoning item each of a reply's function calls came with."""
+    reasoning = next((o["id"] for o in output if o.get("type") == "reasoning"), None)
+    if reasoning is None:
+        return
+    with _LOCK:
+        for o in output:
+            if o.get("type") == "function_call":
+                _PAIRED[str(o["id"])] = str(reasoning)
+        while len(_PAIRED) > _STORED_MAX:
+            _PAIRED.popitem(last=False)
+
+
+def require_pairs(body: Mapping[str, Any], refuse: Refuse) -> None:
+    """A function_call item sent back with the item id a reasoning reply gave it needs
+    that reply's reasoning item in the input too, as the API answers otherwise
+    ("Item 'fc_...' of type 'function_call' was provided without its required
+    'reasoning' item: 'rs_...'", seen on gpt-5.5, cline issue #12242); a call without
+    an item id (only its call_id) needs none."""
+    raw = body.get("input")
+    seq = raw if isinstance(raw, list) else []
+    sent = {i.get("id") for i in seq if isinstance(i, dict) and i.get("type") == "reasoning"}
+    for n, item in enumerate(seq):
+        if not (isinstance(item, dict) and item.get("type") == "function_call"):
+            continue
+        with _LOCK:
+            needed = _PAIRED.get(str(item.get("id")))
+        if needed is not None and needed not in sent:
+            raise refuse(
+                f"Item '{item.get('id')}' of type 'function_call' was provided without its "
+                f"required 'reasoning' item: '{needed}'.",
+                f"input[{n}]",
+            )

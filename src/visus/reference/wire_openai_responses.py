@@ -212,11 +212,14 @@ def _responses_body(
                 "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
             }
         )
-    for c in reply.tool_calls:
+    for k, c in enumerate(reply.tool_calls):
+        # An item id of this reply's own when it reasoned (the API's are unique; the
+        # call_id, derived from the request, may repeat across conversations).
+        own = "fc_" + c.id[5:] if item is None else f"fc_{item['id'][3:]}{k}"
         output.append(
             {
                 "type": "function_call",
-                "id": "fc_" + c.id[5:],
+                "id": own,
                 "call_id": c.id,
                 "name": c.name,
                 "arguments": json.dumps(dict(c.arguments)),
@@ -331,6 +334,7 @@ async def responses(request: Request, settings: Settings) -> Response:
     conv = _responses_conversation(body)
     spec = spec_for("openai", model)
     bound, items = reasoning.reasoning_items(body, _refuse)
+    reasoning.require_pairs(body, _refuse)
     verdict = reasoning.check(bound, items, spec, _refuse)
     cap = body.get("max_output_tokens")
     reply = await answer(
@@ -346,6 +350,7 @@ async def responses(request: Request, settings: Settings) -> Response:
     head = {"instructions": body.get("instructions"), "tools": body.get("tools")}
     cached = cached_tokens(settings, body, head, body.get("input"), reply.input_tokens)
     done = _responses_body(reply, response_id("resp_", body), model, cached, (item, spent))
+    reasoning.pair_calls(done["output"])
     if body.get("stream"):
         return StreamingResponse(_responses_stream(done), media_type="text/event-stream")
     return JSONResponse(done)
