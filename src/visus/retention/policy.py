@@ -77,7 +77,11 @@ APPEND_ONLY_FAMILIES: Mapping[str, AppendOnly] = MappingProxyType(
         # $1.573; 20k/0.9 $0.566 / $1.730; the fallback $1.000 / $3.433; hermes-agent
         # $0.878 / $25.941; Claude Code's rule $1.219 / $13.731. gpt-6-sol (reads
         # 0.1x): 6k/0.9 $0.596 / $1.860; 10k/0.9 $0.615 / $1.952; the fallback $1.391 /
-        # $4.872.
+        # $4.872. After the Responses fix (no reasoning redone after an eviction,
+        # RESULTS.md "Every binding family measured"), gpt-6.1-sol: 2k-3k/0.9 (one
+        # screenshot live) $0.340 / $1.018; 4k $0.356 / $1.067; 6k $0.364 / $1.093; 8k
+        # $0.383 / $1.154; 10k $0.395 / $1.194. 6k stays: within 7% of one screenshot
+        # live, it keeps up to three in view, as the other families' windows do.
         "gpt-6": AppendOnly(6_000, 0.9),
     }
 )
