@@ -25,6 +25,7 @@ from typing import Any, TypeGuard
 from visus.integrations.core import NO_VIEW, ViewCall
 from visus.integrations.memo import ImageMemo
 from visus.retention import sealed_reasoning
+from visus.wire._thinking import is_claude_thinking
 
 __all__ = [
     "artifact_of",
@@ -175,8 +176,7 @@ def thinking_blocks(content: object) -> list[dict[str, Any]]:
     """
     if not isinstance(content, list):
         return []
-    kinds = ("thinking", "redacted_thinking")
-    return [b for b in content if isinstance(b, dict) and b.get("type") in kinds]
+    return [b for b in content if isinstance(b, dict) and is_claude_thinking(b)]
 
 
 def reasoned(content: object, output_tokens: int) -> int:
