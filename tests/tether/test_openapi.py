@@ -58,9 +58,22 @@ def exercise(op: Any, mode: GenerationMode, base: str, iid: str, seen: set[int])
     run()
 
 
+def _describe_schemathesis_lambdas_now() -> None:
+    """Hypothesis names a lambda by parsing its module's source, once per module. Left
+    to a draw, schemathesis's JSON Schema strategies module is parsed hundreds of frames
+    deep, where CPython 3.11.7 can fail the AST build with "AST constructor recursion
+    depth mismatch" (cpython gh-106905), a failure Hypothesis then reports as flaky (seen
+    once in a full run). Parsed here, shallow, the draw finds it in Hypothesis's cache."""
+    from hypothesis.internal.lambda_sources import lambda_description
+    from schemathesis.generation.jsonschema import strategy
+
+    lambda_description(strategy._TYPE_CHECKS["null"])
+
+
 def test_openapi_spec_holds_under_generated_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _describe_schemathesis_lambdas_now()
     # Negative cases send hundreds of made-up tokens: past AUTH_MAX_FAILURES the gate
     # would refuse this client's right one too (tests/tether/test_gate.py).
     monkeypatch.setattr(limits, "AUTH_MAX_FAILURES", 1_000_000)
